@@ -1,0 +1,249 @@
+"""The per-source asset chain: raw documents -> parent chunks -> child chunks -> dense vectors ->
+sparse vectors -> Qdrant points, with identical partitions at every step.
+
+Every asset has a single-run backfill policy and receives/returns ``{partition_key: frame}``, so a
+backfill of thousands of partitions is one step per asset with large batches, not thousands of
+steps.
+"""
+
+
+import time
+from collections.abc import Iterator
+
+import dagster as dg
+import pandas as pd
+
+from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
+from rag_pipeline.defs.metadata import length_stats
+from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.sources.document import DOCUMENT_COLUMNS
+from rag_pipeline.stages import (
+    CHILD_COLUMNS,
+    DENSE_COLUMNS,
+    PARENT_COLUMNS,
+    SPARSE_COLUMNS,
+    IndexInputs,
+    chunk_documents,
+    embed_children,
+    index_documents,
+    sparse_children,
+)
+
+IO_MANAGER_KEY = "parquet_io_manager"
+QDRANT_POOL = "qdrant"
+
+
+def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+    """The five downstream assets of one source's raw documents asset."""
+    common = dict(
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        group_name=source,
+        owners=["team:rag-platform"],
+        automation_condition=dg.AutomationCondition.eager(),
+    )
+    parents_key, children_key = f"{source}_parent_chunks", f"{source}_child_chunks"
+    dense_key, sparse_key, points_key = f"{source}_dense_vectors", f"{source}_sparse_vectors", f"{source}_qdrant_points"
+
+    @dg.asset(
+        name=parents_key,
+        ins={"documents": dg.AssetIn(raw_key)},
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"tiktoken", "parquet"},
+        description=f"Parent chunks of {source} documents (cl100k tokens; default 2000 with 200 overlap): "
+        "the text a search result returns.",
+        check_specs=[dg.AssetCheckSpec("parents_have_text", asset=parents_key, blocking=True,
+                                       description="No parent chunk is empty")],
+        **common,
+    )
+    def parent_chunks(
+        context: dg.AssetExecutionContext, chunking: ChunkingResource, documents: dict[str, pd.DataFrame]
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        started = time.perf_counter()
+        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        parents, _ = chunk_documents(docs, chunking.chunker())
+        parents[PARTITION_COLUMN] = parents["document_id"].map(partition_of_document(documents))
+        empty = int((parents["text"].str.strip() == "").sum())
+        yield dg.Output(
+            split_partitions(parents, context.partition_keys, PARENT_COLUMNS),
+            metadata={
+                "partitions": len(context.partition_keys),
+                "documents": len(docs),
+                "parent_chunks": len(parents),
+                "tokens": int(parents["token_count"].sum()) if len(parents) else 0,
+                **length_stats(parents["token_count"], "tokens"),
+                "elapsed_seconds": round(time.perf_counter() - started, 3),
+            },
+        )
+        yield dg.AssetCheckResult(check_name="parents_have_text", passed=empty == 0, metadata={"empty_parents": empty})
+
+    @dg.asset(
+        name=children_key,
+        ins={"documents": dg.AssetIn(raw_key), "parents": dg.AssetIn(parents_key)},
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"tiktoken", "parquet"},
+        description=f"Child chunks of {source} documents (default 400 cl100k tokens, 50 overlap, shortened to fit the "
+        "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
+        check_specs=[
+            dg.AssetCheckSpec("children_have_text", asset=children_key, blocking=True, description="No child chunk is empty"),
+            dg.AssetCheckSpec("children_have_parents", asset=children_key, blocking=True,
+                              description="Every child's parent_id exists among the parent chunks"),
+        ],
+        **common,
+    )
+    def child_chunks(
+        context: dg.AssetExecutionContext,
+        chunking: ChunkingResource,
+        dense_embedder: DenseEmbedderResource,
+        documents: dict[str, pd.DataFrame],
+        parents: dict[str, pd.DataFrame],
+    ) -> Iterator[dg.Output | dg.AssetCheckResult]:
+        started = time.perf_counter()
+        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        chunker = chunking.chunker(dense_embedder.encoder())
+        _, children = chunk_documents(docs, chunker)
+        children[PARTITION_COLUMN] = children["document_id"].map(partition_of_document(documents))
+        parent_ids = set(concat_partitions(parents, PARENT_COLUMNS)["chunk_id"])
+        orphans = int((~children["parent_id"].isin(parent_ids)).sum())
+        empty = int((children["text"].str.strip() == "").sum())
+        if chunker.stats.clamped_children:
+            context.log.warning(
+                f"{chunker.stats.clamped_children} child chunks were shortened to fit the dense model's limit of "
+                f"{chunker.stats.model_limit} tokens (shortest: {chunker.stats.shortest_clamped} cl100k tokens)"
+            )
+        yield dg.Output(
+            split_partitions(children, context.partition_keys, CHILD_COLUMNS),
+            metadata={
+                "partitions": len(context.partition_keys),
+                "child_chunks": len(children),
+                "tokens": int(children["token_count"].sum()) if len(children) else 0,
+                **length_stats(children["token_count"], "tokens"),
+                "clamped_to_model_limit": chunker.stats.clamped_children,
+                "model_token_limit": chunker.stats.model_limit or 0,
+                "elapsed_seconds": round(time.perf_counter() - started, 3),
+            },
+        )
+        yield dg.AssetCheckResult(check_name="children_have_text", passed=empty == 0, metadata={"empty_children": empty})
+        yield dg.AssetCheckResult(check_name="children_have_parents", passed=orphans == 0, metadata={"orphans": orphans})
+
+    @dg.asset(
+        name=dense_key,
+        ins={"children": dg.AssetIn(children_key)},
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"pytorch", "parquet"},
+        description=f"Dense embeddings of {source} child chunks (local model by default), via the persistent "
+        "embedding cache keyed by (model, sha256 of text).",
+        **common,
+    )
+    def dense_vectors(
+        context: dg.AssetExecutionContext, dense_embedder: DenseEmbedderResource, children: dict[str, pd.DataFrame]
+    ) -> dg.Output:
+        started = time.perf_counter()
+        frame = concat_partitions(children, CHILD_COLUMNS)
+        encoder = dense_embedder.encoder()
+        cache = dense_embedder.cache()
+        try:
+            dense, stats = embed_children(frame, encoder, cache)
+        finally:
+            cache.close()
+        dense[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
+        elapsed = time.perf_counter() - started
+        return dg.Output(
+            split_partitions(dense, context.partition_keys, DENSE_COLUMNS),
+            metadata={
+                "partitions": len(context.partition_keys),
+                "model": encoder.model_id,
+                "dimension": encoder.dimension,
+                "vectors": len(dense),
+                "embeddings_computed": stats.computed,
+                "embeddings_cached": stats.cached,
+                "chunks_per_second": round(stats.computed / elapsed, 2) if stats.computed else 0.0,
+                "elapsed_seconds": round(elapsed, 3),
+            },
+        )
+
+    @dg.asset(
+        name=sparse_key,
+        ins={"children": dg.AssetIn(children_key)},
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"bm25", "parquet"},
+        description=f"BM25 term-frequency weights of {source} child chunks (hashed term ids; IDF is applied by "
+        "Qdrant at query time, so nothing is refit as partitions arrive).",
+        **common,
+    )
+    def sparse_vectors(
+        context: dg.AssetExecutionContext, bm25: Bm25Resource, children: dict[str, pd.DataFrame]
+    ) -> dg.Output:
+        started = time.perf_counter()
+        frame = concat_partitions(children, CHILD_COLUMNS)
+        sparse = sparse_children(frame, bm25.encoder())
+        sparse[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
+        terms = sparse["indices"].map(len) if len(sparse) else pd.Series(dtype=int)
+        return dg.Output(
+            split_partitions(sparse, context.partition_keys, SPARSE_COLUMNS),
+            metadata={
+                "partitions": len(context.partition_keys),
+                "vectors": len(sparse),
+                **length_stats(terms, "terms"),
+                "elapsed_seconds": round(time.perf_counter() - started, 3),
+            },
+        )
+
+    @dg.asset(
+        name=points_key,
+        ins={
+            "documents": dg.AssetIn(raw_key),
+            "parents": dg.AssetIn(parents_key),
+            "children": dg.AssetIn(children_key),
+            "dense": dg.AssetIn(dense_key),
+            "sparse": dg.AssetIn(sparse_key),
+        },
+        kinds={"qdrant"},
+        pool=QDRANT_POOL,
+        description=f"{source} child points (dense + BM25 + payload) and parent points (text) in Qdrant. Never "
+        "regresses a document to an older version; new points land before stale ones are removed.",
+        **common,
+    )
+    def qdrant_points(
+        context: dg.AssetExecutionContext,
+        qdrant: QdrantResource,
+        dense_embedder: DenseEmbedderResource,
+        documents: dict[str, pd.DataFrame],
+        parents: dict[str, pd.DataFrame],
+        children: dict[str, pd.DataFrame],
+        dense: dict[str, pd.DataFrame],
+        sparse: dict[str, pd.DataFrame],
+    ) -> dg.MaterializeResult:
+        started = time.perf_counter()
+        inputs = IndexInputs(
+            documents=concat_partitions(documents, DOCUMENT_COLUMNS),
+            parents=concat_partitions(parents, PARENT_COLUMNS),
+            children=concat_partitions(children, CHILD_COLUMNS),
+            dense=concat_partitions(dense, DENSE_COLUMNS),
+            sparse=concat_partitions(sparse, SPARSE_COLUMNS),
+        )
+        dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
+        with qdrant.open() as store:
+            report = index_documents(store, inputs, dimension)
+            children_total = store.count(store.names.children)
+            parents_total = store.count(store.names.parents)
+        if report.documents_skipped_older:
+            context.log.info(
+                f"skipped {report.documents_skipped_older} documents the index holds in a newer version "
+                f"(e.g. {report.skipped_document_ids[:3]})"
+            )
+        return dg.MaterializeResult(
+            metadata={
+                "partitions": len(context.partition_keys),
+                "engine": qdrant.engine,
+                "documents_written": report.documents_written,
+                "documents_skipped_older": report.documents_skipped_older,
+                "points_written": report.points_upserted,
+                "points_removed": report.points_removed,
+                "collection_children_points": children_total,
+                "collection_parents_points": parents_total,
+                "elapsed_seconds": round(time.perf_counter() - started, 3),
+            }
+        )
+
+    return [parent_chunks, child_chunks, dense_vectors, sparse_vectors, qdrant_points]

@@ -1,0 +1,33 @@
+"""Joining and splitting per-partition frames, so one step can process a whole partition range."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pandas as pd
+
+PARTITION_COLUMN = "_partition"
+
+
+def concat_partitions(frames: Mapping[str, pd.DataFrame], columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """One frame with a partition column, from ``{partition_key: frame}``."""
+    parts = [f.assign(**{PARTITION_COLUMN: str(k)}) for k, f in frames.items() if len(f)]
+    if not parts:
+        cols = [*(columns or next(iter(frames.values()), pd.DataFrame()).columns), PARTITION_COLUMN]
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)
+
+
+def split_partitions(frame: pd.DataFrame, keys: Iterable[str], columns: Iterable[str]) -> dict[str, pd.DataFrame]:
+    """Inverse of :func:`concat_partitions`: every key gets a frame, empty when it has no rows."""
+    cols = list(columns)
+    groups = {k: g for k, g in frame.groupby(PARTITION_COLUMN, sort=False)} if len(frame) else {}
+    return {
+        str(k): (groups[str(k)][cols].reset_index(drop=True) if str(k) in groups else pd.DataFrame(columns=cols))
+        for k in keys
+    }
+
+
+def partition_of_document(documents: Mapping[str, pd.DataFrame]) -> dict[str, str]:
+    """document_id -> partition key, from the raw documents of each partition."""
+    return {doc_id: str(key) for key, frame in documents.items() for doc_id in frame["document_id"]}

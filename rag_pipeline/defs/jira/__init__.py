@@ -1,0 +1,1 @@
+"""Jira: raw issues from the offline dump, and the chain to Qdrant."""

@@ -1,0 +1,132 @@
+"""Resources: where data lives, which models run, which Qdrant engine holds the index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from rag_pipeline import settings
+from rag_pipeline.index.client_store import ClientVectorStore
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
+from rag_pipeline.sources.slack_export import SlackExportReader, SlackRead
+from rag_pipeline.text.chunking import Chunker, ChunkingConfig
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+
+
+class DenseEmbedderResource(dg.ConfigurableResource):
+    """The dense model (bundled name or local folder) and its persistent embedding cache."""
+
+    model: str = Field(DEFAULT_DENSE_MODEL, description="Bundled model name or local sentence-transformers folder")
+    cache_path: str = Field(description="SQLite file of the embedding cache")
+
+    def encoder(self) -> DenseEncoder:
+        return load_dense_encoder(self.model)
+
+    def cache(self) -> EmbeddingCache:
+        return EmbeddingCache(self.cache_path)
+
+
+class ChunkingResource(dg.ConfigurableResource):
+    """Chunk sizes in cl100k tokens; children are also clamped to the dense model's input limit."""
+
+    parent_tokens: int = 2000
+    parent_overlap: int = 200
+    child_tokens: int = 400
+    child_overlap: int = 50
+
+    def chunker(self, encoder: DenseEncoder | None = None) -> Chunker:
+        config = ChunkingConfig(
+            parent_tokens=self.parent_tokens,
+            parent_overlap=self.parent_overlap,
+            child_tokens=self.child_tokens,
+            child_overlap=self.child_overlap,
+        )
+        if encoder is None:
+            return Chunker(config)
+        return Chunker(config, encoder.count_tokens, encoder.max_tokens)
+
+
+class Bm25Resource(dg.ConfigurableResource):
+    """BM25 parameters for the sparse vectors (IDF is applied by Qdrant at query time)."""
+
+    k1: float = 1.2
+    b: float = 0.75
+    avg_len: float = 256.0
+
+    def encoder(self) -> Bm25Encoder:
+        return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len))
+
+
+class QdrantResource(dg.ConfigurableResource):
+    """The index: embedded qdrant-edge under ``path`` by default, a Qdrant server when ``url`` is set."""
+
+    path: str = Field(description="Folder of the embedded engine (ignored when url is set)")
+    url: str | None = Field(None, description="Qdrant server URL (QDRANT_URL)")
+    api_key: str | None = Field(None, description="Qdrant API key (QDRANT_API_KEY)")
+    collection_prefix: str = "rag"
+
+    @property
+    def engine(self) -> str:
+        return "qdrant-client:server" if self.url else "qdrant-edge"
+
+    @contextmanager
+    def open(self) -> Iterator[VectorStore]:
+        """Open the store for one step and always close it (the embedded engine locks its folder)."""
+        names = CollectionNames.with_prefix(self.collection_prefix)
+        store: VectorStore
+        if self.url:
+            store = ClientVectorStore.connect(url=self.url, api_key=self.api_key, names=names)
+        else:
+            store = EdgeVectorStore(self.path, names)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+class SlackExportResource(dg.ConfigurableResource):
+    """An offline Slack export (folder or zip) read through the same partitioned assets as the API."""
+
+    path: str
+    team_id: str = settings.BUNDLED_SLACK_TEAM
+    workspace_domain: str | None = settings.BUNDLED_SLACK_DOMAIN
+
+    def read(self) -> SlackRead:
+        return _read_slack(self.path, self.team_id, self.workspace_domain, _mtime(self.path))
+
+    def reader(self) -> SlackExportReader:
+        return SlackExportReader(self.path, self.team_id, self.workspace_domain)
+
+
+class JiraDumpResource(dg.ConfigurableResource):
+    """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped)."""
+
+    path: str
+    site: str = settings.BUNDLED_JIRA_SITE
+
+    def read(self) -> JiraRead:
+        return _read_jira(self.path, self.site, _mtime(self.path))
+
+
+def _mtime(path: str) -> float:
+    return Path(path).stat().st_mtime
+
+
+# A backfill runs many steps in one process; parse each source file once per version of it.
+@lru_cache(maxsize=2)
+def _read_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> SlackRead:
+    return SlackExportReader(path, team_id, domain).read()
+
+
+@lru_cache(maxsize=2)
+def _read_jira(path: str, site: str, _mtime: float) -> JiraRead:
+    return JiraDumpReader(path, site).read()

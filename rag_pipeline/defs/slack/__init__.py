@@ -1,0 +1,1 @@
+"""Slack: raw threads from the offline export, and the chain to Qdrant."""

@@ -1,0 +1,206 @@
+"""Server engine: qdrant-client against a Qdrant server (``QDRANT_URL``) or its local mode.
+
+Local mode (``:memory:`` or a path) speaks the server's API exactly and is the test double for the
+server path; it is pure Python and slow past a few thousand points.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from rag_pipeline.index.store import (
+    BOOL_FIELDS,
+    DATETIME_FIELDS,
+    DENSE_VECTOR,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    RRF_K,
+    SPARSE_VECTOR,
+    CollectionNames,
+    Hit,
+    PointRef,
+    SearchFilter,
+    StorePoint,
+)
+from rag_pipeline.vectors.sparse import SparseVector
+
+_PAGE = 1024
+
+
+class ClientVectorStore:
+    """VectorStore on qdrant-client."""
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        names: CollectionNames | None = None,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+    ) -> None:
+        self.client = client
+        self.names = names or CollectionNames()
+        self.shard_number = shard_number
+        self.replication_factor = replication_factor
+        self.engine = "qdrant-client:local" if _is_local(client) else "qdrant-client:server"
+
+    @classmethod
+    def connect(cls, url: str | None = None, api_key: str | None = None, path: str | None = None, **kwargs: Any) -> ClientVectorStore:
+        """Server when ``url`` is given, else local mode on ``path`` (``:memory:`` by default)."""
+        if url:
+            client = QdrantClient(url=url, api_key=api_key)
+        else:
+            client = QdrantClient(location=":memory:") if path in (None, ":memory:") else QdrantClient(path=path)
+        return cls(client, **kwargs)
+
+    def create_collections(self, dense_dimension: int) -> None:
+        if not self.client.collection_exists(self.names.children):
+            self.client.create_collection(
+                self.names.children,
+                vectors_config={DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)},
+                sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                shard_number=self.shard_number,
+                replication_factor=self.replication_factor,
+            )
+            self._create_indexes(self.names.children)
+        if not self.client.collection_exists(self.names.parents):
+            self.client.create_collection(
+                self.names.parents, vectors_config={}, shard_number=self.shard_number, replication_factor=self.replication_factor
+            )
+            self._create_indexes(self.names.parents)
+
+    def _create_indexes(self, collection: str) -> None:
+        schema = (
+            [(f, models.PayloadSchemaType.KEYWORD) for f in KEYWORD_FIELDS]
+            + [(f, models.PayloadSchemaType.BOOL) for f in BOOL_FIELDS]
+            + [(f, models.PayloadSchemaType.DATETIME) for f in DATETIME_FIELDS]
+            + [(f, models.PayloadSchemaType.FLOAT) for f in FLOAT_FIELDS]
+        )
+        with warnings.catch_warnings():
+            # Local mode accepts payload indexes but ignores them (and warns); servers build them.
+            warnings.simplefilter("ignore", UserWarning)
+            for field, kind in schema:
+                self.client.create_payload_index(collection, field, field_schema=kind)
+
+    def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
+        for i in range(0, len(points), 256):
+            batch = [
+                models.PointStruct(id=p.id, vector=self._vectors(collection, p), payload=p.payload)
+                for p in points[i : i + 256]
+            ]
+            self.client.upsert(collection, batch, wait=True)
+
+    def _vectors(self, collection: str, point: StorePoint) -> dict[str, Any]:
+        if collection == self.names.parents:
+            return {}
+        vectors: dict[str, Any] = {}
+        if point.dense is not None:
+            vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
+        if point.sparse is not None:
+            vectors[SPARSE_VECTOR] = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+        return vectors
+
+    def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
+        if ids:
+            self.client.delete(collection, models.PointIdsList(points=list(ids)), wait=True)
+
+    def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None:
+        if document_ids:
+            flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
+            self.client.delete(collection, models.FilterSelector(filter=flt), wait=True)
+
+    def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
+        if not document_ids or not self.client.collection_exists(collection):
+            return []
+        refs: list[PointRef] = []
+        for i in range(0, len(document_ids), 512):
+            flt = _filter(SearchFilter(document_ids=tuple(document_ids[i : i + 512])))
+            offset = None
+            while True:
+                records, offset = self.client.scroll(
+                    collection, scroll_filter=flt, limit=_PAGE, offset=offset,
+                    with_payload=["document_id", "version"], with_vectors=False,
+                )
+                refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
+                if offset is None:
+                    break
+        return refs
+
+    def count(self, collection: str, flt: SearchFilter | None = None) -> int:
+        if not self.client.collection_exists(collection):
+            return 0
+        return int(self.client.count(collection, count_filter=_filter(flt), exact=True).count)
+
+    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
+        return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in self.client.retrieve(collection, list(ids), with_payload=True)]
+
+    def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+        response = self.client.query_points(
+            self.names.children, query=[float(x) for x in vector], using=DENSE_VECTOR, limit=limit,
+            query_filter=_filter(flt), with_payload=True, search_params=models.SearchParams(exact=True),
+        )
+        return _hits(response.points)
+
+    def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+        response = self.client.query_points(
+            self.names.children, query=models.SparseVector(indices=vector.indices, values=vector.values),
+            using=SPARSE_VECTOR, limit=limit, query_filter=_filter(flt), with_payload=True,
+        )
+        return _hits(response.points)
+
+    def search_hybrid(
+        self,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        limit: int,
+        prefetch_limit: int = 50,
+        flt: SearchFilter | None = None,
+        rrf_k: int = RRF_K,
+    ) -> list[Hit]:
+        qfilter = _filter(flt)
+        response = self.client.query_points(
+            self.names.children,
+            prefetch=[
+                models.Prefetch(query=[float(x) for x in dense], using=DENSE_VECTOR, limit=prefetch_limit,
+                                filter=qfilter, params=models.SearchParams(exact=True)),
+                models.Prefetch(query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                                using=SPARSE_VECTOR, limit=prefetch_limit, filter=qfilter),
+            ],
+            query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
+            query_filter=qfilter,
+            limit=limit,
+            with_payload=True,
+        )
+        return _hits(response.points)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> ClientVectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _hits(points: Sequence[models.ScoredPoint]) -> list[Hit]:
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+
+
+def _is_local(client: QdrantClient) -> bool:
+    return type(client._client).__name__ == "QdrantLocal"
+
+
+def _filter(flt: SearchFilter | None) -> models.Filter | None:
+    if flt is None:
+        return None
+    must: list[models.Condition] = []
+    for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers)):
+        if values is not None:
+            must.append(models.FieldCondition(key=key, match=models.MatchAny(any=list(values))))
+    for key, value in flt.extra.items():
+        must.append(models.FieldCondition(key=key, match=models.MatchValue(value=value)))
+    return models.Filter(must=must) if must else None

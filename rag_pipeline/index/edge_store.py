@@ -1,0 +1,220 @@
+"""Embedded engine: qdrant-edge-py (Qdrant's own segment engine in-process), one shard per collection.
+
+The folder is locked by its opener: one writer at a time (the Dagster pool ``qdrant`` serializes
+steps that open it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from rag_pipeline.index.store import (
+    BOOL_FIELDS,
+    DATETIME_FIELDS,
+    DENSE_VECTOR,
+    FLOAT_FIELDS,
+    KEYWORD_FIELDS,
+    RRF_K,
+    SPARSE_VECTOR,
+    CollectionNames,
+    Hit,
+    PointRef,
+    SearchFilter,
+    StorePoint,
+)
+from rag_pipeline.vectors.sparse import SparseVector
+
+# qdrant-edge cannot hold a shard without vectors; parents carry this never-filled sparse vector.
+_PLACEHOLDER_VECTOR = "unused"
+_CONFIG_FILE = "edge_config.json"
+_PAGE = 1024
+
+
+class EdgeVectorStore:
+    """VectorStore on qdrant-edge shards under ``path/<collection>``."""
+
+    engine = "qdrant-edge"
+
+    def __init__(self, path: str | Path, names: CollectionNames | None = None) -> None:
+        self.path = Path(path)
+        self.names = names or CollectionNames()
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in (self.names.children, self.names.parents):
+            if (self.path / name / _CONFIG_FILE).exists():
+                self._shards[name] = qe.EdgeShard.load(str(self.path / name))
+
+    # --- collections -------------------------------------------------------------------------
+    def create_collections(self, dense_dimension: int) -> None:
+        if self.names.children not in self._shards:
+            config = qe.EdgeConfig(
+                vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)},
+                sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            )
+            self._shards[self.names.children] = self._create(self.names.children, config)
+        if self.names.parents not in self._shards:
+            config = qe.EdgeConfig(sparse_vectors={_PLACEHOLDER_VECTOR: qe.EdgeSparseVectorParams()})
+            self._shards[self.names.parents] = self._create(self.names.parents, config)
+
+    def _create(self, name: str, config: qe.EdgeConfig) -> qe.EdgeShard:
+        folder = self.path / name
+        folder.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(folder), config)
+        for field in KEYWORD_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+        for field in BOOL_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Bool))
+        for field in DATETIME_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Datetime))
+        for field in FLOAT_FIELDS:
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float))
+        return shard
+
+    def _shard(self, collection: str) -> qe.EdgeShard:
+        try:
+            return self._shards[collection]
+        except KeyError:
+            raise KeyError(
+                f"collection {collection!r} does not exist under {self.path}; materialize the points assets first"
+            ) from None
+
+    # --- writes ------------------------------------------------------------------------------
+    def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
+        shard = self._shard(collection)
+        for i in range(0, len(points), 256):
+            batch = [qe.Point(p.id, self._vectors(collection, p), p.payload) for p in points[i : i + 256]]
+            shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def _vectors(self, collection: str, point: StorePoint) -> dict[str, Any]:
+        if collection == self.names.parents:
+            return {}
+        vectors: dict[str, Any] = {}
+        if point.dense is not None:
+            vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
+        if point.sparse is not None:
+            vectors[SPARSE_VECTOR] = qe.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+        return vectors
+
+    def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
+        if ids:
+            self._shard(collection).update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None:
+        if document_ids:
+            flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
+            self._shard(collection).update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    # --- reads -------------------------------------------------------------------------------
+    def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
+        if collection not in self._shards or not document_ids:
+            return []
+        shard = self._shards[collection]
+        refs: list[PointRef] = []
+        for i in range(0, len(document_ids), 512):
+            flt = _filter(SearchFilter(document_ids=tuple(document_ids[i : i + 512])))
+            offset = None
+            while True:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=_PAGE, filter=flt, with_payload=True, with_vector=False)
+                )
+                refs.extend(
+                    PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records
+                )
+                if offset is None:
+                    break
+        return refs
+
+    def count(self, collection: str, flt: SearchFilter | None = None) -> int:
+        if collection not in self._shards:
+            return 0
+        return int(self._shards[collection].count(qe.CountRequest(exact=True, filter=_filter(flt))))
+
+    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
+        records = self._shard(collection).retrieve(list(ids), True, False)
+        return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
+
+    def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
+            filter=_filter(flt),
+            with_payload=True,
+            params=qe.SearchParams(exact=True),
+        )
+        return self._hits(request)
+
+    def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(qe.SparseVector(indices=vector.indices, values=vector.values), using=SPARSE_VECTOR),
+            filter=_filter(flt),
+            with_payload=True,
+        )
+        return self._hits(request)
+
+    def search_hybrid(
+        self,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        limit: int,
+        prefetch_limit: int = 50,
+        flt: SearchFilter | None = None,
+        rrf_k: int = RRF_K,
+    ) -> list[Hit]:
+        edge_filter = _filter(flt)
+        prefetches = [
+            qe.Prefetch(
+                limit=prefetch_limit,
+                query=qe.Query.Nearest([float(x) for x in dense], using=DENSE_VECTOR),
+                filter=edge_filter,
+                params=qe.SearchParams(exact=True),
+            ),
+            qe.Prefetch(
+                limit=prefetch_limit,
+                query=qe.Query.Nearest(qe.SparseVector(indices=sparse.indices, values=sparse.values), using=SPARSE_VECTOR),
+                filter=edge_filter,
+            ),
+        ]
+        request = qe.QueryRequest(
+            limit=limit, prefetches=prefetches, query=qe.Fusion.Rrf(k=rrf_k), filter=edge_filter, with_payload=True
+        )
+        return self._hits(request)
+
+    def _hits(self, request: qe.QueryRequest) -> list[Hit]:
+        if self.names.children not in self._shards:
+            return []
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shards[self.names.children].query(request)]
+
+    def close(self) -> None:
+        for shard in self._shards.values():
+            shard.flush()
+            shard.close()
+        self._shards.clear()
+
+    def __enter__(self) -> EdgeVectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _filter(flt: SearchFilter | None) -> qe.Filter | None:
+    if flt is None:
+        return None
+    must: list[Any] = []
+    for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers)):
+        if values is not None:
+            must.append(qe.FieldCondition(key=key, match=qe.MatchAny(any=list(values))))
+    for key, value in flt.extra.items():
+        must.append(qe.FieldCondition(key=key, match=qe.MatchValue(value=value)))
+    return qe.Filter(must=must) if must else None
+
+
+def point_uuid(value: str) -> str:
+    """Normalize an id to the canonical uuid string both engines return."""
+    return str(uuid.UUID(value))

@@ -1,0 +1,121 @@
+"""The one document shape every source produces: a Slack thread or a Jira issue."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Acl(BaseModel):
+    """Who may read a document. Access is granted by any match: public, a user or a group."""
+
+    model_config = ConfigDict(frozen=True)
+
+    public: bool = False
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+    def admits(self, user_id: str | None, groups: frozenset[str] | set[str] = frozenset()) -> bool:
+        """True when a principal (user id + groups) may read the document."""
+        return (
+            self.public
+            or (user_id is not None and user_id in self.users)
+            or bool(set(self.groups) & set(groups))
+        )
+
+
+class Document(BaseModel):
+    """A source document with identity, version and access control.
+
+    ``version`` is the source's own notion of "newest change" as epoch seconds, so versions of
+    Slack threads (message ts) and Jira issues (``fields.updated``) compare the same way.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    source: str
+    container: str
+    title: str
+    text: str
+    url: str | None = None
+    authors: tuple[str, ...] = ()
+    created: datetime
+    updated: datetime
+    version: float
+    content_hash: str
+    acl: Acl
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def day(self) -> str:
+        """The UTC day (YYYY-MM-DD) of the document's latest activity: its partition date."""
+        return self.updated.astimezone(UTC).strftime("%Y-%m-%d")
+
+    def to_record(self) -> dict[str, Any]:
+        """A flat, parquet-friendly row (nested values as JSON strings)."""
+        return {
+            "document_id": self.id,
+            "source": self.source,
+            "container": self.container,
+            "title": self.title,
+            "text": self.text,
+            "url": self.url,
+            "authors": json.dumps(list(self.authors)),
+            "created": self.created.isoformat(),
+            "updated": self.updated.isoformat(),
+            "version": self.version,
+            "content_hash": self.content_hash,
+            "acl": self.acl.model_dump_json(),
+            "metadata": json.dumps(self.metadata, sort_keys=True, default=str),
+        }
+
+    @classmethod
+    def from_record(cls, row: dict[str, Any]) -> Document:
+        """Inverse of :meth:`to_record`."""
+        return cls(
+            id=row["document_id"],
+            source=row["source"],
+            container=row["container"],
+            title=row["title"],
+            text=row["text"],
+            url=row["url"],
+            authors=tuple(json.loads(row["authors"])),
+            created=datetime.fromisoformat(row["created"]),
+            updated=datetime.fromisoformat(row["updated"]),
+            version=float(row["version"]),
+            content_hash=row["content_hash"],
+            acl=Acl.model_validate_json(row["acl"]),
+            metadata=json.loads(row["metadata"]),
+        )
+
+
+DOCUMENT_COLUMNS: tuple[str, ...] = (
+    "document_id",
+    "source",
+    "container",
+    "title",
+    "text",
+    "url",
+    "authors",
+    "created",
+    "updated",
+    "version",
+    "content_hash",
+    "acl",
+    "metadata",
+)
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the cleaned text: unchanged text means unchanged chunks and embeddings."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def epoch_to_datetime(seconds: float) -> datetime:
+    """UTC datetime from epoch seconds."""
+    return datetime.fromtimestamp(seconds, tz=UTC)

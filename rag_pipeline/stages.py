@@ -1,0 +1,147 @@
+"""The pipeline's stages as DataFrame-in, DataFrame-out functions (no orchestration here).
+
+Dagster assets and the CLI call these; every frame may hold many partitions at once, so a
+backfill embeds and writes in large batches instead of once per partition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rag_pipeline.index.store import StorePoint, VectorStore
+from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
+from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
+from rag_pipeline.text.chunking import Chunker, ChunkStats
+from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache
+from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
+
+PARENT_COLUMNS = ("chunk_id", "document_id", "chunk_index", "text", "token_start", "token_end", "token_count")
+CHILD_COLUMNS = (*PARENT_COLUMNS, "parent_id", "model_tokens")
+DENSE_COLUMNS = ("chunk_id", "document_id", "model", "vector")
+SPARSE_COLUMNS = ("chunk_id", "document_id", "indices", "values")
+
+
+def documents_frame(documents: Sequence[Document]) -> pd.DataFrame:
+    """Documents as rows (see :meth:`Document.to_record`)."""
+    return pd.DataFrame([d.to_record() for d in documents], columns=list(DOCUMENT_COLUMNS))
+
+
+def chunk_documents(documents: pd.DataFrame, chunker: Chunker) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Parent and child chunk frames for every document row."""
+    parents, children = [], []
+    for doc_id, text in zip(documents["document_id"], documents["text"], strict=True):
+        doc_parents, doc_children = chunker.split(doc_id, text)
+        parents.extend(
+            (c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count) for c in doc_parents
+        )
+        children.extend(
+            (c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count, c.parent_id, c.model_tokens)
+            for c in doc_children
+        )
+    return (
+        pd.DataFrame(parents, columns=list(PARENT_COLUMNS)),
+        pd.DataFrame(children, columns=list(CHILD_COLUMNS)).astype({"model_tokens": "Int64"}),
+    )
+
+
+def embed_children(
+    children: pd.DataFrame,
+    encoder: DenseEncoder,
+    cache: EmbeddingCache | None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, CacheStats]:
+    """Dense vectors of child chunks, from the cache where the text was embedded before."""
+    vectors, stats = embed_with_cache(
+        list(children["text"]), encoder.model_id, encoder.encode_documents, cache, on_progress=on_progress
+    )
+    frame = pd.DataFrame(
+        {
+            "chunk_id": children["chunk_id"].to_numpy(),
+            "document_id": children["document_id"].to_numpy(),
+            "model": encoder.model_id,
+            "vector": list(vectors) if len(children) else [],
+        },
+        columns=list(DENSE_COLUMNS),
+    )
+    return frame, stats
+
+
+def sparse_children(children: pd.DataFrame, encoder: Bm25Encoder) -> pd.DataFrame:
+    """BM25 term-weight vectors of child chunks."""
+    vectors = encoder.encode_documents(list(children["text"]))
+    return pd.DataFrame(
+        {
+            "chunk_id": children["chunk_id"].to_numpy(),
+            "document_id": children["document_id"].to_numpy(),
+            "indices": [np.asarray(v.indices, dtype=np.int64) for v in vectors],
+            "values": [np.asarray(v.values, dtype=np.float32) for v in vectors],
+        },
+        columns=list(SPARSE_COLUMNS),
+    )
+
+
+@dataclass
+class IndexInputs:
+    """Frames the index stage reads (all for the same set of documents)."""
+
+    documents: pd.DataFrame
+    parents: pd.DataFrame
+    children: pd.DataFrame
+    dense: pd.DataFrame
+    sparse: pd.DataFrame
+
+
+def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
+    """Build every document's parent and child points with their payloads."""
+    dense = dict(zip(inputs.dense["chunk_id"], inputs.dense["vector"], strict=True))
+    sparse = {
+        cid: SparseVector([int(i) for i in idx], [float(v) for v in val])
+        for cid, idx, val in zip(inputs.sparse["chunk_id"], inputs.sparse["indices"], inputs.sparse["values"], strict=True)
+    }
+    parents_by_doc = {k: g for k, g in inputs.parents.groupby("document_id", sort=False)}
+    children_by_doc = {k: g for k, g in inputs.children.groupby("document_id", sort=False)}
+    out: list[DocumentPoints] = []
+    for doc in inputs.documents.to_dict("records"):
+        doc_id = doc["document_id"]
+        base = {
+            "document_id": doc_id,
+            "source": doc["source"],
+            "container": doc["container"],
+            "title": doc["title"],
+            "url": doc["url"],
+            "acl": json.loads(doc["acl"]),
+            "created": doc["created"],
+            "updated": doc["updated"],
+            "version": float(doc["version"]),
+            "content_hash": doc["content_hash"],
+        }
+        parents = [
+            StorePoint(id=r.chunk_id, payload={**base, "level": "parent", "chunk_index": int(r.chunk_index), "text": r.text})
+            for r in parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))).itertuples()
+        ]
+        children = []
+        for r in children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS))).itertuples():
+            if r.chunk_id not in dense or r.chunk_id not in sparse:
+                raise ValueError(f"child chunk {r.chunk_id} of {doc_id} has no {'dense' if r.chunk_id not in dense else 'sparse'} vector")
+            children.append(
+                StorePoint(
+                    id=r.chunk_id,
+                    payload={**base, "level": "child", "chunk_index": int(r.chunk_index), "parent_id": r.parent_id, "text": r.text},
+                    dense=dense[r.chunk_id],
+                    sparse=sparse[r.chunk_id],
+                )
+            )
+        out.append(DocumentPoints(doc_id, float(doc["version"]), parents, children))
+    return out
+
+
+def index_documents(store: VectorStore, inputs: IndexInputs, dense_dimension: int) -> WriteReport:
+    """Write the documents' points to the store (creating collections on first use)."""
+    store.create_collections(dense_dimension)
+    return write_documents(store, document_points(inputs))
