@@ -1,0 +1,1 @@
+"""Evaluation: eval sets (and, in later issues, metrics, significance and reports)."""

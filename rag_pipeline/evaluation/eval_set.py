@@ -1,0 +1,80 @@
+"""The project's eval-set format.
+
+``<name>.jsonl``: one query per line::
+
+    {"id": "q1", "query": "how do I ...", "relevant": {"slack:T1:C1:1700000000.000100": 1},
+     "principal": {"user_id": "U1", "groups": ["slack:T1:members"]} | null,
+     "exclude": ["jira:site:123"], "tags": ["dev"]}
+
+``relevant`` maps document ids to graded relevance (>= 1 is relevant). ``principal`` runs the
+query as that reader (null = the explicit all-documents evaluation principal). ``exclude`` ids are
+dropped from results before scoring (e.g. a Jira query issue itself). ``<name>.meta.json``
+describes the set (source, licence, attribution, how it was built).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class Principal(BaseModel):
+    """Who runs a query: a user id and the groups it belongs to."""
+
+    user_id: str
+    groups: list[str] = Field(default_factory=list)
+
+
+class EvalQuery(BaseModel):
+    """One labelled query."""
+
+    id: str
+    query: str
+    relevant: dict[str, int]
+    principal: Principal | None = None
+    exclude: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query text is empty")
+        return value
+
+
+class EvalSetMeta(BaseModel):
+    """Header of an eval set."""
+
+    name: str
+    description: str
+    source: str
+    license: str
+    attribution: str
+    queries: int
+
+
+def write_eval_set(directory: Path, meta: EvalSetMeta, queries: list[EvalQuery]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{meta.name}.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for query in queries:
+            handle.write(query.model_dump_json(exclude_none=True) + "\n")
+    (directory / f"{meta.name}.meta.json").write_text(meta.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load_eval_set(path: str | Path) -> list[EvalQuery]:
+    """Read a JSONL eval set; a bad line raises with the file and line number."""
+    path = Path(path)
+    queries = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            queries.append(EvalQuery.model_validate_json(line))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number}: invalid eval query: {exc}") from exc
+    return queries
