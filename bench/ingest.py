@@ -50,7 +50,11 @@ def model_alone(data_dir: Path) -> dict:
 
     from rag_pipeline.vectors.dense import load_dense_encoder
 
-    texts = [t for f in sorted((data_dir / "parquet").glob("*_child_chunks/**/*.parquet")) for t in pd.read_parquet(f)["text"]]
+    texts = [
+        t
+        for f in sorted((data_dir / "parquet").glob("*_child_chunks/**/*.parquet"))
+        for t in pd.read_parquet(f)["text"]
+    ]
     encoder = load_dense_encoder()
     started = time.perf_counter()
     for i in range(0, len(texts), 256):

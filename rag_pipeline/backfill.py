@@ -112,8 +112,10 @@ class BackfillSummary:
             "runs_skipped_unchanged": total("runs_skipped"),
             "partitions": total("partitions"),
             "per_source": {
-                name: {**{k: v for k, v in vars(s).items() if k != "stage_seconds"},
-                       "stage_seconds": {k: round(v, 2) for k, v in s.stage_seconds.items()}}
+                name: {
+                    **{k: v for k, v in vars(s).items() if k != "stage_seconds"},
+                    "stage_seconds": {k: round(v, 2) for k, v in s.stage_seconds.items()},
+                }
                 for name, s in self.sources.items()
             },
             "dagster_home": self.dagster_home,
@@ -215,7 +217,10 @@ def _completed_ranges(instance: dg.DagsterInstance, source: str, fingerprint: st
         dg.RunsFilter(tags={SOURCE_TAG: source, FINGERPRINT_TAG: fingerprint}, statuses=[dg.DagsterRunStatus.SUCCESS])
     )
     return {
-        (r.dagster_run.tags["dagster/asset_partition_range_start"], r.dagster_run.tags["dagster/asset_partition_range_end"])
+        (
+            r.dagster_run.tags["dagster/asset_partition_range_start"],
+            r.dagster_run.tags["dagster/asset_partition_range_end"],
+        )
         for r in records
     }
 
@@ -227,7 +232,11 @@ def _collect(summary: SourceSummary, source: str, result: dg.ExecuteInProcessRes
 
     raw = meta(f"{source}_threads" if source == "slack" else f"{source}_issues")
     parents, children = meta(f"{source}_parent_chunks"), meta(f"{source}_child_chunks")
-    dense, sparse, points = meta(f"{source}_dense_vectors"), meta(f"{source}_sparse_vectors"), meta(f"{source}_qdrant_points")
+    dense, sparse, points = (
+        meta(f"{source}_dense_vectors"),
+        meta(f"{source}_sparse_vectors"),
+        meta(f"{source}_qdrant_points"),
+    )
     summary.runs += 1
     summary.documents += int(raw.get("documents", 0))
     summary.parent_chunks += int(parents.get("parent_chunks", 0))
@@ -235,6 +244,12 @@ def _collect(summary: SourceSummary, source: str, result: dg.ExecuteInProcessRes
     summary.points += int(points.get("points_written", 0))
     summary.embeddings_computed += int(dense.get("embeddings_computed", 0))
     summary.embeddings_cached += int(dense.get("embeddings_cached", 0))
-    for stage, values in (("read", raw), ("parent_chunks", parents), ("child_chunks", children),
-                          ("dense_vectors", dense), ("sparse_vectors", sparse), ("qdrant_points", points)):
+    for stage, values in (
+        ("read", raw),
+        ("parent_chunks", parents),
+        ("child_chunks", children),
+        ("dense_vectors", dense),
+        ("sparse_vectors", sparse),
+        ("qdrant_points", points),
+    ):
         summary.stage_seconds[stage] += float(values.get("elapsed_seconds", 0.0))

@@ -23,8 +23,13 @@ def _demo(args: argparse.Namespace) -> int:
     logging.getLogger("dagster").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore")
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("partitions"),
-        TimeElapsedColumn(), console=console, disable=args.json or not console.is_terminal,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("partitions"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.json or not console.is_terminal,
     ) as progress:
         tasks: dict[str, int] = {}
 
@@ -36,20 +41,46 @@ def _demo(args: argparse.Namespace) -> int:
                 console.print(f"{source}: {done}/{total} partitions", highlight=False)
 
         summary = run_backfill(
-            data_dir=args.data_dir, bridge_days=args.bridge_days, full_refresh=args.full_refresh,
-            sources=tuple(args.source), on_progress=on_progress,
+            data_dir=args.data_dir,
+            bridge_days=args.bridge_days,
+            full_refresh=args.full_refresh,
+            sources=tuple(args.source),
+            on_progress=on_progress,
         )
     result = summary.as_dict()
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     table = Table(title=f"rag-pipeline demo ({result['seconds']} s)")
-    for column in ("source", "documents", "parent chunks", "child chunks", "points", "embeddings computed",
-                   "embeddings cached", "runs", "runs skipped (unchanged)"):
+    for column in (
+        "source",
+        "documents",
+        "parent chunks",
+        "child chunks",
+        "points",
+        "embeddings computed",
+        "embeddings cached",
+        "runs",
+        "runs skipped (unchanged)",
+    ):
         table.add_column(column, justify="right" if column != "source" else "left")
     for name, s in result["per_source"].items():
-        table.add_row(name, *(str(s[k]) for k in ("documents", "parent_chunks", "child_chunks", "points",
-                                                  "embeddings_computed", "embeddings_cached", "runs", "runs_skipped")))
+        table.add_row(
+            name,
+            *(
+                str(s[k])
+                for k in (
+                    "documents",
+                    "parent_chunks",
+                    "child_chunks",
+                    "points",
+                    "embeddings_computed",
+                    "embeddings_cached",
+                    "runs",
+                    "runs_skipped",
+                )
+            ),
+        )
     Console().print(table)
     stages = Table(title="seconds per stage")
     stages.add_column("stage")
@@ -59,7 +90,9 @@ def _demo(args: argparse.Namespace) -> int:
     for stage in stage_names:
         stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in result["per_source"].values()))
     Console().print(stages)
-    print(f"Dagster instance: {result['dagster_home']}  (open the UI: DAGSTER_HOME={result['dagster_home']} dagster dev)")
+    print(
+        f"Dagster instance: {result['dagster_home']}  (open the UI: DAGSTER_HOME={result['dagster_home']} dagster dev)"
+    )
     return 0
 
 
@@ -81,8 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     demo.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
     demo.add_argument("--full-refresh", action="store_true", help="re-materialize stretches already indexed")
-    demo.add_argument("--bridge-days", type=int, default=DEFAULT_BRIDGE_DAYS,
-                      help="empty days between two stretches that still share one run (default: %(default)s)")
+    demo.add_argument(
+        "--bridge-days",
+        type=int,
+        default=DEFAULT_BRIDGE_DAYS,
+        help="empty days between two stretches that still share one run (default: %(default)s)",
+    )
     demo.set_defaults(func=_demo)
     return parser
 

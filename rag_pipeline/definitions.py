@@ -41,7 +41,9 @@ def build_resources(data_dir: str | None = None) -> dict[str, object]:
             url=qdrant_url,
             api_key=dg.EnvVar("QDRANT_API_KEY") if os.environ.get("QDRANT_API_KEY") else None,
         ),
-        "slack_export": SlackExportResource(path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT))),
+        "slack_export": SlackExportResource(
+            path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT))
+        ),
         "jira_dump": JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP))),
     }
 

@@ -16,7 +16,7 @@ import pandas as pd
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
-from rag_pipeline.text.chunking import Chunker, ChunkStats
+from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache
 from rag_pipeline.vectors.dense import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
@@ -37,9 +37,7 @@ def chunk_documents(documents: pd.DataFrame, chunker: Chunker) -> tuple[pd.DataF
     parents, children = [], []
     for doc_id, text in zip(documents["document_id"], documents["text"], strict=True):
         doc_parents, doc_children = chunker.split(doc_id, text)
-        parents.extend(
-            (c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count) for c in doc_parents
-        )
+        parents.extend((c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count) for c in doc_parents)
         children.extend(
             (c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count, c.parent_id, c.model_tokens)
             for c in doc_children
@@ -102,7 +100,9 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
     dense = dict(zip(inputs.dense["chunk_id"], inputs.dense["vector"], strict=True))
     sparse = {
         cid: SparseVector([int(i) for i in idx], [float(v) for v in val])
-        for cid, idx, val in zip(inputs.sparse["chunk_id"], inputs.sparse["indices"], inputs.sparse["values"], strict=True)
+        for cid, idx, val in zip(
+            inputs.sparse["chunk_id"], inputs.sparse["indices"], inputs.sparse["values"], strict=True
+        )
     }
     parents_by_doc = {k: g for k, g in inputs.parents.groupby("document_id", sort=False)}
     children_by_doc = {k: g for k, g in inputs.children.groupby("document_id", sort=False)}
@@ -122,17 +122,26 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "content_hash": doc["content_hash"],
         }
         parents = [
-            StorePoint(id=r.chunk_id, payload={**base, "level": "parent", "chunk_index": int(r.chunk_index), "text": r.text})
+            StorePoint(
+                id=r.chunk_id, payload={**base, "level": "parent", "chunk_index": int(r.chunk_index), "text": r.text}
+            )
             for r in parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))).itertuples()
         ]
         children = []
         for r in children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS))).itertuples():
             if r.chunk_id not in dense or r.chunk_id not in sparse:
-                raise ValueError(f"child chunk {r.chunk_id} of {doc_id} has no {'dense' if r.chunk_id not in dense else 'sparse'} vector")
+                kind = "dense" if r.chunk_id not in dense else "sparse"
+                raise ValueError(f"child chunk {r.chunk_id} of {doc_id} has no {kind} vector")
             children.append(
                 StorePoint(
                     id=r.chunk_id,
-                    payload={**base, "level": "child", "chunk_index": int(r.chunk_index), "parent_id": r.parent_id, "text": r.text},
+                    payload={
+                        **base,
+                        "level": "child",
+                        "chunk_index": int(r.chunk_index),
+                        "parent_id": r.parent_id,
+                        "text": r.text,
+                    },
                     dense=dense[r.chunk_id],
                     sparse=sparse[r.chunk_id],
                 )

@@ -42,15 +42,23 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     for source, raw in (("slack", "slack_threads"), ("jira", "jira_issues")):
-        chain = [raw, f"{source}_parent_chunks", f"{source}_child_chunks", f"{source}_dense_vectors",
-                 f"{source}_sparse_vectors", f"{source}_qdrant_points"]
+        chain = [
+            raw,
+            f"{source}_parent_chunks",
+            f"{source}_child_chunks",
+            f"{source}_dense_vectors",
+            f"{source}_sparse_vectors",
+            f"{source}_qdrant_points",
+        ]
         assert set(chain) <= keys
     for node in graph.asset_nodes:
         assert node.group_name in ("slack", "jira") and node.kinds and node.description
         assert node.partitions_def is not None and node.backfill_policy is not None
     points = graph.get(dg.AssetKey("slack_qdrant_points"))
     assert points.pools == {"qdrant"}
-    assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {"slack_child_chunks"}
+    assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {
+        "slack_child_chunks"
+    }
 
 
 def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
@@ -91,18 +99,32 @@ def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
 def _docs(data_dir: Path) -> list[str]:
     import pandas as pd
 
-    return [d for f in (data_dir / "parquet" / "slack_threads").rglob("*.parquet") for d in pd.read_parquet(f)["document_id"]]
+    return [
+        d
+        for f in (data_dir / "parquet" / "slack_threads").rglob("*.parquet")
+        for d in pd.read_parquet(f)["document_id"]
+    ]
 
 
 def test_range_run_writes_every_partition_in_one_run(tmp_path: Path, instance, slack_export: Path) -> None:
     res = _resources(tmp_path, slack_export)
-    result = dg.materialize(SLACK_ASSETS, instance=instance, resources=res, tags={
-        "dagster/asset_partition_range_start": "C0PUB|2024-03-01", "dagster/asset_partition_range_end": "C0PUB|2024-03-03"})
+    result = dg.materialize(
+        SLACK_ASSETS,
+        instance=instance,
+        resources=res,
+        tags={
+            "dagster/asset_partition_range_start": "C0PUB|2024-03-01",
+            "dagster/asset_partition_range_end": "C0PUB|2024-03-03",
+        },
+    )
     assert result.success
     # One step per asset, one materialization per partition.
     assert len(result.asset_materializations_for_node("slack_qdrant_points")) == 3
     assert instance.get_materialized_partitions(dg.AssetKey("slack_child_chunks")) == {
-        "C0PUB|2024-03-01", "C0PUB|2024-03-02", "C0PUB|2024-03-03"}
+        "C0PUB|2024-03-01",
+        "C0PUB|2024-03-02",
+        "C0PUB|2024-03-03",
+    }
     import pandas as pd
 
     day = lambda d: pd.read_parquet(tmp_path / "parquet" / "slack_threads" / "C0PUB" / f"{d}.parquet")  # noqa: E731
@@ -112,22 +134,36 @@ def test_range_run_writes_every_partition_in_one_run(tmp_path: Path, instance, s
 
 def test_older_partition_rerun_does_not_regress_newer_version(tmp_path: Path, instance) -> None:
     root = ts(D1 + 100)
-    old_days = {"2024-03-01": [
-        {"type": "message", "user": "U1", "text": "my disk is full", "ts": root},
-        {"type": "message", "user": "U2", "text": "run du -sh", "ts": ts(D1 + 200), "thread_ts": root}]}
-    new_days = {**old_days, "2024-03-05": [
-        {"type": "message", "user": "U1", "text": "late reply: it was the journal logs", "ts": ts(D1 + 4 * 86400 + 60),
-         "thread_ts": root}]}
+    old_days = {
+        "2024-03-01": [
+            {"type": "message", "user": "U1", "text": "my disk is full", "ts": root},
+            {"type": "message", "user": "U2", "text": "run du -sh", "ts": ts(D1 + 200), "thread_ts": root},
+        ]
+    }
+    new_days = {
+        **old_days,
+        "2024-03-05": [
+            {
+                "type": "message",
+                "user": "U1",
+                "text": "late reply: it was the journal logs",
+                "ts": ts(D1 + 4 * 86400 + 60),
+                "thread_ts": root,
+            }
+        ],
+    }
     old_export = write_slack_export(tmp_path / "old", old_days)
     new_export = write_slack_export(tmp_path / "new", new_days)
     data = tmp_path / "data"
     # The late reply moves the thread to 2024-03-05 (the partition of its latest activity).
-    newer = dg.materialize(SLACK_ASSETS, instance=instance, resources=_resources(data, new_export),
-                           partition_key="C0PUB|2024-03-05")
+    newer = dg.materialize(
+        SLACK_ASSETS, instance=instance, resources=_resources(data, new_export), partition_key="C0PUB|2024-03-05"
+    )
     assert _meta(newer, "slack_qdrant_points")["documents_written"] == 1
     # Re-running the old day with the old state of the thread must not overwrite the newer version.
-    older = dg.materialize(SLACK_ASSETS, instance=instance, resources=_resources(data, old_export),
-                           partition_key="C0PUB|2024-03-01")
+    older = dg.materialize(
+        SLACK_ASSETS, instance=instance, resources=_resources(data, old_export), partition_key="C0PUB|2024-03-01"
+    )
     meta = _meta(older, "slack_qdrant_points")
     assert (meta["documents_written"], meta["documents_skipped_older"], meta["points_removed"]) == (0, 1, 0)
     from rag_pipeline.index.edge_store import EdgeVectorStore
@@ -142,8 +178,9 @@ def test_older_partition_rerun_does_not_regress_newer_version(tmp_path: Path, in
 
 
 def test_jira_partition_chain_on_bundled_dump(tmp_path: Path, instance) -> None:
-    result = dg.materialize(JIRA_ASSETS, instance=instance, resources=_resources(tmp_path),
-                            partition_key="2017-02-14|DAEMON")
+    result = dg.materialize(
+        JIRA_ASSETS, instance=instance, resources=_resources(tmp_path), partition_key="2017-02-14|DAEMON"
+    )
     assert result.success
     raw = _meta(result, "jira_issues")
     points = _meta(result, "jira_qdrant_points")
@@ -154,8 +191,9 @@ def test_jira_partition_chain_on_bundled_dump(tmp_path: Path, instance) -> None:
 def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: Path) -> None:
     res = _resources(tmp_path, slack_export)
     with dg.instance_for_test() as inst:
-        context = dg.build_sensor_context(instance=inst, resources={"slack_export": res["slack_export"],
-                                                                    "jira_dump": res["jira_dump"]})
+        context = dg.build_sensor_context(
+            instance=inst, resources={"slack_export": res["slack_export"], "jira_dump": res["jira_dump"]}
+        )
         result = offline_source_discovery_sensor(context)
         added = {r.partitions_def_name: set(r.partition_keys) for r in result.dynamic_partitions_requests}
         assert added["slack_channels"] == {"C0PUB", "G0PRIV"}
@@ -164,5 +202,3 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
         inst.add_dynamic_partitions("slack_channels", ["C0PUB", "G0PRIV"])
         inst.add_dynamic_partitions("jira_projects", ["AC", "ALOY", "DAEMON", "MOD", "TIMOB"])
         assert offline_source_discovery_sensor(context).dynamic_partitions_requests == []
-
-

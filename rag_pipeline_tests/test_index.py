@@ -32,12 +32,21 @@ def _pid(*parts: object) -> str:
 
 def doc_points(doc: str, version: float, texts: list[str] | None = None, source: str = "slack") -> DocumentPoints:
     texts = texts if texts is not None else TEXTS[doc]
-    base = {"document_id": doc, "source": source, "container": "C1", "version": version,
-            "acl": {"public": False, "users": [], "groups": ["g"]}}
+    base = {
+        "document_id": doc,
+        "source": source,
+        "container": "C1",
+        "version": version,
+        "acl": {"public": False, "users": [], "groups": ["g"]},
+    }
     parent = StorePoint(id=_pid(doc, "parent", 0), payload={**base, "level": "parent", "text": " ".join(texts)})
     children = [
-        StorePoint(id=_pid(doc, "child", i), payload={**base, "level": "child", "parent_id": parent.id, "text": t},
-                   dense=_vec(doc, i), sparse=BM25.encode_documents([t])[0])
+        StorePoint(
+            id=_pid(doc, "child", i),
+            payload={**base, "level": "child", "parent_id": parent.id, "text": t},
+            dense=_vec(doc, i),
+            sparse=BM25.encode_documents([t])[0],
+        )
         for i, t in enumerate(texts)
     ]
     return DocumentPoints(doc, version, [parent], children)
@@ -69,8 +78,9 @@ def test_search_dense_sparse_hybrid(store) -> None:
     assert {h.payload["document_id"] for h in hybrid[:2]} == {"d2"}
     # RRF with k=60 (Qdrant ranks from 0: 1/(k + rank)): first in both lists scores 2/60, not Qdrant's default 2/2.
     assert hybrid[0].score == pytest.approx(2 / 60, rel=1e-4)
-    filtered = store.search_hybrid([1.0, 0.1, 0.0, 0.0], BM25.encode_query("kernel wifi"), limit=10,
-                                   flt=SearchFilter(document_ids=("d2",)))
+    filtered = store.search_hybrid(
+        [1.0, 0.1, 0.0, 0.0], BM25.encode_query("kernel wifi"), limit=10, flt=SearchFilter(document_ids=("d2",))
+    )
     assert filtered and {h.payload["document_id"] for h in filtered} == {"d2"}
 
 
@@ -78,7 +88,9 @@ def test_rewrite_replaces_stale_points_and_keeps_ids(store) -> None:
     write_documents(store, [doc_points("d1", 1.0)])
     first_ids = {r.id for r in store.document_points(store.names.children, ["d1"])}
     report = write_documents(store, [doc_points("d1", 1.0)])
-    assert report.points_removed == 0 and {r.id for r in store.document_points(store.names.children, ["d1"])} == first_ids
+    assert (
+        report.points_removed == 0 and {r.id for r in store.document_points(store.names.children, ["d1"])} == first_ids
+    )
     # A newer version with one chunk fewer: the stale child goes, after the new points are in.
     report = write_documents(store, [doc_points("d1", 2.0, texts=["kernel panic fixed by new kernel"])])
     assert (report.documents_written, report.points_removed) == (1, 1)
@@ -113,12 +125,16 @@ def test_engines_agree(tmp_path: Path) -> None:
     for s in (edge, local):
         s.create_collections(4)
         write_documents(s, [doc_points(d, 1.0) for d in TEXTS])
-        results.append((
-            # Engines order exact ties differently; compare rankings with ties broken by id.
-            sorted((-round(h.score, 4), h.id) for h in s.search_sparse(BM25.encode_query("kernel printer wifi"), 6)),
-            sorted((-round(h.score, 4), h.id) for h in s.search_dense([0.5, 0.5, 0.2, 0.1], 6)),
-            sorted(h.id for h in s.search_hybrid([0.5, 0.5, 0.2, 0.1], BM25.encode_query("wifi printer"), 4)),
-        ))
+        results.append(
+            (
+                # Engines order exact ties differently; compare rankings with ties broken by id.
+                sorted(
+                    (-round(h.score, 4), h.id) for h in s.search_sparse(BM25.encode_query("kernel printer wifi"), 6)
+                ),
+                sorted((-round(h.score, 4), h.id) for h in s.search_dense([0.5, 0.5, 0.2, 0.1], 6)),
+                sorted(h.id for h in s.search_hybrid([0.5, 0.5, 0.2, 0.1], BM25.encode_query("wifi printer"), 4)),
+            )
+        )
         s.close()
     assert results[0][0] == results[1][0]
     assert results[0][1] == results[1][1]

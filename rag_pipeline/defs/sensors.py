@@ -1,6 +1,5 @@
 """Discovery of the offline sources' channels and projects as dynamic partitions."""
 
-
 import json
 
 import dagster as dg

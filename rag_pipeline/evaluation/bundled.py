@@ -34,16 +34,22 @@ def build(shared_data: Path, out: Path) -> None:
     for line in (slack_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         q = json.loads(line)
         relevant = {
-            thread_document_id(settings.BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade for ts, grade in qrels[q["_id"]].items()
+            thread_document_id(settings.BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade
+            for ts, grade in qrels[q["_id"]].items()
         }
         slack.append(EvalQuery(id=q["_id"], query=q["text"], relevant=relevant, tags=["slack", q.get("split", "dev")]))
-    write_eval_set(out, EvalSetMeta(
-        name="slack_ubuntu_dev",
-        description="Opening questions of real #ubuntu threads; the thread (whose root was deleted) is relevant.",
-        source="shared/data/slack_ubuntu/eval", license="CC-BY-4.0",
-        attribution="Kummerfeld et al., ACL 2019, A Large-Scale Corpus for Conversation Disentanglement",
-        queries=len(slack),
-    ), slack)
+    write_eval_set(
+        out,
+        EvalSetMeta(
+            name="slack_ubuntu_dev",
+            description="Opening questions of real #ubuntu threads; the thread (whose root was deleted) is relevant.",
+            source="shared/data/slack_ubuntu/eval",
+            license="CC-BY-4.0",
+            attribution="Kummerfeld et al., ACL 2019, A Large-Scale Corpus for Conversation Disentanglement",
+            queries=len(slack),
+        ),
+        slack,
+    )
 
     jira_dir = shared_data / "jira_appcelerator" / "eval"
     key_to_id = JiraDumpReader(settings.BUNDLED_JIRA_DUMP, settings.BUNDLED_JIRA_SITE).key_to_document_id()
@@ -54,17 +60,28 @@ def build(shared_data: Path, out: Path) -> None:
         relevant = {key_to_id[k]: g for k, g in qrels[q["_id"]].items() if k in key_to_id}
         if not relevant:
             continue
-        jira.append(EvalQuery(
-            id=q["_id"], query=f"{q['title']}\n{q['text']}".strip(), relevant=relevant,
-            exclude=[key_to_id[q["_id"]]] if q["_id"] in key_to_id else [], tags=["jira", "duplicates"],
-        ))
-    write_eval_set(out, EvalSetMeta(
-        name="jira_appcelerator_dev",
-        description="Issues resolved as duplicates (title + description) -> the issues they duplicate; "
-        "the query issue itself is excluded from its results.",
-        source="shared/data/jira_appcelerator/eval", license="Apache-2.0", attribution="github.com/tidev/jira-archive",
-        queries=len(jira),
-    ), jira)
+        jira.append(
+            EvalQuery(
+                id=q["_id"],
+                query=f"{q['title']}\n{q['text']}".strip(),
+                relevant=relevant,
+                exclude=[key_to_id[q["_id"]]] if q["_id"] in key_to_id else [],
+                tags=["jira", "duplicates"],
+            )
+        )
+    write_eval_set(
+        out,
+        EvalSetMeta(
+            name="jira_appcelerator_dev",
+            description="Issues resolved as duplicates (title + description) -> the issues they duplicate; "
+            "the query issue itself is excluded from its results.",
+            source="shared/data/jira_appcelerator/eval",
+            license="Apache-2.0",
+            attribution="github.com/tidev/jira-archive",
+            queries=len(jira),
+        ),
+        jira,
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ describes the set (source, licence, attribution, how it was built).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator

@@ -48,7 +48,9 @@ class ClientVectorStore:
         self.engine = "qdrant-client:local" if _is_local(client) else "qdrant-client:server"
 
     @classmethod
-    def connect(cls, url: str | None = None, api_key: str | None = None, path: str | None = None, **kwargs: Any) -> ClientVectorStore:
+    def connect(
+        cls, url: str | None = None, api_key: str | None = None, path: str | None = None, **kwargs: Any
+    ) -> ClientVectorStore:
         """Server when ``url`` is given, else local mode on ``path`` (``:memory:`` by default)."""
         if url:
             client = QdrantClient(url=url, api_key=api_key)
@@ -60,7 +62,9 @@ class ClientVectorStore:
         if not self.client.collection_exists(self.names.children):
             self.client.create_collection(
                 self.names.children,
-                vectors_config={DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)},
+                vectors_config={
+                    DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)
+                },
                 sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 shard_number=self.shard_number,
                 replication_factor=self.replication_factor,
@@ -68,7 +72,10 @@ class ClientVectorStore:
             self._create_indexes(self.names.children)
         if not self.client.collection_exists(self.names.parents):
             self.client.create_collection(
-                self.names.parents, vectors_config={}, shard_number=self.shard_number, replication_factor=self.replication_factor
+                self.names.parents,
+                vectors_config={},
+                shard_number=self.shard_number,
+                replication_factor=self.replication_factor,
             )
             self._create_indexes(self.names.parents)
 
@@ -121,8 +128,12 @@ class ClientVectorStore:
             offset = None
             while True:
                 records, offset = self.client.scroll(
-                    collection, scroll_filter=flt, limit=_PAGE, offset=offset,
-                    with_payload=["document_id", "version"], with_vectors=False,
+                    collection,
+                    scroll_filter=flt,
+                    limit=_PAGE,
+                    offset=offset,
+                    with_payload=["document_id", "version"],
+                    with_vectors=False,
                 )
                 refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
                 if offset is None:
@@ -135,19 +146,31 @@ class ClientVectorStore:
         return int(self.client.count(collection, count_filter=_filter(flt), exact=True).count)
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
-        return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in self.client.retrieve(collection, list(ids), with_payload=True)]
+        return [
+            Hit(str(r.id), 1.0, dict(r.payload or {}))
+            for r in self.client.retrieve(collection, list(ids), with_payload=True)
+        ]
 
     def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         response = self.client.query_points(
-            self.names.children, query=[float(x) for x in vector], using=DENSE_VECTOR, limit=limit,
-            query_filter=_filter(flt), with_payload=True, search_params=models.SearchParams(exact=True),
+            self.names.children,
+            query=[float(x) for x in vector],
+            using=DENSE_VECTOR,
+            limit=limit,
+            query_filter=_filter(flt),
+            with_payload=True,
+            search_params=models.SearchParams(exact=True),
         )
         return _hits(response.points)
 
     def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         response = self.client.query_points(
-            self.names.children, query=models.SparseVector(indices=vector.indices, values=vector.values),
-            using=SPARSE_VECTOR, limit=limit, query_filter=_filter(flt), with_payload=True,
+            self.names.children,
+            query=models.SparseVector(indices=vector.indices, values=vector.values),
+            using=SPARSE_VECTOR,
+            limit=limit,
+            query_filter=_filter(flt),
+            with_payload=True,
         )
         return _hits(response.points)
 
@@ -164,10 +187,19 @@ class ClientVectorStore:
         response = self.client.query_points(
             self.names.children,
             prefetch=[
-                models.Prefetch(query=[float(x) for x in dense], using=DENSE_VECTOR, limit=prefetch_limit,
-                                filter=qfilter, params=models.SearchParams(exact=True)),
-                models.Prefetch(query=models.SparseVector(indices=sparse.indices, values=sparse.values),
-                                using=SPARSE_VECTOR, limit=prefetch_limit, filter=qfilter),
+                models.Prefetch(
+                    query=[float(x) for x in dense],
+                    using=DENSE_VECTOR,
+                    limit=prefetch_limit,
+                    filter=qfilter,
+                    params=models.SearchParams(exact=True),
+                ),
+                models.Prefetch(
+                    query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                    using=SPARSE_VECTOR,
+                    limit=prefetch_limit,
+                    filter=qfilter,
+                ),
             ],
             query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
             query_filter=qfilter,

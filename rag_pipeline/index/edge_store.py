@@ -122,9 +122,7 @@ class EdgeVectorStore:
                 records, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=_PAGE, filter=flt, with_payload=True, with_vector=False)
                 )
-                refs.extend(
-                    PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records
-                )
+                refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
                 if offset is None:
                     break
         return refs
@@ -176,7 +174,9 @@ class EdgeVectorStore:
             ),
             qe.Prefetch(
                 limit=prefetch_limit,
-                query=qe.Query.Nearest(qe.SparseVector(indices=sparse.indices, values=sparse.values), using=SPARSE_VECTOR),
+                query=qe.Query.Nearest(
+                    qe.SparseVector(indices=sparse.indices, values=sparse.values), using=SPARSE_VECTOR
+                ),
                 filter=edge_filter,
             ),
         ]
@@ -188,7 +188,10 @@ class EdgeVectorStore:
     def _hits(self, request: qe.QueryRequest) -> list[Hit]:
         if self.names.children not in self._shards:
             return []
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shards[self.names.children].query(request)]
+        return [
+            Hit(str(p.id), float(p.score), dict(p.payload or {}))
+            for p in self._shards[self.names.children].query(request)
+        ]
 
     def close(self) -> None:
         for shard in self._shards.values():

@@ -21,11 +21,7 @@ class Acl(BaseModel):
 
     def admits(self, user_id: str | None, groups: frozenset[str] | set[str] = frozenset()) -> bool:
         """True when a principal (user id + groups) may read the document."""
-        return (
-            self.public
-            or (user_id is not None and user_id in self.users)
-            or bool(set(self.groups) & set(groups))
-        )
+        return self.public or (user_id is not None and user_id in self.users) or bool(set(self.groups) & set(groups))
 
 
 class Document(BaseModel):

@@ -129,7 +129,13 @@ def _links(raw_links: list[dict[str, Any]]) -> list[dict[str, str]]:
         else:
             continue
         links.append(
-            {"type": kind.get("name"), "direction": direction, "relation": relation, "key": other.get("key"), "id": str(other.get("id"))}
+            {
+                "type": kind.get("name"),
+                "direction": direction,
+                "relation": relation,
+                "key": other.get("key"),
+                "id": str(other.get("id")),
+            }
         )
     return links
 

@@ -66,7 +66,9 @@ class _ExportFiles:
             raise SourceError(f"Slack export {path} is neither a directory nor a zip file")
         self._zip = zipfile.ZipFile(path)
         self._names = {n for n in self._zip.namelist() if not n.endswith("/")}
-        manifest = min((n for n in self._names if n.rsplit("/", 1)[-1] in ("channels.json", "groups.json")), key=len, default="")
+        manifest = min(
+            (n for n in self._names if n.rsplit("/", 1)[-1] in ("channels.json", "groups.json")), key=len, default=""
+        )
         self._prefix = manifest.rsplit("/", 1)[0] + "/" if "/" in manifest else ""
 
     def exists(self, rel: str) -> bool:
@@ -82,7 +84,11 @@ class _ExportFiles:
     def day_files(self, folder: str) -> list[str]:
         if self._zip is None:
             base = self.path / folder
-            return sorted(f"{folder}/{p.name}" for p in base.glob("*.json") if _DAY_FILE.match(p.name)) if base.is_dir() else []
+            return (
+                sorted(f"{folder}/{p.name}" for p in base.glob("*.json") if _DAY_FILE.match(p.name))
+                if base.is_dir()
+                else []
+            )
         start = f"{self._prefix}{folder}/"
         return sorted(
             n[len(self._prefix) :] for n in self._names if n.startswith(start) and _DAY_FILE.match(n[len(start) :])
@@ -130,7 +136,11 @@ class SlackExportReader:
         for user in self._files.read_json("users.json"):
             profile = user.get("profile") or {}
             names[user["id"]] = (
-                profile.get("display_name") or user.get("real_name") or profile.get("real_name") or user.get("name") or user["id"]
+                profile.get("display_name")
+                or user.get("real_name")
+                or profile.get("real_name")
+                or user.get("name")
+                or user["id"]
             )
         return names
 
@@ -185,12 +195,16 @@ class SlackExportReader:
             try:
                 doc = self._thread_document(channel, thread_ts, by_ts)
             except (KeyError, TypeError, ValueError) as exc:
-                problems.append(RecordProblem(f"{self.path}/{channel.name} thread {thread_ts}", f"{type(exc).__name__}: {exc}"))
+                problems.append(
+                    RecordProblem(f"{self.path}/{channel.name} thread {thread_ts}", f"{type(exc).__name__}: {exc}")
+                )
                 continue
             if doc is not None:
                 yield doc
 
-    def _thread_document(self, channel: SlackChannel, thread_ts: str, by_ts: dict[str, dict[str, Any]]) -> Document | None:
+    def _thread_document(
+        self, channel: SlackChannel, thread_ts: str, by_ts: dict[str, dict[str, Any]]
+    ) -> Document | None:
         ordered = [by_ts[ts] for ts in sorted(by_ts, key=float)]
         root = by_ts.get(thread_ts)
         root_deleted = root is not None and root.get("subtype") == "tombstone"
@@ -208,17 +222,11 @@ class SlackExportReader:
                 authors.append(author)
         if not lines:
             return None  # a deleted message with no replies: nothing left to index
-        version = max(
-            max(float(m["ts"]), float(m.get("latest_reply") or 0), _edited_ts(m)) for m in ordered
-        )
+        version = max(max(float(m["ts"]), float(m.get("latest_reply") or 0), _edited_ts(m)) for m in ordered)
         body = "\n".join(lines)
         title_source = lines[0].split(": ", 1)[-1]
         title = f"#{channel.name}: {title_source[:100]}"
-        acl = (
-            Acl(users=channel.members)
-            if channel.is_private
-            else Acl(groups=(workspace_group(self.team_id),))
-        )
+        acl = Acl(users=channel.members) if channel.is_private else Acl(groups=(workspace_group(self.team_id),))
         return Document(
             id=thread_document_id(self.team_id, channel.id, thread_ts),
             source=SOURCE,
@@ -243,7 +251,12 @@ class SlackExportReader:
 
     def _author(self, msg: dict[str, Any]) -> str:
         uid = msg.get("user") or msg.get("bot_id") or "unknown"
-        return self.user_names.get(uid) or msg.get("user_name") or (msg.get("user_profile") or {}).get("display_name") or uid
+        return (
+            self.user_names.get(uid)
+            or msg.get("user_name")
+            or (msg.get("user_profile") or {}).get("display_name")
+            or uid
+        )
 
     def _channel_name(self, channel_id: str) -> str | None:
         channel = self.channels.get(channel_id)

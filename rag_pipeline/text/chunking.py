@@ -156,7 +156,9 @@ class Chunker:
             model_n = self._model_tokens(text)
         self.stats.clamped_children += 1
         length = end - start
-        self.stats.shortest_clamped = length if self.stats.shortest_clamped is None else min(self.stats.shortest_clamped, length)
+        self.stats.shortest_clamped = (
+            length if self.stats.shortest_clamped is None else min(self.stats.shortest_clamped, length)
+        )
         self.stats.max_model_tokens = max(self.stats.max_model_tokens, model_n)
         if self.stats.clamped_children == 1:
             log.warning(

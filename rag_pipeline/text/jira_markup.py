@@ -100,10 +100,10 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], _Ctx], str]] = {
     "bulletList": lambda n, c: _list(n, c, ordered=False),
     "orderedList": lambda n, c: _list(n, c, ordered=True),
     "listItem": lambda n, c: _children(n, c).strip().replace(_BLOCK_SEP, "\n"),
-    "codeBlock": lambda n, c: "```" + ((n.get("attrs") or {}).get("language") or "") + "\n"
-    + _children(n, c) + "\n```" + _BLOCK_SEP,
-    "blockquote": lambda n, c: "\n".join("> " + line for line in _collapse(_children(n, c)).split("\n"))
-    + _BLOCK_SEP,
+    "codeBlock": lambda n, c: (
+        "```" + ((n.get("attrs") or {}).get("language") or "") + "\n" + _children(n, c) + "\n```" + _BLOCK_SEP
+    ),
+    "blockquote": lambda n, c: "\n".join("> " + line for line in _collapse(_children(n, c)).split("\n")) + _BLOCK_SEP,
     "panel": lambda n, c: f"[{(n.get('attrs') or {}).get('panelType', 'info')}] " + _children(n, c),
     "rule": lambda n, c: "---" + _BLOCK_SEP,
     "table": _table,
@@ -156,14 +156,20 @@ def _collapse(text: str) -> str:
 
 _WIKI_CODE = re.compile(r"\{(code|noformat)(?::[^}]*)?\}(.*?)\{\1\}", re.S)
 _WIKI_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
-    (re.compile(r"\{quote\}(.*?)\{quote\}", re.S), lambda m: "\n".join("> " + ln for ln in m.group(1).strip().splitlines())),
+    (
+        re.compile(r"\{quote\}(.*?)\{quote\}", re.S),
+        lambda m: "\n".join("> " + ln for ln in m.group(1).strip().splitlines()),
+    ),
     (re.compile(r"\{(?:color|panel|section|column)(?::[^}]*)?\}"), ""),
     (re.compile(r"^h([1-6])\.\s*", re.M), lambda m: "#" * int(m.group(1)) + " "),
     (re.compile(r"\[~([^\]]+)\]"), r"@\1"),
     (re.compile(r"\[([^\]|]+)\|([^\]]+)\]"), lambda m: f"{m.group(1).strip()} ({m.group(2).strip()})"),
     (re.compile(r"\[((?:https?|mailto|file):[^\]]+)\]"), r"\1"),
     (re.compile(r"!([^!\s|]+\.[A-Za-z0-9]{2,5})(?:\|[^!]*)?!"), r"[media: \1]"),
-    (re.compile(r"^\s*\|\|(.*)\|\|\s*$", re.M), lambda m: "| " + " | ".join(c.strip() for c in m.group(1).split("||")) + " |"),
+    (
+        re.compile(r"^\s*\|\|(.*)\|\|\s*$", re.M),
+        lambda m: "| " + " | ".join(c.strip() for c in m.group(1).split("||")) + " |",
+    ),
     (re.compile(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])"), r"**\1**"),
     (re.compile(r"\{\{(.+?)\}\}"), r"`\1`"),
     (re.compile(r"^bq\.\s*", re.M), "> "),

