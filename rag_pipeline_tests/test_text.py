@@ -24,6 +24,15 @@ def test_clean_text_removes_controls_and_collapses_whitespace() -> None:
     assert clean_text(strip_html("<p>x &amp; y</p><script>evil()</script><br/>z")) == "x & y\n\nz"
 
 
+def test_html_is_stripped_only_from_html_bodies() -> None:
+    from rag_pipeline.sources.jira_dump import body_text
+
+    assert body_text("{html}<p>Steps:</p><ul><li>open <b>app</b></li></ul>{html}") == "Steps:\nopen app"
+    code = "<p>see</p> <br/> {code}<Alloy><Window class='c'/><p>x</p></Alloy>{code} and List<String>"
+    assert "<Alloy><Window class='c'/><p>x</p></Alloy>" in body_text(code) and "List<String>" in body_text(code)
+    assert "<p>see</p>" not in body_text(code)
+
+
 def test_adf_every_node_type_and_unknown_nodes() -> None:
     doc = {
         "type": "doc",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +13,7 @@ from typing import Any
 
 from rag_pipeline.sources.document import Acl, Document, content_hash
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.text.clean import clean_text
+from rag_pipeline.text.clean import clean_text, looks_like_html, strip_html
 from rag_pipeline.text.jira_markup import jira_body_to_text
 
 SOURCE = "jira"
@@ -54,6 +55,20 @@ class JiraRead:
     problems: list[RecordProblem] = field(default_factory=list)
 
 
+_FENCED = re.compile(r"(```.*?```)", re.S)
+
+
+def body_text(body: Any) -> str:
+    """A description or comment body as clean text (ADF, wiki markup, or HTML from some exports).
+
+    HTML is stripped only outside code blocks: markup inside code is content (test pages, XML views).
+    """
+    parts = _FENCED.split(jira_body_to_text(body))
+    return clean_text(
+        "".join(strip_html(part) if i % 2 == 0 and looks_like_html(part) else part for i, part in enumerate(parts))
+    )
+
+
 def issue_to_document(issue: dict[str, Any], site: str) -> Document:
     """One Jira REST issue object (v2 wiki or v3 ADF bodies) as a Document."""
     fields = issue["fields"]
@@ -61,7 +76,7 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
     project = fields["project"]["key"]
     summary = (fields.get("summary") or "").strip()
     parts = [f"{key}: {summary}"]
-    description = clean_text(jira_body_to_text(fields.get("description")))
+    description = body_text(fields.get("description"))
     if description:
         parts.append(description)
     authors: list[str] = []
@@ -71,7 +86,7 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
     comments = (fields.get("comment") or {}).get("comments") or []
     comment_lines = []
     for comment in comments:
-        body = clean_text(jira_body_to_text(comment.get("body")))
+        body = body_text(comment.get("body"))
         if not body:
             continue
         author = _person(comment.get("author")) or "unknown"

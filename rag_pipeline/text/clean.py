@@ -15,6 +15,20 @@ _SPACES = re.compile(r"[ \t]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
+_HTML_MARKERS = re.compile(
+    r"</?(p|div|br|span|a|table|tr|td|ul|ol|li|h[1-6]|pre|code|b|i|em|strong)(\s[^<>]*)?/?>", re.I
+)
+
+
+def looks_like_html(text: str) -> bool:
+    """True for bodies written in HTML (several common tags), not for text that merely contains ``<``.
+
+    Jira and Slack bodies often carry XML or generics in code (``<Alloy>``, ``List<String>``), which
+    must survive cleaning.
+    """
+    return len(_HTML_MARKERS.findall(text, 0, 20000)) >= 2
+
+
 def strip_html(text: str) -> str:
     """Drop tags (keeping line structure of block tags) and decode entities."""
     if "<" in text:

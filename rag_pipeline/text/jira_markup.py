@@ -160,7 +160,7 @@ _WIKI_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] 
         re.compile(r"\{quote\}(.*?)\{quote\}", re.S),
         lambda m: "\n".join("> " + ln for ln in m.group(1).strip().splitlines()),
     ),
-    (re.compile(r"\{(?:color|panel|section|column)(?::[^}]*)?\}"), ""),
+    (re.compile(r"\{(?:color|panel|section|column|html)(?::[^}]*)?\}"), ""),
     (re.compile(r"^h([1-6])\.\s*", re.M), lambda m: "#" * int(m.group(1)) + " "),
     (re.compile(r"\[~([^\]]+)\]"), r"@\1"),
     (re.compile(r"\[([^\]|]+)\|([^\]]+)\]"), lambda m: f"{m.group(1).strip()} ({m.group(2).strip()})"),
