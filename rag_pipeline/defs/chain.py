@@ -72,6 +72,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
                 "partitions": len(context.partition_keys),
                 "documents": len(docs),
                 "parent_chunks": len(parents),
+                "dagster/row_count": len(parents),
                 "tokens": int(parents["token_count"].sum()) if len(parents) else 0,
                 **length_stats(parents["token_count"], "tokens"),
                 "elapsed_seconds": round(time.perf_counter() - started, 3),
@@ -124,6 +125,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             metadata={
                 "partitions": len(context.partition_keys),
                 "child_chunks": len(children),
+                "dagster/row_count": len(children),
                 "tokens": int(children["token_count"].sum()) if len(children) else 0,
                 **length_stats(children["token_count"], "tokens"),
                 "clamped_to_model_limit": chunker.stats.clamped_children,
@@ -167,6 +169,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
                 "model": encoder.model_id,
                 "dimension": encoder.dimension,
                 "vectors": len(dense),
+                "dagster/row_count": len(dense),
                 "embeddings_computed": stats.computed,
                 "embeddings_cached": stats.cached,
                 "chunks_per_second": round(stats.computed / elapsed, 2) if stats.computed else 0.0,
@@ -196,6 +199,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             metadata={
                 "partitions": len(context.partition_keys),
                 "vectors": len(sparse),
+                "dagster/row_count": len(sparse),
                 **length_stats(terms, "terms"),
                 "elapsed_seconds": round(time.perf_counter() - started, 3),
             },

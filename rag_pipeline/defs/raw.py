@@ -39,6 +39,7 @@ def documents_by_partition(
             "partitions": len(wanted),
             "partitions_with_documents": sum(1 for f in frames.values() if len(f)),
             "documents": total,
+            "dagster/row_count": total,
             "authors": len(authors),
             "characters": int(sum(f["text"].str.len().sum() for f in frames.values() if len(f))),
             "bad_records": len(problems),

@@ -120,7 +120,13 @@ class EdgeVectorStore:
             offset = None
             while True:
                 records, offset = shard.scroll(
-                    qe.ScrollRequest(offset=offset, limit=_PAGE, filter=flt, with_payload=True, with_vector=False)
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=_PAGE,
+                        filter=flt,
+                        with_payload=["document_id", "version"],
+                        with_vector=False,
+                    )
                 )
                 refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
                 if offset is None:
