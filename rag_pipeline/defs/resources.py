@@ -103,9 +103,6 @@ class SlackExportResource(dg.ConfigurableResource):
     def read(self) -> SlackRead:
         return _read_slack(self.path, self.team_id, self.workspace_domain, _mtime(self.path))
 
-    def reader(self) -> SlackExportReader:
-        return SlackExportReader(self.path, self.team_id, self.workspace_domain)
-
 
 class JiraDumpResource(dg.ConfigurableResource):
     """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped)."""

@@ -6,7 +6,6 @@ steps that open it).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -222,8 +221,3 @@ def _filter(flt: SearchFilter | None) -> qe.Filter | None:
     for key, value in flt.extra.items():
         must.append(qe.FieldCondition(key=key, match=qe.MatchValue(value=value)))
     return qe.Filter(must=must) if must else None
-
-
-def point_uuid(value: str) -> str:
-    """Normalize an id to the canonical uuid string both engines return."""
-    return str(uuid.UUID(value))

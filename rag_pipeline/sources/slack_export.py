@@ -8,7 +8,6 @@ import zipfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -143,13 +142,6 @@ class SlackExportReader:
                 or user["id"]
             )
         return names
-
-    def channel_days(self) -> dict[str, list[date]]:
-        """Partition dates holding data per channel id (days of each thread's latest activity)."""
-        result: dict[str, set[date]] = defaultdict(set)
-        for doc in self.read().documents:
-            result[doc.container].add(date.fromisoformat(doc.day))
-        return {c: sorted(days) for c, days in result.items()}
 
     def read(self, channel_ids: Iterable[str] | None = None) -> SlackRead:
         """Every thread of the given channels (all when None)."""

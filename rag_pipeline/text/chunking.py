@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -74,7 +74,6 @@ class ChunkStats:
     max_model_tokens: int = 0
     model_limit: int | None = None
     shortest_clamped: int | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 TokenCounter = Callable[[str], int]

@@ -29,9 +29,8 @@ def adf_to_text(node: dict[str, Any]) -> str:
 
 
 class _Ctx:
-    def __init__(self, depth: int = 0, ordered: bool = False) -> None:
+    def __init__(self, depth: int = 0) -> None:
         self.depth = depth
-        self.ordered = ordered
 
 
 def _children(node: dict[str, Any], ctx: _Ctx, sep: str = "") -> str:
@@ -56,7 +55,7 @@ def _text(node: dict[str, Any], ctx: _Ctx) -> str:
 
 
 def _list(node: dict[str, Any], ctx: _Ctx, ordered: bool) -> str:
-    inner = _Ctx(ctx.depth + 1, ordered)
+    inner = _Ctx(ctx.depth + 1)
     items = []
     for i, item in enumerate(c for c in node.get("content") or [] if isinstance(c, dict)):
         marker = f"{i + 1}." if ordered else "-"
@@ -125,7 +124,7 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], _Ctx], str]] = {
     "nestedExpand": lambda n, c: str((n.get("attrs") or {}).get("title") or "") + "\n" + _children(n, c),
     "decisionList": lambda n, c: _children(n, c) + "\n",
     "decisionItem": _task,
-    "taskList": lambda n, c: _children(n, _Ctx(c.depth, c.ordered)) + "\n",
+    "taskList": lambda n, c: _children(n, c) + "\n",
     "taskItem": _task,
     "placeholder": lambda n, c: "",
 }
