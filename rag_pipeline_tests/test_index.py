@@ -66,6 +66,7 @@ def test_create_is_idempotent_and_counts(store) -> None:
     assert store.count(store.names.children) == 6 and store.count(store.names.parents) == 3
     assert store.count(store.names.children, SearchFilter(document_ids=("d1", "d3"))) == 4
     assert store.count(store.names.children, SearchFilter(sources=("jira",))) == 0
+    assert store.count(store.names.parents, SearchFilter(extra={"level": "parent"}, document_ids=("d2",))) == 1
 
 
 def test_search_dense_sparse_hybrid(store) -> None:

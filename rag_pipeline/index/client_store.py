@@ -25,6 +25,7 @@ from rag_pipeline.index.store import (
     PointRef,
     SearchFilter,
     StorePoint,
+    filter_conditions,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -227,12 +228,8 @@ def _is_local(client: QdrantClient) -> bool:
 
 
 def _filter(flt: SearchFilter | None) -> models.Filter | None:
-    if flt is None:
-        return None
-    must: list[models.Condition] = []
-    for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers)):
-        if values is not None:
-            must.append(models.FieldCondition(key=key, match=models.MatchAny(any=list(values))))
-    for key, value in flt.extra.items():
-        must.append(models.FieldCondition(key=key, match=models.MatchValue(value=value)))
+    must = [
+        models.FieldCondition(key=key, match=models.MatchAny(any=value) if many else models.MatchValue(value=value))
+        for key, value, many in filter_conditions(flt)
+    ]
     return models.Filter(must=must) if must else None

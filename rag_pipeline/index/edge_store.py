@@ -25,6 +25,7 @@ from rag_pipeline.index.store import (
     PointRef,
     SearchFilter,
     StorePoint,
+    filter_conditions,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -212,12 +213,8 @@ class EdgeVectorStore:
 
 
 def _filter(flt: SearchFilter | None) -> qe.Filter | None:
-    if flt is None:
-        return None
-    must: list[Any] = []
-    for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers)):
-        if values is not None:
-            must.append(qe.FieldCondition(key=key, match=qe.MatchAny(any=list(values))))
-    for key, value in flt.extra.items():
-        must.append(qe.FieldCondition(key=key, match=qe.MatchValue(value=value)))
+    must = [
+        qe.FieldCondition(key=key, match=qe.MatchAny(any=value) if many else qe.MatchValue(value=value))
+        for key, value, many in filter_conditions(flt)
+    ]
     return qe.Filter(must=must) if must else None

@@ -70,6 +70,19 @@ class SearchFilter:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def filter_conditions(flt: SearchFilter | None) -> list[tuple[str, Any, bool]]:
+    """``(payload key, value(s), match-any?)`` for each condition; each engine builds its own types."""
+    if flt is None:
+        return []
+    conditions: list[tuple[str, Any, bool]] = [
+        (key, list(values), True)
+        for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers))
+        if values is not None
+    ]
+    conditions.extend((key, value, False) for key, value in flt.extra.items())
+    return conditions
+
+
 class VectorStore(Protocol):
     """What the pipeline needs from a Qdrant engine. Implemented by the embedded qdrant-edge engine
     and by qdrant-client (server, or its local mode as the server-API test double)."""
