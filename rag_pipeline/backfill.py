@@ -30,13 +30,19 @@ SOURCE_TAG = "rag/source"
 # as a dozen empty partitions, so gaps of up to two weeks are cheaper to fill than to split.
 DEFAULT_BRIDGE_DAYS = 14
 
-# The demo's own instance (used only when DAGSTER_HOME is unset). Per-step stdout capture is off:
-# it spawns two `tail` processes per step, which costs more than the steps of a small partition;
-# structured event logs are kept.
+# The demo's own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that
+# writes a range's materializations in one transaction (10x faster than one event at a time), and
+# without per-step stdout capture (it spawns two `tail` processes per step; structured event logs
+# are kept).
 DAGSTER_YAML = """telemetry:
   enabled: false
 nux:
   enabled: false
+event_log_storage:
+  module: rag_pipeline.defs.event_storage
+  class: BatchingSqliteEventLogStorage
+  config:
+    base_dir: {home}/history/runs
 compute_logs:
   module: dagster._core.storage.noop_compute_log_manager
   class: NoOpComputeLogManager
@@ -136,7 +142,7 @@ def ensure_dagster_home(data_dir: Path) -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or data_dir / "dagster_home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
+        (home / "dagster.yaml").write_text(DAGSTER_YAML.format(home=home), encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -169,6 +175,8 @@ def run_backfill(
     # One planned event per asset per run instead of one per partition (Dagster's documented switch
     # for single-run backfills); a failed run then does not mark its partitions failed individually.
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
+    # Lets Dagster hand a range's materialization events to the event log as batches.
+    os.environ.setdefault("DAGSTER_EVENT_BATCH_SIZE", "1000")
     base = Path(data_dir).resolve() if data_dir else settings.data_dir()
     home = ensure_dagster_home(base)
     started = time.perf_counter()
