@@ -1,6 +1,5 @@
 """The batching SQLite event log records exactly what Dagster's own SQLite event log records."""
 
-
 from pathlib import Path
 
 import dagster as dg

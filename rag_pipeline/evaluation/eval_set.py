@@ -69,7 +69,8 @@ def load_eval_set(path: str | Path) -> list[EvalQuery]:
     """Read a JSONL eval set; a bad line raises with the file and line number."""
     path = Path(path)
     queries = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # split("\n"), not splitlines(): JSON strings may hold U+2028 or U+0085, which splitlines() breaks on.
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
         if not line.strip():
             continue
         try:
