@@ -107,6 +107,18 @@ def basic_days() -> dict[str, list[dict]]:
     }
 
 
+@pytest.fixture(params=["qdrant-edge", "qdrant-client-local"])
+def store(request, tmp_path: Path):
+    """Every VectorStore engine, with 4-dimensional collections: the contract suites run on each."""
+    from rag_pipeline.index.client_store import ClientVectorStore
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+
+    s = EdgeVectorStore(tmp_path / "qdrant") if request.param == "qdrant-edge" else ClientVectorStore.connect()
+    s.create_collections(4)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def slack_export(tmp_path: Path) -> Path:
     private = {"2024-03-01": [{"type": "message", "user": "U3", "text": "private plans", "ts": ts(D1 + 700)}]}

@@ -52,14 +52,6 @@ def doc_points(doc: str, version: float, texts: list[str] | None = None, source:
     return DocumentPoints(doc, version, [parent], children)
 
 
-@pytest.fixture(params=["qdrant-edge", "qdrant-client-local"])
-def store(request, tmp_path: Path):
-    s = EdgeVectorStore(tmp_path / "qdrant") if request.param == "qdrant-edge" else ClientVectorStore.connect()
-    s.create_collections(4)
-    yield s
-    s.close()
-
-
 def test_create_is_idempotent_and_counts(store) -> None:
     store.create_collections(4)
     write_documents(store, [doc_points(d, 1.0) for d in TEXTS])

@@ -8,8 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_pipeline.index.client_store import ClientVectorStore
-from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import StorePoint
 from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
@@ -32,14 +30,6 @@ def test_bm25_document_weights_match_hand_computation() -> None:
     assert query.values == [1.0]
     # Same tokenizer at query and index time: an inflected query hits the same term id.
     assert encoder.encode_query("Dogs").indices == query.indices
-
-
-@pytest.fixture(params=["edge", "client-local"])
-def store(request, tmp_path: Path):
-    s = EdgeVectorStore(tmp_path / "q") if request.param == "edge" else ClientVectorStore.connect()
-    s.create_collections(4)
-    yield s
-    s.close()
 
 
 def test_idf_scores_follow_the_formula(store) -> None:
