@@ -202,3 +202,27 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
         inst.add_dynamic_partitions("slack_channels", ["C0PUB", "G0PRIV"])
         inst.add_dynamic_partitions("jira_projects", ["AC", "ALOY", "DAEMON", "MOD", "TIMOB"])
         assert offline_source_discovery_sensor(context).dynamic_partitions_requests == []
+
+
+def test_io_manager_serves_a_runs_own_outputs_from_memory(tmp_path: Path, instance, monkeypatch) -> None:
+    import pandas as pd
+
+    import rag_pipeline.defs.io_manager as io_manager
+
+    reads: list[str] = []
+    real_read = pd.read_parquet
+    monkeypatch.setattr(
+        io_manager.pd, "read_parquet", lambda path, **kw: reads.append(str(path)) or real_read(path, **kw)
+    )
+    res = _resources(tmp_path)
+    key = "C0UBUNTU00|2004-11-16"
+    assert dg.materialize(SLACK_ASSETS, instance=instance, resources=res, partition_key=key).success
+    assert reads == []  # every input came from the step that wrote it in this run
+    downstream = [a.key for a in SLACK_ASSETS if a.key.path[0] != "slack_threads"]
+    result = dg.materialize(
+        SLACK_ASSETS, selection=downstream, instance=instance, resources=_resources(tmp_path), partition_key=key
+    )
+    assert result.success
+    # A later run reads the raw partition from disk (once per consumer), everything else from memory again.
+    assert len(reads) == 3 and all(r.endswith("slack_threads/C0UBUNTU00/2004-11-16.parquet") for r in reads)
+    assert _meta(result, "slack_qdrant_points")["points_removed"] == 0
