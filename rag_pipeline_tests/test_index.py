@@ -5,11 +5,12 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import SearchFilter, StorePoint
+from rag_pipeline.index.store import AclCondition, Fusion, SearchFilter, StorePoint
 from rag_pipeline.index.writer import DocumentPoints, write_documents
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
@@ -30,14 +31,22 @@ def _pid(*parts: object) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts))))
 
 
-def doc_points(doc: str, version: float, texts: list[str] | None = None, source: str = "slack") -> DocumentPoints:
+def doc_points(
+    doc: str,
+    version: float,
+    texts: list[str] | None = None,
+    source: str = "slack",
+    acl: dict | None = None,
+    updated: str = "2024-01-01T00:00:00+00:00",
+) -> DocumentPoints:
     texts = texts if texts is not None else TEXTS[doc]
     base = {
         "document_id": doc,
         "source": source,
         "container": "C1",
         "version": version,
-        "acl": {"public": False, "users": [], "groups": ["g"]},
+        "acl": acl or {"public": False, "users": [], "groups": ["g"]},
+        "updated": updated,
     }
     parent = StorePoint(id=_pid(doc, "parent", 0), payload={**base, "level": "parent", "text": " ".join(texts)})
     children = [
@@ -67,7 +76,7 @@ def test_search_dense_sparse_hybrid(store) -> None:
     assert [h.payload["document_id"] for h in dense] == ["d1", "d1"]
     sparse = store.search_sparse(BM25.encode_query("printer offline"), limit=3)
     assert sparse[0].payload["text"] == "cups printer offline"
-    hybrid = store.search_hybrid([0.0, 1.0, 0.1, 0.0], BM25.encode_query("wifi drops"), limit=3, rrf_k=60)
+    hybrid = store.search_hybrid([0.0, 1.0, 0.1, 0.0], BM25.encode_query("wifi drops"), limit=3, fusion=Fusion(k=60))
     assert {h.payload["document_id"] for h in hybrid[:2]} == {"d2"}
     # RRF with k=60 (Qdrant ranks from 0: 1/(k + rank)): first in both lists scores 2/60, not Qdrant's default 2/2.
     assert hybrid[0].score == pytest.approx(2 / 60, rel=1e-4)
@@ -75,6 +84,81 @@ def test_search_dense_sparse_hybrid(store) -> None:
         [1.0, 0.1, 0.0, 0.0], BM25.encode_query("kernel wifi"), limit=10, flt=SearchFilter(document_ids=("d2",))
     )
     assert filtered and {h.payload["document_id"] for h in filtered} == {"d2"}
+
+
+ACLS = {
+    "d1": {"public": True, "users": [], "groups": []},
+    "d2": {"public": False, "users": ["U2"], "groups": []},
+    "d3": {"public": False, "users": [], "groups": ["team"]},
+}
+READERS = {
+    AclCondition(None, ()): {"d1"},
+    AclCondition("U2", ()): {"d1", "d2"},
+    AclCondition("U9", ("team",)): {"d1", "d3"},
+    AclCondition("U2", ("team", "other")): {"d1", "d2", "d3"},
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS), ids=lambda r: f"{r.user_id}-{'+'.join(r.groups)}")
+def test_acl_filter_in_every_search(store, reader: AclCondition) -> None:
+    write_documents(store, [doc_points(d, 1.0, acl=ACLS[d]) for d in TEXTS])
+    flt = SearchFilter(acl=reader)
+    query_dense, query_sparse = [0.3, 0.3, 0.3, 0.1], BM25.encode_query("kernel wifi printer")
+    for hits in (
+        store.search_dense(query_dense, 10, flt),
+        store.search_sparse(query_sparse, 10, flt),
+        store.search_hybrid(query_dense, query_sparse, 10, flt=flt),
+        store.search_hybrid(query_dense, query_sparse, 10, flt=flt, fusion=Fusion("dbsf")),
+    ):
+        assert {h.payload["document_id"] for h in hits} == READERS[reader]
+    assert store.count(store.names.children, flt) == 2 * len(READERS[reader])
+
+
+def test_date_range_filter(store) -> None:
+    days = {"d1": "2024-01-01T10:00:00+00:00", "d2": "2024-01-02T00:00:00+00:00", "d3": "2024-01-03T00:00:00+00:00"}
+    write_documents(store, [doc_points(d, 1.0, updated=days[d]) for d in TEXTS])
+    flt = SearchFilter(updated_from="2024-01-01T00:00:00+00:00", updated_to="2024-01-03T00:00:00+00:00")
+    hits = store.search_dense([0.3, 0.3, 0.3, 0.1], 10, flt)
+    assert {h.payload["document_id"] for h in hits} == {"d1", "d2"}  # upper bound is exclusive
+
+
+def _hand_fused(lists: list[list], weights: tuple[float, ...], k: int) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    for hits, w in zip(lists, weights, strict=True):
+        for rank0, hit in enumerate(hits):
+            # Qdrant (1.16+): 1 / ((rank0 + 1)/w + k − 1), i.e. 1/(k + rank0) when w = 1 (ranks from 0).
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / ((rank0 + 1) / w + k - 1)
+    return fused
+
+
+def _hand_dbsf(lists: list[list]) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    for hits in lists:
+        scores = np.array([h.score for h in hits])
+        # mean ± 3 sample standard deviations (ddof=1), as Qdrant computes them
+        low, high = scores.mean() - 3 * scores.std(ddof=1), scores.mean() + 3 * scores.std(ddof=1)
+        for hit in hits:
+            fused[hit.id] = fused.get(hit.id, 0.0) + (hit.score - low) / (high - low)
+    return fused
+
+
+@pytest.mark.parametrize(("k", "weights"), [(60, None), (60, (3.0, 1.0)), (2, (1.0, 2.5))])
+def test_rrf_scores_equal_hand_computation(store, k: int, weights: tuple[float, float] | None) -> None:
+    write_documents(store, [doc_points(d, 1.0) for d in TEXTS])
+    dense, sparse = [1.0, 0.1, 0.0, 0.0], BM25.encode_query("printer wifi kernel")
+    lists = [store.search_dense(dense, 50), store.search_sparse(sparse, 50)]
+    expected = _hand_fused(lists, weights or (1.0, 1.0), k)
+    hybrid = store.search_hybrid(dense, sparse, 10, fusion=Fusion(k=k, weights=weights))
+    assert {h.id: h.score for h in hybrid} == pytest.approx(expected, rel=1e-5)
+    assert [h.score for h in hybrid] == pytest.approx(sorted(expected.values(), reverse=True), rel=1e-5)
+
+
+def test_dbsf_scores_equal_hand_computation(store) -> None:
+    write_documents(store, [doc_points(d, 1.0) for d in TEXTS])
+    dense, sparse = [1.0, 0.1, 0.0, 0.0], BM25.encode_query("printer wifi kernel")
+    expected = _hand_dbsf([store.search_dense(dense, 50), store.search_sparse(sparse, 50)])
+    hybrid = store.search_hybrid(dense, sparse, 10, fusion=Fusion("dbsf"))
+    assert {h.id: h.score for h in hybrid} == pytest.approx(expected, rel=1e-4)
 
 
 def test_rewrite_replaces_stale_points_and_keeps_ids(store) -> None:

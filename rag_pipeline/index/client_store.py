@@ -15,17 +15,19 @@ from qdrant_client import QdrantClient, models
 from rag_pipeline.index.store import (
     BOOL_FIELDS,
     DATETIME_FIELDS,
+    DEFAULT_FUSION,
     DENSE_VECTOR,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
-    RRF_K,
     SPARSE_VECTOR,
     CollectionNames,
+    Condition,
+    Fusion,
     Hit,
     PointRef,
     SearchFilter,
     StorePoint,
-    filter_conditions,
+    filter_spec,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -182,7 +184,7 @@ class ClientVectorStore:
         limit: int,
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
-        rrf_k: int = RRF_K,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[Hit]:
         qfilter = _filter(flt)
         response = self.client.query_points(
@@ -202,7 +204,7 @@ class ClientVectorStore:
                     filter=qfilter,
                 ),
             ],
-            query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
+            query=_fusion(fusion),
             query_filter=qfilter,
             limit=limit,
             with_payload=True,
@@ -227,9 +229,24 @@ def _is_local(client: QdrantClient) -> bool:
     return type(client._client).__name__ == "QdrantLocal"
 
 
+def _fusion(fusion: Fusion) -> models.Query:
+    if fusion.method == "dbsf":
+        return models.FusionQuery(fusion=models.Fusion.DBSF)
+    return models.RrfQuery(rrf=models.Rrf(k=fusion.k, weights=list(fusion.weights) if fusion.weights else None))
+
+
+def _condition(c: Condition) -> models.FieldCondition:
+    if c.any_of is not None:
+        return models.FieldCondition(key=c.key, match=models.MatchAny(any=list(c.any_of)))
+    if c.gte is not None or c.lt is not None:
+        return models.FieldCondition(key=c.key, range=models.DatetimeRange(gte=c.gte, lt=c.lt))
+    return models.FieldCondition(key=c.key, match=models.MatchValue(value=c.value))
+
+
 def _filter(flt: SearchFilter | None) -> models.Filter | None:
-    must = [
-        models.FieldCondition(key=key, match=models.MatchAny(any=value) if many else models.MatchValue(value=value))
-        for key, value, many in filter_conditions(flt)
-    ]
-    return models.Filter(must=must) if must else None
+    spec = filter_spec(flt)
+    if spec.empty:
+        return None
+    return models.Filter(
+        must=[_condition(c) for c in spec.must] or None, should=[_condition(c) for c in spec.should] or None
+    )

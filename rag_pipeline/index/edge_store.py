@@ -15,17 +15,19 @@ import qdrant_edge as qe
 from rag_pipeline.index.store import (
     BOOL_FIELDS,
     DATETIME_FIELDS,
+    DEFAULT_FUSION,
     DENSE_VECTOR,
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
-    RRF_K,
     SPARSE_VECTOR,
     CollectionNames,
+    Condition,
+    Fusion,
     Hit,
     PointRef,
     SearchFilter,
     StorePoint,
-    filter_conditions,
+    filter_spec,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -33,6 +35,9 @@ from rag_pipeline.vectors.sparse import SparseVector
 _PLACEHOLDER_VECTOR = "unused"
 _CONFIG_FILE = "edge_config.json"
 _PAGE = 1024
+# qdrant-edge-py 0.9.0 never matches a bool (MatchValue(True) and (False) both count 0, indexed or not),
+# so this engine mirrors ``acl.public`` into a keyword field and filters on that instead.
+_PUBLIC_MIRROR = "acl_public"
 
 
 class EdgeVectorStore:
@@ -65,7 +70,7 @@ class EdgeVectorStore:
         folder = self.path / name
         folder.mkdir(parents=True, exist_ok=True)
         shard = qe.EdgeShard.create(str(folder), config)
-        for field in KEYWORD_FIELDS:
+        for field in (*KEYWORD_FIELDS, _PUBLIC_MIRROR):
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
         for field in BOOL_FIELDS:
             shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Bool))
@@ -87,7 +92,7 @@ class EdgeVectorStore:
     def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
         shard = self._shard(collection)
         for i in range(0, len(points), 256):
-            batch = [qe.Point(p.id, self._vectors(collection, p), p.payload) for p in points[i : i + 256]]
+            batch = [qe.Point(p.id, self._vectors(collection, p), _payload(p.payload)) for p in points[i : i + 256]]
             shard.update(qe.UpdateOperation.upsert_points(batch))
 
     def _vectors(self, collection: str, point: StorePoint) -> dict[str, Any]:
@@ -168,7 +173,7 @@ class EdgeVectorStore:
         limit: int,
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
-        rrf_k: int = RRF_K,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[Hit]:
         edge_filter = _filter(flt)
         prefetches = [
@@ -187,7 +192,7 @@ class EdgeVectorStore:
             ),
         ]
         request = qe.QueryRequest(
-            limit=limit, prefetches=prefetches, query=qe.Fusion.Rrf(k=rrf_k), filter=edge_filter, with_payload=True
+            limit=limit, prefetches=prefetches, query=_fusion(fusion), filter=edge_filter, with_payload=True
         )
         return self._hits(request)
 
@@ -212,9 +217,33 @@ class EdgeVectorStore:
         self.close()
 
 
+def _fusion(fusion: Fusion) -> Any:
+    if fusion.method == "dbsf":
+        return qe.Fusion.Dbsf()
+    return qe.Fusion.Rrf(k=fusion.k, weights=list(fusion.weights) if fusion.weights else None)
+
+
+def _payload(payload: dict[str, Any]) -> dict[str, Any]:
+    acl = payload.get("acl")
+    if isinstance(acl, dict):
+        return {**payload, _PUBLIC_MIRROR: "true" if acl.get("public") else "false"}
+    return payload
+
+
+def _condition(c: Condition) -> qe.FieldCondition:
+    if c.key == "acl.public":
+        return qe.FieldCondition(key=_PUBLIC_MIRROR, match=qe.MatchValue(value="true" if c.value else "false"))
+    if c.any_of is not None:
+        return qe.FieldCondition(key=c.key, match=qe.MatchAny(any=list(c.any_of)))
+    if c.gte is not None or c.lt is not None:
+        return qe.FieldCondition(key=c.key, range=qe.RangeDateTime(gte=c.gte, lt=c.lt))
+    return qe.FieldCondition(key=c.key, match=qe.MatchValue(value=c.value))
+
+
 def _filter(flt: SearchFilter | None) -> qe.Filter | None:
-    must = [
-        qe.FieldCondition(key=key, match=qe.MatchAny(any=value) if many else qe.MatchValue(value=value))
-        for key, value, many in filter_conditions(flt)
-    ]
-    return qe.Filter(must=must) if must else None
+    spec = filter_spec(flt)
+    if spec.empty:
+        return None
+    return qe.Filter(
+        must=[_condition(c) for c in spec.must] or None, should=[_condition(c) for c in spec.should] or None
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -61,26 +61,88 @@ class PointRef:
 
 
 @dataclass(frozen=True)
+class AclCondition:
+    """The reader a search runs as: a point matches when it is public, names the user, or names one
+    of the groups. Engines put this in every prefetch and in the final query."""
+
+    user_id: str | None = None
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SearchFilter:
-    """Engine-neutral filter: every given condition must hold."""
+    """Engine-neutral filter: every given condition must hold (and the ACL, when given, must admit)."""
 
     document_ids: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
     containers: tuple[str, ...] | None = None
+    acl: AclCondition | None = None
+    # ISO-8601 bounds on the document's last activity (payload ``updated``): [updated_from, updated_to).
+    updated_from: str | None = None
+    updated_to: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def filter_conditions(flt: SearchFilter | None) -> list[tuple[str, Any, bool]]:
-    """``(payload key, value(s), match-any?)`` for each condition; each engine builds its own types."""
+@dataclass(frozen=True)
+class Condition:
+    """One payload condition: ``any_of`` (match any), ``value`` (match exactly) or a datetime range."""
+
+    key: str
+    any_of: tuple[Any, ...] | None = None
+    value: Any = None
+    gte: str | None = None
+    lt: str | None = None
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """``must`` conditions all hold; when ``should`` is non-empty at least one of them holds too."""
+
+    must: tuple[Condition, ...] = ()
+    should: tuple[Condition, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.must and not self.should
+
+
+def filter_spec(flt: SearchFilter | None) -> FilterSpec:
+    """Translate a :class:`SearchFilter` into conditions; each engine builds its own types from them."""
     if flt is None:
-        return []
-    conditions: list[tuple[str, Any, bool]] = [
-        (key, list(values), True)
+        return FilterSpec()
+    must = [
+        Condition(key, any_of=tuple(values))
         for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers))
         if values is not None
     ]
-    conditions.extend((key, value, False) for key, value in flt.extra.items())
-    return conditions
+    if flt.updated_from is not None or flt.updated_to is not None:
+        must.append(Condition("updated", gte=flt.updated_from, lt=flt.updated_to))
+    must.extend(Condition(key, value=value) for key, value in flt.extra.items())
+    should: list[Condition] = []
+    if flt.acl is not None:
+        should.append(Condition("acl.public", value=True))
+        if flt.acl.user_id is not None:
+            should.append(Condition("acl.users", value=flt.acl.user_id))
+        if flt.acl.groups:
+            should.append(Condition("acl.groups", any_of=tuple(flt.acl.groups)))
+    return FilterSpec(tuple(must), tuple(should))
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid search merges the dense and sparse candidate lists inside Qdrant.
+
+    ``rrf``: Σ w_i / (k + rank_i) with k pinned to 60 (Qdrant's own default is 2); ``weights``
+    (dense, sparse) gives weighted RRF. ``dbsf``: distribution-based score fusion (each list's
+    scores normalised by mean ± 3σ, then summed).
+    """
+
+    method: Literal["rrf", "dbsf"] = "rrf"
+    k: int = RRF_K
+    weights: tuple[float, float] | None = None
+
+
+DEFAULT_FUSION = Fusion()
 
 
 class VectorStore(Protocol):
@@ -115,7 +177,7 @@ class VectorStore(Protocol):
         limit: int,
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
-        rrf_k: int = RRF_K,
+        fusion: Fusion = DEFAULT_FUSION,
     ) -> list[Hit]: ...
 
     def close(self) -> None: ...
