@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rag_pipeline import settings
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
-from rag_pipeline.sources.jira_dump import JiraDumpReader
-from rag_pipeline.sources.slack_export import thread_document_id
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.sources.jira_dump import JiraDumpReader, project_group
+from rag_pipeline.sources.slack_export import thread_document_id, workspace_group
 
 SLACK_CHANNEL = "C0UBUNTU00"
 
@@ -47,6 +48,7 @@ def build(shared_data: Path, out: Path) -> None:
             license="CC-BY-4.0",
             attribution="Kummerfeld et al., ACL 2019, A Large-Scale Corpus for Conversation Disentanglement",
             queries=len(slack),
+            sources=["slack"],
         ),
         slack,
     )
@@ -79,9 +81,72 @@ def build(shared_data: Path, out: Path) -> None:
             license="Apache-2.0",
             attribution="github.com/tidev/jira-archive",
             queries=len(jira),
+            sources=["jira"],
         ),
         jira,
     )
+    acl = acl_queries(slack, jira, {doc_id: key.split("-")[0] for key, doc_id in key_to_id.items()})
+    write_eval_set(
+        out,
+        EvalSetMeta(
+            name="acl_bundled_dev",
+            description="Slack and Jira dev queries run as several principals (workspace member, single-project "
+            "and two-project Jira users, a user with no groups); relevance is limited to what each may read, "
+            "and any returned document the principal may not read is a leak.",
+            source="eval_sets/slack_ubuntu_dev + eval_sets/jira_appcelerator_dev",
+            license="CC-BY-4.0 (Slack queries), Apache-2.0 (Jira queries)",
+            attribution="Kummerfeld et al., ACL 2019; github.com/tidev/jira-archive",
+            queries=len(acl),
+            tags=["acl"],
+        ),
+        acl,
+    )
+
+
+# Principals of the ACL eval set: (name, user id, groups). The bundled data has one Slack workspace
+# (public channel -> members group) and five Jira projects (browse permission -> project group).
+ACL_PRINCIPALS = (
+    ("slack-member", "U0ACLSLACK", (workspace_group(settings.BUNDLED_SLACK_TEAM),)),
+    ("timob-developer", "U0ACLTIMOB", (project_group(settings.BUNDLED_JIRA_SITE, "TIMOB"),)),
+    (
+        "ac-aloy-developer",
+        "U0ACLACALOY",
+        (project_group(settings.BUNDLED_JIRA_SITE, "AC"), project_group(settings.BUNDLED_JIRA_SITE, "ALOY")),
+    ),
+    ("outsider", "U0ACLNONE", ()),
+)
+
+
+def acl_queries(
+    slack: list[EvalQuery], jira: list[EvalQuery], jira_project: dict[str, str], per_principal: int = 15
+) -> list[EvalQuery]:
+    """Every principal runs the same Slack and Jira queries; relevance keeps only what it may read."""
+    site = settings.BUNDLED_JIRA_SITE
+    slack_group = workspace_group(settings.BUNDLED_SLACK_TEAM)
+
+    def readable(doc_id: str, groups: tuple[str, ...]) -> bool:
+        if doc_id.startswith("slack:"):
+            return slack_group in groups
+        return project_group(site, jira_project.get(doc_id, "?")) in groups
+
+    # Jira queries whose duplicates are spread over projects, so project principals see part of them.
+    picked_jira = [q for q in jira if any(jira_project.get(d) in ("AC", "ALOY") for d in q.relevant)][:per_principal]
+    picked_jira += [q for q in jira if q not in picked_jira][: per_principal * 2 - len(picked_jira)]
+    picked = slack[:per_principal] + picked_jira
+    out = []
+    for name, user_id, groups in ACL_PRINCIPALS:
+        for q in picked:
+            out.append(
+                EvalQuery(
+                    id=f"{name}:{q.id}",
+                    query=q.query,
+                    relevant={d: g for d, g in q.relevant.items() if readable(d, groups)},
+                    principal=Principal(user_id=user_id, groups=groups),
+                    exclude=q.exclude,
+                    tags=[*q.tags, "acl", name],
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

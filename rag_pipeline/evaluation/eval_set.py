@@ -18,12 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-
-class Principal(BaseModel):
-    """Who runs a query: a user id and the groups it belongs to."""
-
-    user_id: str
-    groups: list[str] = Field(default_factory=list)
+from rag_pipeline.retrieval.principal import Principal
 
 
 class EvalQuery(BaseModel):
@@ -53,6 +48,9 @@ class EvalSetMeta(BaseModel):
     license: str
     attribution: str
     queries: int
+    # Scope of the search (payload ``source`` values); None searches everything.
+    sources: list[str] | None = None
+    tags: list[str] = Field(default_factory=list)
 
 
 def write_eval_set(directory: Path, meta: EvalSetMeta, queries: list[EvalQuery]) -> Path:
@@ -60,7 +58,7 @@ def write_eval_set(directory: Path, meta: EvalSetMeta, queries: list[EvalQuery])
     path = directory / f"{meta.name}.jsonl"
     with path.open("w", encoding="utf-8") as handle:
         for query in queries:
-            handle.write(query.model_dump_json(exclude_none=True) + "\n")
+            handle.write(query.model_dump_json(exclude_none=True, exclude_defaults=True) + "\n")
     (directory / f"{meta.name}.meta.json").write_text(meta.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -78,3 +76,15 @@ def load_eval_set(path: str | Path) -> list[EvalQuery]:
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: invalid eval query: {exc}") from exc
     return queries
+
+
+def load_eval_set_meta(path: str | Path) -> EvalSetMeta:
+    """The ``<name>.meta.json`` next to ``<name>.jsonl`` (a minimal header when it is missing)."""
+    path = Path(path)
+    meta_path = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
+    if not meta_path.exists():
+        return EvalSetMeta(name=path.stem, description="", source=str(path), license="", attribution="", queries=0)
+    try:
+        return EvalSetMeta.model_validate_json(meta_path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{meta_path}: invalid eval-set header: {exc}") from exc

@@ -1,0 +1,110 @@
+"""Evaluate retrieval arms on one eval set: run, score, compare (the function the CLI and Dagster call)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.runner import (
+    ArmOutcome,
+    ProgressCallback,
+    cross_fitted_rerankers,
+    run_arm,
+)
+from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, per_query_frame, summarize
+from rag_pipeline.retrieval.rerank.base import Reranker
+from rag_pipeline.retrieval.results import MODES, Mode
+from rag_pipeline.retrieval.retriever import Retriever
+
+
+@dataclass
+class EvalResult:
+    """Everything one eval set's evaluation produced."""
+
+    name: str
+    meta: EvalSetMeta
+    summary: EvalSummary
+    per_query: pd.DataFrame
+    outcomes: dict[str, ArmOutcome] = field(default_factory=dict)
+
+    @property
+    def leaks(self) -> int:
+        return sum(a.leaks for a in self.summary.arms.values())
+
+
+def qrels_of(queries: Sequence[EvalQuery]) -> dict[str, dict[str, int]]:
+    return {q.id: dict(q.relevant) for q in queries}
+
+
+def run_arms(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    arms: Sequence[Mode] = MODES,
+    sources: Sequence[str] | None = None,
+    reranker: Reranker | None = None,
+    folds: int = 5,
+    progress: ProgressCallback | None = None,
+) -> dict[str, ArmOutcome]:
+    """Each arm's outcome. ``reranked`` uses ``reranker`` when given, else cross-fitted learned rerankers."""
+    for arm in arms:
+        if arm not in MODES:
+            raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(MODES)}")
+    outcomes = {}
+    for arm in arms:
+        rerankers = None
+        if arm == "reranked":
+            rerankers = reranker or cross_fitted_rerankers(
+                retriever, queries, folds=folds, sources=sources, progress=progress
+            )
+        outcomes[arm] = run_arm(retriever, arm, queries, sources=sources, rerankers=rerankers, progress=progress)
+    return outcomes
+
+
+def evaluate_queries(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    meta: EvalSetMeta,
+    arms: Sequence[Mode] = MODES,
+    baseline: str = "bm25",
+    reranker: Reranker | None = None,
+    documents: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> EvalResult:
+    outcomes = run_arms(retriever, queries, arms, meta.sources, reranker, progress=progress)
+    return summarize_outcomes(meta, queries, outcomes, baseline, documents)
+
+
+def summarize_outcomes(
+    meta: EvalSetMeta,
+    queries: Sequence[EvalQuery],
+    outcomes: dict[str, ArmOutcome],
+    baseline: str = "bm25",
+    documents: int | None = None,
+) -> EvalResult:
+    runs: list[ArmRun] = [o.run for o in outcomes.values()]
+    if baseline not in outcomes:
+        baseline = runs[0].arm
+    qrels = qrels_of(queries)
+    summary = summarize(qrels, runs, baseline=baseline, documents=documents)
+    return EvalResult(meta.name, meta, summary, per_query_frame(qrels, runs), outcomes)
+
+
+def evaluate_eval_set(
+    retriever: Retriever,
+    path: str | Path,
+    arms: Sequence[Mode] = MODES,
+    baseline: str = "bm25",
+    reranker: Reranker | None = None,
+    documents: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> EvalResult:
+    """Load ``<name>.jsonl`` (+ its ``.meta.json``) and evaluate every arm on it."""
+    queries = load_eval_set(path)
+    if not queries:
+        raise ValueError(f"{path}: eval set has no queries")
+    meta = load_eval_set_meta(path)
+    return evaluate_queries(retriever, queries, meta, arms, baseline, reranker, documents, progress)

@@ -1,0 +1,120 @@
+"""Run retrieval arms over an eval set: per-query rankings, latency and ACL leaks.
+
+Each query runs as its principal (or the explicit all-documents evaluation principal), its
+``exclude`` ids are dropped before scoring, and any returned document the principal may not read
+is counted as a leak. The ``reranked`` arm is scored by rerankers that never saw the query: a model
+given by the caller (trained elsewhere), or k-fold cross-fitting on this eval set's own labels.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rag_pipeline.evaluation.eval_set import EvalQuery
+from rag_pipeline.evaluation.summary import ArmRun
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.rerank.base import Reranker
+from rag_pipeline.retrieval.rerank.learned import RerankExample, cross_fit
+from rag_pipeline.retrieval.results import Mode
+from rag_pipeline.retrieval.retriever import Retriever
+
+ProgressCallback = Callable[[str, int, int], None]
+DEFAULT_DEPTH = 100
+
+
+def principal_of(query: EvalQuery) -> Principal:
+    return query.principal or Principal.all_documents_for_evaluation()
+
+
+@dataclass
+class ArmOutcome:
+    """An arm's run plus what happened along the way (degraded searches, rerankers used)."""
+
+    run: ArmRun
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    rerankers: set[str] = field(default_factory=set)
+
+
+def run_arm(
+    retriever: Retriever,
+    arm: Mode,
+    queries: Sequence[EvalQuery],
+    depth: int = DEFAULT_DEPTH,
+    sources: Sequence[str] | None = None,
+    rerankers: Mapping[str, Reranker] | Reranker | None = None,
+    name: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> ArmOutcome:
+    """Search every query with one arm. ``rerankers`` maps query id → reranker (cross-fitting) or is one
+    reranker for all; latency excludes query embedding (the cache is warmed in one batch first)."""
+    name = name or arm
+    retriever.embed_queries([q.query for q in queries])
+    outcome = ArmOutcome(ArmRun(arm=name, rankings={}, latency_ms={}, leaks={}))
+    for i, query in enumerate(queries, start=1):
+        principal = principal_of(query)
+        reranker = rerankers.get(query.id) if isinstance(rerankers, Mapping) else rerankers
+        started = time.perf_counter()
+        response = retriever.search(
+            query.query,
+            arm,
+            principal,
+            top_k=depth,
+            sources=sources,
+            exclude=query.exclude,
+            with_parent_text=False,
+            reranker=reranker,
+        )
+        elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0)
+        outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in response.results]
+        outcome.run.latency_ms[query.id] = elapsed * 1000.0
+        outcome.run.leaks[query.id] = sum(not principal.admits(r.acl) for r in response.results)
+        if response.warnings:
+            outcome.warnings[query.id] = response.warnings
+        if reranker is not None and response.mode == "reranked":
+            outcome.rerankers.add(reranker.name)
+        if progress:
+            progress(name, i, len(queries))
+    return outcome
+
+
+def rerank_examples(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    depth: int | None = None,
+    sources: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[RerankExample]:
+    """Hybrid candidates (with signals and parent text) of labelled queries, labelled from ``relevant``."""
+    retriever.embed_queries([q.query for q in queries])
+    examples = []
+    for i, query in enumerate(queries, start=1):
+        candidates = retriever.rerank_candidates(
+            query.query, principal_of(query), depth, exclude=query.exclude, sources=sources
+        )
+        labels = [max(int(query.relevant.get(c.document_id, 0)), 0) for c in candidates]
+        examples.append(RerankExample(query.id, query.query, candidates, labels))
+        if progress:
+            progress("reranker training data", i, len(queries))
+    return examples
+
+
+def cross_fitted_rerankers(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    folds: int = 5,
+    sources: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Reranker]:
+    """Query id → a learned reranker trained only on the other folds of this eval set."""
+    labelled = [q for q in queries if any(g > 0 for g in q.relevant.values())]
+    examples = rerank_examples(retriever, labelled, sources=sources, progress=progress)
+    models: dict[str, Reranker] = dict(cross_fit(examples, folds=folds))
+    # Queries without labels (e.g. ACL queries a principal has nothing relevant for) still need a
+    # reranker; any fold's model is one that never trained on them.
+    fallback = next(iter(models.values()), None)
+    if fallback is not None:
+        for query in queries:
+            models.setdefault(query.id, fallback)
+    return models

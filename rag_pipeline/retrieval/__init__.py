@@ -1,0 +1,1 @@
+"""Search over the index: retrieval arms, small-to-big results, rerankers (no orchestration here)."""

@@ -1,0 +1,52 @@
+"""Small-to-big: child hits become one result per document, carrying the best child and its parent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rag_pipeline.index.store import Hit
+from rag_pipeline.retrieval.results import SearchResult
+
+
+def best_per_parent(hits: Iterable[Hit]) -> list[Hit]:
+    """The highest-scoring child of each parent, best first (ties keep engine order)."""
+    best: dict[str, Hit] = {}
+    for hit in hits:
+        parent = hit.payload.get("parent_id", hit.id)
+        if parent not in best or hit.score > best[parent].score:
+            best[parent] = hit
+    return sorted(best.values(), key=lambda h: -h.score)
+
+
+def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> list[SearchResult]:
+    """One result per document (max child score), best first; ``exclude`` ids are dropped.
+
+    A document's score is its best child's score, and the result carries that child and its parent;
+    ``matching_children`` counts how many of the document's children were hit (a rerank signal).
+    """
+    excluded = set(exclude)
+    results: dict[str, SearchResult] = {}
+    for hit in best_per_parent(hits):
+        payload = hit.payload
+        doc_id = payload["document_id"]
+        if doc_id in excluded or doc_id in results:
+            continue
+        results[doc_id] = SearchResult(
+            document_id=doc_id,
+            score=float(hit.score),
+            source=payload.get("source", ""),
+            container=payload.get("container", ""),
+            title=payload.get("title") or "",
+            url=payload.get("url"),
+            child_id=hit.id,
+            child_text=payload.get("text", ""),
+            parent_id=payload.get("parent_id", hit.id),
+            updated=payload.get("updated"),
+            acl=payload.get("acl") or {},
+        )
+    counts: dict[str, int] = {}
+    for hit in hits:
+        counts[hit.payload["document_id"]] = counts.get(hit.payload["document_id"], 0) + 1
+    for doc_id, result in results.items():
+        result.matching_children = counts[doc_id]
+    return sorted(results.values(), key=lambda r: -r.score)

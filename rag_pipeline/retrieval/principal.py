@@ -1,0 +1,46 @@
+"""Who a search runs as. Every search takes a principal; the all-documents reader exists only for evaluation."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag_pipeline.index.store import AclCondition
+
+
+class Principal(BaseModel):
+    """A reader: a user id and the groups it belongs to.
+
+    ``all_documents`` skips access control. Only evaluation sets it (through
+    :meth:`all_documents_for_evaluation`), so a caller has to ask for it by name.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    user_id: str | None = None
+    groups: tuple[str, ...] = Field(default_factory=tuple)
+    all_documents: bool = False
+
+    @classmethod
+    def all_documents_for_evaluation(cls) -> Principal:
+        return cls(all_documents=True)
+
+    def acl_condition(self) -> AclCondition | None:
+        """The index filter for this reader (None: no access filter)."""
+        if self.all_documents:
+            return None
+        return AclCondition(self.user_id, tuple(self.groups))
+
+    def admits(self, acl: dict) -> bool:
+        """True when a point's ``acl`` payload lets this reader see it (the check leak counting uses)."""
+        if self.all_documents:
+            return True
+        return bool(
+            acl.get("public")
+            or (self.user_id is not None and self.user_id in (acl.get("users") or ()))
+            or set(self.groups) & set(acl.get("groups") or ())
+        )
+
+    def describe(self) -> str:
+        if self.all_documents:
+            return "all documents (evaluation)"
+        return f"user={self.user_id or '-'} groups={','.join(self.groups) or '-'}"

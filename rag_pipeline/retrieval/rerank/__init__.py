@@ -1,0 +1,1 @@
+"""Rerankers: rescore a retriever's candidates (learned multi-signal, cross-encoder, LLM later)."""

@@ -1,0 +1,97 @@
+"""Features of a (query, candidate) pair for the learned reranker.
+
+Signals come from the retriever (hybrid, dense and BM25 score and rank of the document's best
+child), plus field matches computed here with the same analyzer as the BM25 index (Qdrant's Bm25:
+lowercase, English stopwords, Snowball stems): how much of the query the title, the parent chunk
+and the best child cover, document length, recency within the candidate list, and source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.vectors.sparse import Bm25Encoder
+
+FEATURES_VERSION = "1"
+FEATURE_NAMES: tuple[str, ...] = (
+    "hybrid_score",
+    "hybrid_score_rel",
+    "log_hybrid_rank",
+    "dense_score",
+    "dense_score_gap",
+    "log_dense_rank",
+    "bm25_score",
+    "bm25_score_rel",
+    "log_bm25_rank",
+    "title_coverage",
+    "parent_coverage",
+    "child_coverage",
+    "title_bm25_share",
+    "log_matching_children",
+    "log_parent_words",
+    "log_age_days",
+    "is_slack",
+    "is_jira",
+)
+
+
+def _terms(encoder: Bm25Encoder, text: str) -> set[int]:
+    return set(encoder.encode_query(text).indices) if text.strip() else set()
+
+
+def _epoch(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: Bm25Encoder) -> np.ndarray:
+    """A ``len(candidates) × len(FEATURE_NAMES)`` float matrix (relative features are per query)."""
+    if not candidates:
+        return np.zeros((0, len(FEATURE_NAMES)))
+    q_terms = _terms(encoder, query)
+    q_size = max(len(q_terms), 1)
+    sig = [c.signals for c in candidates]
+    max_hybrid = max(s.get("hybrid_score", c.score) for s, c in zip(sig, candidates, strict=True)) or 1.0
+    max_dense = max(s.get("dense_score", 0.0) for s in sig)
+    max_bm25 = max(s.get("bm25_score", 0.0) for s in sig) or 1.0
+    times = [_epoch(c.updated) for c in candidates]
+    newest = max((t for t in times if t is not None), default=None)
+    rows = []
+    for c, s, t in zip(candidates, sig, times, strict=True):
+        title_terms = _terms(encoder, c.title)
+        parent_terms = _terms(encoder, c.parent_text or c.child_text)
+        child_terms = _terms(encoder, c.child_text)
+        hybrid = s.get("hybrid_score", c.score)
+        title_hits = len(q_terms & title_terms)
+        rows.append(
+            (
+                hybrid,
+                hybrid / max_hybrid,
+                math.log1p(s.get("hybrid_rank", 0.0)),
+                s.get("dense_score", 0.0),
+                s.get("dense_score", 0.0) - max_dense,
+                math.log1p(s.get("dense_rank", 0.0)),
+                s.get("bm25_score", 0.0),
+                s.get("bm25_score", 0.0) / max_bm25,
+                math.log1p(s.get("bm25_rank", 0.0)),
+                title_hits / q_size,
+                len(q_terms & parent_terms) / q_size,
+                len(q_terms & child_terms) / q_size,
+                title_hits / max(len(q_terms & parent_terms | q_terms & title_terms), 1),
+                math.log1p(c.matching_children),
+                math.log1p(len((c.parent_text or c.child_text).split())),
+                math.log1p(max(newest - t, 0.0) / 86400.0) if newest is not None and t is not None else 0.0,
+                1.0 if c.source == "slack" else 0.0,
+                1.0 if c.source == "jira" else 0.0,
+            )
+        )
+    return np.asarray(rows, dtype=np.float64)

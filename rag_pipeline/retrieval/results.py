@@ -1,0 +1,56 @@
+"""What a search returns: one result per document, carrying the best child and its parent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["vector", "bm25", "hybrid", "reranked"]
+MODES: tuple[Mode, ...] = ("vector", "bm25", "hybrid", "reranked")
+
+
+@dataclass
+class SearchResult:
+    """A document hit. ``score`` is the arm's score of the document's best child (max over children);
+    ``signals`` holds per-arm scores and ranks that rerankers use as features."""
+
+    document_id: str
+    score: float
+    source: str
+    container: str
+    title: str
+    url: str | None
+    child_id: str
+    child_text: str
+    parent_id: str
+    parent_text: str = ""
+    updated: str | None = None
+    acl: dict[str, Any] = field(default_factory=dict)
+    matching_children: int = 1
+    signals: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "score": self.score,
+            "source": self.source,
+            "container": self.container,
+            "title": self.title,
+            "url": self.url,
+            "child_id": self.child_id,
+            "child_text": self.child_text,
+            "parent_id": self.parent_id,
+            "parent_text": self.parent_text,
+            "updated": self.updated,
+        }
+
+
+@dataclass
+class SearchResponse:
+    """Results plus what actually ran: ``mode`` can differ from the request when search degraded."""
+
+    results: list[SearchResult]
+    requested_mode: Mode
+    mode: Mode
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,261 @@
+"""The four retrieval arms over a :class:`VectorStore`: vector, bm25, hybrid and reranked.
+
+Every arm searches child chunks with the principal's ACL in the query (and, for hybrid, in every
+prefetch), then maps children to parents and documents (small-to-big). When the dense model or
+the dense index is unavailable, dense arms degrade to BM25 with a warning instead of failing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from pydantic import BaseModel, Field
+
+from rag_pipeline.index.store import Fusion, SearchFilter, VectorStore
+from rag_pipeline.retrieval.grouping import documents_from_hits
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
+from rag_pipeline.retrieval.rerank.base import Reranker, rerank
+from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
+from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.sparse import Bm25Encoder
+
+log = logging.getLogger(__name__)
+
+
+class RetrieverConfig(BaseModel):
+    """Search depths and fusion. Defaults are the settings the evaluation reports."""
+
+    # Child hits are grouped into documents, so a search fetches several children per wanted result.
+    # Fetching payloads is most of a query's cost in the embedded engine (≈25 µs per hit), which is
+    # why the depth scales with top_k instead of being fixed high.
+    child_depth: int = Field(50, ge=1, description="minimum child chunks fetched per search before grouping")
+    children_per_result: int = Field(4, ge=1, description="child depth is at least (top_k + excluded) × this")
+    prefetch_limit: int = Field(100, ge=1, description="minimum candidates per prefetch in hybrid search")
+    fusion_method: str = Field("rrf", pattern="^(rrf|dbsf)$")
+    rrf_k: int = Field(60, ge=1)
+    rrf_weights: tuple[float, float] | None = Field(None, description="(dense, sparse) weights for weighted RRF")
+    rerank_depth: int = Field(50, ge=1, description="hybrid documents the reranker rescores")
+
+    @property
+    def fusion(self) -> Fusion:
+        return Fusion(method=self.fusion_method, k=self.rrf_k, weights=self.rrf_weights)  # type: ignore[arg-type]
+
+
+class Retriever:
+    """Runs searches as a principal. ``dense`` may be an encoder or a zero-argument loader (loaded on
+    first use, so a missing model only degrades dense arms)."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        bm25: Bm25Encoder | None = None,
+        dense: DenseEncoder | Callable[[], DenseEncoder] | None = None,
+        reranker: Reranker | None = None,
+        config: RetrieverConfig | None = None,
+        cache_size: int = 4096,
+        cache_ttl_seconds: float = 3600.0,
+    ) -> None:
+        self.store = store
+        self.bm25 = bm25 or Bm25Encoder()
+        self._dense = dense
+        self._cache: QueryEmbeddingCache | None = None
+        self._dense_error: str | None = None
+        self.reranker = reranker
+        self.config = config or RetrieverConfig()
+        self._cache_args = (cache_size, cache_ttl_seconds)
+
+    # --- query embedding -------------------------------------------------------------------------
+    @property
+    def query_cache(self) -> QueryEmbeddingCache | None:
+        if self._cache is None and self._dense is not None and self._dense_error is None:
+            try:
+                encoder = self._dense if hasattr(self._dense, "encode_queries") else self._dense()  # type: ignore[operator]
+                self._cache = QueryEmbeddingCache(encoder, *self._cache_args)
+            except Exception as exc:  # any load failure degrades to BM25
+                self._dense_error = f"dense model could not be loaded ({type(exc).__name__}: {exc})"
+        return self._cache
+
+    def embed_queries(self, queries: Sequence[str]) -> None:
+        """Warm the query cache in one batch (evaluation embeds all its queries up front)."""
+        if self.query_cache is not None:
+            self.query_cache.get_many(list(queries))
+
+    def _query_vector(self, query: str) -> list[float]:
+        cache = self.query_cache
+        if cache is None:
+            raise RuntimeError(self._dense_error or "no dense model configured")
+        return [float(x) for x in cache.get(query)]
+
+    # --- search ----------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        mode: Mode = "hybrid",
+        principal: Principal | None = None,
+        top_k: int = 10,
+        sources: Iterable[str] | None = None,
+        containers: Iterable[str] | None = None,
+        updated_from: str | None = None,
+        updated_to: str | None = None,
+        min_score: float | None = None,
+        exclude: Iterable[str] = (),
+        with_parent_text: bool = True,
+        reranker: Reranker | None = None,
+    ) -> SearchResponse:
+        """Search as ``principal`` (required: use ``Principal.all_documents_for_evaluation()`` to skip ACLs)."""
+        if principal is None:
+            raise ValueError("a search needs a principal (user id + groups); evaluation passes the all-documents one")
+        if not query.strip():
+            raise ValueError("query is empty")
+        exclude = tuple(exclude)
+        flt = search_filter(principal, sources, containers, updated_from, updated_to)
+        response = SearchResponse(results=[], requested_mode=mode, mode=mode)
+        depth = max(self.config.child_depth, (top_k + len(exclude)) * self.config.children_per_result)
+        started = time.perf_counter()
+        if mode == "reranked":
+            response.mode = "hybrid"
+            docs = self._dense_arm("hybrid", query, depth, flt, exclude, response)
+            response.seconds["search"] = time.perf_counter() - started
+            chosen = reranker or self.reranker
+            if chosen is None:
+                response.warnings.append("no reranker configured: reranked results are the hybrid ranking")
+            elif response.mode == "hybrid":
+                docs = self._rerank(chosen, query, docs, flt, depth, response)
+                response.mode = "reranked"
+        elif mode in ("vector", "hybrid"):
+            docs = self._dense_arm(mode, query, depth, flt, exclude, response)
+            response.seconds["search"] = time.perf_counter() - started
+        elif mode == "bm25":
+            docs = self._bm25(query, depth, flt, exclude)
+            response.seconds["search"] = time.perf_counter() - started
+        else:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
+        if min_score is not None:
+            docs = [d for d in docs if d.score >= min_score]
+        docs = docs[:top_k]
+        if with_parent_text:
+            self._attach_parent_text(docs)
+        response.results = docs
+        response.seconds["total"] = time.perf_counter() - started
+        return response
+
+    def _bm25(self, query: str, depth: int, flt: SearchFilter, exclude: Sequence[str]) -> list[SearchResult]:
+        hits = self.store.search_sparse(self.bm25.encode_query(query), depth, flt)
+        return documents_from_hits(hits, exclude)
+
+    def _dense_arm(
+        self, mode: str, query: str, depth: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+    ) -> list[SearchResult]:
+        try:
+            t0 = time.perf_counter()
+            vector = self._query_vector(query)
+            response.seconds["embed"] = time.perf_counter() - t0
+            if mode == "vector":
+                hits = self.store.search_dense(vector, depth, flt)
+            else:
+                prefetch = max(self.config.prefetch_limit, depth)
+                hits = self.store.search_hybrid(
+                    vector, self.bm25.encode_query(query), depth, prefetch, flt, self.config.fusion
+                )
+        except Exception as exc:  # a dense failure must not take keyword search down with it
+            message = f"{mode} search unavailable, fell back to bm25: {type(exc).__name__}: {exc}"
+            log.warning(message)
+            response.warnings.append(message)
+            response.mode = "bm25"
+            return self._bm25(query, depth, flt, exclude)
+        return documents_from_hits(hits, exclude)
+
+    def _rerank(
+        self,
+        reranker: Reranker,
+        query: str,
+        docs: list[SearchResult],
+        flt: SearchFilter,
+        depth: int,
+        response: SearchResponse,
+    ) -> list[SearchResult]:
+        t0 = time.perf_counter()
+        head, tail = docs[: self.config.rerank_depth], docs[self.config.rerank_depth :]
+        self.add_signals(query, head, flt, depth)
+        self._attach_parent_text(head)
+        reranked = rerank(reranker, query, head)
+        # Documents past the rerank depth keep their hybrid order, below every reranked one.
+        floor = min((r.score for r in reranked), default=0.0)
+        for i, result in enumerate(tail):
+            result.signals["before_rerank"] = result.score
+            result.score = floor - 1.0 - i * 1e-6
+        response.seconds["rerank"] = time.perf_counter() - t0
+        return reranked + tail
+
+    def rerank_candidates(
+        self,
+        query: str,
+        principal: Principal,
+        depth: int | None = None,
+        exclude: Iterable[str] = (),
+        sources: Iterable[str] | None = None,
+    ) -> list[SearchResult]:
+        """The hybrid documents a reranker would rescore, with signals and parent text (training data)."""
+        depth = depth or self.config.rerank_depth
+        response = self.search(query, "hybrid", principal, depth, sources=sources, exclude=exclude)
+        flt = search_filter(principal, sources)
+        child_depth = max(self.config.child_depth, (depth + len(tuple(exclude))) * self.config.children_per_result)
+        self.add_signals(query, response.results, flt, child_depth)
+        return response.results
+
+    def add_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter, depth: int) -> None:
+        """Per-arm scores and ranks of each candidate document (rerank features).
+
+        Dense and BM25 are re-run restricted to the candidates' documents, so every candidate gets its
+        best child's exact cosine and BM25 score, not only the ones that made a prefetch list.
+        """
+        for rank, result in enumerate(candidates):
+            result.signals.update(hybrid_score=result.score, hybrid_rank=float(rank))
+        if not candidates:
+            return
+        scoped = SearchFilter(
+            document_ids=tuple(r.document_id for r in candidates),
+            acl=flt.acl,
+        )
+        limit = max(depth, len(candidates) * self.config.children_per_result * 4)
+        arms = {"bm25": self.store.search_sparse(self.bm25.encode_query(query), limit, scoped)}
+        try:
+            arms["dense"] = self.store.search_dense(self._query_vector(query), limit, scoped)
+        except Exception:  # missing dense signals are zeros
+            arms["dense"] = []
+        for arm, hits in arms.items():
+            ranked = documents_from_hits(hits)
+            by_doc = {r.document_id: (rank, r.score) for rank, r in enumerate(ranked)}
+            for result in candidates:
+                rank, score = by_doc.get(result.document_id, (len(candidates), 0.0))
+                result.signals[f"{arm}_score"] = float(score)
+                result.signals[f"{arm}_rank"] = float(rank)
+
+    def _attach_parent_text(self, results: list[SearchResult]) -> None:
+        missing = list({r.parent_id for r in results if not r.parent_text})
+        if not missing:
+            return
+        parents = {h.id: h.payload.get("text", "") for h in self.store.retrieve(self.store.names.parents, missing)}
+        for result in results:
+            if not result.parent_text:
+                result.parent_text = parents.get(result.parent_id, result.child_text)
+
+
+def search_filter(
+    principal: Principal,
+    sources: Iterable[str] | None = None,
+    containers: Iterable[str] | None = None,
+    updated_from: str | None = None,
+    updated_to: str | None = None,
+) -> SearchFilter:
+    """The index filter for a search: scope plus the principal's ACL."""
+    return SearchFilter(
+        sources=tuple(sources) if sources else None,
+        containers=tuple(containers) if containers else None,
+        acl=principal.acl_condition(),
+        updated_from=updated_from,
+        updated_to=updated_to,
+    )
