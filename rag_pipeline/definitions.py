@@ -7,6 +7,8 @@ import os
 import dagster as dg
 
 from rag_pipeline import settings
+from rag_pipeline.defs.evaluation.assets import reranker_model, retrieval_eval, retrieval_eval_report
+from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
 from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
 from rag_pipeline.defs.resources import (
@@ -21,7 +23,15 @@ from rag_pipeline.defs.sensors import offline_source_discovery_sensor
 from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
 
-ASSETS = [slack_threads, *slack_chain, jira_issues, *jira_chain]
+ASSETS = [
+    slack_threads,
+    *slack_chain,
+    jira_issues,
+    *jira_chain,
+    reranker_model,
+    retrieval_eval,
+    retrieval_eval_report,
+]
 
 
 def build_resources(data_dir: str | None = None) -> dict[str, object]:
@@ -45,6 +55,7 @@ def build_resources(data_dir: str | None = None) -> dict[str, object]:
             path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT))
         ),
         "jira_dump": JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP))),
+        "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
     }
 
 

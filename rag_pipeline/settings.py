@@ -16,6 +16,14 @@ BUNDLED_JIRA_SITE = "jira.appcelerator.org"
 DEFAULT_PARTITION_START = "2004-01-01"
 
 
+def eval_dir() -> Path:
+    """Eval sets: ``RAG_EVAL_DIR``, else the project's ``eval_sets/`` (next to the package in a checkout)."""
+    configured = os.environ.get("RAG_EVAL_DIR")
+    if configured:
+        return Path(configured).resolve()
+    return PACKAGE_DIR.parent / "eval_sets"
+
+
 def data_dir() -> Path:
     """Where parquet files, the embedded Qdrant engine and the embedding cache live."""
     return Path(os.environ.get("RAG_DATA_DIR", ".rag_data")).resolve()

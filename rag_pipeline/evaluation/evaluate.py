@@ -90,7 +90,8 @@ def summarize_outcomes(
         baseline = runs[0].arm
     qrels = qrels_of(queries)
     summary = summarize(qrels, runs, baseline=baseline, documents=documents)
-    return EvalResult(meta.name, meta, summary, per_query_frame(qrels, runs), outcomes)
+    per_query = summary.per_query if summary.per_query is not None else per_query_frame(qrels, runs)
+    return EvalResult(meta.name, meta, summary, per_query, outcomes)
 
 
 def evaluate_eval_set(

@@ -43,6 +43,12 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _leak_cell(leaks: int, queries: int) -> str:
+    if not leaks:
+        return "0"
+    return f"{leaks} ({queries} quer{'y' if queries == 1 else 'ies'})"
+
+
 def markdown_table(summary: EvalSummary) -> str:
     """One row per arm (summary order): nDCG@10 with CI and significance, recall, MRR, MAP, latency, leaks.
 
@@ -59,7 +65,7 @@ def markdown_table(summary: EvalSummary) -> str:
         )
         plain = [_num(arm.means.get(metric, math.nan)) for _, metric in TABLE_METRICS]
         latency = f"{_num(arm.p50_ms, 1)} / {_num(arm.p95_ms, 1)}"
-        leaks = f"{arm.leaks} ({arm.queries_with_leaks} queries)" if arm.leaks else "0"
+        leaks = _leak_cell(arm.leaks, arm.queries_with_leaks)
         rows.append([label, ndcg, *plain, latency, leaks])
     others = len(summary.arms) - 1
     legend = (

@@ -125,7 +125,8 @@ def per_query_frame(
         scores["latency_ms"] = [float(arm_run.latency_ms.get(q, math.nan)) for q in scores.index]
         scores["leaks"] = [int(arm_run.leaks.get(q, 0)) for q in scores.index]
         scores["ranked_ids"] = [
-            [doc_id for doc_id, _ in arm_run.rankings.get(q, [])][:RANKED_IDS_KEPT] for q in scores.index
+            list(dict.fromkeys(doc_id for doc_id, _ in arm_run.rankings.get(q, [])))[:RANKED_IDS_KEPT]
+            for q in scores.index
         ]
         frames.append(scores.reset_index())
     columns = ["arm", "query_id", *metrics, *RAGAS_COLUMNS, "latency_ms", "leaks", "ranked_ids"]
@@ -152,7 +153,7 @@ def summarize(
         raise ValueError(f"arm names repeat: {names}")
     if baseline not in names:
         raise ValueError(f"baseline arm {baseline!r} is not among the runs {names}")
-    metrics = list(metrics)
+    metrics = list(dict.fromkeys(metrics))
     _, unjudged = split_unjudged(qrels)
     frame = per_query_frame(qrels, runs, metrics)
     value_columns = [*metrics, *RAGAS_COLUMNS]

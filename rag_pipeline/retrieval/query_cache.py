@@ -9,12 +9,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from cachetools import TTLCache
 
+from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
 from rag_pipeline.vectors.dense import DenseEncoder
 
 
 class QueryEmbeddingCache:
     """Query vectors keyed by (model, text). Entries expire after ``ttl_seconds`` and the least
-    recently used go first past ``maxsize`` (cachetools' TTLCache is LRU within its TTL)."""
+    recently used go first past ``maxsize`` (cachetools' TTLCache is LRU within its TTL).
+
+    ``persistent`` (the pipeline's SQLite embedding cache) is a second level for batch work such as
+    evaluation, where the same eval queries are embedded on every run; keys carry a ``query:`` model
+    prefix because query and document encodings may differ.
+    """
 
     def __init__(
         self,
@@ -22,8 +28,10 @@ class QueryEmbeddingCache:
         maxsize: int = 4096,
         ttl_seconds: float = 3600.0,
         timer: Callable[[], float] = time.monotonic,
+        persistent: EmbeddingCache | None = None,
     ) -> None:
         self.encoder = encoder
+        self.persistent = persistent
         self._cache: TTLCache[tuple[str, str], np.ndarray] = TTLCache(maxsize=maxsize, ttl=ttl_seconds, timer=timer)
         self._lock = threading.Lock()
         self.hits = 0
@@ -46,7 +54,9 @@ class QueryEmbeddingCache:
             self.hits += len(queries) - len(missing)
             self.misses += len(missing)
         if missing:
-            vectors = self.encoder.encode_queries([queries[i] for i in missing])
+            vectors, _ = embed_with_cache(
+                [queries[i] for i in missing], f"query:{model}", self.encoder.encode_queries, self.persistent
+            )
             with self._lock:
                 for i, vector in zip(missing, vectors, strict=True):
                     self._cache[(model, queries[i])] = vector

@@ -19,6 +19,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
+from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
@@ -57,6 +58,7 @@ class Retriever:
         config: RetrieverConfig | None = None,
         cache_size: int = 4096,
         cache_ttl_seconds: float = 3600.0,
+        persistent_cache: EmbeddingCache | None = None,
     ) -> None:
         self.store = store
         self.bm25 = bm25 or Bm25Encoder()
@@ -66,6 +68,7 @@ class Retriever:
         self.reranker = reranker
         self.config = config or RetrieverConfig()
         self._cache_args = (cache_size, cache_ttl_seconds)
+        self._persistent_cache = persistent_cache
 
     # --- query embedding -------------------------------------------------------------------------
     @property
@@ -73,7 +76,8 @@ class Retriever:
         if self._cache is None and self._dense is not None and self._dense_error is None:
             try:
                 encoder = self._dense if hasattr(self._dense, "encode_queries") else self._dense()  # type: ignore[operator]
-                self._cache = QueryEmbeddingCache(encoder, *self._cache_args)
+                size, ttl = self._cache_args
+                self._cache = QueryEmbeddingCache(encoder, size, ttl, persistent=self._persistent_cache)
             except Exception as exc:  # any load failure degrades to BM25
                 self._dense_error = f"dense model could not be loaded ({type(exc).__name__}: {exc})"
         return self._cache

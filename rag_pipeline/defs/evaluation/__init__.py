@@ -1,0 +1,1 @@
+"""Dagster wiring of the retrieval evaluation: reranker model, per-arm eval runs, the comparison report."""

@@ -1,0 +1,268 @@
+"""Evaluation assets: ``reranker_model``, ``retrieval_eval`` (one partition per arm) and ``retrieval_eval_report``."""
+
+import base64
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import dagster as dg
+
+from rag_pipeline.defs.chain import QDRANT_POOL
+from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
+from rag_pipeline.evaluation.report import markdown_table, write_report
+from rag_pipeline.evaluation.run_files import load_arm_outcome, run_path, save_arm_outcome
+from rag_pipeline.evaluation.runner import rerank_examples
+from rag_pipeline.retrieval.rerank.learned import train_reranker
+from rag_pipeline.retrieval.results import MODES
+from rag_pipeline.retrieval.retriever import Retriever
+
+EVAL_ARMS = dg.StaticPartitionsDefinition(list(MODES))
+INDEX_ASSETS = ("slack_qdrant_points", "jira_qdrant_points")
+_INDEX_DEPS = [dg.AssetDep(key, partition_mapping=dg.AllPartitionMapping()) for key in INDEX_ASSETS]
+_COMMON = dict(group_name="evaluation", owners=["team:rag-platform"])
+LATEST_SUMMARY = "latest_summary.json"
+
+
+def _retriever(store, dense_embedder: DenseEmbedderResource, bm25: Bm25Resource, evaluation: EvaluationResource):
+    return Retriever(
+        store,
+        bm25.encoder(),
+        dense=dense_embedder.encoder,
+        config=evaluation.retriever_config(),
+        persistent_cache=dense_embedder.cache(),
+    )
+
+
+@dg.asset(
+    deps=_INDEX_DEPS,
+    pool=QDRANT_POOL,
+    kinds={"lightgbm"},
+    description="The learned multi-signal reranker (LightGBM LambdaRank over BM25, dense, fusion, field, recency "
+    "and source features) trained on every labelled query of the eval sets; `rag-pipeline search --mode reranked` "
+    "uses it. Versioned by a hash of features, parameters and training labels.",
+    **_COMMON,
+)
+def reranker_model(
+    context: dg.AssetExecutionContext,
+    qdrant: QdrantResource,
+    dense_embedder: DenseEmbedderResource,
+    bm25: Bm25Resource,
+    evaluation: EvaluationResource,
+) -> dg.MaterializeResult:
+    examples = []
+    with qdrant.open() as store:
+        retriever = _retriever(store, dense_embedder, bm25, evaluation)
+        for path in evaluation.eval_set_paths():
+            meta = load_eval_set_meta(path)
+            if "acl" in meta.tags:
+                continue  # the same queries again, restricted: adds no new labels
+            queries = [q for q in load_eval_set(path) if any(g > 0 for g in q.relevant.values())]
+            examples += rerank_examples(retriever, queries, sources=meta.sources)
+            context.log.info(f"{meta.name}: {len(queries)} labelled queries")
+    model = train_reranker(examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()))
+    folder = model.save(evaluation.reranker_dir / model.version)
+    (evaluation.reranker_dir / "CURRENT").write_text(model.version + "\n")
+    importance = model.metadata.get("feature_importance_gain", {})
+    top = sorted(importance.items(), key=lambda kv: -kv[1])
+    return dg.MaterializeResult(
+        metadata={
+            "version": model.version,
+            "training_queries": model.metadata["training_queries"],
+            "skipped_queries": model.metadata["skipped_queries_without_relevant_candidates"],
+            "path": dg.MetadataValue.path(str(folder)),
+            "feature_importance": dg.MetadataValue.md(
+                "| feature | gain |\n|---|---|\n" + "\n".join(f"| {k} | {v:.1f} |" for k, v in top)
+            ),
+        },
+        data_version=dg.DataVersion(model.version),
+    )
+
+
+@dg.asset(
+    partitions_def=EVAL_ARMS,
+    deps=_INDEX_DEPS,
+    pool=QDRANT_POOL,
+    kinds={"python"},
+    description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
+    "(parquet under the reports folder). The reranked arm is scored by rerankers cross-fitted on the eval set "
+    "(never a model that trained on the query).",
+    **_COMMON,
+)
+def retrieval_eval(
+    context: dg.AssetExecutionContext,
+    qdrant: QdrantResource,
+    dense_embedder: DenseEmbedderResource,
+    bm25: Bm25Resource,
+    evaluation: EvaluationResource,
+) -> dg.MaterializeResult:
+    arm = context.partition_key
+    metadata: dict[str, object] = {"arm": arm}
+    rows = []
+    with qdrant.open() as store:
+        retriever = _retriever(store, dense_embedder, bm25, evaluation)
+        for path in evaluation.eval_set_paths():
+            meta = load_eval_set_meta(path)
+            queries = load_eval_set(path)
+            outcome = run_arms(retriever, queries, [arm], meta.sources, folds=evaluation.folds)[arm]  # type: ignore[list-item]
+            save_arm_outcome(evaluation.runs_dir, meta.name, outcome)
+            result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
+            figures = result.summary.arms[arm]
+            degraded = len(outcome.warnings)
+            if degraded:
+                context.log.warning(
+                    f"{meta.name}: {degraded} queries degraded, e.g. {next(iter(outcome.warnings.values()))}"
+                )
+            rows.append(
+                dg.TableRecord(
+                    {
+                        "eval_set": meta.name,
+                        "queries": len(queries),
+                        "ndcg@10": round(figures.means["ndcg@10"], 4),
+                        "recall@100": round(figures.means["recall@100"], 4),
+                        "p50_ms": round(figures.p50_ms, 2),
+                        "leaks": figures.leaks,
+                        "degraded_queries": degraded,
+                    }
+                )
+            )
+            metadata[f"{meta.name}/ndcg@10"] = round(figures.means["ndcg@10"], 4)
+    metadata["eval_sets"] = dg.MetadataValue.table(
+        rows,
+        schema=dg.TableSchema(
+            columns=[
+                dg.TableColumn("eval_set", "string"),
+                dg.TableColumn("queries", "int"),
+                dg.TableColumn("ndcg@10", "float"),
+                dg.TableColumn("recall@100", "float"),
+                dg.TableColumn("p50_ms", "float"),
+                dg.TableColumn("leaks", "int"),
+                dg.TableColumn("degraded_queries", "int"),
+            ]
+        ),
+    )
+    metadata["runs_dir"] = dg.MetadataValue.path(str(evaluation.runs_dir / arm))
+    return dg.MaterializeResult(metadata=metadata)
+
+
+REPORT_CHECKS = [
+    dg.AssetCheckSpec(
+        "quality_floor", asset="retrieval_eval_report", description="Every arm's nDCG@10 ≥ its eval set's floor"
+    ),
+    dg.AssetCheckSpec(
+        "no_regression",
+        asset="retrieval_eval_report",
+        description="No arm's nDCG@10 dropped more than the tolerance since the previous report",
+    ),
+    dg.AssetCheckSpec(
+        "acl_no_leaks",
+        asset="retrieval_eval_report",
+        description="No query returned a document its principal may not read",
+    ),
+]
+
+
+def _image_md(path: Path, alt: str) -> str:
+    # The UI cannot read the report folder, so plots travel inside the metadata as data URIs.
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"
+
+
+@dg.asset(
+    deps=[dg.AssetDep(retrieval_eval, partition_mapping=dg.AllPartitionMapping())],
+    check_specs=REPORT_CHECKS,
+    kinds={"markdown"},
+    description="The arms compared per eval set: nDCG@10 / Recall / MRR / MAP with bootstrap CIs, paired "
+    "randomization tests vs the baseline (Holm-corrected), latency, leaks; markdown, JSON, per-query parquet, plots.",
+    **_COMMON,
+)
+def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: EvaluationResource):
+    reports = Path(evaluation.reports_dir)
+    latest_path = reports / LATEST_SUMMARY
+    previous = json.loads(latest_path.read_text()) if latest_path.exists() else {}
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    combined: dict[str, dict] = {}
+    metadata: dict[str, object] = {}
+    floor_failures, regressions, leaks, compared = [], [], 0, 0
+    for path in evaluation.eval_set_paths():
+        meta = load_eval_set_meta(path)
+        queries = load_eval_set(path)
+        arms = [a for a in MODES if run_path(evaluation.runs_dir, a, meta.name).exists()]
+        if not arms:
+            context.log.warning(f"{meta.name}: no arm has been evaluated yet; materialize retrieval_eval first")
+            continue
+        outcomes = {a: load_arm_outcome(evaluation.runs_dir, a, meta.name) for a in arms}
+        result = summarize_outcomes(meta, queries, outcomes, baseline=evaluation.baseline)
+        out_dir = reports / "history" / stamp / meta.name
+        files = write_report(result.summary, result.per_query, out_dir, title=f"Retrieval evaluation: {meta.name}")
+        latest_dir = reports / "latest" / meta.name
+        shutil.rmtree(latest_dir, ignore_errors=True)
+        shutil.copytree(out_dir, latest_dir)
+        summary_json = json.loads(result.summary.model_dump_json())
+        combined[meta.name] = summary_json
+        table = markdown_table(result.summary)
+        metadata[f"{meta.name}/report"] = dg.MetadataValue.md(
+            f"### {meta.name}\n\n{table}\n\n{_image_md(files['ndcg_plot'], 'nDCG@10 per arm')}\n\n"
+            f"{_image_md(files['recall_plot'], 'Recall@k per arm')}"
+        )
+        metadata[f"{meta.name}/arms"] = dg.MetadataValue.table(
+            [
+                dg.TableRecord(
+                    {
+                        "arm": arm,
+                        "ndcg@10": round(s.means["ndcg@10"], 4),
+                        "ci95_low": round(s.ci95["ndcg@10"][0], 4),
+                        "ci95_high": round(s.ci95["ndcg@10"][1], 4),
+                        "recall@10": round(s.means["recall@10"], 4),
+                        "recall@100": round(s.means["recall@100"], 4),
+                        "mrr@10": round(s.means["mrr@10"], 4),
+                        "map@100": round(s.means["map@100"], 4),
+                        "p_vs_baseline": s.p_vs_baseline.get("ndcg@10"),
+                        "p50_ms": round(s.p50_ms, 2),
+                        "p95_ms": round(s.p95_ms, 2),
+                        "leaks": s.leaks,
+                    }
+                )
+                for arm, s in result.summary.arms.items()
+            ]
+        )
+        metadata[f"{meta.name}/json"] = dg.MetadataValue.json(result.summary.cli_json())
+        floor = evaluation.floor(meta.name)
+        for arm, s in result.summary.arms.items():
+            ndcg = s.means["ndcg@10"]
+            leaks += s.leaks
+            if ndcg < floor:
+                floor_failures.append(f"{meta.name}/{arm}: nDCG@10 {ndcg:.3f} < floor {floor:.3f}")
+            before = previous.get(meta.name, {}).get("arms", {}).get(arm, {}).get("means", {}).get("ndcg@10")
+            if before is not None:
+                compared += 1
+                if ndcg < before - evaluation.regression_tolerance:
+                    regressions.append(f"{meta.name}/{arm}: nDCG@10 {before:.3f} → {ndcg:.3f}")
+    reports.mkdir(parents=True, exist_ok=True)
+    latest_path.write_text(json.dumps(combined, indent=2) + "\n")
+    metadata["report_dir"] = dg.MetadataValue.path(str(reports / "history" / stamp))
+    metadata["eval_sets"] = len(combined)
+    yield dg.MaterializeResult(metadata=metadata)
+    yield dg.AssetCheckResult(
+        check_name="quality_floor",
+        passed=not floor_failures,
+        metadata={
+            "failures": dg.MetadataValue.json(floor_failures),
+            "floors": dg.MetadataValue.json(dict(evaluation.quality_floors)),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="no_regression",
+        passed=not regressions,
+        metadata={
+            "regressions": dg.MetadataValue.json(regressions),
+            "compared_arms": compared,
+            "tolerance": evaluation.regression_tolerance,
+            "previous_report": "none" if not previous else "latest_summary.json before this run",
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="acl_no_leaks", passed=leaks == 0, severity=dg.AssetCheckSeverity.ERROR, metadata={"leaks": leaks}
+    )

@@ -1,0 +1,60 @@
+"""Evaluation settings: which eval sets, where reports go, quality floors and regression tolerance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from rag_pipeline.retrieval.retriever import RetrieverConfig
+
+# nDCG@10 every arm must reach per eval set; set below the bundled figures measured with the
+# default model (Slack ≥ 0.55, Jira ≥ 0.44, ACL ≥ 0.54 for the weakest arm, BM25) so that a broken
+# index or model fails the check while normal variation does not.
+DEFAULT_QUALITY_FLOORS = {"slack_ubuntu_dev": 0.45, "jira_appcelerator_dev": 0.35, "acl_bundled_dev": 0.45}
+
+
+class EvaluationResource(dg.ConfigurableResource):
+    """Eval sets under ``eval_dir`` (all ``*.jsonl`` unless ``eval_sets`` names some) and report settings."""
+
+    eval_dir: str = Field(description="Folder of eval sets in the project format")
+    eval_sets: list[str] = Field(default_factory=list, description="Eval set names to run; empty = every one")
+    reports_dir: str = Field(description="Where arm runs, reports, plots and the reranker model are written")
+    depth: int = Field(100, description="Documents retrieved per query (Recall@100, MAP@100 need 100)")
+    folds: int = Field(5, description="Cross-fitting folds for the learned reranker")
+    baseline: str = Field("bm25", description="Arm the others are tested against")
+    quality_floors: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_QUALITY_FLOORS), description="Eval set → minimum nDCG@10 of every arm"
+    )
+    default_quality_floor: float = Field(0.0, description="Floor for eval sets not in quality_floors")
+    regression_tolerance: float = Field(0.03, description="Allowed nDCG@10 drop per arm vs the previous report")
+    rerank_depth: int = Field(50, description="Hybrid documents the reranker rescores")
+    rrf_k: int = Field(60, description="RRF constant (Qdrant's default is 2)")
+
+    def eval_set_paths(self) -> list[Path]:
+        folder = Path(self.eval_dir)
+        if self.eval_sets:
+            paths = [folder / f"{name}.jsonl" for name in self.eval_sets]
+            missing = [str(p) for p in paths if not p.exists()]
+            if missing:
+                raise FileNotFoundError(f"eval sets not found: {', '.join(missing)}")
+            return paths
+        paths = sorted(folder.glob("*.jsonl"))
+        if not paths:
+            raise FileNotFoundError(f"no eval sets (*.jsonl) in {folder}")
+        return paths
+
+    def retriever_config(self) -> RetrieverConfig:
+        return RetrieverConfig(rerank_depth=self.rerank_depth, rrf_k=self.rrf_k)
+
+    @property
+    def runs_dir(self) -> Path:
+        return Path(self.reports_dir) / "runs"
+
+    @property
+    def reranker_dir(self) -> Path:
+        return Path(self.reports_dir) / "reranker"
+
+    def floor(self, eval_set: str) -> float:
+        return self.quality_floors.get(eval_set, self.default_quality_floor)
