@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import warnings
+from pathlib import Path
 
 from rag_pipeline.backfill import DEFAULT_BRIDGE_DAYS
 
@@ -120,8 +121,93 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_BRIDGE_DAYS,
         help="empty days between two stretches that still share one run (default: %(default)s)",
     )
+    demo.add_argument("--no-eval", action="store_true", help="skip the retrieval evaluation at the end")
     demo.set_defaults(func=_demo)
+    _add_search(sub)
+    _add_bench(sub)
     return parser
+
+
+def _search(args: argparse.Namespace) -> int:
+    from rag_pipeline.commands.search import run
+
+    return run(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from rag_pipeline.commands.bench import run
+
+    return run(args)
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:
+    search = sub.add_parser(
+        "search",
+        help="search the index as a user (vector, bm25, hybrid or reranked)",
+        description="Searches child chunks with the reader's ACL in every query, then returns one result per "
+        "document with its best chunk. Without --user/--groups only public documents match; --all-documents "
+        "(evaluation only) skips access control.",
+    )
+    search.add_argument("query")
+    search.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="hybrid")
+    search.add_argument("--user", default=None, help="reader's user id (e.g. a Slack or Jira account id)")
+    search.add_argument("--groups", default="", help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
+    search.add_argument("--all-documents", action="store_true", help="skip access control (evaluation only)")
+    search.add_argument("--top-k", type=int, default=10, help="results to return (default: %(default)s)")
+    search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
+    search.add_argument("--since", default=None, help="documents active on or after this ISO date")
+    search.add_argument("--until", default=None, help="documents active before this ISO date")
+    search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
+    search.add_argument("--rrf-k", type=int, default=60, help="RRF constant for hybrid (default: %(default)s)")
+    search.add_argument("--json", action="store_true", help="print results as JSON")
+    search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    search.set_defaults(func=_search)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark the retrieval arms on eval sets or a BEIR dataset",
+        description="Runs every arm on each query, scores document rankings with ranx (nDCG@10, Recall@k, MRR@10, "
+        "MAP@100, hit rate) and ragas ID-based context precision/recall, with bootstrap 95%% CIs and paired "
+        "randomization tests against the baseline (Holm-corrected). --eval-set uses the demo index; --beir builds "
+        "a temporary index of the corpus through the same chunking and vector code. The reranked arm is scored "
+        "by a learned reranker that never saw the query (BEIR: trained on the train split; eval sets: k-fold "
+        "cross-fitting).",
+    )
+    target = bench.add_mutually_exclusive_group(required=True)
+    target.add_argument("--eval-set", action="append", type=Path, help="project-format eval set (repeatable)")
+    target.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    bench.add_argument(
+        "--arms",
+        nargs="+",
+        choices=["vector", "bm25", "hybrid", "reranked"],
+        default=["vector", "bm25", "hybrid", "reranked"],
+    )
+    bench.add_argument("--baseline", default="bm25", help="arm the others are tested against (default: %(default)s)")
+    bench.add_argument(
+        "--extra-reranker",
+        action="append",
+        help="also report a reranked arm with this reranker: 'fixed' or 'cross-encoder:<folder or hub name>'",
+    )
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.add_argument("--out", type=Path, help="write report.md, summary.json, per_query.parquet and PNG plots here")
+    bench.add_argument("--folds", type=int, default=5, help="cross-fitting folds on eval sets (default: %(default)s)")
+    bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
+    bench.add_argument("--rerank-depth", type=int, default=50, help="hybrid documents reranked (default: %(default)s)")
+    beir = bench.add_argument_group("BEIR options")
+    beir.add_argument("--split", default="test", help="split scored (default: %(default)s)")
+    beir.add_argument("--train-split", default="train", help="split the reranker learns from (default: %(default)s)")
+    beir.add_argument("--bm25-k1", type=float, default=1.2, help="BM25 k1 (default: %(default)s)")
+    beir.add_argument("--bm25-b", type=float, default=0.75, help="BM25 b (default: %(default)s)")
+    beir.add_argument(
+        "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"
+    )
+    beir.add_argument("--parent-tokens", type=int, default=2000, help="parent chunk size (default: %(default)s)")
+    beir.add_argument("--child-tokens", type=int, default=400, help="child chunk size, clamped to the model limit")
+    bench.add_argument("--data-dir", default=None, help="data folder: index and embedding cache (default: ./.rag_data)")
+    bench.set_defaults(func=_bench)
 
 
 def main(argv: list[str] | None = None) -> int:

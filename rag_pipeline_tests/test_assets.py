@@ -52,8 +52,13 @@ def test_definitions_load_and_every_asset_is_described() -> None:
         ]
         assert set(chain) <= keys
     for node in graph.asset_nodes:
-        assert node.group_name in ("slack", "jira") and node.kinds and node.description
-        assert node.partitions_def is not None and node.backfill_policy is not None
+        assert node.group_name in ("slack", "jira", "evaluation") and node.kinds and node.description
+        if node.group_name != "evaluation":
+            assert node.partitions_def is not None and node.backfill_policy is not None
+    eval_node = graph.get(dg.AssetKey("retrieval_eval"))
+    assert set(eval_node.partitions_def.get_partition_keys()) == {"vector", "bm25", "hybrid", "reranked"}
+    assert {p.to_user_string() for p in eval_node.parent_entity_keys} == {"slack_qdrant_points", "jira_qdrant_points"}
+    assert eval_node.pools == {"qdrant"}
     points = graph.get(dg.AssetKey("slack_qdrant_points"))
     assert points.pools == {"qdrant"}
     assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {

@@ -55,3 +55,18 @@ class Bm25Encoder:
     @staticmethod
     def _convert(vector: object) -> SparseVector:
         return SparseVector(indices=list(vector.indices), values=[float(v) for v in vector.values])  # type: ignore[attr-defined]
+
+
+def token_counts(texts: Sequence[str], language: str = "english") -> list[int]:
+    """Each text's length in BM25 tokens (after stopwords and stemming), the ``dl`` BM25 normalises by.
+
+    Qdrant's Bm25 does not expose its tokenizer, so this runs it with b = 0, where a term's weight is
+    ``tf·(k1+1)/(tf+k1)``, and inverts that to recover ``tf``; the lengths sum the term counts.
+    """
+    k1 = 1.2
+    model = Bm25(Bm25Config(k=k1, b=0.0, avg_len=1.0, language=language))
+    counts = []
+    for text in texts:
+        weights = model.embed_document(text).values
+        counts.append(round(sum(w * k1 / (k1 + 1 - w) for w in weights)))
+    return counts

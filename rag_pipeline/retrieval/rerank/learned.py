@@ -173,3 +173,13 @@ def cross_fit(
         train = [e for e in examples if fold_of[e.query_id] != fold]
         models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}")
     return {qid: models[fold] for qid, fold in fold_of.items()}
+
+
+def load_current_reranker(directory: str | Path) -> MultiSignalReranker:
+    """The reranker ``reranker_model`` last wrote under ``directory`` (its ``CURRENT`` file), or the
+    fixed-weight default when none has been trained yet."""
+    directory = Path(directory)
+    current = directory / "CURRENT"
+    if not current.exists():
+        return MultiSignalReranker(metadata={"version": f"fixed-weights-{FEATURES_VERSION}"})
+    return MultiSignalReranker.load(directory / current.read_text().strip())

@@ -1,0 +1,1 @@
+"""Implementations of the ``rag-pipeline`` sub-commands (the parser lives in :mod:`rag_pipeline.cli`)."""

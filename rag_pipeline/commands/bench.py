@@ -1,0 +1,174 @@
+"""``rag-pipeline bench``: offline retrieval benchmark of the arms on eval sets or a BEIR dataset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rag_pipeline import settings
+from rag_pipeline.commands.search import open_store
+from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
+from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.evaluate import EvalResult, run_arms, summarize_outcomes
+from rag_pipeline.evaluation.report import markdown_table, write_report
+from rag_pipeline.evaluation.runner import ArmOutcome, rerank_examples, run_arm
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import CollectionNames
+from rag_pipeline.retrieval.rerank.base import Reranker
+from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
+from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.text.chunking import ChunkingConfig
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+
+Progressor = Callable[[str, int, int], None]
+
+
+def _extra_reranker(spec: str) -> tuple[str, Reranker]:
+    """``fixed`` → the fixed-weight default; ``cross-encoder:<folder or hub name>`` → a CrossEncoder."""
+    if spec == "fixed":
+        return "reranked[fixed-weights]", MultiSignalReranker()
+    if spec.startswith("cross-encoder:"):
+        from rag_pipeline.retrieval.rerank.cross_encoder import CrossEncoderReranker
+
+        model = spec.split(":", 1)[1]
+        return f"reranked[cross-encoder:{Path(model).name}]", CrossEncoderReranker(model)
+    raise SystemExit(f"unknown --extra-reranker {spec!r}: use 'fixed' or 'cross-encoder:<folder or hub name>'")
+
+
+def _evaluate(
+    retriever: Retriever,
+    queries: list[EvalQuery],
+    meta: EvalSetMeta,
+    args: argparse.Namespace,
+    progress: Progressor,
+    reranker: Reranker | None,
+    documents: int | None,
+) -> EvalResult:
+    outcomes: dict[str, ArmOutcome] = run_arms(
+        retriever, queries, args.arms, meta.sources, reranker, folds=args.folds, progress=progress
+    )
+    for spec in args.extra_reranker or []:
+        name, extra = _extra_reranker(spec)
+        outcomes[name] = run_arm(
+            retriever, "reranked", queries, sources=meta.sources, rerankers=extra, name=name, progress=progress
+        )
+    return summarize_outcomes(meta, queries, outcomes, args.baseline, documents)
+
+
+def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, console: Console) -> list[EvalResult]:
+    directory = Path(args.beir)
+    name = directory.name.removeprefix("beir_")
+    dataset = load_beir(directory, args.split)
+    encoder = load_dense_encoder()
+    avg_len = corpus_avg_len(dataset, name) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
+    bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len))
+    chunking = ChunkingConfig(
+        parent_tokens=args.parent_tokens,
+        parent_overlap=min(200, args.parent_tokens // 10),
+        child_tokens=args.child_tokens,
+        child_overlap=min(50, args.child_tokens // 8),
+    )
+    cache = EmbeddingCache(data_dir / "embedding_cache.sqlite")
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rag-bench-")))
+        store = stack.enter_context(EdgeVectorStore(folder, CollectionNames.with_prefix(name)))
+        started = time.perf_counter()
+        report = build_beir_index(
+            dataset, name, store, encoder, bm25, chunking, cache, on_progress=lambda d, t: progress("embed", d, t)
+        )
+        console.print(
+            f"indexed {report.documents} documents → {report.children} child chunks in "
+            f"{time.perf_counter() - started:.0f} s ({report.embeddings_computed} embedded, "
+            f"{report.embeddings_cached} from cache); BM25 k1={args.bm25_k1} b={args.bm25_b} avg_len={avg_len:.1f}",
+            highlight=False,
+        )
+        retriever = Retriever(
+            store,
+            bm25,
+            dense=encoder,
+            config=RetrieverConfig(rrf_k=args.rrf_k, rerank_depth=args.rerank_depth),
+            persistent_cache=cache,
+        )
+        queries = beir_eval_queries(dataset, name)
+        reranker: Reranker | None = None
+        if "reranked" in args.arms and (directory / "qrels" / f"{args.train_split}.tsv").exists():
+            # Learned on the train split's labels, scored on the test split: never on the queries it saw.
+            train = beir_eval_queries(load_beir(directory, args.train_split), name)
+            examples = rerank_examples(retriever, train, progress=progress)
+            reranker = train_reranker(examples, trained_on=f"{name}/{args.train_split}")
+            console.print(
+                f"trained {reranker.name} on {reranker.metadata['training_queries']} {args.train_split} queries"
+            )
+        meta = EvalSetMeta(
+            name=f"{name}-{args.split}",
+            description=f"BEIR {name} ({args.split} split)",
+            source=str(directory),
+            license="see the dataset",
+            attribution="BEIR (Thakur et al., 2021)",
+            queries=len(queries),
+        )
+        return [_evaluate(retriever, queries, meta, args, progress, reranker, report.documents)]
+
+
+def _eval_sets(args: argparse.Namespace, data_dir: Path, progress: Progressor) -> list[EvalResult]:
+    store = open_store(data_dir)
+    try:
+        retriever = Retriever(
+            store,
+            dense=load_dense_encoder,
+            config=RetrieverConfig(rrf_k=args.rrf_k, rerank_depth=args.rerank_depth),
+            persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite"),
+        )
+        results = []
+        for path in args.eval_set:
+            meta = load_eval_set_meta(path)
+            queries = load_eval_set(path)
+            results.append(_evaluate(retriever, queries, meta, args, progress, None, store.count(store.names.parents)))
+        return results
+    finally:
+        store.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve() if args.data_dir else settings.data_dir()
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    ) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        results = _beir(args, data_dir, progress, console) if args.beir else _eval_sets(args, data_dir, progress)
+    if args.out:
+        for result in results:
+            out = Path(args.out) / result.name if len(results) > 1 else Path(args.out)
+            write_report(result.summary, result.per_query, out, title=f"Retrieval benchmark: {result.name}")
+            console.print(f"report written to {out}", highlight=False)
+    if args.json:
+        shapes = {r.name: r.summary.cli_json() for r in results}
+        print(json.dumps(next(iter(shapes.values())) if len(shapes) == 1 else shapes, indent=2))
+        return 0
+    for result in results:
+        print(f"\n## {result.name} ({result.summary.queries} queries)\n")
+        print(markdown_table(result.summary))
+    return 0

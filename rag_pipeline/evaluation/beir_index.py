@@ -1,0 +1,60 @@
+"""A temporary index of a BEIR corpus, built through the pipeline's own chunking, vector and index code."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rag_pipeline.evaluation.beir import BeirDataset, beir_documents
+from rag_pipeline.index.store import VectorStore
+from rag_pipeline.stages import (
+    IndexInputs,
+    chunk_documents,
+    documents_frame,
+    embed_children,
+    index_documents,
+    sparse_children,
+)
+from rag_pipeline.text.chunking import Chunker, ChunkingConfig
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, token_counts
+
+
+@dataclass
+class BeirIndexReport:
+    """What went into the temporary index."""
+
+    documents: int
+    parents: int
+    children: int
+    embeddings_computed: int
+    embeddings_cached: int
+    bm25_avg_len: float
+
+
+def corpus_avg_len(dataset: BeirDataset, name: str) -> float:
+    """Mean document length in BM25 tokens: BM25's own avgdl for a fixed corpus."""
+    return statistics.fmean(token_counts([d.text for d in beir_documents(dataset, name)]) or [1])
+
+
+def build_beir_index(
+    dataset: BeirDataset,
+    name: str,
+    store: VectorStore,
+    encoder: DenseEncoder,
+    bm25: Bm25Encoder,
+    chunking: ChunkingConfig,
+    cache: EmbeddingCache | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> BeirIndexReport:
+    """Chunk, embed (through the embedding cache) and index every corpus document."""
+    documents = documents_frame(beir_documents(dataset, name))
+    parents, children = chunk_documents(documents, Chunker(chunking, encoder.count_tokens, encoder.max_tokens))
+    dense, stats = embed_children(children, encoder, cache, on_progress=on_progress)
+    sparse = sparse_children(children, bm25)
+    index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
+    return BeirIndexReport(
+        len(documents), len(parents), len(children), stats.computed, stats.cached, bm25.params.avg_len
+    )
