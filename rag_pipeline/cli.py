@@ -205,7 +205,13 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"
     )
     beir.add_argument("--parent-tokens", type=int, default=2000, help="parent chunk size (default: %(default)s)")
-    beir.add_argument("--child-tokens", type=int, default=400, help="child chunk size, clamped to the model limit")
+    beir.add_argument("--child-tokens", type=int, default=400, help="child chunk size (default: %(default)s)")
+    beir.add_argument(
+        "--truncate-at-model-limit",
+        action="store_true",
+        help="keep children longer than the dense model's input whole (the model embeds their start, BM25 sees "
+        "all of it) instead of splitting them to fit",
+    )
     bench.add_argument("--data-dir", default=None, help="data folder: index and embedding cache (default: ./.rag_data)")
     bench.set_defaults(func=_bench)
 

@@ -85,7 +85,15 @@ def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, consol
         store = stack.enter_context(EdgeVectorStore(folder, CollectionNames.with_prefix(name)))
         started = time.perf_counter()
         report = build_beir_index(
-            dataset, name, store, encoder, bm25, chunking, cache, on_progress=lambda d, t: progress("embed", d, t)
+            dataset,
+            name,
+            store,
+            encoder,
+            bm25,
+            chunking,
+            cache,
+            on_progress=lambda d, t: progress("embed", d, t),
+            split_at_model_limit=not args.truncate_at_model_limit,
         )
         console.print(
             f"indexed {report.documents} documents → {report.children} child chunks in "

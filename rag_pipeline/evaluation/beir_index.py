@@ -48,10 +48,16 @@ def build_beir_index(
     chunking: ChunkingConfig,
     cache: EmbeddingCache | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    split_at_model_limit: bool = True,
 ) -> BeirIndexReport:
-    """Chunk, embed (through the embedding cache) and index every corpus document."""
+    """Chunk, embed (through the embedding cache) and index every corpus document.
+
+    ``split_at_model_limit=False`` keeps children longer than the dense model's input whole: the model
+    then embeds their first tokens (as BEIR's dense baselines do) while BM25 sees the whole chunk.
+    """
     documents = documents_frame(beir_documents(dataset, name))
-    parents, children = chunk_documents(documents, Chunker(chunking, encoder.count_tokens, encoder.max_tokens))
+    limit = encoder.max_tokens if split_at_model_limit else None
+    parents, children = chunk_documents(documents, Chunker(chunking, encoder.count_tokens, limit))
     dense, stats = embed_children(children, encoder, cache, on_progress=on_progress)
     sparse = sparse_children(children, bm25)
     index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)

@@ -145,6 +145,7 @@ def train_reranker(
         "features_version": FEATURES_VERSION,
         "trained_on": trained_on,
         "training_queries": len(usable),
+        "training_query_ids": sorted(e.query_id for e in usable),
         "skipped_queries_without_relevant_candidates": len(examples) - len(usable),
         "params": params,
     }

@@ -1,0 +1,296 @@
+"""Retrieval arms over both engines: small-to-big grouping, ACLs, fallbacks, query cache, rerankers."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import StorePoint
+from rag_pipeline.index.writer import DocumentPoints, write_documents
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
+from rag_pipeline.retrieval.rerank.base import rerank
+from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
+from rag_pipeline.retrieval.rerank.learned import (
+    MultiSignalReranker,
+    RerankExample,
+    cross_fit,
+    load_current_reranker,
+    train_reranker,
+)
+from rag_pipeline.retrieval.results import MODES, SearchResult
+from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.sparse import Bm25Encoder
+
+BM25 = Bm25Encoder()
+TOPICS = {"kernel": [1.0, 0.0, 0.0, 0.0], "wifi": [0.0, 1.0, 0.0, 0.0], "printer": [0.0, 0.0, 1.0, 0.0]}
+EVERYONE = Principal.all_documents_for_evaluation()
+
+
+class TopicEncoder:
+    """A 4-d 'model': a text's vector is the sum of the topic words it mentions (unit length)."""
+
+    model_id = "topic-encoder"
+    dimension = 4
+    max_tokens = 512
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.full(4, 0.05) + sum((np.array(TOPICS[w]) for w in TOPICS if w in text.lower()), np.zeros(4))
+        return v / np.linalg.norm(v)
+
+    def encode_queries(self, texts):
+        self.calls.append(list(texts))
+        return np.stack([self._vec(t) for t in texts])
+
+    encode_documents = encode_queries
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def _pid(*parts: object) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts))))
+
+
+def document(doc: str, parents: list[list[str]], acl: dict | None = None, title: str = "") -> DocumentPoints:
+    encoder = TopicEncoder()
+    base = {
+        "document_id": doc,
+        "source": "slack",
+        "container": "C1",
+        "title": title or doc,
+        "url": f"https://example.test/{doc}",
+        "version": 1.0,
+        "updated": "2024-01-01T00:00:00+00:00",
+        "acl": acl or {"public": True, "users": [], "groups": []},
+    }
+    parent_points, child_points = [], []
+    for p, children in enumerate(parents):
+        parent = StorePoint(_pid(doc, "p", p), {**base, "level": "parent", "text": " ".join(children)})
+        parent_points.append(parent)
+        for c, text in enumerate(children):
+            child_points.append(
+                StorePoint(
+                    _pid(doc, "c", p, c),
+                    {**base, "level": "child", "parent_id": parent.id, "text": text},
+                    dense=list(encoder._vec(text)),
+                    sparse=BM25.encode_documents([text])[0],
+                )
+            )
+    return DocumentPoints(doc, 1.0, parent_points, child_points)
+
+
+CORPUS = {
+    "d1": [["kernel panic at boot", "kernel oops again"], ["unrelated chatter about lunch"]],
+    "d2": [["wifi drops every minute", "wifi driver iwlwifi"]],
+    "d3": [["printer offline in cups"]],
+    "d4": [["kernel and wifi both broken after upgrade"]],
+}
+
+
+@pytest.fixture
+def retriever(store) -> Retriever:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    return Retriever(store, BM25, dense=TopicEncoder())
+
+
+def test_small_to_big_one_result_per_document_with_best_child_and_its_parent(retriever: Retriever) -> None:
+    for mode in ("vector", "bm25", "hybrid"):
+        response = retriever.search("kernel panic", mode, EVERYONE, top_k=10)
+        ids = [r.document_id for r in response.results]
+        assert len(ids) == len(set(ids)), mode
+        best = response.results[0]
+        assert best.document_id == "d1" and best.child_text.startswith("kernel"), mode
+        # the parent of the best child, not the document's other parent
+        assert best.parent_text == "kernel panic at boot kernel oops again", mode
+        assert all(a.score >= b.score for a, b in zip(response.results, response.results[1:], strict=False))
+    vector = retriever.search("kernel", "vector", EVERYONE, top_k=10).results[0]
+    assert vector.matching_children == 3  # two kernel children + the lunch child under the same document
+
+
+def test_exclude_and_top_k_and_min_score(retriever: Retriever) -> None:
+    results = retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=2, exclude=["d4"]).results
+    assert [r.document_id for r in results] != [] and "d4" not in {r.document_id for r in results}
+    assert len(results) == 2
+    scored = retriever.search("kernel", "bm25", EVERYONE, top_k=10).results
+    cut = retriever.search("kernel", "bm25", EVERYONE, top_k=10, min_score=scored[0].score).results
+    assert [r.document_id for r in cut] == [scored[0].document_id]
+
+
+def test_a_search_needs_a_principal(retriever: Retriever) -> None:
+    with pytest.raises(ValueError, match="principal"):
+        retriever.search("kernel", "hybrid", None)
+    with pytest.raises(ValueError, match="unknown search mode"):
+        retriever.search("kernel", "semantic", EVERYONE)  # type: ignore[arg-type]
+
+
+ACL_POOL = st.fixed_dictionaries(
+    {
+        "public": st.booleans(),
+        "users": st.lists(st.sampled_from(["U1", "U2", "U3"]), max_size=2, unique=True),
+        "groups": st.lists(st.sampled_from(["g1", "g2", "g3"]), max_size=2, unique=True),
+    }
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    acls=st.lists(ACL_POOL, min_size=4, max_size=4),
+    user=st.sampled_from([None, "U1", "U2", "U9"]),
+    groups=st.lists(st.sampled_from(["g1", "g2", "g3", "g9"]), max_size=3, unique=True),
+)
+def test_no_arm_ever_leaks_and_every_readable_match_is_found(acls, user, groups) -> None:
+    principal = Principal(user_id=user, groups=tuple(groups))
+    with tempfile.TemporaryDirectory() as folder, EdgeVectorStore(Path(folder)) as store:
+        store.create_collections(4)
+        write_documents(
+            store, [document(d, [["kernel wifi printer"]], acl) for d, acl in zip(CORPUS, acls, strict=True)]
+        )
+        retriever = Retriever(store, BM25, dense=TopicEncoder(), reranker=MultiSignalReranker())
+        readable = {d for d, acl in zip(CORPUS, acls, strict=True) if principal.admits(acl)}
+        for mode in MODES:
+            results = retriever.search("kernel wifi printer", mode, principal, top_k=10).results
+            assert {r.document_id for r in results} == readable, (mode, principal)
+            assert all(principal.admits(r.acl) for r in results)
+
+
+class BrokenDenseStore:
+    """Wraps a store whose dense index fails (e.g. a server missing the dense vector)."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def search_dense(self, *a, **k):
+        raise ConnectionError("dense index unavailable")
+
+    search_hybrid = search_dense
+
+
+def test_dense_failures_degrade_to_bm25_with_a_warning(store, caplog) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    bm25 = Retriever(store, BM25).search("wifi driver", "bm25", EVERYONE).results
+
+    def no_model():
+        raise OSError("model folder missing")
+
+    for retriever in (
+        Retriever(store, BM25, dense=no_model),
+        Retriever(BrokenDenseStore(store), BM25, dense=TopicEncoder()),
+    ):
+        for mode in ("vector", "hybrid", "reranked"):
+            response = retriever.search("wifi driver", mode, EVERYONE)
+            assert response.mode == "bm25" and response.requested_mode == mode
+            assert response.warnings and "fell back to bm25" in response.warnings[0]
+            assert [r.document_id for r in response.results] == [r.document_id for r in bm25]
+    assert "fell back to bm25" in caplog.text
+
+
+def test_query_cache_is_lru_with_ttl_and_persists(tmp_path: Path) -> None:
+    now = [0.0]
+    encoder = TopicEncoder()
+    cache = QueryEmbeddingCache(encoder, maxsize=2, ttl_seconds=10, timer=lambda: now[0])
+    cache.get("kernel")
+    cache.get("kernel")
+    assert encoder.calls == [["kernel"]] and cache.hits == 1
+    cache.get("wifi")
+    cache.get("kernel")  # kernel is now the most recently used
+    cache.get("printer")  # evicts wifi, the least recently used
+    encoder.calls.clear()
+    cache.get("kernel")
+    cache.get("wifi")
+    assert encoder.calls == [["wifi"]]
+    now[0] = 11.0  # everything expired
+    cache.get("kernel")
+    assert encoder.calls[-1] == ["kernel"]
+    # second level: a new process re-reads vectors instead of re-encoding
+    persistent = EmbeddingCache(tmp_path / "cache.sqlite")
+    first = QueryEmbeddingCache(encoder, persistent=persistent)
+    vectors = first.get_many(["kernel", "wifi"])
+    fresh = TopicEncoder()
+    second = QueryEmbeddingCache(fresh, persistent=EmbeddingCache(tmp_path / "cache.sqlite"))
+    assert np.allclose(second.get_many(["kernel", "wifi"]), vectors) and fresh.calls == []
+
+
+def _candidate(doc: str, score: float, title: str, text: str, **signals: float) -> SearchResult:
+    return SearchResult(doc, score, "jira", "P", title, None, f"{doc}-c", text, f"{doc}-p", text, signals=dict(signals))
+
+
+def test_rerank_reorders_and_keeps_scores_for_audit() -> None:
+    class ByTitleLength:
+        name = "by-title-length"
+
+        def score(self, query, candidates):
+            return [float(len(c.title)) for c in candidates]
+
+    out = rerank(ByTitleLength(), "q", [_candidate("a", 0.9, "x", "t"), _candidate("b", 0.1, "xxx", "t")])
+    assert [r.document_id for r in out] == ["b", "a"] and out[0].signals["before_rerank"] == 0.1
+
+
+def _synthetic_examples(n: int, seed: int = 0) -> list[RerankExample]:
+    """Queries whose relevant candidate is the one whose title covers the query, not the top fused one."""
+    rng = np.random.default_rng(seed)
+    words = ["crash", "android", "build", "window", "label", "camera", "sdk", "module", "alloy", "studio"]
+    examples = []
+    for i in range(n):
+        q = list(rng.choice(words, 2, replace=False))
+        candidates = []
+        relevant = int(rng.integers(0, 8))
+        for j in range(8):
+            title = " ".join(q) if j == relevant else " ".join(rng.choice(words, 2))
+            while j != relevant and set(title.split()) == set(q):
+                title = " ".join(rng.choice(words, 2))
+            candidates.append(
+                _candidate(f"q{i}d{j}", 1 / (60 + j), title, "body text", hybrid_score=1 / (60 + j), hybrid_rank=j)
+            )
+        examples.append(RerankExample(f"q{i}", " ".join(q), candidates, [int(j == relevant) for j in range(8)]))
+    return examples
+
+
+def test_learned_reranker_learns_a_signal_and_cross_fitting_never_sees_the_query(tmp_path: Path) -> None:
+    examples = _synthetic_examples(60)
+    model = train_reranker(examples[:40], params={"n_estimators": 50, "min_child_samples": 2})
+    assert model.booster is not None and model.version.startswith("lambdarank-")
+    hits = 0
+    for example in examples[40:]:
+        scores = model.score(example.query, example.candidates)
+        hits += int(np.argmax(scores) == example.labels.index(1))
+    assert hits >= 18  # of 20; plain fusion order would find the relevant one ~1/8 of the time
+    fixed = MultiSignalReranker()
+    assert fixed.name == "multi-signal(fixed-weights)" and len(fixed.score("q", examples[0].candidates)) == 8
+    # persisted and reloaded: same scores
+    model.save(tmp_path / "reranker" / model.version)
+    (tmp_path / "reranker" / "CURRENT").write_text(model.version)
+    loaded = load_current_reranker(tmp_path / "reranker")
+    assert np.allclose(
+        loaded.score(examples[41].query, examples[41].candidates),
+        model.score(examples[41].query, examples[41].candidates),
+    )
+    assert load_current_reranker(tmp_path / "none").booster is None
+    by_query = cross_fit(examples, folds=5, params={"n_estimators": 20, "min_child_samples": 2})
+    assert set(by_query) == {e.query_id for e in examples}
+    assert len({id(m) for m in by_query.values()}) == 5
+    for qid, fold_model in by_query.items():
+        assert qid not in fold_model.metadata["training_query_ids"]
+        assert len(fold_model.metadata["training_query_ids"]) == 48
+
+
+def test_features_have_the_declared_shape_and_title_coverage() -> None:
+    c = [_candidate("a", 0.5, "camera crash on android", "x"), _candidate("b", 0.4, "studio build", "x")]
+    f = candidate_features("android camera crash", c, BM25)
+    assert f.shape == (2, len(FEATURE_NAMES))
+    coverage = FEATURE_NAMES.index("title_coverage")
+    assert f[0, coverage] == 1.0 and f[1, coverage] == 0.0
