@@ -10,6 +10,7 @@ because a run costs more than a few empty partitions.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections import defaultdict
@@ -273,3 +274,63 @@ def _collect(summary: SourceSummary, source: str, result: dg.ExecuteInProcessRes
         ("qdrant_points", points),
     ):
         summary.stage_seconds[stage] += float(values.get("elapsed_seconds", 0.0))
+
+
+@dataclass
+class EvaluationSummary:
+    """The report the demo prints: per eval set, its markdown table and CLI-shaped figures."""
+
+    tables: dict[str, str]
+    figures: dict[str, dict[str, Any]]
+    seconds: float
+    ran: bool
+    report_dir: str
+    checks: dict[str, bool] = field(default_factory=dict)
+
+
+def run_evaluation(
+    data_dir: str | Path | None = None, force: bool = False, on_progress: ProgressFn | None = None
+) -> EvaluationSummary:
+    """Materialize ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on the demo instance.
+
+    Skipped (the last report is shown) when a report exists and ``force`` is false: the caller forces
+    it whenever the index changed.
+    """
+    from rag_pipeline.definitions import build_resources
+    from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, LATEST_SUMMARY, retrieval_eval, retrieval_eval_report
+    from rag_pipeline.defs.evaluation.jobs import EVAL_JOBS
+    from rag_pipeline.evaluation.report import markdown_table
+    from rag_pipeline.evaluation.summary import EvalSummary
+
+    base = Path(data_dir).resolve() if data_dir else settings.data_dir()
+    ensure_dagster_home(base)
+    resources = build_resources(str(base))
+    reports = Path(resources["evaluation"].reports_dir)  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    ran = force or not (reports / LATEST_SUMMARY).exists()
+    checks: dict[str, bool] = {}
+    if ran:
+        defs = dg.Definitions(assets=[retrieval_eval, retrieval_eval_report], jobs=EVAL_JOBS, resources=resources)
+        quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+        with dg.DagsterInstance.get() as instance:
+            arms = EVAL_ARMS.get_partition_keys()
+            eval_job = defs.resolve_job_def("retrieval_eval_job")
+            for done, arm in enumerate(arms):
+                if on_progress:
+                    on_progress("evaluation (arms)", done, len(arms))
+                eval_job.execute_in_process(instance=instance, partition_key=arm, run_config=quiet)
+            if on_progress:
+                on_progress("evaluation (arms)", len(arms), len(arms))
+            report_job = defs.resolve_job_def("retrieval_eval_report_job")
+            result = report_job.execute_in_process(instance=instance, run_config=quiet, raise_on_error=False)
+            checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    latest = json.loads((reports / LATEST_SUMMARY).read_text())
+    summaries = {name: EvalSummary.model_validate(data) for name, data in latest.items()}
+    return EvaluationSummary(
+        tables={name: markdown_table(s) for name, s in summaries.items()},
+        figures={name: s.cli_json() for name, s in summaries.items()},
+        seconds=time.perf_counter() - started,
+        ran=ran,
+        report_dir=str(reports / "latest"),
+        checks=checks,
+    )

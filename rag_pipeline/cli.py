@@ -49,6 +49,34 @@ def _demo(args: argparse.Namespace) -> int:
             on_progress=on_progress,
         )
     result = summary.as_dict()
+    evaluation = None
+    if not args.no_eval:
+        from rag_pipeline.backfill import run_evaluation
+
+        changed = result["runs"] > 0 or args.full_refresh
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=args.json or not console.is_terminal,
+        ) as progress:
+            tasks = {}
+
+            def on_eval_progress(name: str, done: int, total: int) -> None:
+                if name not in tasks:
+                    tasks[name] = progress.add_task(name, total=total)
+                progress.update(tasks[name], completed=done)
+
+            evaluation = run_evaluation(args.data_dir, force=changed, on_progress=on_eval_progress)
+        result["evaluation"] = {
+            "ran": evaluation.ran,
+            "seconds": round(evaluation.seconds, 1),
+            "report_dir": evaluation.report_dir,
+            "checks": evaluation.checks,
+            "eval_sets": evaluation.figures,
+        }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -91,6 +119,13 @@ def _demo(args: argparse.Namespace) -> int:
     for stage in stage_names:
         stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in result["per_source"].values()))
     Console().print(stages)
+    if evaluation is not None:
+        state = "evaluated" if evaluation.ran else "index unchanged; last report"
+        print(f"\nRetrieval evaluation ({state}, {evaluation.seconds:.0f} s) — report: {evaluation.report_dir}")
+        for name, table in evaluation.tables.items():
+            print(f"\n### {name}\n\n{table}")
+        if evaluation.checks:
+            print("\nchecks: " + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in evaluation.checks.items()))
     print(
         f"Dagster instance: {result['dagster_home']}  (open the UI: DAGSTER_HOME={result['dagster_home']} dagster dev)"
     )

@@ -8,6 +8,7 @@ import dagster as dg
 
 from rag_pipeline import settings
 from rag_pipeline.defs.evaluation.assets import reranker_model, retrieval_eval, retrieval_eval_report
+from rag_pipeline.defs.evaluation.jobs import EVAL_JOBS
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
 from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
@@ -63,6 +64,7 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used."""
     return dg.Definitions(
         assets=ASSETS,
+        jobs=EVAL_JOBS,
         sensors=[offline_source_discovery_sensor],
         resources=build_resources(data_dir),
         executor=dg.multiprocess_executor if os.environ.get("QDRANT_URL") else dg.in_process_executor,

@@ -13,6 +13,8 @@ from dagster._core.instance.ref import InstanceRef
 
 from rag_pipeline.backfill import Segment, run_backfill, segments_for
 from rag_pipeline.cli import build_parser, main
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
+from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
 
 
@@ -36,6 +38,17 @@ def small_sources(tmp_path: Path, slack_export: Path, monkeypatch: pytest.Monkey
         ],
         extra_lines=["not json"],
     )
+    site = "jira.appcelerator.org"
+    write_eval_set(
+        tmp_path / "eval_sets",
+        EvalSetMeta(name="tiny", description="", source="test", license="-", attribution="-", queries=3),
+        [
+            EvalQuery(id="q1", query="build fails on windows", relevant={f"jira:{site}:1": 1}),
+            EvalQuery(id="q2", query="crash when opening a window", relevant={f"jira:{site}:2": 1}),
+            EvalQuery(id="q3", query="crash", relevant={}, principal=Principal(user_id="U_OUT")),
+        ],
+    )
+    monkeypatch.setenv("RAG_EVAL_DIR", str(tmp_path / "eval_sets"))
     monkeypatch.setenv("RAG_SLACK_EXPORT", str(slack_export))
     monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
@@ -70,11 +83,25 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
             "2024-03-04|AC",
         }
         assert "G0PRIV|2024-03-01" in instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points"))
+        assert instance.get_materialized_partitions(dg.AssetKey("retrieval_eval")) == {
+            "vector",
+            "bm25",
+            "hybrid",
+            "reranked",
+        }
+    # The demo ends with the evaluation, run through the Dagster eval assets on the same instance.
+    evaluation = first["evaluation"]
+    assert evaluation["ran"] and evaluation["checks"]["acl_no_leaks"]
+    arms = evaluation["eval_sets"]["tiny"]["arms"]
+    assert set(arms) == {"vector", "bm25", "hybrid", "reranked"}
+    assert arms["bm25"]["ndcg@10"] == 1.0  # both issues are found first by their own words
 
     assert main(["demo", "--json", "--data-dir", str(small_sources)]) == 0
     second = json.loads(capsys.readouterr().out)
     assert second["embeddings_computed"] == 0 and second["runs"] == 0
     assert second["runs_skipped_unchanged"] == first["runs"]
+    assert not second["evaluation"]["ran"]  # index unchanged: the last report is shown, not recomputed
+    assert second["evaluation"]["eval_sets"] == evaluation["eval_sets"]
 
     assert main(["demo", "--json", "--full-refresh", "--data-dir", str(small_sources)]) == 0
     refresh = json.loads(capsys.readouterr().out)
@@ -88,6 +115,7 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     assert main(["demo", "--source", "jira", "--data-dir", str(small_sources)]) == 0
     out = capsys.readouterr().out
     assert "jira" in out and "Dagster instance" in out
+    assert "### tiny" in out and "| bm25 (baseline)" in out
     help_text = build_parser().format_help()
     assert "demo" in help_text
     with pytest.raises(SystemExit):
