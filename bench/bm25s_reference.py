@@ -37,9 +37,7 @@ def main() -> None:
     qids = list(dataset.qrels)
     tokens = bm25s.tokenize([dataset.queries[q] for q in qids], stopwords="en", stemmer=stemmer, show_progress=False)
     docs, scores = retriever.retrieve(tokens, k=100, show_progress=False)
-    run = {
-        q: {ids[int(d)]: float(s) for d, s in zip(docs[i], scores[i], strict=True)} for i, q in enumerate(qids)
-    }
+    run = {q: {ids[int(d)]: float(s) for d, s in zip(docs[i], scores[i], strict=True)} for i, q in enumerate(qids)}
     frame = per_query_metrics(dataset.qrels, run)
     result = {
         "engine": f"bm25s {bm25s.__version__}",

@@ -116,6 +116,19 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "jira" in out and "Dagster instance" in out
     assert "### tiny" in out and "| bm25 (baseline)" in out
+
+    # Search the demo index as a reader of project AC, and as someone who may read nothing.
+    group = "jira:jira.appcelerator.org:project:AC"
+    for mode in ("vector", "bm25", "hybrid", "reranked"):
+        argv = ["search", "crash opening a window", "--mode", mode, "--groups", group, "--json"]
+        assert main([*argv, "--data-dir", str(small_sources)]) == 0
+        found = json.loads(capsys.readouterr().out)
+        assert found["mode"] == mode and found["warnings"] == []
+        assert found["results"][0]["title"].startswith("AC-2") and found["results"][0]["parent_text"]
+    assert main(["search", "crash opening a window", "--json", "--data-dir", str(small_sources)]) == 0
+    assert json.loads(capsys.readouterr().out)["results"] == []
+    assert main(["search", "crash", "--data-dir", str(small_sources), "--groups", group]) == 0
+    assert "AC-2" in capsys.readouterr().out
     help_text = build_parser().format_help()
     assert "demo" in help_text
     with pytest.raises(SystemExit):

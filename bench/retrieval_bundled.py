@@ -1,0 +1,116 @@
+"""The four arms on the bundled dev eval sets, from the Dagster report and from the CLI — they must agree.
+
+Runs after ``bench/ingest.py`` on the index it built (``--data-dir``, default /tmp/rag_bench):
+
+1. materializes ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on that instance
+   (what the Dagster UI shows), timing each eval set's four arms;
+2. runs ``rag-pipeline bench --eval-set … --json`` on the same index;
+3. compares every arm's nDCG@10, Recall@10/100, MRR@10 and MAP@100 between the two, and measures
+   hybrid search latency at top-10 (query embedding excluded) on the embedded engine.
+
+    python bench/retrieval_bundled.py [--data-dir /tmp/rag_bench] [--out bench/results/retrieval_bundled.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rag_pipeline.backfill import run_evaluation
+from rag_pipeline.evaluation.eval_set import load_eval_set
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import CollectionNames
+from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.dense import load_dense_encoder
+
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100")
+
+
+def hybrid_latency(data_dir: Path, eval_dir: Path) -> dict[str, float]:
+    with EdgeVectorStore(data_dir / "qdrant", CollectionNames.with_prefix("rag")) as store:
+        retriever = Retriever(
+            store, dense=load_dense_encoder, persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite")
+        )
+        timings: dict[str, list[float]] = {}
+        for name in ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev"):
+            queries = load_eval_set(eval_dir / f"{name}.jsonl")
+            retriever.embed_queries([q.query for q in queries])
+            for q in queries:
+                principal = q.principal or retriever_principal()
+                response = retriever.search(q.query, "hybrid", principal, top_k=10)
+                timings.setdefault(name, []).append((response.seconds["total"] - response.seconds["embed"]) * 1000)
+        everything = np.concatenate([np.asarray(v) for v in timings.values()])
+        return {
+            "queries": int(everything.size),
+            "p50_ms": round(float(np.percentile(everything, 50)), 2),
+            "p95_ms": round(float(np.percentile(everything, 95)), 2),
+            **{f"{k}_p50_ms": round(float(np.percentile(v, 50)), 2) for k, v in timings.items()},
+        }
+
+
+def retriever_principal():
+    from rag_pipeline.retrieval.principal import Principal
+
+    return Principal.all_documents_for_evaluation()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
+    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/retrieval_bundled.json"))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    dagster = run_evaluation(args.data_dir, force=True)
+    dagster_seconds = time.perf_counter() - started
+    eval_sets = sorted(args.eval_dir.glob("*.jsonl"))
+    started = time.perf_counter()
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rag_pipeline.cli",
+            "bench",
+            "--data-dir",
+            str(args.data_dir),
+            "--json",
+            *[a for p in eval_sets for a in ("--eval-set", str(p))],
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    cli_seconds = time.perf_counter() - started
+    cli_figures = json.loads(cli.stdout)
+    agreement = {}
+    for name, figures in dagster.figures.items():
+        diffs = [
+            abs(figures["arms"][arm][m] - cli_figures[name]["arms"][arm][m]) for arm in figures["arms"] for m in METRICS
+        ]
+        agreement[name] = {"max_abs_difference": max(diffs), "compared_values": len(diffs)}
+    report = {
+        "dagster": {
+            "seconds_all_sets": round(dagster_seconds, 1),
+            "checks": dagster.checks,
+            "eval_sets": dagster.figures,
+        },
+        "cli": {"seconds_all_sets": round(cli_seconds, 1), "eval_sets": cli_figures},
+        "agreement": agreement,
+        "hybrid_top10_latency_excluding_embedding": hybrid_latency(args.data_dir, args.eval_dir),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    for name, table in dagster.tables.items():
+        print(f"\n### {name}\n\n{table}")
+    print(json.dumps({k: report[k] for k in ("agreement", "hybrid_top10_latency_excluding_embedding")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
