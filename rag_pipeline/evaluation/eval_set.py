@@ -27,6 +27,8 @@ class EvalQuery(BaseModel):
     id: str
     query: str
     relevant: dict[str, int]
+    # Optional chunk-level judgements: child chunk ids (deterministic, see text/chunking.py) → grade.
+    relevant_chunks: dict[str, int] = Field(default_factory=dict)
     principal: Principal | None = None
     exclude: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)

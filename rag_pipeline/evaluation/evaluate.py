@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
     ArmOutcome,
     ProgressCallback,
@@ -19,6 +20,8 @@ from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, per_query_frame
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.results import MODES, Mode
 from rag_pipeline.retrieval.retriever import Retriever
+
+CHUNK_METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 
 
 @dataclass
@@ -38,6 +41,19 @@ class EvalResult:
 
 def qrels_of(queries: Sequence[EvalQuery]) -> dict[str, dict[str, int]]:
     return {q.id: dict(q.relevant) for q in queries}
+
+
+def chunk_level_means(queries: Sequence[EvalQuery], outcomes: dict[str, ArmOutcome]) -> dict[str, dict[str, float]]:
+    """``chunk_<metric>`` means over the queries that judge chunks (none: empty), ranking each result's best chunk."""
+    qrels = {q.id: dict(q.relevant_chunks) for q in queries if q.relevant_chunks}
+    if not qrels:
+        return {}
+    out = {}
+    for arm, outcome in outcomes.items():
+        run = ArmRun(arm, {qid: outcome.chunk_rankings.get(qid, []) for qid in qrels}, {}).run()
+        frame = per_query_metrics(qrels, run, CHUNK_METRICS)
+        out[arm] = {f"chunk_{m}": float(frame[m].mean()) for m in CHUNK_METRICS}
+    return out
 
 
 def run_arms(
@@ -90,6 +106,8 @@ def summarize_outcomes(
         baseline = runs[0].arm
     qrels = qrels_of(queries)
     summary = summarize(qrels, runs, baseline=baseline, documents=documents)
+    for arm, means in chunk_level_means(queries, outcomes).items():
+        summary.arms[arm].means.update(means)
     per_query = summary.per_query if summary.per_query is not None else per_query_frame(qrels, runs)
     return EvalResult(meta.name, meta, summary, per_query, outcomes)
 

@@ -10,7 +10,7 @@ import pandas as pd
 from rag_pipeline.evaluation.runner import ArmOutcome
 from rag_pipeline.evaluation.summary import ArmRun
 
-RUN_COLUMNS = ("query_id", "document_ids", "scores", "latency_ms", "leaks", "warnings")
+RUN_COLUMNS = ("query_id", "document_ids", "scores", "latency_ms", "leaks", "warnings", "chunk_ids")
 
 
 def run_path(directory: Path, arm: str, eval_set: str) -> Path:
@@ -28,6 +28,7 @@ def save_arm_outcome(directory: Path, eval_set: str, outcome: ArmOutcome) -> Pat
                 float(run.latency_ms.get(qid, float("nan"))),
                 int(run.leaks.get(qid, 0)),
                 json.dumps(outcome.warnings.get(qid, [])),
+                [c for c, _ in outcome.chunk_rankings.get(qid, [])],
             )
             for qid, ranking in run.rankings.items()
         ],
@@ -48,10 +49,13 @@ def load_arm_outcome(directory: Path, arm: str, eval_set: str) -> ArmOutcome:
     frame = pd.read_parquet(path)
     run = ArmRun(arm=arm, rankings={}, latency_ms={}, leaks={})
     warnings: dict[str, list[str]] = {}
+    chunks: dict[str, list[tuple[str, float]]] = {}
     for row in frame.itertuples(index=False):
+        if "chunk_ids" in frame.columns:
+            chunks[row.query_id] = list(zip(list(row.chunk_ids), [float(s) for s in row.scores], strict=True))
         run.rankings[row.query_id] = list(zip(list(row.document_ids), [float(s) for s in row.scores], strict=True))
         run.latency_ms[row.query_id] = float(row.latency_ms)
         run.leaks[row.query_id] = int(row.leaks)
         if row.warnings and row.warnings != "[]":
             warnings[row.query_id] = json.loads(row.warnings)
-    return ArmOutcome(run, warnings)
+    return ArmOutcome(run, warnings, chunks)

@@ -34,6 +34,8 @@ class ArmOutcome:
 
     run: ArmRun
     warnings: dict[str, list[str]] = field(default_factory=dict)
+    # query id → the best child chunk of each returned document, in rank order (chunk-level scoring)
+    chunk_rankings: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     rerankers: set[str] = field(default_factory=set)
 
 
@@ -68,6 +70,7 @@ def run_arm(
         )
         elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0)
         outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in response.results]
+        outcome.chunk_rankings[query.id] = [(r.child_id, r.score) for r in response.results]
         outcome.run.latency_ms[query.id] = elapsed * 1000.0
         outcome.run.leaks[query.id] = sum(not principal.admits(r.acl) for r in response.results)
         if response.warnings:
