@@ -81,6 +81,8 @@ def main() -> None:
             "--data-dir",
             str(args.data_dir),
             "--json",
+            "--extra-reranker",
+            "fixed",
             *[a for p in eval_sets for a in ("--eval-set", str(p))],
         ],
         check=True,

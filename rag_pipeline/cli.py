@@ -195,6 +195,10 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--until", default=None, help="documents active before this ISO date")
     search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
     search.add_argument("--rrf-k", type=int, default=60, help="RRF constant for hybrid (default: %(default)s)")
+    search.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
+    search.add_argument(
+        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
+    )
     search.add_argument("--json", action="store_true", help="print results as JSON")
     search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     search.set_defaults(func=_search)
@@ -230,6 +234,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--out", type=Path, help="write report.md, summary.json, per_query.parquet and PNG plots here")
     bench.add_argument("--folds", type=int, default=5, help="cross-fitting folds on eval sets (default: %(default)s)")
     bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
+    bench.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
+    bench.add_argument(
+        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
+    )
     bench.add_argument("--rerank-depth", type=int, default=50, help="hybrid documents reranked (default: %(default)s)")
     beir = bench.add_argument_group("BEIR options")
     beir.add_argument("--split", default="test", help="split scored (default: %(default)s)")

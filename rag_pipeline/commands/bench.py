@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_pipeline import settings
-from rag_pipeline.commands.search import open_store
+from rag_pipeline.commands.search import open_store, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
@@ -25,7 +25,7 @@ from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
-from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_dense_encoder
@@ -105,7 +105,7 @@ def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, consol
             store,
             bm25,
             dense=encoder,
-            config=RetrieverConfig(rrf_k=args.rrf_k, rerank_depth=args.rerank_depth),
+            config=retriever_config(args),
             persistent_cache=cache,
         )
         queries = beir_eval_queries(dataset, name)
@@ -135,7 +135,7 @@ def _eval_sets(args: argparse.Namespace, data_dir: Path, progress: Progressor) -
         retriever = Retriever(
             store,
             dense=load_dense_encoder,
-            config=RetrieverConfig(rrf_k=args.rrf_k, rerank_depth=args.rerank_depth),
+            config=retriever_config(args),
             persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite"),
         )
         results = []

@@ -30,6 +30,23 @@ def open_store(data_dir: Path, prefix: str = "rag") -> VectorStore:
     return EdgeVectorStore(folder, names)
 
 
+def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
+    """Fusion and depth options shared by ``search`` and ``bench``."""
+    weights = None
+    if args.rrf_weights:
+        try:
+            dense, sparse = (float(w) for w in args.rrf_weights.split(","))
+        except ValueError:
+            raise SystemExit(f"--rrf-weights must be two numbers DENSE,SPARSE, got {args.rrf_weights!r}") from None
+        weights = (dense, sparse)
+    return RetrieverConfig(
+        fusion_method=args.fusion,
+        rrf_k=args.rrf_k,
+        rrf_weights=weights,
+        rerank_depth=getattr(args, "rerank_depth", 50),
+    )
+
+
 def principal_from_args(args: argparse.Namespace) -> Principal:
     groups = tuple(g for g in (args.groups or "").split(",") if g)
     if args.all_documents:
@@ -47,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             store,
             dense=(lambda: load_dense_encoder(model)) if model else load_dense_encoder,
             reranker=reranker,
-            config=RetrieverConfig(rrf_k=args.rrf_k),
+            config=retriever_config(args),
             persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite"),
         )
         response = retriever.search(
