@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench setup
+.PHONY: demo test lint bench bench-retrieval setup
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,3 +22,10 @@ test: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py
+
+# Retrieval quality and latency (after `make bench`, which builds the bundled index in /tmp/rag_bench).
+bench-retrieval: $(BIN)/.installed
+	$(BIN)/python bench/bm25s_reference.py ../shared/data/beir_scifact --out bench/results/bm25s_scifact.json
+	$(BIN)/rag-pipeline bench --beir ../shared/data/beir_scifact --data-dir /tmp/rag_bench --extra-reranker fixed \
+		--json --out bench/results/scifact > bench/results/scifact.json
+	$(BIN)/python bench/retrieval_bundled.py --data-dir /tmp/rag_bench

@@ -68,8 +68,10 @@ def ranked_ids(scores: Mapping[str, float]) -> list[str]:
 
 
 def _warn_unjudged(unjudged: list[str]) -> None:
+    # Info, not warning: ACL eval sets judge nothing for principals who may read nothing, on purpose,
+    # and EvalSummary.unjudged names them for the report.
     if unjudged:
-        logger.warning(
+        logger.info(
             "dropped %d quer%s with no relevant (grade >= 1) judgement: %s",
             len(unjudged),
             "y" if len(unjudged) == 1 else "ies",

@@ -9,13 +9,18 @@ from rag_pipeline.retrieval.results import SearchResult
 
 
 def best_per_parent(hits: Iterable[Hit]) -> list[Hit]:
-    """The highest-scoring child of each parent, best first (ties keep engine order)."""
+    """The highest-scoring child of each parent, best first; equal scores are ordered by point id.
+
+    The id tie-break matters: Qdrant's fusion collects candidates in a hash map seeded per process,
+    so equal RRF scores (rank i in one list vs rank i in the other) come back in a different order
+    in every process, and evaluations would not repeat exactly.
+    """
     best: dict[str, Hit] = {}
     for hit in hits:
         parent = hit.payload.get("parent_id", hit.id)
         if parent not in best or hit.score > best[parent].score:
             best[parent] = hit
-    return sorted(best.values(), key=lambda h: -h.score)
+    return sorted(best.values(), key=lambda h: (-h.score, h.id))
 
 
 def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> list[SearchResult]:
@@ -49,4 +54,4 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> lis
         counts[hit.payload["document_id"]] = counts.get(hit.payload["document_id"], 0) + 1
     for doc_id, result in results.items():
         result.matching_children = counts[doc_id]
-    return sorted(results.values(), key=lambda r: -r.score)
+    return sorted(results.values(), key=lambda r: (-r.score, r.document_id))
