@@ -294,3 +294,18 @@ def test_features_have_the_declared_shape_and_title_coverage() -> None:
     assert f.shape == (2, len(FEATURE_NAMES))
     coverage = FEATURE_NAMES.index("title_coverage")
     assert f[0, coverage] == 1.0 and f[1, coverage] == 0.0
+
+
+def test_equal_scores_are_ordered_the_same_whatever_order_the_engine_returns() -> None:
+    from rag_pipeline.index.store import Hit
+    from rag_pipeline.retrieval.grouping import documents_from_hits
+
+    hits = [
+        Hit(f"c{i}", 1 / 61 if i < 4 else 1 / 62, {"document_id": f"d{i}", "parent_id": f"p{i}", "text": ""})
+        for i in range(6)
+    ]
+    orders = {
+        tuple(r.document_id for r in documents_from_hits(shuffled))
+        for shuffled in (hits, hits[::-1], hits[2:] + hits[:2])
+    }
+    assert orders == {("d0", "d1", "d2", "d3", "d4", "d5")}
