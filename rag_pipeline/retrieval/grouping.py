@@ -18,7 +18,8 @@ def best_per_parent(hits: Iterable[Hit]) -> list[Hit]:
     best: dict[str, Hit] = {}
     for hit in hits:
         parent = hit.payload.get("parent_id", hit.id)
-        if parent not in best or hit.score > best[parent].score:
+        current = best.get(parent)
+        if current is None or (hit.score, current.id) > (current.score, hit.id):
             best[parent] = hit
     return sorted(best.values(), key=lambda h: (-h.score, h.id))
 

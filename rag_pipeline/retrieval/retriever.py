@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
-from rag_pipeline.index.store import Fusion, SearchFilter, VectorStore
+from rag_pipeline.index.store import Fusion, Hit, SearchFilter, VectorStore
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -24,6 +24,15 @@ from rag_pipeline.vectors.dense import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 log = logging.getLogger(__name__)
+
+# Qdrant returns equal scores in a per-process order (its fusion uses a randomly seeded hash map), so
+# which tied hits make the cut at ``limit`` would differ between runs. Fetch a few more, order ties by
+# id, and cut here: evaluations then repeat exactly.
+TIE_MARGIN = 16
+
+
+def _cut(hits: list[Hit], limit: int) -> list[Hit]:
+    return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
 
 
 class RetrieverConfig(BaseModel):
@@ -147,7 +156,7 @@ class Retriever:
         return response
 
     def _bm25(self, query: str, depth: int, flt: SearchFilter, exclude: Sequence[str]) -> list[SearchResult]:
-        hits = self.store.search_sparse(self.bm25.encode_query(query), depth, flt)
+        hits = _cut(self.store.search_sparse(self.bm25.encode_query(query), depth + TIE_MARGIN, flt), depth)
         return documents_from_hits(hits, exclude)
 
     def _dense_arm(
@@ -158,11 +167,14 @@ class Retriever:
             vector = self._query_vector(query)
             response.seconds["embed"] = time.perf_counter() - t0
             if mode == "vector":
-                hits = self.store.search_dense(vector, depth, flt)
+                hits = _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
             else:
                 prefetch = max(self.config.prefetch_limit, depth)
-                hits = self.store.search_hybrid(
-                    vector, self.bm25.encode_query(query), depth, prefetch, flt, self.config.fusion
+                hits = _cut(
+                    self.store.search_hybrid(
+                        vector, self.bm25.encode_query(query), depth + TIE_MARGIN, prefetch, flt, self.config.fusion
+                    ),
+                    depth,
                 )
         except Exception as exc:  # a dense failure must not take keyword search down with it
             message = f"{mode} search unavailable, fell back to bm25: {type(exc).__name__}: {exc}"
@@ -225,9 +237,11 @@ class Retriever:
             acl=flt.acl,
         )
         limit = max(depth, len(candidates) * self.config.children_per_result * 4)
-        arms = {"bm25": self.store.search_sparse(self.bm25.encode_query(query), limit, scoped)}
+        arms = {
+            "bm25": _cut(self.store.search_sparse(self.bm25.encode_query(query), limit + TIE_MARGIN, scoped), limit)
+        }
         try:
-            arms["dense"] = self.store.search_dense(self._query_vector(query), limit, scoped)
+            arms["dense"] = _cut(self.store.search_dense(self._query_vector(query), limit + TIE_MARGIN, scoped), limit)
         except Exception:  # missing dense signals are zeros
             arms["dense"] = []
         for arm, hits in arms.items():
