@@ -286,6 +286,7 @@ class EvaluationSummary:
     ran: bool
     report_dir: str
     checks: dict[str, bool] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
 
 
 def run_evaluation(
@@ -309,6 +310,7 @@ def run_evaluation(
     started = time.perf_counter()
     ran = force or not (reports / LATEST_SUMMARY).exists()
     checks: dict[str, bool] = {}
+    failures: list[str] = []
     if ran:
         defs = dg.Definitions(assets=[retrieval_eval, retrieval_eval_report], jobs=EVAL_JOBS, resources=resources)
         quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -318,13 +320,24 @@ def run_evaluation(
             for done, arm in enumerate(arms):
                 if on_progress:
                     on_progress("evaluation (arms)", done, len(arms))
-                eval_job.execute_in_process(instance=instance, partition_key=arm, run_config=quiet)
+                arm_run = eval_job.execute_in_process(
+                    instance=instance, partition_key=arm, run_config=quiet, raise_on_error=False
+                )
+                if not arm_run.success:
+                    failures.append(f"retrieval_eval[{arm}] failed (run {arm_run.run_id}); see the Dagster UI")
             if on_progress:
                 on_progress("evaluation (arms)", len(arms), len(arms))
             report_job = defs.resolve_job_def("retrieval_eval_report_job")
             result = report_job.execute_in_process(instance=instance, run_config=quiet, raise_on_error=False)
+            if not result.success:
+                failures.append(f"retrieval_eval_report failed (run {result.run_id}); see the Dagster UI")
             checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-    latest = json.loads((reports / LATEST_SUMMARY).read_text())
+    # The newest report (history), not the regression baseline, which stays put after a regression.
+    newest = sorted((reports / "history").glob(f"*/{LATEST_SUMMARY}"))
+    source = newest[-1] if newest else reports / LATEST_SUMMARY
+    if not source.exists():
+        raise RuntimeError("; ".join(failures) or f"no evaluation report under {reports}")
+    latest = json.loads(source.read_text())
     summaries = {name: EvalSummary.model_validate(data) for name, data in latest.items()}
     return EvaluationSummary(
         tables={name: markdown_table(s) for name, s in summaries.items()},
@@ -333,4 +346,5 @@ def run_evaluation(
         ran=ran,
         report_dir=str(reports / "latest"),
         checks=checks,
+        failures=failures,
     )

@@ -75,6 +75,7 @@ def _demo(args: argparse.Namespace) -> int:
             "seconds": round(evaluation.seconds, 1),
             "report_dir": evaluation.report_dir,
             "checks": evaluation.checks,
+            "failures": evaluation.failures,
             "eval_sets": evaluation.figures,
         }
     if args.json:
@@ -124,6 +125,8 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"\nRetrieval evaluation ({state}, {evaluation.seconds:.0f} s) — report: {evaluation.report_dir}")
         for name, table in evaluation.tables.items():
             print(f"\n### {name}\n\n{table}")
+        for failure in evaluation.failures:
+            print(f"evaluation failure: {failure}")
         if evaluation.checks:
             print("\nchecks: " + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in evaluation.checks.items()))
     print(

@@ -155,3 +155,16 @@ def test_real_scifact() -> None:
     assert len(queries) == 300
     ids = {d.id for d in docs}
     assert all(doc_id in ids for q in queries for doc_id in q.relevant)
+
+
+def test_a_query_that_is_also_a_corpus_document_excludes_itself(tmp_path: Path) -> None:
+    # ArguAna-style: queries are corpus documents; BEIR scoring ignores the self-match.
+    corpus = [{"_id": "a1", "text": "argument one"}, {"_id": "a2", "text": "counter argument"}]
+    root = write_beir(
+        tmp_path / "arg",
+        corpus,
+        [{"_id": "a1", "text": "argument one"}],
+        {"test": "query-id\tcorpus-id\tscore\na1\ta2\t1\n"},
+    )
+    (query,) = beir_eval_queries(load_beir(root), "arg")
+    assert query.exclude == ["beir:arg:a1"] and query.relevant == {"beir:arg:a2": 1}

@@ -146,3 +146,15 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         regression = _checks(degraded)["no_regression"]
         assert not regression.passed
         assert any("slice/vector" in r for r in regression.metadata["regressions"].value)
+
+        # Editing an eval set makes its saved runs stale: the report must not pass on them.
+        slice_file = eval_sets / "slice.jsonl"
+        slice_file.write_text(
+            slice_file.read_text() + EvalQuery(id="new", query="x", relevant={"d": 1}).model_dump_json() + "\n"
+        )
+        stale = dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
+        floor = _checks(stale)["quality_floor"]
+        assert not floor.passed
+        assert any(
+            "slice: no current run for vector, bm25, hybrid, reranked" in f for f in floor.metadata["failures"].value
+        )

@@ -23,6 +23,7 @@ from rag_pipeline.retrieval.rerank.learned import (
     RerankExample,
     cross_fit,
     load_current_reranker,
+    query_key,
     train_reranker,
 )
 from rag_pipeline.retrieval.results import MODES, SearchResult
@@ -280,12 +281,18 @@ def test_learned_reranker_learns_a_signal_and_cross_fitting_never_sees_the_query
         model.score(examples[41].query, examples[41].candidates),
     )
     assert load_current_reranker(tmp_path / "none").booster is None
-    by_query = cross_fit(examples, folds=5, params={"n_estimators": 20, "min_child_samples": 2})
-    assert set(by_query) == {e.query_id for e in examples}
-    assert len({id(m) for m in by_query.values()}) == 5
-    for qid, fold_model in by_query.items():
-        assert qid not in fold_model.metadata["training_query_ids"]
-        assert len(fold_model.metadata["training_query_ids"]) == 48
+    fitted = cross_fit(examples, folds=5, params={"n_estimators": 20, "min_child_samples": 2})
+    assert len(fitted.models) == 5
+    ids_by_text: dict[str, set[str]] = {}
+    for e in examples:
+        ids_by_text.setdefault(query_key(e.query), set()).add(e.query_id)
+    assert any(len(ids) > 1 for ids in ids_by_text.values())  # repeated texts: the case that matters
+    for e in examples:
+        trained_on = set(fitted.for_query(e.query).metadata["training_query_ids"])
+        # no example with the same text (whatever its id) trained the model that scores it
+        assert not trained_on & ids_by_text[query_key(e.query)]
+    sizes = sorted(len(m.metadata["training_query_ids"]) for m in fitted.models.values())
+    assert 40 <= sizes[0] <= sizes[-1] <= 56  # each fold trains on about 4/5 of the queries
 
 
 def test_features_have_the_declared_shape_and_title_coverage() -> None:
@@ -309,3 +316,21 @@ def test_equal_scores_are_ordered_the_same_whatever_order_the_engine_returns() -
         for shuffled in (hits, hits[::-1], hits[2:] + hits[:2])
     }
     assert orders == {("d0", "d1", "d2", "d3", "d4", "d5")}
+
+
+def test_all_documents_cannot_come_from_data() -> None:
+    with pytest.raises(ValueError, match="all_documents cannot be set from data"):
+        Principal.model_validate_json('{"user_id": "U1", "all_documents": true}')
+    assert Principal.all_documents_for_evaluation().acl_condition() is None
+    assert Principal(user_id="U1").acl_condition() is not None
+
+
+def test_depth_grows_until_enough_documents(store) -> None:
+    from rag_pipeline.retrieval.retriever import RetrieverConfig
+
+    chatty = document("d1", [[f"kernel message {i}" for i in range(30)]])
+    write_documents(store, [chatty, document("d2", [["kernel once"]]), document("d3", [["kernel twice kernel"]])])
+    config = RetrieverConfig(child_depth=1, children_per_result=2)
+    for mode in ("bm25", "vector", "hybrid"):
+        results = Retriever(store, BM25, dense=TopicEncoder(), config=config).search("kernel", mode, EVERYONE, top_k=3)
+        assert {r.document_id for r in results.results} == {"d1", "d2", "d3"}, mode

@@ -69,6 +69,10 @@ def _evaluate(
 def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, console: Console) -> list[EvalResult]:
     directory = Path(args.beir)
     name = directory.name.removeprefix("beir_")
+    if args.split == args.train_split:
+        raise SystemExit(
+            f"--split and --train-split are both {args.split!r}: the reranker would be scored on its training queries"
+        )
     dataset = load_beir(directory, args.split)
     encoder = load_dense_encoder()
     avg_len = corpus_avg_len(dataset, name) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)

@@ -50,6 +50,8 @@ def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
 def principal_from_args(args: argparse.Namespace) -> Principal:
     groups = tuple(g for g in (args.groups or "").split(",") if g)
     if args.all_documents:
+        if args.user or groups:
+            raise SystemExit("--all-documents skips access control; it cannot be combined with --user/--groups")
         return Principal.all_documents_for_evaluation()
     return Principal(user_id=args.user, groups=groups)
 

@@ -134,7 +134,10 @@ def beir_eval_queries(dataset: BeirDataset, name: str) -> list[EvalQuery]:
             beir_document_id(name, doc_id): grade for doc_id, grade in dataset.qrels[query_id].items() if grade > 0
         }
         if relevant:
-            queries.append(EvalQuery(id=query_id, query=text, relevant=relevant))
+            # ArguAna, Quora, CQADupStack: the query is also a corpus document; BEIR ignores that self-match.
+            own = beir_document_id(name, query_id)
+            exclude = [own] if query_id in dataset.corpus and own not in relevant else []
+            queries.append(EvalQuery(id=query_id, query=text, relevant=relevant, exclude=exclude))
     return queries
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
+    DEFAULT_DEPTH,
     ArmOutcome,
     ProgressCallback,
     cross_fitted_rerankers,
@@ -64,6 +65,7 @@ def run_arms(
     reranker: Reranker | None = None,
     folds: int = 5,
     progress: ProgressCallback | None = None,
+    depth: int = DEFAULT_DEPTH,
 ) -> dict[str, ArmOutcome]:
     """Each arm's outcome. ``reranked`` uses ``reranker`` when given, else cross-fitted learned rerankers."""
     for arm in arms:
@@ -76,7 +78,9 @@ def run_arms(
             rerankers = reranker or cross_fitted_rerankers(
                 retriever, queries, folds=folds, sources=sources, progress=progress
             )
-        outcomes[arm] = run_arm(retriever, arm, queries, sources=sources, rerankers=rerankers, progress=progress)
+        outcomes[arm] = run_arm(
+            retriever, arm, queries, depth=depth, sources=sources, rerankers=rerankers, progress=progress
+        )
     return outcomes
 
 

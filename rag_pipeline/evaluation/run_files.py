@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -17,7 +18,17 @@ def run_path(directory: Path, arm: str, eval_set: str) -> Path:
     return Path(directory) / arm / f"{eval_set}.parquet"
 
 
-def save_arm_outcome(directory: Path, eval_set: str, outcome: ArmOutcome) -> Path:
+def eval_set_fingerprint(path: Path) -> str:
+    """Hash of an eval set file: a saved run only counts for the eval set it was computed on."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def run_fingerprint(directory: Path, arm: str, eval_set: str) -> str | None:
+    sidecar = run_path(directory, arm, eval_set).with_suffix(".json")
+    return json.loads(sidecar.read_text()).get("eval_set_sha256") if sidecar.exists() else None
+
+
+def save_arm_outcome(directory: Path, eval_set: str, outcome: ArmOutcome, fingerprint: str | None = None) -> Path:
     run = outcome.run
     frame = pd.DataFrame(
         [
@@ -37,6 +48,7 @@ def save_arm_outcome(directory: Path, eval_set: str, outcome: ArmOutcome) -> Pat
     path = run_path(directory, run.arm, eval_set)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_parquet(path, index=False)
+    path.with_suffix(".json").write_text(json.dumps({"eval_set_sha256": fingerprint, "queries": len(frame)}) + "\n")
     return path
 
 

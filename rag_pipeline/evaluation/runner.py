@@ -110,14 +110,14 @@ def cross_fitted_rerankers(
     sources: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
 ) -> dict[str, Reranker]:
-    """Query id → a learned reranker trained only on the other folds of this eval set."""
+    """Query id → a learned reranker that never trained on the query's text (k-fold over texts).
+
+    Queries without labels (e.g. ACL queries of a principal with nothing relevant) get the model of
+    their text's fold too, so a repeated text is never scored by a model that saw it.
+    """
     labelled = [q for q in queries if any(g > 0 for g in q.relevant.values())]
+    if not labelled:
+        return {}
     examples = rerank_examples(retriever, labelled, sources=sources, progress=progress)
-    models: dict[str, Reranker] = dict(cross_fit(examples, folds=folds))
-    # Queries without labels (e.g. ACL queries a principal has nothing relevant for) still need a
-    # reranker; any fold's model is one that never trained on them.
-    fallback = next(iter(models.values()), None)
-    if fallback is not None:
-        for query in queries:
-            models.setdefault(query.id, fallback)
-    return models
+    fitted = cross_fit(examples, folds=folds)
+    return {q.id: fitted.for_query(q.query) for q in queries}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rag_pipeline.evaluation.metrics import DEFAULT_METRICS, per_query_metrics, ragas_id_metrics, split_unjudged
 from rag_pipeline.evaluation.statistics import bootstrap_ci, holm, paired_permutation_pvalues, percentile_ms
@@ -57,6 +57,9 @@ class ArmRun:
 class ArmSummary(BaseModel):
     """One arm's aggregate figures."""
 
+    # NaN (an eval set with nothing judged) must survive a JSON round trip.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     means: dict[str, float]
     ci95: dict[str, tuple[float, float]]
     p_vs_baseline: dict[str, float]
@@ -72,6 +75,8 @@ class EvalSummary(BaseModel):
     ``queries`` counts the judged queries that were scored; ``unjudged`` names those dropped because their
     qrels hold no relevant document.
     """
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")
 
     queries: int
     documents: int | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_pipeline.index.store import AclCondition
 
@@ -20,9 +20,17 @@ class Principal(BaseModel):
     groups: tuple[str, ...] = Field(default_factory=tuple)
     all_documents: bool = False
 
+    @field_validator("all_documents")
+    @classmethod
+    def _not_from_data(cls, value: bool) -> bool:
+        # An eval-set line or request body must never switch access control off.
+        if value:
+            raise ValueError("all_documents cannot be set from data; use Principal.all_documents_for_evaluation()")
+        return value
+
     @classmethod
     def all_documents_for_evaluation(cls) -> Principal:
-        return cls(all_documents=True)
+        return cls.model_construct(user_id=None, groups=(), all_documents=True)
 
     def acl_condition(self) -> AclCondition | None:
         """The index filter for this reader (None: no access filter)."""

@@ -47,7 +47,9 @@ class RetrieverConfig(BaseModel):
     fusion_method: str = Field("rrf", pattern="^(rrf|dbsf)$")
     rrf_k: int = Field(60, ge=1)
     rrf_weights: tuple[float, float] | None = Field(None, description="(dense, sparse) weights for weighted RRF")
+    max_child_depth: int = Field(4000, ge=1, description="child depth is doubled up to this to fill top_k documents")
     rerank_depth: int = Field(50, ge=1, description="hybrid documents the reranker rescores")
+    signal_depth: int = Field(400, ge=1, description="children searched among the candidates for rerank signals")
 
     @property
     def fusion(self) -> Fusion:
@@ -126,26 +128,23 @@ class Retriever:
         exclude = tuple(exclude)
         flt = search_filter(principal, sources, containers, updated_from, updated_to)
         response = SearchResponse(results=[], requested_mode=mode, mode=mode)
-        depth = max(self.config.child_depth, (top_k + len(exclude)) * self.config.children_per_result)
         started = time.perf_counter()
+        if mode not in ("vector", "bm25", "hybrid", "reranked"):
+            raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
         if mode == "reranked":
             response.mode = "hybrid"
-            docs = self._dense_arm("hybrid", query, depth, flt, exclude, response)
+            want = max(top_k, self.config.rerank_depth)
+            docs = self._documents("hybrid", query, want, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
             chosen = reranker or self.reranker
             if chosen is None:
                 response.warnings.append("no reranker configured: reranked results are the hybrid ranking")
             elif response.mode == "hybrid":
-                docs = self._rerank(chosen, query, docs, flt, depth, response)
+                docs = self._rerank(chosen, query, docs, flt, response)
                 response.mode = "reranked"
-        elif mode in ("vector", "hybrid"):
-            docs = self._dense_arm(mode, query, depth, flt, exclude, response)
-            response.seconds["search"] = time.perf_counter() - started
-        elif mode == "bm25":
-            docs = self._bm25(query, depth, flt, exclude)
-            response.seconds["search"] = time.perf_counter() - started
         else:
-            raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
+            docs = self._documents(mode, query, top_k, flt, exclude, response)
+            response.seconds["search"] = time.perf_counter() - started
         if min_score is not None:
             docs = [d for d in docs if d.score >= min_score]
         docs = docs[:top_k]
@@ -155,34 +154,43 @@ class Retriever:
         response.seconds["total"] = time.perf_counter() - started
         return response
 
-    def _bm25(self, query: str, depth: int, flt: SearchFilter, exclude: Sequence[str]) -> list[SearchResult]:
-        hits = _cut(self.store.search_sparse(self.bm25.encode_query(query), depth + TIE_MARGIN, flt), depth)
-        return documents_from_hits(hits, exclude)
-
-    def _dense_arm(
-        self, mode: str, query: str, depth: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+    def _documents(
+        self, mode: str, query: str, want: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
     ) -> list[SearchResult]:
+        """At least ``want`` documents (after exclusions) when the index has them: children are grouped
+        into documents, so the child depth doubles until enough documents remain or the index runs dry."""
+        depth = max(self.config.child_depth, (want + len(exclude)) * self.config.children_per_result)
+        while True:
+            if mode == "bm25" or response.mode == "bm25":
+                hits = self._bm25_hits(query, depth, flt)
+            else:
+                hits = self._dense_hits(mode, query, depth, flt, response)
+            docs = documents_from_hits(hits, exclude)
+            if len(docs) >= want or len(hits) < depth or depth >= self.config.max_child_depth:
+                return docs
+            depth = min(depth * 2, self.config.max_child_depth)
+
+    def _bm25_hits(self, query: str, depth: int, flt: SearchFilter) -> list[Hit]:
+        return _cut(self.store.search_sparse(self.bm25.encode_query(query), depth + TIE_MARGIN, flt), depth)
+
+    def _dense_hits(self, mode: str, query: str, depth: int, flt: SearchFilter, response: SearchResponse) -> list[Hit]:
         try:
             t0 = time.perf_counter()
             vector = self._query_vector(query)
-            response.seconds["embed"] = time.perf_counter() - t0
+            response.seconds["embed"] = response.seconds.get("embed", 0.0) + time.perf_counter() - t0
             if mode == "vector":
-                hits = _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
-            else:
-                prefetch = max(self.config.prefetch_limit, depth)
-                hits = _cut(
-                    self.store.search_hybrid(
-                        vector, self.bm25.encode_query(query), depth + TIE_MARGIN, prefetch, flt, self.config.fusion
-                    ),
-                    depth,
-                )
+                return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
+            prefetch = max(self.config.prefetch_limit, depth)
+            hybrid = self.store.search_hybrid(
+                vector, self.bm25.encode_query(query), depth + TIE_MARGIN, prefetch, flt, self.config.fusion
+            )
+            return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
             message = f"{mode} search unavailable, fell back to bm25: {type(exc).__name__}: {exc}"
             log.warning(message)
             response.warnings.append(message)
             response.mode = "bm25"
-            return self._bm25(query, depth, flt, exclude)
-        return documents_from_hits(hits, exclude)
+            return self._bm25_hits(query, depth, flt)
 
     def _rerank(
         self,
@@ -190,12 +198,11 @@ class Retriever:
         query: str,
         docs: list[SearchResult],
         flt: SearchFilter,
-        depth: int,
         response: SearchResponse,
     ) -> list[SearchResult]:
         t0 = time.perf_counter()
         head, tail = docs[: self.config.rerank_depth], docs[self.config.rerank_depth :]
-        self.add_signals(query, head, flt, depth)
+        self.add_signals(query, head, flt)
         self._attach_parent_text(head)
         reranked = rerank(reranker, query, head)
         # Documents past the rerank depth keep their hybrid order, below every reranked one.
@@ -217,12 +224,10 @@ class Retriever:
         """The hybrid documents a reranker would rescore, with signals and parent text (training data)."""
         depth = depth or self.config.rerank_depth
         response = self.search(query, "hybrid", principal, depth, sources=sources, exclude=exclude)
-        flt = search_filter(principal, sources)
-        child_depth = max(self.config.child_depth, (depth + len(tuple(exclude))) * self.config.children_per_result)
-        self.add_signals(query, response.results, flt, child_depth)
+        self.add_signals(query, response.results, search_filter(principal, sources))
         return response.results
 
-    def add_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter, depth: int) -> None:
+    def add_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
         """Per-arm scores and ranks of each candidate document (rerank features).
 
         Dense and BM25 are re-run restricted to the candidates' documents, so every candidate gets its
@@ -236,7 +241,8 @@ class Retriever:
             document_ids=tuple(r.document_id for r in candidates),
             acl=flt.acl,
         )
-        limit = max(depth, len(candidates) * self.config.children_per_result * 4)
+        # A fixed depth, so training candidates and scored candidates get comparable signals.
+        limit = self.config.signal_depth
         arms = {
             "bm25": _cut(self.store.search_sparse(self.bm25.encode_query(query), limit + TIE_MARGIN, scoped), limit)
         }
@@ -244,6 +250,12 @@ class Retriever:
             arms["dense"] = _cut(self.store.search_dense(self._query_vector(query), limit + TIE_MARGIN, scoped), limit)
         except Exception:  # missing dense signals are zeros
             arms["dense"] = []
+        # Children sharing a query term, counted at the fixed depth (a rerank feature).
+        matches: dict[str, int] = {}
+        for hit in arms["bm25"]:
+            matches[hit.payload["document_id"]] = matches.get(hit.payload["document_id"], 0) + 1
+        for result in candidates:
+            result.matching_children = matches.get(result.document_id, 0)
         for arm, hits in arms.items():
             ranked = documents_from_hits(hits)
             by_doc = {r.document_id: (rank, r.score) for rank, r in enumerate(ranked)}

@@ -14,7 +14,13 @@ from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, Qdr
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
 from rag_pipeline.evaluation.report import markdown_table, write_report
-from rag_pipeline.evaluation.run_files import load_arm_outcome, run_path, save_arm_outcome
+from rag_pipeline.evaluation.run_files import (
+    eval_set_fingerprint,
+    load_arm_outcome,
+    run_fingerprint,
+    run_path,
+    save_arm_outcome,
+)
 from rag_pipeline.evaluation.runner import rerank_examples
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
@@ -107,8 +113,15 @@ def retrieval_eval(
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)
             queries = load_eval_set(path)
-            outcome = run_arms(retriever, queries, [arm], meta.sources, folds=evaluation.folds)[arm]  # type: ignore[list-item]
-            save_arm_outcome(evaluation.runs_dir, meta.name, outcome)
+            outcome = run_arms(
+                retriever,
+                queries,
+                [arm],
+                meta.sources,
+                folds=evaluation.folds,
+                depth=evaluation.depth,  # type: ignore[list-item]
+            )[arm]
+            save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
             result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
             figures = result.summary.arms[arm]
             degraded = len(outcome.warnings)
@@ -189,9 +202,18 @@ def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: Evaluat
     for path in evaluation.eval_set_paths():
         meta = load_eval_set_meta(path)
         queries = load_eval_set(path)
-        arms = [a for a in MODES if run_path(evaluation.runs_dir, a, meta.name).exists()]
+        fingerprint = eval_set_fingerprint(path)
+        arms = [
+            a
+            for a in MODES
+            if run_path(evaluation.runs_dir, a, meta.name).exists()
+            and run_fingerprint(evaluation.runs_dir, a, meta.name) == fingerprint
+        ]
+        missing = [a for a in MODES if a not in arms]
+        if missing:
+            # A missing or stale arm (run on another version of the eval set) must not pass silently.
+            floor_failures.append(f"{meta.name}: no current run for {', '.join(missing)}; materialize retrieval_eval")
         if not arms:
-            context.log.warning(f"{meta.name}: no arm has been evaluated yet; materialize retrieval_eval first")
             continue
         outcomes = {a: load_arm_outcome(evaluation.runs_dir, a, meta.name) for a in arms}
         result = summarize_outcomes(meta, queries, outcomes, baseline=evaluation.baseline)
@@ -233,7 +255,7 @@ def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: Evaluat
         for arm, s in result.summary.arms.items():
             ndcg = s.means["ndcg@10"]
             leaks += s.leaks
-            if ndcg < floor:
+            if not ndcg >= floor:  # NaN (nothing judged) fails too
                 floor_failures.append(f"{meta.name}/{arm}: nDCG@10 {ndcg:.3f} < floor {floor:.3f}")
             before = previous.get(meta.name, {}).get("arms", {}).get(arm, {}).get("means", {}).get("ndcg@10")
             if before is not None:
@@ -241,7 +263,12 @@ def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: Evaluat
                 if ndcg < before - evaluation.regression_tolerance:
                     regressions.append(f"{meta.name}/{arm}: nDCG@10 {before:.3f} → {ndcg:.3f}")
     reports.mkdir(parents=True, exist_ok=True)
-    latest_path.write_text(json.dumps(combined, indent=2) + "\n")
+    (reports / "history" / stamp / LATEST_SUMMARY).parent.mkdir(parents=True, exist_ok=True)
+    (reports / "history" / stamp / LATEST_SUMMARY).write_text(json.dumps(combined, indent=2) + "\n")
+    if not regressions:
+        # The comparison baseline moves only when nothing regressed, so a regression keeps failing
+        # until it is fixed instead of becoming the new normal after one report.
+        latest_path.write_text(json.dumps(combined, indent=2) + "\n")
     metadata["report_dir"] = dg.MetadataValue.path(str(reports / "history" / stamp))
     metadata["eval_sets"] = len(combined)
     yield dg.MaterializeResult(metadata=metadata)
@@ -260,7 +287,7 @@ def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: Evaluat
             "regressions": dg.MetadataValue.json(regressions),
             "compared_arms": compared,
             "tolerance": evaluation.regression_tolerance,
-            "previous_report": "none" if not previous else "latest_summary.json before this run",
+            "previous_report": "none" if not previous else "the last report without regressions",
         },
     )
     yield dg.AssetCheckResult(

@@ -161,19 +161,38 @@ def train_reranker(
     return MultiSignalReranker(booster=model.booster_, metadata=metadata)
 
 
+def query_key(text: str) -> str:
+    """Queries with the same words are the same query for cross-fitting (an ACL eval set repeats
+    each text under several principals)."""
+    return " ".join(text.lower().split())
+
+
+@dataclass
+class CrossFit:
+    """Fold models; look a query up by its text so a model never scores a text it trained on."""
+
+    models: dict[int, MultiSignalReranker]
+    fold_of_text: dict[str, int]
+
+    def for_query(self, text: str) -> MultiSignalReranker:
+        fold = self.fold_of_text.get(query_key(text))
+        # A text no fold trained on may use any fold's model.
+        return self.models[fold if fold is not None else min(self.models)]
+
+
 def cross_fit(
     examples: Sequence[RerankExample], folds: int = 5, seed: int = 0, params: dict[str, Any] | None = None
-) -> dict[str, MultiSignalReranker]:
-    """Query id → a reranker trained on the other folds only, so no query is scored by a model that saw it."""
-    ids = sorted({e.query_id for e in examples})
+) -> CrossFit:
+    """Assign query texts to folds and train one model per fold on the other folds' examples."""
+    texts = sorted({query_key(e.query) for e in examples})
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(ids))
-    fold_of = {ids[i]: n % folds for n, i in enumerate(order)}
+    order = rng.permutation(len(texts))
+    fold_of = {texts[i]: n % folds for n, i in enumerate(order)}
     models: dict[int, MultiSignalReranker] = {}
-    for fold in range(min(folds, len(ids))):
-        train = [e for e in examples if fold_of[e.query_id] != fold]
+    for fold in range(min(folds, len(texts))):
+        train = [e for e in examples if fold_of[query_key(e.query)] != fold]
         models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}")
-    return {qid: models[fold] for qid, fold in fold_of.items()}
+    return CrossFit(models, fold_of)
 
 
 def load_current_reranker(directory: str | Path) -> MultiSignalReranker:
