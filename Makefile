@@ -28,4 +28,7 @@ bench-retrieval: $(BIN)/.installed
 	$(BIN)/python bench/bm25s_reference.py ../shared/data/beir_scifact --out bench/results/bm25s_scifact.json
 	$(BIN)/rag-pipeline bench --beir ../shared/data/beir_scifact --data-dir /tmp/rag_bench --extra-reranker fixed \
 		--json --out bench/results/scifact > bench/results/scifact.json
+	$(BIN)/rag-pipeline bench --beir ../shared/data/beir_scifact --data-dir /tmp/rag_bench --truncate-at-model-limit \
+		--baseline hybrid --extra-reranker fixed --json --out bench/results/scifact_whole_abstracts \
+		> bench/results/scifact_whole_abstracts.json
 	$(BIN)/python bench/retrieval_bundled.py --data-dir /tmp/rag_bench
