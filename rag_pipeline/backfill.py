@@ -290,23 +290,43 @@ class EvaluationSummary:
 
 
 def run_evaluation(
-    data_dir: str | Path | None = None, force: bool = False, on_progress: ProgressFn | None = None
+    data_dir: str | Path | None = None,
+    force: bool = False,
+    on_progress: ProgressFn | None = None,
+    sources: tuple[str, ...] | None = None,
 ) -> EvaluationSummary:
     """Materialize ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on the demo instance.
 
     Skipped (the last report is shown) when a report exists and ``force`` is false: the caller forces
-    it whenever the index changed.
+    it whenever the index changed. ``sources`` (a partial demo) keeps only the eval sets scoped to
+    those sources, so a Slack-only index is not scored on Jira queries.
     """
     from rag_pipeline.definitions import build_resources
     from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, LATEST_SUMMARY, retrieval_eval, retrieval_eval_report
     from rag_pipeline.defs.evaluation.jobs import EVAL_JOBS
+    from rag_pipeline.defs.evaluation.resources import EvaluationResource
+    from rag_pipeline.evaluation.eval_set import load_eval_set_meta
     from rag_pipeline.evaluation.report import markdown_table
     from rag_pipeline.evaluation.summary import EvalSummary
 
     base = Path(data_dir).resolve() if data_dir else settings.data_dir()
     ensure_dagster_home(base)
     resources = build_resources(str(base))
-    reports = Path(resources["evaluation"].reports_dir)  # type: ignore[attr-defined]
+    evaluation: EvaluationResource = resources["evaluation"]  # type: ignore[assignment]
+    if sources is not None and not {"slack", "jira"} <= set(sources):
+        names = []
+        for path in sorted(Path(evaluation.eval_dir).glob("*.jsonl")):
+            scope = load_eval_set_meta(path).sources
+            if scope and set(scope) <= set(sources):
+                names.append(path.stem)
+        if not names:
+            return EvaluationSummary(
+                {}, {}, 0.0, False, "", failures=[f"no eval set is scoped to {', '.join(sources)}"]
+            )
+        resources["evaluation"] = EvaluationResource(
+            eval_dir=evaluation.eval_dir, reports_dir=evaluation.reports_dir, eval_sets=names
+        )
+    reports = Path(evaluation.reports_dir)
     started = time.perf_counter()
     ran = force or not (reports / LATEST_SUMMARY).exists()
     checks: dict[str, bool] = {}

@@ -69,7 +69,9 @@ def _demo(args: argparse.Namespace) -> int:
                     tasks[name] = progress.add_task(name, total=total)
                 progress.update(tasks[name], completed=done)
 
-            evaluation = run_evaluation(args.data_dir, force=changed, on_progress=on_eval_progress)
+            evaluation = run_evaluation(
+                args.data_dir, force=changed, on_progress=on_eval_progress, sources=tuple(args.source)
+            )
         result["evaluation"] = {
             "ran": evaluation.ran,
             "seconds": round(evaluation.seconds, 1),

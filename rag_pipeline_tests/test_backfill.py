@@ -41,7 +41,9 @@ def small_sources(tmp_path: Path, slack_export: Path, monkeypatch: pytest.Monkey
     site = "jira.appcelerator.org"
     write_eval_set(
         tmp_path / "eval_sets",
-        EvalSetMeta(name="tiny", description="", source="test", license="-", attribution="-", queries=3),
+        EvalSetMeta(
+            name="tiny", description="", source="test", license="-", attribution="-", queries=3, sources=["jira"]
+        ),
         [
             EvalQuery(id="q1", query="build fails on windows", relevant={f"jira:{site}:1": 1}),
             EvalQuery(id="q2", query="crash when opening a window", relevant={f"jira:{site}:2": 1}),
@@ -116,6 +118,10 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "jira" in out and "Dagster instance" in out
     assert "### tiny" in out and "| bm25 (baseline)" in out
+    # A Slack-only demo is not scored on an eval set scoped to Jira.
+    assert main(["demo", "--source", "slack", "--json", "--data-dir", str(small_sources)]) == 0
+    slack_only = json.loads(capsys.readouterr().out)["evaluation"]
+    assert slack_only["eval_sets"] == {} and "no eval set is scoped to slack" in slack_only["failures"][0]
 
     # Search the demo index as a reader of project AC, and as someone who may read nothing.
     group = "jira:jira.appcelerator.org:project:AC"
