@@ -26,6 +26,7 @@ from rag_pipeline.backfill import run_evaluation
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
+from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_dense_encoder
@@ -43,7 +44,7 @@ def hybrid_latency(data_dir: Path, eval_dir: Path) -> dict[str, float]:
             queries = load_eval_set(eval_dir / f"{name}.jsonl")
             retriever.embed_queries([q.query for q in queries])
             for q in queries:
-                principal = q.principal or retriever_principal()
+                principal = q.principal or Principal.all_documents_for_evaluation()
                 response = retriever.search(q.query, "hybrid", principal, top_k=10)
                 timings.setdefault(name, []).append((response.seconds["total"] - response.seconds["embed"]) * 1000)
         everything = np.concatenate([np.asarray(v) for v in timings.values()])
@@ -53,12 +54,6 @@ def hybrid_latency(data_dir: Path, eval_dir: Path) -> dict[str, float]:
             "p95_ms": round(float(np.percentile(everything, 95)), 2),
             **{f"{k}_p50_ms": round(float(np.percentile(v, 50)), 2) for k, v in timings.items()},
         }
-
-
-def retriever_principal():
-    from rag_pipeline.retrieval.principal import Principal
-
-    return Principal.all_documents_for_evaluation()
 
 
 def main() -> None:

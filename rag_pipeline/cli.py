@@ -52,23 +52,10 @@ def _demo(args: argparse.Namespace) -> int:
     evaluation = None
     if not args.no_eval:
         from rag_pipeline.backfill import run_evaluation
+        from rag_pipeline.commands.progress import task_bars
 
         changed = result["runs"] > 0 or args.full_refresh
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=args.json or not console.is_terminal,
-        ) as progress:
-            tasks = {}
-
-            def on_eval_progress(name: str, done: int, total: int) -> None:
-                if name not in tasks:
-                    tasks[name] = progress.add_task(name, total=total)
-                progress.update(tasks[name], completed=done)
-
+        with task_bars(console, disable=args.json) as on_eval_progress:
             evaluation = run_evaluation(
                 args.data_dir, force=changed, on_progress=on_eval_progress, sources=tuple(args.source)
             )

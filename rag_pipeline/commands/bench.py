@@ -11,9 +11,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_pipeline import settings
+from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.commands.search import open_store, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
@@ -155,21 +155,7 @@ def _eval_sets(args: argparse.Namespace, data_dir: Path, progress: Progressor) -
 def run(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve() if args.data_dir else settings.data_dir()
     console = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not console.is_terminal,
-    ) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(name, total=total)
-            bar.update(tasks[name], completed=done, total=total)
-
+    with task_bars(console) as progress:
         results = _beir(args, data_dir, progress, console) if args.beir else _eval_sets(args, data_dir, progress)
     if args.out:
         for result in results:

@@ -33,6 +33,11 @@ class EvalQuery(BaseModel):
     exclude: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
 
+    @property
+    def judged(self) -> bool:
+        """True when at least one document is relevant (grade ≥ 1): only such queries can be scored or learned from."""
+        return any(grade > 0 for grade in self.relevant.values())
+
     @field_validator("query")
     @classmethod
     def _query_not_blank(cls, value: str) -> str:

@@ -17,7 +17,7 @@ from rag_pipeline.evaluation.runner import (
     cross_fitted_rerankers,
     run_arm,
 )
-from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, per_query_frame, summarize
+from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, summarize
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.results import MODES, Mode
 from rag_pipeline.retrieval.retriever import Retriever
@@ -112,8 +112,8 @@ def summarize_outcomes(
     summary = summarize(qrels, runs, baseline=baseline, documents=documents)
     for arm, means in chunk_level_means(queries, outcomes).items():
         summary.arms[arm].means.update(means)
-    per_query = summary.per_query if summary.per_query is not None else per_query_frame(qrels, runs)
-    return EvalResult(meta.name, meta, summary, per_query, outcomes)
+    assert summary.per_query is not None  # summarize() keeps the frame it scored
+    return EvalResult(meta.name, meta, summary, summary.per_query, outcomes)
 
 
 def evaluate_eval_set(

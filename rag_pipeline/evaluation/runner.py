@@ -115,7 +115,7 @@ def cross_fitted_rerankers(
     Queries without labels (e.g. ACL queries of a principal with nothing relevant) get the model of
     their text's fold too, so a repeated text is never scored by a model that saw it.
     """
-    labelled = [q for q in queries if any(g > 0 for g in q.relevant.values())]
+    labelled = [q for q in queries if q.judged]
     if not labelled:
         return {}
     examples = rerank_examples(retriever, labelled, sources=sources, progress=progress)

@@ -66,7 +66,7 @@ def reranker_model(
             meta = load_eval_set_meta(path)
             if "acl" in meta.tags:
                 continue  # the same queries again, restricted: adds no new labels
-            queries = [q for q in load_eval_set(path) if any(g > 0 for g in q.relevant.values())]
+            queries = [q for q in load_eval_set(path) if q.judged]
             examples += rerank_examples(retriever, queries, sources=meta.sources)
             context.log.info(f"{meta.name}: {len(queries)} labelled queries")
     model = train_reranker(examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()))
