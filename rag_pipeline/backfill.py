@@ -182,7 +182,8 @@ def run_backfill(
     base = Path(data_dir).resolve() if data_dir else settings.data_dir()
     home = ensure_dagster_home(base)
     started = time.perf_counter()
-    resources = build_resources(str(base))
+    # The demo always reads the bundled/offline sources, even where a Slack token is configured.
+    resources = build_resources(str(base), live_slack=False)
     chains = {
         "slack": (slack_partitions, [slack_threads, *slack_chain], resources["slack_export"]),
         "jira": (jira_partitions, [jira_issues, *jira_chain], resources["jira_dump"]),
@@ -311,7 +312,8 @@ def run_evaluation(
 
     base = Path(data_dir).resolve() if data_dir else settings.data_dir()
     ensure_dagster_home(base)
-    resources = build_resources(str(base))
+    # The demo always reads the bundled/offline sources, even where a Slack token is configured.
+    resources = build_resources(str(base), live_slack=False)
     evaluation: EvaluationResource = resources["evaluation"]  # type: ignore[assignment]
     if sources is not None and not {"slack", "jira"} <= set(sources):
         names = []

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from rag_pipeline.backfill import DEFAULT_BRIDGE_DAYS
+from rag_pipeline.commands import sync as sync_command
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
     _add_search(sub)
     _add_bench(sub)
+    sync_command.add_parser(sub)
     return parser
 
 

@@ -22,11 +22,19 @@ from rag_pipeline.defs.resources import (
 )
 from rag_pipeline.defs.sensors import offline_source_discovery_sensor
 from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
+from rag_pipeline.defs.slack.reconciliation import (
+    slack_reconciliation,
+    slack_reconciliation_job,
+    slack_reconciliation_schedule,
+)
+from rag_pipeline.defs.slack.resources import SlackResource
+from rag_pipeline.defs.slack.sensors import slack_channel_discovery_sensor
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
 
 ASSETS = [
     slack_threads,
     *slack_chain,
+    slack_reconciliation,
     jira_issues,
     *jira_chain,
     reranker_model,
@@ -35,10 +43,27 @@ ASSETS = [
 ]
 
 
-def build_resources(data_dir: str | None = None) -> dict[str, object]:
-    """Resources for a data directory (default ``RAG_DATA_DIR``); the Qdrant server is used when QDRANT_URL is set."""
+def slack_api_resource() -> SlackResource:
+    """The live Slack connector, configured from the environment (the token stays an EnvVar)."""
+    return SlackResource(
+        token=dg.EnvVar("SLACK_BOT_TOKEN"),
+        base_url=os.environ.get("SLACK_API_BASE_URL") or None,
+        page_size=int(os.environ.get("SLACK_PAGE_SIZE", "200")),
+        lookback_days=int(os.environ.get("SLACK_LOOKBACK_DAYS", "30")),
+    )
+
+
+def build_resources(data_dir: str | None = None, live_slack: bool | None = None) -> dict[str, object]:
+    """Resources for a data directory (default ``RAG_DATA_DIR``); the Qdrant server is used when QDRANT_URL is set.
+
+    Slack threads come from the Web API when ``live_slack`` (default: when SLACK_BOT_TOKEN is set),
+    else from the export (``RAG_SLACK_EXPORT``, the bundled one by default).
+    """
     base = os.path.abspath(data_dir) if data_dir else str(settings.data_dir())
     qdrant_url = os.environ.get("QDRANT_URL")
+    live = bool(os.environ.get("SLACK_BOT_TOKEN")) if live_slack is None else live_slack
+    slack_export = SlackExportResource(path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT)))
+    slack_api = slack_api_resource()
     return {
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=os.path.join(base, "parquet")),
         "dense_embedder": DenseEmbedderResource(
@@ -52,9 +77,9 @@ def build_resources(data_dir: str | None = None) -> dict[str, object]:
             url=qdrant_url,
             api_key=dg.EnvVar("QDRANT_API_KEY") if os.environ.get("QDRANT_API_KEY") else None,
         ),
-        "slack_export": SlackExportResource(
-            path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT))
-        ),
+        "slack_export": slack_export,
+        "slack": slack_api,
+        "slack_source": slack_api if live else slack_export,
         "jira_dump": JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP))),
         "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
     }
@@ -64,8 +89,9 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used."""
     return dg.Definitions(
         assets=ASSETS,
-        jobs=EVAL_JOBS,
-        sensors=[offline_source_discovery_sensor],
+        jobs=[*EVAL_JOBS, slack_reconciliation_job],
+        schedules=[slack_reconciliation_schedule],
+        sensors=[offline_source_discovery_sensor, slack_channel_discovery_sensor],
         resources=build_resources(data_dir),
         executor=dg.multiprocess_executor if os.environ.get("QDRANT_URL") else dg.in_process_executor,
     )

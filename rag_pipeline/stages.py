@@ -154,3 +154,31 @@ def index_documents(store: VectorStore, inputs: IndexInputs, dense_dimension: in
     """Write the documents' points to the store (creating collections on first use)."""
     store.create_collections(dense_dimension)
     return write_documents(store, document_points(inputs))
+
+
+@dataclass
+class DirectIndexReport:
+    """What :func:`index_documents_directly` wrote."""
+
+    write: WriteReport
+    embeddings: CacheStats
+    parents: int
+    children: int
+
+
+def index_documents_directly(
+    store: VectorStore,
+    documents: pd.DataFrame,
+    chunker: Chunker,
+    encoder: DenseEncoder,
+    bm25: Bm25Encoder,
+    cache: EmbeddingCache | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> DirectIndexReport:
+    """Every stage in one call, for writes outside the partitioned assets (a temporary benchmark
+    index, documents rewritten by reconciliation)."""
+    parents, children = chunk_documents(documents, chunker)
+    dense, stats = embed_children(children, encoder, cache, on_progress=on_progress)
+    sparse = sparse_children(children, bm25)
+    report = index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
+    return DirectIndexReport(report, stats, len(parents), len(children))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -20,12 +21,16 @@ def documents_by_partition(
     documents: Sequence[Document],
     problems: Sequence[RecordProblem],
     started: float,
+    partition_day: Mapping[str, str] | None = None,
+    extra_metadata: Mapping[str, Any] | None = None,
 ) -> dg.Output:
-    """Each document lands in the partition (day of its latest activity, container) of the run."""
+    """Each document lands in the partition (day of its latest activity, container) of the run,
+    unless ``partition_day`` names another day for it."""
     wanted = {str(k) for k in context.partition_keys}
     selected: dict[str, list[Document]] = {k: [] for k in wanted}
+    day_of = partition_day or {}
     for doc in documents:
-        key = str(multi_key(partitions_def, doc.day, doc.container))
+        key = str(multi_key(partitions_def, day_of.get(doc.id, doc.day), doc.container))
         if key in wanted:
             selected[key].append(doc)
     frames = {k: documents_frame(docs) for k, docs in selected.items()}
@@ -45,6 +50,7 @@ def documents_by_partition(
             "bad_records": len(problems),
             "bad_record_examples": dg.MetadataValue.md("\n".join(f"- `{p}`" for p in problems[:10]) or "none"),
             "preview": dg.MetadataValue.md(_preview(frames)),
+            **(extra_metadata or {}),
             "elapsed_seconds": round(time.perf_counter() - started, 3),
         },
     )

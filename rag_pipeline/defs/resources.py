@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -11,6 +11,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline import settings
+from rag_pipeline.defs.slack.resources import SlackSourceResource, SourceRead
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, VectorStore
@@ -93,7 +94,7 @@ class QdrantResource(dg.ConfigurableResource):
             store.close()
 
 
-class SlackExportResource(dg.ConfigurableResource):
+class SlackExportResource(SlackSourceResource):
     """An offline Slack export (folder or zip) read through the same partitioned assets as the API."""
 
     path: str
@@ -102,6 +103,13 @@ class SlackExportResource(dg.ConfigurableResource):
 
     def read(self) -> SlackRead:
         return _read_slack(self.path, self.team_id, self.workspace_domain, _mtime(self.path))
+
+    def read_partitions(
+        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        read = self.read()
+        documents = [d for d in read.documents if d.container in days_by_channel]
+        return SourceRead(documents=documents, problems=list(read.problems))
 
 
 class JiraDumpResource(dg.ConfigurableResource):

@@ -8,14 +8,7 @@ from dataclasses import dataclass
 
 from rag_pipeline.evaluation.beir import BeirDataset, beir_documents
 from rag_pipeline.index.store import VectorStore
-from rag_pipeline.stages import (
-    IndexInputs,
-    chunk_documents,
-    documents_frame,
-    embed_children,
-    index_documents,
-    sparse_children,
-)
+from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder
@@ -57,10 +50,13 @@ def build_beir_index(
     """
     documents = documents_frame(beir_documents(dataset, name))
     limit = encoder.max_tokens if split_at_model_limit else None
-    parents, children = chunk_documents(documents, Chunker(chunking, encoder.count_tokens, limit))
-    dense, stats = embed_children(children, encoder, cache, on_progress=on_progress)
-    sparse = sparse_children(children, bm25)
-    index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
+    chunker = Chunker(chunking, encoder.count_tokens, limit)
+    report = index_documents_directly(store, documents, chunker, encoder, bm25, cache, on_progress)
     return BeirIndexReport(
-        len(documents), len(parents), len(children), stats.computed, stats.cached, bm25.params.avg_len
+        len(documents),
+        report.parents,
+        report.children,
+        report.embeddings.computed,
+        report.embeddings.cached,
+        bm25.params.avg_len,
     )

@@ -24,6 +24,7 @@ from rag_pipeline.index.store import (
     Condition,
     Fusion,
     Hit,
+    IndexedDocument,
     PointRef,
     SearchFilter,
     StorePoint,
@@ -142,6 +143,26 @@ class ClientVectorStore:
                 if offset is None:
                     break
         return refs
+
+    def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
+        if not self.client.collection_exists(self.names.parents):
+            return {}
+        out: dict[str, IndexedDocument] = {}
+        offset = None
+        while True:
+            records, offset = self.client.scroll(
+                self.names.parents,
+                scroll_filter=_filter(flt),
+                limit=_PAGE,
+                offset=offset,
+                with_payload=["document_id", "version", "content_hash"],
+                with_vectors=False,
+            )
+            for r in records:
+                doc_id = r.payload["document_id"]
+                out[doc_id] = IndexedDocument(doc_id, float(r.payload["version"]), r.payload["content_hash"])
+            if offset is None:
+                return out
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int:
         if not self.client.collection_exists(collection):

@@ -24,6 +24,7 @@ from rag_pipeline.index.store import (
     Condition,
     Fusion,
     Hit,
+    IndexedDocument,
     PointRef,
     SearchFilter,
     StorePoint,
@@ -142,6 +143,28 @@ class EdgeVectorStore:
                 if offset is None:
                     break
         return refs
+
+    def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
+        if self.names.parents not in self._shards:
+            return {}
+        shard = self._shards[self.names.parents]
+        out: dict[str, IndexedDocument] = {}
+        offset = None
+        while True:
+            records, offset = shard.scroll(
+                qe.ScrollRequest(
+                    offset=offset,
+                    limit=_PAGE,
+                    filter=_filter(flt),
+                    with_payload=["document_id", "version", "content_hash"],
+                    with_vector=False,
+                )
+            )
+            for r in records:
+                doc_id = r.payload["document_id"]
+                out[doc_id] = IndexedDocument(doc_id, float(r.payload["version"]), r.payload["content_hash"])
+            if offset is None:
+                return out
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int:
         if collection not in self._shards:

@@ -61,6 +61,15 @@ class PointRef:
 
 
 @dataclass(frozen=True)
+class IndexedDocument:
+    """A document as the index holds it: the version and content hash its points were written with."""
+
+    document_id: str
+    version: float
+    content_hash: str
+
+
+@dataclass(frozen=True)
 class AclCondition:
     """The reader a search runs as: a point matches when it is public, names the user, or names one
     of the groups. Engines put this in every prefetch and in the final query."""
@@ -161,6 +170,10 @@ class VectorStore(Protocol):
     def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None: ...
 
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]: ...
+
+    def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
+        """Every document with a parent point matching ``flt``, by id."""
+        ...
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int: ...
 

@@ -5,42 +5,22 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
+from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.text.clean import clean_text
-from rag_pipeline.text.slack_markup import slack_to_text
+from rag_pipeline.sources.slack_threads import (
+    SlackChannel,
+    ThreadDocumentBuilder,
+    group_threads,
+    user_display_name,
+    valid_ts,
+)
 
-SOURCE = "slack"
-# Messages that carry what people wrote. Everything else (joins, leaves, topic/purpose/name
-# changes, pins, bot messages, ...) is system noise and dropped.
-CONTENT_SUBTYPES = frozenset({None, "thread_broadcast", "me_message", "file_share", "tombstone"})
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
-
-
-def workspace_group(team_id: str) -> str:
-    """ACL group of everyone in the workspace (readers of public channels)."""
-    return f"slack:{team_id}:members"
-
-
-def thread_document_id(team_id: str, channel_id: str, thread_ts: str) -> str:
-    return f"slack:{team_id}:{channel_id}:{thread_ts}"
-
-
-@dataclass(frozen=True)
-class SlackChannel:
-    """A channel from the export manifest."""
-
-    id: str
-    name: str
-    is_private: bool = False
-    is_archived: bool = False
-    members: tuple[str, ...] = ()
 
 
 @dataclass
@@ -110,38 +90,30 @@ class SlackExportReader:
         self._files = _ExportFiles(self.path)
         if not self._files.exists("channels.json") and not self._files.exists("groups.json"):
             raise SourceError(f"Slack export {self.path} has no channels.json or groups.json")
-        self.channels = self._read_channels()
-        self.user_names = self._read_users()
+        users = self._files.read_json("users.json") if self._files.exists("users.json") else []
+        self.user_names = {u["id"]: user_display_name(u) for u in users}
+        external = {u["id"] for u in users if u.get("team_id") not in (None, team_id)}
+        self.channels = self._read_channels(external)
+        self._builder = ThreadDocumentBuilder(team_id, workspace_domain, self.user_names.get, self._channel_name)
 
-    def _read_channels(self) -> dict[str, SlackChannel]:
+    def _read_channels(self, external_users: set[str]) -> dict[str, SlackChannel]:
         channels: dict[str, SlackChannel] = {}
         for manifest, private in (("channels.json", False), ("groups.json", True)):
             if not self._files.exists(manifest):
                 continue
             for raw in self._files.read_json(manifest):
+                members = tuple(raw.get("members") or ())
                 channels[raw["id"]] = SlackChannel(
                     id=raw["id"],
                     name=raw.get("name", raw["id"]),
                     is_private=private or bool(raw.get("is_private")),
                     is_archived=bool(raw.get("is_archived")),
-                    members=tuple(raw.get("members") or ()),
+                    members=members,
+                    external_members=tuple(m for m in members if m in external_users)
+                    if raw.get("is_ext_shared")
+                    else (),
                 )
         return channels
-
-    def _read_users(self) -> dict[str, str]:
-        if not self._files.exists("users.json"):
-            return {}
-        names = {}
-        for user in self._files.read_json("users.json"):
-            profile = user.get("profile") or {}
-            names[user["id"]] = (
-                profile.get("display_name")
-                or user.get("real_name")
-                or profile.get("real_name")
-                or user.get("name")
-                or user["id"]
-            )
-        return names
 
     def read(self, channel_ids: Iterable[str] | None = None) -> SlackRead:
         """Every thread of the given channels (all when None)."""
@@ -166,7 +138,7 @@ class SlackExportReader:
                 problems.append(RecordProblem(f"{self.path}/{rel}", "expected a JSON list of messages"))
                 continue
             for i, msg in enumerate(day):
-                if not isinstance(msg, dict) or not _valid_ts(msg.get("ts")):
+                if not isinstance(msg, dict) or not valid_ts(msg.get("ts")):
                     problems.append(RecordProblem(f"{self.path}/{rel}[{i}]", "message without a valid 'ts'"))
                     continue
                 yield msg
@@ -174,18 +146,9 @@ class SlackExportReader:
     def _threads(
         self, channel: SlackChannel, messages: list[dict[str, Any]], problems: list[RecordProblem]
     ) -> Iterator[Document]:
-        threads: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for msg in messages:
-            if msg.get("subtype") not in CONTENT_SUBTYPES:
-                continue
-            thread_ts = msg.get("thread_ts") or msg["ts"]
-            # Dedupe by ts: a broadcast reply shows up in the channel and in its thread.
-            previous = threads[thread_ts].get(msg["ts"])
-            if previous is None or _edited_ts(msg) > _edited_ts(previous):
-                threads[thread_ts][msg["ts"]] = msg
-        for thread_ts, by_ts in threads.items():
+        for thread_ts, by_ts in group_threads(messages).items():
             try:
-                doc = self._thread_document(channel, thread_ts, by_ts)
+                doc = self._builder.build(channel, thread_ts, by_ts)
             except (KeyError, TypeError, ValueError) as exc:
                 problems.append(
                     RecordProblem(f"{self.path}/{channel.name} thread {thread_ts}", f"{type(exc).__name__}: {exc}")
@@ -194,83 +157,6 @@ class SlackExportReader:
             if doc is not None:
                 yield doc
 
-    def _thread_document(
-        self, channel: SlackChannel, thread_ts: str, by_ts: dict[str, dict[str, Any]]
-    ) -> Document | None:
-        ordered = [by_ts[ts] for ts in sorted(by_ts, key=float)]
-        root = by_ts.get(thread_ts)
-        root_deleted = root is not None and root.get("subtype") == "tombstone"
-        lines: list[str] = []
-        authors: list[str] = []
-        for msg in ordered:
-            if msg.get("subtype") == "tombstone":
-                continue
-            author = self._author(msg)
-            text = clean_text(slack_to_text(msg.get("text") or "", self.user_names.get, self._channel_name))
-            if not text:
-                continue
-            lines.append(f"{author}: {text}")
-            if author not in authors:
-                authors.append(author)
-        if not lines:
-            return None  # a deleted message with no replies: nothing left to index
-        version = max(max(float(m["ts"]), float(m.get("latest_reply") or 0), _edited_ts(m)) for m in ordered)
-        body = "\n".join(lines)
-        title_source = lines[0].split(": ", 1)[-1]
-        title = f"#{channel.name}: {title_source[:100]}"
-        acl = Acl(users=channel.members) if channel.is_private else Acl(groups=(workspace_group(self.team_id),))
-        return Document(
-            id=thread_document_id(self.team_id, channel.id, thread_ts),
-            source=SOURCE,
-            container=channel.id,
-            title=title,
-            text=body,
-            url=self._permalink(channel.id, thread_ts),
-            authors=tuple(authors),
-            created=epoch_to_datetime(float(thread_ts)),
-            updated=epoch_to_datetime(version),
-            version=version,
-            content_hash=content_hash(body),
-            acl=acl,
-            metadata={
-                "channel_name": channel.name,
-                "thread_ts": thread_ts,
-                "message_count": len(lines),
-                "root_deleted": root_deleted,
-                "private": channel.is_private,
-            },
-        )
-
-    def _author(self, msg: dict[str, Any]) -> str:
-        uid = msg.get("user") or msg.get("bot_id") or "unknown"
-        return (
-            self.user_names.get(uid)
-            or msg.get("user_name")
-            or (msg.get("user_profile") or {}).get("display_name")
-            or uid
-        )
-
     def _channel_name(self, channel_id: str) -> str | None:
         channel = self.channels.get(channel_id)
         return channel.name if channel else None
-
-    def _permalink(self, channel_id: str, thread_ts: str) -> str | None:
-        if not self.workspace_domain:
-            return None
-        return f"https://{self.workspace_domain}/archives/{channel_id}/p{thread_ts.replace('.', '')}"
-
-
-def _valid_ts(ts: Any) -> bool:
-    try:
-        float(ts)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _edited_ts(msg: dict[str, Any]) -> float:
-    edited = msg.get("edited") or {}
-    try:
-        return float(edited.get("ts") or 0)
-    except (TypeError, ValueError):
-        return 0.0

@@ -5,9 +5,9 @@ import time
 import dagster as dg
 
 from rag_pipeline.defs.chain import IO_MANAGER_KEY, build_source_chain
-from rag_pipeline.defs.partitions import slack_partitions
+from rag_pipeline.defs.partitions import days_by_container, slack_partitions
 from rag_pipeline.defs.raw import documents_by_partition
-from rag_pipeline.defs.resources import SlackExportResource
+from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackSourceResource
 
 
 @dg.asset(
@@ -17,13 +17,30 @@ from rag_pipeline.defs.resources import SlackExportResource
     group_name="slack",
     kinds={"slack", "parquet"},
     owners=["team:rag-platform"],
+    pool=SLACK_API_POOL,
     description="Slack threads with activity on the partition's day (UTC) in the partition's channel: root and "
-    "replies in order, markup cleaned, system messages dropped, with version and channel ACL.",
+    "replies in order, markup cleaned, system and bot messages dropped, with version and channel ACL. Read from "
+    "the Slack Web API (late replies through a lookback over roots) or, offline, from a Slack export.",
 )
-def slack_threads(context: dg.AssetExecutionContext, slack_export: SlackExportResource) -> dg.Output:
+def slack_threads(context: dg.AssetExecutionContext, slack_source: SlackSourceResource) -> dg.Output:
     started = time.perf_counter()
-    read = slack_export.read()
-    return documents_by_partition(context, slack_partitions, read.documents, read.problems, started)
+    read = slack_source.read_partitions(days_by_container(slack_partitions, context.partition_keys), context.log.info)
+    if read.failed:
+        for message in read.failed.values():
+            context.log.error(message)
+        raise dg.Failure(
+            description="; ".join(read.failed.values()),
+            metadata={"channels_failed": sorted(read.failed), **read.metadata},
+        )
+    return documents_by_partition(
+        context,
+        slack_partitions,
+        read.documents,
+        read.problems,
+        started,
+        partition_day=read.partition_day,
+        extra_metadata=read.metadata,
+    )
 
 
 slack_chain = build_source_chain("slack", "slack_threads", slack_partitions)

@@ -1,0 +1,116 @@
+"""Where Slack threads come from: the live Web API (``SlackResource``) or an export (offline).
+
+Both implement :class:`SlackSourceResource`, so ``slack_threads`` and everything downstream is one
+graph whichever source feeds it.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from rag_pipeline.sources.document import Document
+from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.slack_api import (
+    ApiStats,
+    SlackAccessError,
+    SlackApiReader,
+    SlackSyncSettings,
+    build_web_client,
+)
+
+SLACK_API_POOL = "slack_api"
+
+
+@dataclass
+class SourceRead:
+    """Documents for a run's partitions; ``partition_day`` overrides a document's own day,
+    ``failed`` maps a container to why it could not be read."""
+
+    documents: list[Document] = field(default_factory=list)
+    problems: list[RecordProblem] = field(default_factory=list)
+    partition_day: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class SlackSourceResource(dg.ConfigurableResource):
+    """A source of Slack thread documents for (day, channel) partitions."""
+
+    def read_partitions(
+        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        raise NotImplementedError
+
+
+class SlackResource(SlackSourceResource):
+    """The Slack Web API through slack-sdk's WebClient (token from ``SLACK_BOT_TOKEN``)."""
+
+    token: str = Field(description="Bot token (xoxb-...); set it with EnvVar('SLACK_BOT_TOKEN')")
+    base_url: str | None = Field(None, description="Web API base URL override (SLACK_API_BASE_URL), for proxies")
+    page_size: int = Field(200, description="`limit` per page: 200 at Tier 3, 15 for non-Marketplace apps")
+    lookback_days: int = Field(30, description="Days of roots re-listed to find late replies and edits")
+    rescan_thread_replies: bool = Field(False, description="Re-read every thread in the lookback (reply edits)")
+    include_private: bool = Field(True, description="Read private channels the bot was invited to")
+    include_archived: bool = Field(False, description="Discover archived channels too")
+    channel_allow: list[str] = Field(default_factory=list, description="Channel names/regexes to keep (empty: all)")
+    channel_deny: list[str] = Field(default_factory=list, description="Channel names/regexes to skip")
+    rate_limit_retries: int = Field(50, description="Attempts per call while Slack answers 429 (Retry-After)")
+    server_error_retries: int = Field(5, description="Attempts per call on HTTP 500/503")
+    connection_retries: int = Field(5, description="Attempts per call on dropped connections")
+    timeout_seconds: int = Field(30, description="HTTP timeout per request")
+
+    def sync_settings(self) -> SlackSyncSettings:
+        return SlackSyncSettings(
+            page_size=self.page_size,
+            lookback_days=self.lookback_days,
+            rescan_thread_replies=self.rescan_thread_replies,
+            include_private=self.include_private,
+            include_archived=self.include_archived,
+            channel_allow=tuple(self.channel_allow),
+            channel_deny=tuple(self.channel_deny),
+        )
+
+    def reader(self, log: Callable[[str], None] | None = None) -> SlackApiReader:
+        """A fresh reader (with its own user/channel caches and call counters) for one run."""
+        client = build_web_client(
+            self.token,
+            self.base_url,
+            stats=ApiStats(),
+            rate_limit_retries=self.rate_limit_retries,
+            server_error_retries=self.server_error_retries,
+            connection_retries=self.connection_retries,
+            timeout=self.timeout_seconds,
+        )
+        return SlackApiReader(client, self.sync_settings(), log)
+
+    def read_partitions(
+        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        reader = self.reader(log)
+        out = SourceRead()
+        threads_fetched = 0
+        for channel_id, days in sorted(days_by_channel.items()):
+            try:
+                read = reader.read_days(channel_id, days)
+            except SlackAccessError as exc:
+                # One channel's access problem never stops the others from being read.
+                out.failed[channel_id] = str(exc)
+                continue
+            out.documents.extend(read.documents)
+            out.problems.extend(read.problems)
+            out.partition_day.update(read.partition_day)
+            threads_fetched += read.threads_fetched
+        stats = reader.stats
+        out.metadata = {
+            "api_calls": stats.api_calls,
+            "api_retries": stats.total_retries,
+            "api_calls_by_method": dict(sorted(stats.calls.items())),
+            "api_retries_by_kind": dict(sorted(stats.retries.items())),
+            "threads_fetched": threads_fetched,
+            "lookback_days": self.lookback_days,
+            "page_size": self.page_size,
+        }
+        return out

@@ -1,0 +1,425 @@
+"""Slack Web API reader: channel discovery, (day x channel) thread reads and root listings for
+reconciliation, through slack-sdk's ``WebClient`` with its retry handlers.
+
+A (day D, channel C) read returns every thread of C with activity in [D, D+1): roots posted that
+day, replies posted that day to roots up to ``lookback_days`` older (history only lists roots, so
+late replies are found through the roots' ``latest_reply``), and edits. Each thread is fetched
+whole and built by the same :class:`ThreadDocumentBuilder` as the export reader, so both readers
+give identical documents for the same data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler, RetryHandler
+from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
+
+from rag_pipeline.sources.document import Document
+from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.slack_threads import (
+    SlackChannel,
+    ThreadDocumentBuilder,
+    activity_times,
+    edited_ts,
+    group_threads,
+    user_display_name,
+)
+
+DAY = 86400.0
+
+
+class SlackSyncSettings(BaseModel):
+    """How the live connector reads a workspace."""
+
+    page_size: int = Field(
+        200, ge=1, le=1000, description="`limit` per page (Tier 3: 200; 15 for non-Marketplace apps)"
+    )
+    lookback_days: int = Field(30, ge=0, description="How far back roots are re-listed to find late replies and edits")
+    rescan_thread_replies: bool = Field(
+        False,
+        description="Fetch the replies of every thread in the lookback (finds edits of replies in quiet threads; "
+        "one extra call per thread)",
+    )
+    include_private: bool = Field(True, description="Read private channels the bot is a member of (groups:read)")
+    include_archived: bool = Field(False, description="Discover archived channels too")
+    channel_allow: tuple[str, ...] = Field((), description="Channel names or regexes to keep (empty: all)")
+    channel_deny: tuple[str, ...] = Field((), description="Channel names or regexes to skip")
+
+    def wants(self, channel: SlackChannel) -> bool:
+        """Whether discovery keeps a channel (deny wins over allow)."""
+        if channel.is_archived and not self.include_archived:
+            return False
+        if channel.is_private and not self.include_private:
+            return False
+        if any(_name_matches(p, channel.name) for p in self.channel_deny):
+            return False
+        return not self.channel_allow or any(_name_matches(p, channel.name) for p in self.channel_allow)
+
+
+def _name_matches(pattern: str, name: str) -> bool:
+    return pattern.lstrip("#") == name or re.fullmatch(pattern, name) is not None
+
+
+@dataclass
+class ApiStats:
+    """Calls per Web API method and retries (rate limits, server errors, dropped connections)."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    retries: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def api_calls(self) -> int:
+        return sum(self.calls.values())
+
+    @property
+    def total_retries(self) -> int:
+        return sum(self.retries.values())
+
+
+class _CountingWebClient(WebClient):
+    """A WebClient that counts the Web API methods it calls."""
+
+    def __init__(self, *args: Any, stats: ApiStats, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stats = stats
+
+    def api_call(self, api_method: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        self.stats.calls[api_method] += 1
+        return super().api_call(api_method, **kwargs)
+
+
+def _counted(handler_cls: type[RetryHandler], kind: str, stats: ApiStats, max_retry_count: int) -> RetryHandler:
+    class Counted(handler_cls):  # type: ignore[misc, valid-type]
+        def prepare_for_next_attempt(self, **kwargs: Any) -> None:
+            stats.retries[kind] += 1
+            super().prepare_for_next_attempt(**kwargs)
+
+    return Counted(max_retry_count=max_retry_count)
+
+
+def build_web_client(
+    token: str,
+    base_url: str | None = None,
+    *,
+    stats: ApiStats | None = None,
+    rate_limit_retries: int = 50,
+    server_error_retries: int = 5,
+    connection_retries: int = 5,
+    timeout: int = 30,
+) -> WebClient:
+    """A WebClient that waits out 429s (Retry-After), retries 500/503 and dropped connections.
+
+    slack-sdk's handlers share one attempt counter per call, so each limit is a cap on the call's
+    total attempts when that kind of failure is seen; long backfills at 1 request/minute need many.
+    """
+    stats = stats if stats is not None else ApiStats()
+    handlers = [
+        _counted(ConnectionErrorRetryHandler, "connection", stats, connection_retries),
+        _counted(RateLimitErrorRetryHandler, "rate_limited", stats, rate_limit_retries),
+        _counted(ServerErrorRetryHandler, "server_error", stats, server_error_retries),
+    ]
+    kwargs: dict[str, Any] = {"token": token, "timeout": timeout, "retry_handlers": handlers, "stats": stats}
+    if base_url:
+        kwargs["base_url"] = base_url
+    return _CountingWebClient(**kwargs)
+
+
+class SlackAccessError(SourceError):
+    """The workspace or one channel cannot be read; the message says what to change."""
+
+
+def describe_slack_error(exc: SlackApiError, method: str, channel: str | None = None) -> str:
+    """One actionable sentence for a Slack API error (never includes the token)."""
+    data = exc.response.data if isinstance(exc.response.data, dict) else {}
+    code = data.get("error") or f"HTTP {exc.response.status_code}"
+    where = f"channel {channel}" if channel else "the workspace"
+    advice = {
+        "not_in_channel": f"the bot is not a member of {where}: invite it (/invite @your-app) or grant channels:join",
+        "channel_not_found": f"{where} does not exist or is private and the bot is not a member: invite the bot to it",
+        "missing_scope": f"the token lacks the scope {data.get('needed', '?')} needed for {method} on {where} "
+        f"(it has: {data.get('provided', '?')}): add the scope to the Slack app and reinstall it",
+        "invalid_auth": "Slack rejected the token (invalid_auth): check SLACK_BOT_TOKEN",
+        "not_authed": "no Slack token was sent (not_authed): set SLACK_BOT_TOKEN",
+        "token_revoked": "the Slack token was revoked: reinstall the app and update SLACK_BOT_TOKEN",
+        "account_inactive": "the Slack app's account is inactive: reinstall the app and update SLACK_BOT_TOKEN",
+        "ratelimited": f"{method} stayed rate limited after every retry for {where}: lower concurrency "
+        "(pool slack_api) or raise rate_limit_retries",
+    }.get(code, f"{method} failed for {where}: {code}")
+    return f"Slack {code}: {advice}"
+
+
+@dataclass
+class ChannelRead:
+    """Threads of one channel for a set of days, and where each belongs."""
+
+    documents: list[Document] = field(default_factory=list)
+    partition_day: dict[str, str] = field(default_factory=dict)
+    problems: list[RecordProblem] = field(default_factory=list)
+    threads_fetched: int = 0
+
+
+@dataclass(frozen=True)
+class ThreadRoot:
+    """A root as history lists it (tombstones included)."""
+
+    ts: str
+    reply_count: int
+    deleted: bool
+    message: Mapping[str, Any] = field(compare=False, repr=False, default_factory=dict)
+
+
+class SlackApiReader:
+    """Reads a workspace through a WebClient; one instance per run (it caches users and channels)."""
+
+    def __init__(
+        self,
+        client: WebClient,
+        settings: SlackSyncSettings | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings or SlackSyncSettings()
+        self._log = log or (lambda _msg: None)
+        self._identity: tuple[str, str | None] | None = None
+        self._users: dict[str, str] | None = None
+        self._user_lookups: dict[str, str | None] = {}
+        self._channels: dict[str, SlackChannel] = {}
+
+    @property
+    def stats(self) -> ApiStats:
+        """Calls and retries so far (a client not built by :func:`build_web_client` counts nothing)."""
+        stats = getattr(self.client, "stats", None)
+        return stats if isinstance(stats, ApiStats) else ApiStats()
+
+    # --- Web API plumbing -------------------------------------------------------------------
+    def _call(self, method: str, where: str | None = None, **params: Any) -> dict[str, Any]:
+        """Call a Web API method; ``where`` names the channel in error messages."""
+        try:
+            response = getattr(self.client, method.replace(".", "_"))(**params)
+        except SlackApiError as exc:
+            raise SlackAccessError(describe_slack_error(exc, method, self._describe(where))) from None
+        return dict(response.data)  # type: ignore[arg-type]
+
+    def _describe(self, channel_id: str | None) -> str | None:
+        if channel_id is None:
+            return None
+        name = self._channel_name(channel_id)
+        return f"#{name} ({channel_id})" if name else channel_id
+
+    def _pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+        cursor: str | None = None
+        while True:
+            data = self._call(method, where, **params, limit=self.settings.page_size, cursor=cursor)
+            yield from data.get(key) or []
+            cursor = (data.get("response_metadata") or {}).get("next_cursor") or None
+            if not cursor:
+                return
+
+    # --- workspace --------------------------------------------------------------------------
+    @property
+    def team_id(self) -> str:
+        return self._whoami()[0]
+
+    @property
+    def domain(self) -> str | None:
+        return self._whoami()[1]
+
+    def _whoami(self) -> tuple[str, str | None]:
+        if self._identity is None:
+            data = self._call("auth.test")
+            url = data.get("url") or ""
+            self._identity = (data["team_id"], re.sub(r"^https?://|/+$", "", url) or None)
+        return self._identity
+
+    def _user_names(self) -> dict[str, str]:
+        if self._users is None:
+            self._users = {u["id"]: user_display_name(u) for u in self._pages("users.list", "members")}
+        return self._users
+
+    def user_name(self, user_id: str) -> str | None:
+        """Workspace users from users.list; others (Slack Connect) looked up once with users.info."""
+        names = self._user_names()
+        if user_id in names:
+            return names[user_id]
+        if user_id not in self._user_lookups:
+            try:
+                user = self._call("users.info", user=user_id).get("user") or {}
+                self._user_lookups[user_id] = user_display_name(user) if user.get("id") else None
+            except SlackAccessError:
+                self._user_lookups[user_id] = None
+        return self._user_lookups[user_id]
+
+    def discover_channels(self) -> list[SlackChannel]:
+        """Channels the connector should read: public ones, private ones the bot is in, minus filters."""
+        types = "public_channel,private_channel" if self.settings.include_private else "public_channel"
+        listed = self._pages(
+            "conversations.list", "channels", types=types, exclude_archived=not self.settings.include_archived
+        )
+        channels = [self._remember(raw) for raw in listed]
+        return [c for c in channels if self.settings.wants(c)]
+
+    def _remember(self, raw: Mapping[str, Any]) -> SlackChannel:
+        channel = SlackChannel(
+            id=raw["id"],
+            name=raw.get("name") or raw["id"],
+            is_private=bool(raw.get("is_private")),
+            is_archived=bool(raw.get("is_archived")),
+        )
+        self._channels[channel.id] = channel
+        return channel
+
+    def channel(self, channel_id: str) -> SlackChannel:
+        """A channel with the members its ACL needs (private: all; shared: the external ones)."""
+        raw = self._call("conversations.info", channel_id, channel=channel_id).get("channel") or {}
+        base = self._remember(raw)
+        if not base.is_private and not raw.get("is_ext_shared"):
+            return base
+        members = tuple(self._pages("conversations.members", "members", channel_id, channel=channel_id))
+        workspace = self._user_names()
+        external = tuple(m for m in members if m not in workspace) if raw.get("is_ext_shared") else ()
+        channel = SlackChannel(base.id, base.name, base.is_private, base.is_archived, members, external)
+        self._channels[channel.id] = channel
+        return channel
+
+    def _channel_name(self, channel_id: str) -> str | None:
+        channel = self._channels.get(channel_id)
+        return channel.name if channel else None
+
+    # --- threads ------------------------------------------------------------------------------
+    def read_days(self, channel_id: str, days: Iterable[str]) -> ChannelRead:
+        """Threads of a channel with activity on any of ``days`` (UTC, YYYY-MM-DD)."""
+        wanted = sorted(set(days))
+        out = ChannelRead()
+        if not wanted:
+            return out
+        channel = self.channel(channel_id)
+        start = _day_start(wanted[0])
+        end = _day_start(wanted[-1]) + DAY
+        window_start = start - self.settings.lookback_days * DAY
+        wanted_set = set(wanted)
+        builder = ThreadDocumentBuilder(self.team_id, self.domain, self.user_name, self._channel_name)
+        listed = self._history(channel.id, window_start, end)
+        for thread_ts, messages in self._threads_to_fetch(channel.id, listed, wanted_set, start):
+            out.threads_fetched += 1
+            by_ts = group_threads(messages).get(thread_ts)
+            if not by_ts:
+                continue
+            try:
+                doc = builder.build(channel, thread_ts, by_ts)
+            except (KeyError, TypeError, ValueError) as exc:
+                out.problems.append(
+                    RecordProblem(f"slack #{channel.name} thread {thread_ts}", f"{type(exc).__name__}: {exc}")
+                )
+                continue
+            if doc is None:
+                continue
+            day = _partition_day(doc, by_ts, wanted_set)
+            if day is not None:
+                out.documents.append(doc)
+                out.partition_day[doc.id] = day
+        self._log(
+            f"#{channel.name}: {len(out.documents)} threads with activity on {len(wanted)} day(s) "
+            f"({len(listed)} messages listed, {out.threads_fetched} threads read)"
+        )
+        return out
+
+    def _history(self, channel_id: str, oldest: float, latest: float) -> list[dict[str, Any]]:
+        messages = self._pages(
+            "conversations.history",
+            "messages",
+            channel_id,
+            channel=channel_id,
+            oldest=_ts(oldest),
+            latest=_ts(latest),
+            inclusive=True,
+        )
+        return [m for m in messages if oldest <= float(m["ts"]) < latest]
+
+    def _threads_to_fetch(
+        self, channel_id: str, listed: Sequence[dict[str, Any]], days: set[str], start: float
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        roots: dict[str, dict[str, Any]] = {}
+        broadcast_threads: set[str] = set()
+        for msg in listed:
+            thread_ts = msg.get("thread_ts") or msg["ts"]
+            if thread_ts == msg["ts"]:
+                roots[msg["ts"]] = msg
+            else:
+                # A broadcast reply reveals its thread even when the root is older than the lookback.
+                broadcast_threads.add(thread_ts)
+        for thread_ts in sorted(set(roots) | broadcast_threads, key=float):
+            root = roots.get(thread_ts)
+            has_replies = root is None or int(root.get("reply_count") or 0) > 0
+            root_active = root is not None and _day_of(max(float(thread_ts), edited_ts(root))) in days
+            new_replies = root is not None and float(root.get("latest_reply") or 0) >= start
+            if has_replies and (root is None or root_active or new_replies or self.settings.rescan_thread_replies):
+                yield thread_ts, list(self.replies(channel_id, thread_ts))
+            elif root_active and root is not None:
+                yield thread_ts, [root]
+
+    def replies(self, channel_id: str, thread_ts: str) -> Iterator[dict[str, Any]]:
+        """A whole thread, root first (pages may repeat the root; callers dedupe by ts)."""
+        return self._pages("conversations.replies", "messages", channel_id, channel=channel_id, ts=thread_ts)
+
+    def thread_roots(self, channel_id: str, oldest: float | None = None) -> list[ThreadRoot]:
+        """Every root history lists now (tombstoned roots included), for reconciliation."""
+        params: dict[str, Any] = {"channel": channel_id}
+        if oldest is not None:
+            params["oldest"] = _ts(oldest)
+        roots = []
+        for msg in self._pages("conversations.history", "messages", channel_id, **params):
+            if (msg.get("thread_ts") or msg["ts"]) == msg["ts"]:
+                roots.append(ThreadRoot(msg["ts"], int(msg.get("reply_count") or 0), msg.get("subtype") == "tombstone"))
+        return roots
+
+    def thread_document(
+        self, channel_id: str, thread_ts: str, messages: Iterable[Mapping[str, Any]] | None = None
+    ) -> Document | None:
+        """The current document of one thread (None when nothing readable is left); ``messages``
+        spares the replies call for a root history showed without replies."""
+        channel = self._channels.get(channel_id) or self.channel(channel_id)
+        if channel.is_private and not channel.members:
+            channel = self.channel(channel_id)
+        builder = ThreadDocumentBuilder(self.team_id, self.domain, self.user_name, self._channel_name)
+        listed = self.replies(channel_id, thread_ts) if messages is None else messages
+        by_ts = group_threads(listed).get(thread_ts)
+        return builder.build(channel, thread_ts, by_ts) if by_ts else None
+
+
+def _partition_day(doc: Document, by_ts: Mapping[str, Mapping[str, Any]], days: set[str]) -> str | None:
+    """The thread's partition: the day of its latest activity, or — when that day is outside the
+    run — the latest day of the run it was active on, so a thread is never dropped for having
+    moved on. None when the thread had no activity on the run's days."""
+    if doc.day in days:
+        return doc.day
+    active = {_day_of(t) for t in activity_times(by_ts)} & days
+    return max(active) if active else None
+
+
+def _day_start(day: str) -> float:
+    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+
+
+def _day_of(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d")
+
+
+def _ts(seconds: float) -> str:
+    return f"{seconds:.6f}"
+
+
+def days_between(start: str, end: str) -> list[str]:
+    """Every UTC day from start to end inclusive (YYYY-MM-DD)."""
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    if last < first:
+        raise ValueError(f"end {end} is before start {start}")
+    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]

@@ -1,0 +1,1 @@
+"""Keeping the index in step with live sources: reconciliation of deletions and rewrites."""

@@ -1,0 +1,907 @@
+"""A small, stdlib-only emulator of the Slack Web API for tests and benchmarks.
+
+It serves the methods the Slack ETL calls (``auth.test``, ``conversations.list/history/replies/members/info``,
+``users.list/info`` and ``chat.postMessage``) from a mutable in-memory :class:`SlackWorkspace` on
+``http://127.0.0.1:<port>/api/``, so the real ``slack_sdk.WebClient`` can be pointed at it with ``base_url``.
+
+What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jira_clients.md`` §1-2):
+
+* POST form bodies, JSON bodies and GET query strings, merged; booleans as ``"1"``/``"0"``; every response is
+  JSON with ``"ok"``; errors are ``{"ok": false, "error": ...}`` with HTTP 200 (``SlackApiError`` in the SDK).
+* Bearer-token auth (``invalid_auth``), per-method scopes (``missing_scope`` with ``needed``/``provided``),
+  ``channel_not_found`` for unknown channels and private channels the bot is not in, ``not_in_channel`` for public
+  channels it has not joined.
+* Cursor pagination (``response_metadata.next_cursor``, ``""`` on the last page) and a ``limit`` capped at
+  ``max_limit`` (``max_limit=15`` emulates the 2025 regime for non-Marketplace apps).
+* ``conversations.history``: top-level messages plus ``thread_broadcast`` replies, newest first, with thread
+  summaries (``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``) computed live from the
+  current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
+* Edits keep ``ts`` and set ``edited``; deleting a thread root that still has replies leaves a ``tombstone``.
+* Fault injection: HTTP 429 with ``Retry-After``, 500/503, and dropped connections; every request is recorded.
+
+Usage::
+
+    with SlackEmulator(crafted_workspace(), max_limit=15) as emulator:
+        client = WebClient(token="xoxb-test-token", base_url=emulator.base_url)
+        emulator.inject("429", method="conversations.history")
+        ...
+        assert [r.method for r in emulator.calls()] == [...]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import functools
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = [
+    "BOT_ID",
+    "BOT_USER_ID",
+    "DEFAULT_SCOPES",
+    "FAULT_KINDS",
+    "TOMBSTONE_TEXT",
+    "Channel",
+    "RecordedRequest",
+    "SlackApiFailure",
+    "SlackEmulator",
+    "SlackWorkspace",
+    "iter_messages",
+]
+
+DEFAULT_SCOPES: frozenset[str] = frozenset(
+    {"channels:read", "channels:history", "groups:read", "groups:history", "users:read"}
+)
+BOT_USER_ID = "U0BOT00001"
+BOT_ID = "B0BOT00001"
+BOT_NAME = "rag-bot"
+TOMBSTONE_TEXT = "This message was deleted."
+FAULT_KINDS = frozenset({"429", "500", "503", "drop"})
+# Thread summary fields the server computes; stored values (e.g. from an export) are never trusted.
+_REPLY_FIELDS = ("reply_count", "reply_users", "reply_users_count", "latest_reply", "replies")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _ts_key(ts: str) -> Decimal:
+    return Decimal(ts)
+
+
+def _utc_day(ts: str) -> str:
+    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d")
+
+
+def _is_reply(message: dict[str, Any]) -> bool:
+    thread_ts = message.get("thread_ts")
+    return bool(thread_ts) and thread_ts != message["ts"]
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the emulator saw it."""
+
+    method: str
+    params: dict[str, str]
+    status: int  # HTTP status sent, or 0 for a dropped connection
+
+
+@dataclass
+class Channel:
+    """A public or private channel: its flags, member ids and messages keyed by ``ts``."""
+
+    id: str
+    name: str
+    is_private: bool = False
+    is_archived: bool = False
+    is_member: bool = True
+    is_ext_shared: bool = False
+    members: list[str] = field(default_factory=list)
+    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    created: int = 0
+    purpose: str = ""
+
+    def replies_of(self, root_ts: str) -> list[dict[str, Any]]:
+        """The stored replies of a thread (broadcasts included), oldest first."""
+        replies = [m for m in self.messages.values() if m.get("thread_ts") == root_ts and m["ts"] != root_ts]
+        return sorted(replies, key=lambda m: _ts_key(m["ts"]))
+
+    def thread_index(self) -> dict[str, list[dict[str, Any]]]:
+        """Every thread's stored replies by root ts (one pass over the channel), oldest first."""
+        index: dict[str, list[dict[str, Any]]] = {}
+        for message in self.messages.values():
+            if _is_reply(message):
+                index.setdefault(message["thread_ts"], []).append(message)
+        for replies in index.values():
+            replies.sort(key=lambda m: _ts_key(m["ts"]))
+        return index
+
+    def sorted_messages(self) -> list[dict[str, Any]]:
+        """Every stored message (roots and replies), oldest first."""
+        return sorted(self.messages.values(), key=lambda m: _ts_key(m["ts"]))
+
+
+@dataclass
+class SlackWorkspace:
+    """Mutable state: team, users, channels with members and messages.
+
+    Mutate it through :meth:`post`, :meth:`edit` and :meth:`delete` (or directly under :attr:`lock`) while an
+    emulator serves it; the emulator holds the same lock while answering a request.
+    """
+
+    team_id: str
+    domain: str  # e.g. "ubuntu.slack.com"
+    team_name: str = ""
+    users: list[dict[str, Any]] = field(default_factory=list)
+    external_users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, Channel] = field(default_factory=dict)
+    scopes: set[str] = field(default_factory=lambda: set(DEFAULT_SCOPES))
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.team_name:
+            self.team_name = self.domain.split(".", 1)[0]
+
+    # -- building -----------------------------------------------------------------------------------------------
+
+    def add_channel(
+        self,
+        id: str,
+        name: str,
+        *,
+        is_private: bool = False,
+        is_archived: bool = False,
+        is_member: bool = True,
+        is_ext_shared: bool = False,
+        members: Iterable[str] = (),
+        created: int = 0,
+        purpose: str = "",
+    ) -> Channel:
+        """Add (or replace) a channel and return it."""
+        channel = Channel(
+            id=id,
+            name=name,
+            is_private=is_private,
+            is_archived=is_archived,
+            is_member=is_member,
+            is_ext_shared=is_ext_shared,
+            members=list(members),
+            created=created,
+            purpose=purpose,
+        )
+        with self.lock:
+            self.channels[id] = channel
+        return channel
+
+    def channel(self, channel_id: str) -> Channel:
+        """The channel with this id (``KeyError`` if unknown)."""
+        return self.channels[channel_id]
+
+    def user(self, user_id: str) -> dict[str, Any] | None:
+        """A workspace user or an external (Slack Connect) user, else None."""
+        for user in self.users:
+            if user.get("id") == user_id:
+                return user
+        return self.external_users.get(user_id)
+
+    def post(self, channel_id: str, message: dict[str, Any]) -> dict[str, Any]:
+        """Store a copy of ``message`` (it needs a unique ``ts``; a reply carries ``thread_ts`` != ``ts`` of an
+        existing root) and return the stored dict. ``type`` defaults to ``"message"``."""
+        if "ts" not in message:
+            raise ValueError("a message needs a 'ts'")
+        stored = copy.deepcopy(message)
+        stored.setdefault("type", "message")
+        ts = str(stored["ts"])
+        stored["ts"] = ts
+        _ts_key(ts)  # validates the format
+        with self.lock:
+            channel = self.channels[channel_id]
+            if ts in channel.messages:
+                raise ValueError(f"{channel_id} already has a message with ts {ts}")
+            if _is_reply(stored):
+                root = channel.messages.get(stored["thread_ts"])
+                if root is None or _is_reply(root):
+                    raise ValueError(f"reply {ts}: no thread root {stored['thread_ts']} in {channel_id}")
+                stored.setdefault("parent_user_id", root.get("user"))
+                root["thread_ts"] = root["ts"]
+            channel.messages[ts] = stored
+        return stored
+
+    def edit(self, channel_id: str, ts: str, text: str, edited_ts: str, user: str | None = None) -> None:
+        """Change a message's text: ``ts`` is unchanged, ``edited = {"user", "ts": edited_ts}``. Stored ``blocks``
+        (which would show the old text) are dropped."""
+        with self.lock:
+            message = self.channels[channel_id].messages[ts]
+            message["text"] = text
+            message.pop("blocks", None)
+            message["edited"] = {"user": user or message.get("user") or BOT_USER_ID, "ts": edited_ts}
+
+    def delete(self, channel_id: str, ts: str) -> None:
+        """Delete a message. A thread root that still has replies becomes a tombstone (its replies are kept);
+        any other message is removed. Removing the last reply of a tombstoned root removes the tombstone too."""
+        with self.lock:
+            channel = self.channels[channel_id]
+            message = channel.messages[ts]
+            if not _is_reply(message) and channel.replies_of(ts):
+                channel.messages[ts] = {
+                    "type": "message",
+                    "subtype": "tombstone",
+                    "text": TOMBSTONE_TEXT,
+                    "user": "USLACKBOT",
+                    "hidden": True,
+                    "ts": ts,
+                    "thread_ts": ts,
+                }
+                return
+            del channel.messages[ts]
+            if _is_reply(message):
+                root = channel.messages.get(message["thread_ts"])
+                if root is not None and root.get("subtype") == "tombstone" and not channel.replies_of(root["ts"]):
+                    del channel.messages[root["ts"]]
+
+    # -- exports --------------------------------------------------------------------------------------------------
+
+    def write_export(self, path: str | Path) -> None:
+        """Write a Slack export folder: ``channels.json`` (public), ``groups.json`` (private, with members),
+        ``users.json`` (users and external users) and ``<channel name>/<YYYY-MM-DD>.json`` holding every stored
+        message (roots, replies, tombstones) of that UTC day, oldest first."""
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            public = [self._manifest(c) for c in self.channels.values() if not c.is_private]
+            private = [self._manifest(c) for c in self.channels.values() if c.is_private]
+            users = [*self.users, *self.external_users.values()]
+            (root / "channels.json").write_text(json.dumps(public, indent=1, ensure_ascii=False))
+            (root / "groups.json").write_text(json.dumps(private, indent=1, ensure_ascii=False))
+            (root / "users.json").write_text(json.dumps(users, indent=1, ensure_ascii=False))
+            for channel in self.channels.values():
+                days: dict[str, list[dict[str, Any]]] = {}
+                for message in channel.sorted_messages():
+                    days.setdefault(_utc_day(message["ts"]), []).append(message)
+                folder = root / channel.name
+                folder.mkdir(exist_ok=True)
+                for day, messages in days.items():
+                    (folder / f"{day}.json").write_text(json.dumps(messages, indent=1, ensure_ascii=False))
+
+    @staticmethod
+    def _manifest(channel: Channel) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": channel.id,
+            "name": channel.name,
+            "created": channel.created,
+            "is_archived": channel.is_archived,
+            "members": list(channel.members),
+            "purpose": {"value": channel.purpose},
+        }
+        if channel.is_private:
+            out["is_private"] = True
+        if channel.is_ext_shared:
+            out["is_ext_shared"] = True
+        return out
+
+    @classmethod
+    def from_export(cls, path: str | Path, team_id: str, domain: str) -> SlackWorkspace:
+        """Load a Slack export folder. Every channel gets ``is_member=True``; users whose ``team_id`` is another
+        team's go to :attr:`external_users`. A message present in several day files (a broadcast) is kept once,
+        the most recently edited copy."""
+        root = Path(path)
+        workspace = cls(team_id=team_id, domain=domain)
+        users_file = root / "users.json"
+        if users_file.exists():
+            for user in json.loads(users_file.read_text()):
+                if user.get("team_id") not in (None, "", team_id):
+                    workspace.external_users[user["id"]] = user
+                else:
+                    workspace.users.append(user)
+        for manifest, private in (("channels.json", False), ("groups.json", True)):
+            manifest_file = root / manifest
+            if not manifest_file.exists():
+                continue
+            for raw in json.loads(manifest_file.read_text()):
+                purpose = raw.get("purpose")
+                channel = workspace.add_channel(
+                    raw["id"],
+                    raw.get("name", raw["id"]),
+                    is_private=private or bool(raw.get("is_private")),
+                    is_archived=bool(raw.get("is_archived")),
+                    is_member=True,
+                    is_ext_shared=bool(raw.get("is_ext_shared")),
+                    members=raw.get("members") or (),
+                    created=int(raw.get("created") or 0),
+                    purpose=purpose.get("value", "") if isinstance(purpose, dict) else str(purpose or ""),
+                )
+                folder = root / channel.name
+                if not folder.is_dir():
+                    folder = root / channel.id
+                for day_file in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+                    for message in json.loads(day_file.read_text()):
+                        previous = channel.messages.get(message["ts"])
+                        if previous is None or _edited_key(message) >= _edited_key(previous):
+                            channel.messages[message["ts"]] = message
+        return workspace
+
+
+def _edited_key(message: dict[str, Any]) -> Decimal:
+    edited = message.get("edited") or {}
+    return _ts_key(edited.get("ts") or message["ts"])
+
+
+class SlackApiFailure(Exception):
+    """Raised inside a method handler: answered as ``{"ok": false, "error": ..., **extra}`` with HTTP 200."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+@dataclass
+class _Fault:
+    kind: str
+    method: str | None
+    remaining: int
+    retry_after: int
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128  # the default 5 makes concurrent clients wait for SYN retransmits (1 s)
+
+
+class SlackEmulator:
+    """Serves a :class:`SlackWorkspace` over HTTP on 127.0.0.1 (a free port) as the Slack Web API."""
+
+    def __init__(
+        self,
+        workspace: SlackWorkspace,
+        *,
+        max_limit: int = 1000,
+        default_limit: int = 100,
+        token: str = "xoxb-test-token",
+    ) -> None:
+        self.workspace = workspace
+        self.max_limit = max_limit
+        self.default_limit = default_limit
+        self.token = token
+        self.requests: list[RecordedRequest] = []
+        self._faults: list[_Fault] = []
+        self._record_lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._last_post_ts = Decimal(0)
+        self._handlers = {
+            "auth.test": self._auth_test,
+            "conversations.list": self._conversations_list,
+            "conversations.history": self._conversations_history,
+            "conversations.replies": self._conversations_replies,
+            "conversations.members": self._conversations_members,
+            "conversations.info": self._conversations_info,
+            "users.list": self._users_list,
+            "users.info": self._users_info,
+            "chat.postMessage": self._chat_post_message,
+        }
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/api/`` (only once started)."""
+        if self._server is None:
+            raise RuntimeError("the emulator is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
+
+    def start(self) -> None:
+        if self._server is not None:
+            return
+        self._server = _Server(("127.0.0.1", 0), self._handler_class())
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="slack-emulator", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> SlackEmulator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- faults and recording -----------------------------------------------------------------------------------
+
+    def inject(self, kind: str, *, method: str | None = None, count: int = 1, retry_after: int = 0) -> None:
+        """Make the next ``count`` requests (to ``method`` if given, else any) fail: ``"429"`` (with
+        ``Retry-After: retry_after``), ``"500"``/``"503"``, or ``"drop"`` (socket closed without a response).
+        Injections queue up; a request takes the first pending one that matches it."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; expected one of {sorted(FAULT_KINDS)}")
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        with self._record_lock:
+            self._faults.append(_Fault(kind, method, count, retry_after))
+
+    def clear_faults(self) -> None:
+        """Forget every pending injected fault."""
+        with self._record_lock:
+            self._faults.clear()
+
+    def calls(self, method: str | None = None) -> list[RecordedRequest]:
+        """Requests answered with HTTP 200 (API errors included), optionally only those of one method."""
+        with self._record_lock:
+            return [r for r in self.requests if r.status == 200 and (method is None or r.method == method)]
+
+    def _take_fault(self, method: str) -> _Fault | None:
+        with self._record_lock:
+            for fault in self._faults:
+                if fault.method is None or fault.method == method:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    return fault
+        return None
+
+    def _record(self, method: str, params: dict[str, str]) -> RecordedRequest:
+        record = RecordedRequest(method=method, params=params, status=0)
+        with self._record_lock:
+            self.requests.append(record)
+        return record
+
+    # -- HTTP plumbing ------------------------------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        emulator = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "SlackEmulator/1.0"
+
+            def do_GET(self) -> None:
+                emulator._serve(self)
+
+            def do_POST(self) -> None:
+                emulator._serve(self)
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+        return Handler
+
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        split = urlsplit(request.path)
+        params = _parse_params(split.query, request)
+        method = split.path[len("/api/") :] if split.path.startswith("/api/") else split.path
+        record = self._record(method, params)
+
+        fault = self._take_fault(method)
+        if fault is not None:
+            if fault.kind == "drop":
+                record.status = 0
+                request.close_connection = True
+                return
+            if fault.kind == "429":
+                body = {"ok": False, "error": "ratelimited"}
+                _respond(request, record, 429, body, {"Retry-After": str(fault.retry_after)})
+            else:
+                _respond(request, record, int(fault.kind), {"ok": False, "error": "internal_error"})
+            return
+
+        if not split.path.startswith("/api/"):
+            _respond(request, record, 404, {"ok": False, "error": "unknown_method"})
+            return
+        _respond(request, record, 200, self._dispatch(method, params, request.headers.get("Authorization")))
+
+    def _dispatch(self, method: str, params: dict[str, str], authorization: str | None) -> dict[str, Any]:
+        token = params.get("token")
+        if authorization and authorization.startswith("Bearer "):
+            token = authorization[len("Bearer ") :].strip()
+        if token != self.token:
+            return {"ok": False, "error": "invalid_auth"}
+        handler = self._handlers.get(method)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        try:
+            with self.workspace.lock:
+                return {"ok": True, **handler(params)}
+        except SlackApiFailure as failure:
+            return {"ok": False, "error": failure.error, **failure.extra}
+
+    # -- helpers for handlers -----------------------------------------------------------------------------------
+
+    def _require(self, scope: str) -> None:
+        if scope not in self.workspace.scopes:
+            raise SlackApiFailure("missing_scope", needed=scope, provided=",".join(sorted(self.workspace.scopes)))
+
+    def _limit(self, params: dict[str, str]) -> int:
+        raw = params.get("limit")
+        try:
+            requested = int(raw) if raw not in (None, "") else 0
+        except ValueError:
+            raise SlackApiFailure("invalid_limit") from None
+        return min(requested if requested > 0 else self.default_limit, self.max_limit)
+
+    def _visible_channel(self, params: dict[str, str], *, read: bool, check_scope: bool = True) -> Channel:
+        """The requested channel after the visibility and scope checks (``read``: message history access)."""
+        channel_id = params.get("channel")
+        if not channel_id:
+            raise SlackApiFailure("channel_not_found")
+        channel = self.workspace.channels.get(channel_id)
+        if channel is None or (channel.is_private and not channel.is_member):
+            raise SlackApiFailure("channel_not_found")
+        if check_scope:
+            if read:
+                self._require("groups:history" if channel.is_private else "channels:history")
+            else:
+                self._require("groups:read" if channel.is_private else "channels:read")
+        if read and not channel.is_member:
+            raise SlackApiFailure("not_in_channel")
+        return channel
+
+    def _channel_object(self, channel: Channel) -> dict[str, Any]:
+        team = self.workspace.team_id
+        shared_teams = [team]
+        for member in channel.members:
+            other = self.workspace.external_users.get(member, {}).get("team_id")
+            if other and other not in shared_teams:
+                shared_teams.append(other)
+        legacy_group = channel.is_private and channel.id.startswith("G")
+        return {
+            "id": channel.id,
+            "name": channel.name,
+            "name_normalized": channel.name,
+            "is_channel": not legacy_group,
+            "is_group": legacy_group,
+            "is_im": False,
+            "is_mpim": False,
+            "is_private": channel.is_private,
+            "is_archived": channel.is_archived,
+            "is_general": channel.name == "general",
+            "is_member": channel.is_member,
+            "is_ext_shared": channel.is_ext_shared,
+            "is_shared": channel.is_ext_shared,
+            "is_org_shared": False,
+            "is_pending_ext_shared": False,
+            "shared_team_ids": shared_teams,
+            "context_team_id": team,
+            "num_members": len(channel.members),
+            "created": channel.created,
+            "creator": channel.members[0] if channel.members else "",
+            "unlinked": 0,
+            "topic": {"value": "", "creator": "", "last_set": 0},
+            "purpose": {"value": channel.purpose, "creator": "", "last_set": 0},
+            "previous_names": [],
+        }
+
+    def _render(
+        self,
+        channel: Channel,
+        message: dict[str, Any],
+        index: dict[str, list[dict[str, Any]]],
+        *,
+        with_root: bool = False,
+    ) -> dict[str, Any]:
+        """A served copy of a stored message, thread summaries computed from the current replies (``index``:
+        :meth:`Channel.thread_index`)."""
+        out = copy.deepcopy(message)
+        for key in _REPLY_FIELDS:
+            out.pop(key, None)
+        if _is_reply(message):
+            if with_root and message.get("subtype") == "thread_broadcast":
+                root = channel.messages.get(message["thread_ts"])
+                if root is not None:
+                    out["root"] = self._render(channel, root, index)
+            return out
+        replies = index.get(message["ts"])
+        if replies:
+            users: list[str] = []
+            for reply in replies:
+                author = reply.get("user") or reply.get("bot_id")
+                if author and author not in users:
+                    users.append(author)
+            out["thread_ts"] = message["ts"]
+            out["reply_count"] = len(replies)
+            out["reply_users"] = users
+            out["reply_users_count"] = len(users)
+            out["latest_reply"] = replies[-1]["ts"]
+        return out
+
+    # -- methods --------------------------------------------------------------------------------------------------
+
+    def _auth_test(self, params: dict[str, str]) -> dict[str, Any]:
+        ws = self.workspace
+        return {
+            "url": f"https://{ws.domain}/",
+            "team": ws.team_name,
+            "user": BOT_NAME,
+            "team_id": ws.team_id,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    def _conversations_list(self, params: dict[str, str]) -> dict[str, Any]:
+        types = [t.strip() for t in (params.get("types") or "public_channel").split(",") if t.strip()]
+        needed = {"public_channel": "channels:read", "private_channel": "groups:read", "im": "im:read"}
+        needed["mpim"] = "mpim:read"
+        for kind in types:
+            if kind not in needed:
+                raise SlackApiFailure("invalid_types")
+            self._require(needed[kind])
+        exclude_archived = _truthy(params.get("exclude_archived"))
+        channels = [
+            c
+            for c in self.workspace.channels.values()
+            if (("private_channel" in types and c.is_member) if c.is_private else ("public_channel" in types))
+            and not (exclude_archived and c.is_archived)
+        ]
+        page, next_cursor = _offset_page(channels, params.get("cursor"), self._limit(params), "team")
+        return {
+            "channels": [self._channel_object(c) for c in page],
+            "response_metadata": {"next_cursor": next_cursor},
+        }
+
+    def _conversations_info(self, params: dict[str, str]) -> dict[str, Any]:
+        return {"channel": self._channel_object(self._visible_channel(params, read=False))}
+
+    def _conversations_members(self, params: dict[str, str]) -> dict[str, Any]:
+        channel = self._visible_channel(params, read=False)
+        page, next_cursor = _offset_page(channel.members, params.get("cursor"), self._limit(params), "user_id")
+        return {"members": page, "response_metadata": {"next_cursor": next_cursor}}
+
+    def _conversations_history(self, params: dict[str, str]) -> dict[str, Any]:
+        channel = self._visible_channel(params, read=True)
+        in_range = _range_filter(params)
+        candidates = [
+            m
+            for m in channel.messages.values()
+            if (not _is_reply(m) or m.get("subtype") == "thread_broadcast") and in_range(m["ts"])
+        ]
+        candidates.sort(key=lambda m: _ts_key(m["ts"]), reverse=True)
+        index = channel.thread_index()
+        cursor = _decode_cursor(params.get("cursor"), "next_ts")
+        if cursor is not None:
+            bound = _parse_ts(cursor, "invalid_cursor")
+            candidates = [m for m in candidates if _ts_key(m["ts"]) <= bound]
+        limit = self._limit(params)
+        page, rest = candidates[:limit], candidates[limit:]
+        return {
+            "messages": [self._render(channel, m, index, with_root=True) for m in page],
+            "has_more": bool(rest),
+            "pin_count": 0,
+            "channel_actions_ts": None,
+            "channel_actions_count": 0,
+            "response_metadata": {"next_cursor": _encode_cursor("next_ts", rest[0]["ts"]) if rest else ""},
+        }
+
+    def _conversations_replies(self, params: dict[str, str]) -> dict[str, Any]:
+        channel = self._visible_channel(params, read=True)
+        ts = params.get("ts")
+        if not ts:
+            raise SlackApiFailure("thread_not_found")
+        message = channel.messages.get(ts)
+        if message is None:
+            raise SlackApiFailure("thread_not_found")
+        root = channel.messages.get(message["thread_ts"]) if _is_reply(message) else message
+        if root is None:
+            raise SlackApiFailure("thread_not_found")
+        in_range = _range_filter(params)
+        thread = channel.replies_of(root["ts"])
+        index = {root["ts"]: thread}
+        replies = [r for r in thread if in_range(r["ts"])]
+        limit = self._limit(params)
+        cursor = _decode_cursor(params.get("cursor"), "next_ts")
+        if cursor is None:
+            page = [root, *replies[: max(limit - 1, 0)]]
+            rest = replies[max(limit - 1, 0) :]
+        else:
+            bound = _parse_ts(cursor, "invalid_cursor")
+            remaining = [r for r in replies if _ts_key(r["ts"]) >= bound]
+            page, rest = remaining[:limit], remaining[limit:]
+        return {
+            "messages": [self._render(channel, m, index) for m in page],
+            "has_more": bool(rest),
+            "response_metadata": {"next_cursor": _encode_cursor("next_ts", rest[0]["ts"]) if rest else ""},
+        }
+
+    def _users_list(self, params: dict[str, str]) -> dict[str, Any]:
+        self._require("users:read")
+        page, next_cursor = _offset_page(self.workspace.users, params.get("cursor"), self._limit(params), "users")
+        return {
+            "members": [self._user_object(u) for u in page],
+            "cache_ts": int(time.time()),
+            "response_metadata": {"next_cursor": next_cursor},
+        }
+
+    def _users_info(self, params: dict[str, str]) -> dict[str, Any]:
+        self._require("users:read")
+        user = self.workspace.user(params.get("user") or "")
+        if user is None:
+            raise SlackApiFailure("user_not_found")
+        return {"user": self._user_object(user)}
+
+    def _user_object(self, user: dict[str, Any]) -> dict[str, Any]:
+        out = copy.deepcopy(user)
+        out.setdefault("team_id", self.workspace.team_id)
+        out.setdefault("deleted", False)
+        out.setdefault("is_bot", False)
+        out.setdefault("is_app_user", False)
+        out.setdefault("is_restricted", False)
+        out.setdefault("is_ultra_restricted", False)
+        out.setdefault("real_name", out.get("name", ""))
+        profile = out.setdefault("profile", {})
+        profile.setdefault("display_name", "")
+        profile.setdefault("real_name", out["real_name"])
+        profile.setdefault("team", out["team_id"])
+        return out
+
+    def _chat_post_message(self, params: dict[str, str]) -> dict[str, Any]:
+        self._require("chat:write")
+        channel = self._visible_channel(params, read=False, check_scope=False)
+        if not channel.is_member:
+            raise SlackApiFailure("not_in_channel")
+        if channel.is_archived:
+            raise SlackApiFailure("is_archived")
+        text = params.get("text", "")
+        blocks = params.get("blocks")
+        if not text and not blocks:
+            raise SlackApiFailure("no_text")
+        # A fresh, strictly increasing ts (two posts within one microsecond must not collide).
+        now = Decimal(f"{time.time():.6f}")
+        self._last_post_ts = max(now, self._last_post_ts + Decimal("0.000001"))
+        ts = f"{self._last_post_ts:.6f}"
+        message: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "text": text,
+            "ts": ts,
+            "team": self.workspace.team_id,
+        }
+        if blocks:
+            try:
+                message["blocks"] = json.loads(blocks)
+            except ValueError:
+                raise SlackApiFailure("invalid_blocks") from None
+        thread_ts = params.get("thread_ts")
+        if thread_ts:
+            root = channel.messages.get(thread_ts)
+            if root is None or _is_reply(root):
+                raise SlackApiFailure("thread_not_found")
+            message["thread_ts"] = thread_ts
+            if _truthy(params.get("reply_broadcast")):
+                message["subtype"] = "thread_broadcast"
+        stored = self.workspace.post(channel.id, message)
+        index = {thread_ts: channel.replies_of(thread_ts)} if thread_ts else {}
+        return {"channel": channel.id, "ts": ts, "message": self._render(channel, stored, index)}
+
+
+# -- module helpers -------------------------------------------------------------------------------------------------
+
+
+def _parse_params(query: str, request: BaseHTTPRequestHandler) -> dict[str, str]:
+    """Query string and body (form-encoded or JSON) merged; the body wins; single values as strings."""
+    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    length = int(request.headers.get("Content-Length") or 0)
+    raw = request.rfile.read(length) if length > 0 else b""
+    if not raw:
+        return params
+    content_type = (request.headers.get("Content-Type") or "").lower()
+    if content_type.startswith("application/json"):
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return params
+        if isinstance(body, dict):
+            params.update({k: _stringify(v) for k, v in body.items() if v is not None})
+        return params
+    params.update({k: v[-1] for k, v in parse_qs(raw.decode("utf-8"), keep_blank_values=True).items()})
+    return params
+
+
+def _stringify(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value)
+
+
+def _respond(
+    request: BaseHTTPRequestHandler,
+    record: RecordedRequest,
+    status: int,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> None:
+    payload = json.dumps(body).encode()
+    record.status = status
+    request.send_response(status)
+    request.send_header("Content-Type", "application/json; charset=utf-8")
+    request.send_header("Content-Length", str(len(payload)))
+    for key, value in (headers or {}).items():
+        request.send_header(key, value)
+    request.end_headers()
+    request.wfile.write(payload)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes")
+
+
+def _parse_ts(value: str, error: str) -> Decimal:
+    try:
+        return _ts_key(value)
+    except (InvalidOperation, ValueError):
+        raise SlackApiFailure(error) from None
+
+
+def _range_filter(params: dict[str, str]) -> Any:
+    """``oldest < ts < latest`` (``<=`` with ``inclusive``); oldest defaults to 0, latest to now."""
+    oldest = _parse_ts(params.get("oldest") or "0", "invalid_ts_oldest")
+    latest = _parse_ts(params["latest"], "invalid_ts_latest") if params.get("latest") else Decimal(f"{time.time():.6f}")
+    inclusive = _truthy(params.get("inclusive"))
+
+    def in_range(ts: str) -> bool:
+        key = _ts_key(ts)
+        if inclusive:
+            return oldest <= key <= latest
+        return oldest < key < latest
+
+    return in_range
+
+
+def _encode_cursor(kind: str, value: str | int) -> str:
+    return base64.b64encode(f"{kind}:{value}".encode()).decode()
+
+
+def _decode_cursor(cursor: str | None, kind: str) -> str | None:
+    if not cursor:
+        return None
+    try:
+        decoded = base64.b64decode(cursor.encode(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise SlackApiFailure("invalid_cursor") from None
+    prefix, _, value = decoded.partition(":")
+    if prefix != kind or not value:
+        raise SlackApiFailure("invalid_cursor")
+    return value
+
+
+def _offset_page(items: list[Any], cursor: str | None, limit: int, kind: str) -> tuple[list[Any], str]:
+    """One page of ``items`` from the offset in ``cursor``, and the next cursor (``""`` on the last page)."""
+    raw = _decode_cursor(cursor, kind)
+    try:
+        offset = int(raw) if raw is not None else 0
+    except ValueError:
+        raise SlackApiFailure("invalid_cursor") from None
+    if offset < 0:
+        raise SlackApiFailure("invalid_cursor")
+    page = list(items[offset : offset + limit])
+    end = offset + len(page)
+    return page, _encode_cursor(kind, end) if end < len(items) else ""
+
+
+def iter_messages(workspace: SlackWorkspace) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every stored message of a workspace as ``(channel_id, message)``, channel by channel, oldest first."""
+    for channel in workspace.channels.values():
+        for message in channel.sorted_messages():
+            yield channel.id, message
