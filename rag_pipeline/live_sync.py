@@ -58,7 +58,8 @@ class SyncSummary:
 
 
 def _select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
-    discovered = slack.reader().discover_channels()
+    # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
+    discovered = slack.process_config_and_initialize().reader().discover_channels()
     if not names:
         return [(c.id, c.name) for c in discovered]
     by_key = {c.name: c for c in discovered} | {c.id: c for c in discovered}

@@ -18,6 +18,9 @@ What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jir
   current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
 * Edits keep ``ts`` and set ``edited``; deleting a thread root that still has replies leaves a ``tombstone``.
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, and dropped connections; every request is recorded.
+* Opt-in rate limits per method (``rate_limits={"conversations.history": RateLimit(1, 60.0)}``): at most ``requests``
+  answered requests per window of wall time, others get HTTP 429 ``ratelimited`` with ``Retry-After`` (e.g. the 2025
+  "1 request per minute" regime, with a window shrunk to something a test or benchmark can wait for).
 
 Usage::
 
@@ -35,9 +38,10 @@ import binascii
 import copy
 import functools
 import json
+import math
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -53,6 +57,7 @@ __all__ = [
     "FAULT_KINDS",
     "TOMBSTONE_TEXT",
     "Channel",
+    "RateLimit",
     "RecordedRequest",
     "SlackApiFailure",
     "SlackEmulator",
@@ -352,6 +357,22 @@ class _Fault:
     retry_after: int
 
 
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``requests`` answered requests to a method per ``window`` seconds of wall time. A window opens with
+    the first request answered after the previous window ended; requests over the limit inside it get HTTP 429
+    ``{"ok": false, "error": "ratelimited"}`` with ``Retry-After: retry_after`` (None: the seconds left in the
+    window, rounded up, as Slack does). Rate-limited requests do not count against the window."""
+
+    requests: int = 1
+    window: float = 60.0
+    retry_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.requests < 1 or self.window <= 0:
+            raise ValueError("a rate limit needs requests >= 1 and window > 0")
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -368,8 +389,11 @@ class SlackEmulator:
         max_limit: int = 1000,
         default_limit: int = 100,
         token: str = "xoxb-test-token",
+        rate_limits: Mapping[str, RateLimit] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.rate_limits: dict[str, RateLimit] = dict(rate_limits or {})
+        self._windows: dict[str, tuple[float, int]] = {}  # method -> (window start, requests answered in it)
         self.max_limit = max_limit
         self.default_limit = default_limit
         self.token = token
@@ -459,6 +483,22 @@ class SlackEmulator:
                     return fault
         return None
 
+    def _rate_limited(self, method: str) -> int | None:
+        """The Retry-After seconds when ``method`` is over its rate limit now, else None (the request counts)."""
+        limit = self.rate_limits.get(method)
+        if limit is None:
+            return None
+        now = time.monotonic()
+        with self._record_lock:
+            start, answered = self._windows.get(method, (now, 0))
+            if now - start >= limit.window:
+                start, answered = now, 0
+            if answered >= limit.requests:
+                left = limit.window - (now - start)
+                return limit.retry_after if limit.retry_after is not None else max(math.ceil(left), 1)
+            self._windows[method] = (start, answered + 1)
+        return None
+
     def _record(self, method: str, params: dict[str, str]) -> RecordedRequest:
         record = RecordedRequest(method=method, params=params, status=0)
         with self._record_lock:
@@ -501,6 +541,10 @@ class SlackEmulator:
                 _respond(request, record, 429, body, {"Retry-After": str(fault.retry_after)})
             else:
                 _respond(request, record, int(fault.kind), {"ok": False, "error": "internal_error"})
+            return
+        retry_after = self._rate_limited(method)
+        if retry_after is not None:
+            _respond(request, record, 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)})
             return
 
         if not split.path.startswith("/api/"):

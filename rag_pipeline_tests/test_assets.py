@@ -61,6 +61,9 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     assert eval_node.pools == {"qdrant"}
     points = graph.get(dg.AssetKey("slack_qdrant_points"))
     assert points.pools == {"qdrant"}
+    # Parallel Slack partitions share one API budget; reconciliation writes to the index.
+    assert graph.get(dg.AssetKey("slack_threads")).pools == {"slack_api"}
+    assert graph.get(dg.AssetKey("slack_reconciliation")).pools == {"qdrant"}
     assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {
         "slack_child_chunks"
     }

@@ -378,7 +378,9 @@ class SlackApiReader:
         roots = []
         for msg in self._pages("conversations.history", "messages", channel_id, **params):
             if (msg.get("thread_ts") or msg["ts"]) == msg["ts"]:
-                roots.append(ThreadRoot(msg["ts"], int(msg.get("reply_count") or 0), msg.get("subtype") == "tombstone"))
+                roots.append(
+                    ThreadRoot(msg["ts"], int(msg.get("reply_count") or 0), msg.get("subtype") == "tombstone", msg)
+                )
         return roots
 
     def thread_document(

@@ -22,6 +22,9 @@ class SlackReconciliationConfig(dg.Config):
     """Which channels to reconcile (default: every discovered channel)."""
 
     channels: list[str] = Field(default_factory=list, description="Channel ids; empty: every discovered channel")
+    lookback_days: int | None = Field(
+        None, description="Re-read threads whose root is this recent (default: the slack resource's lookback_days)"
+    )
 
 
 @dg.asset(
@@ -47,12 +50,13 @@ def slack_reconciliation(
     reader = slack.reader(context.log.info)
     channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
     failed: dict[str, str] = {}
+    lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
     with qdrant.open() as store:
         plans = []
         for channel_id in channels:
             indexed = store.indexed_documents(SearchFilter(sources=(SOURCE,), containers=(channel_id,)))
             try:
-                plans.append(plan_channel(reader, channel_id, indexed, slack.lookback_days))
+                plans.append(plan_channel(reader, channel_id, indexed, lookback))
             except SlackAccessError as exc:
                 failed[channel_id] = str(exc)
                 context.log.error(str(exc))
