@@ -34,13 +34,17 @@ from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
 ASSETS = [
     slack_threads,
     *slack_chain,
-    slack_reconciliation,
     jira_issues,
     *jira_chain,
     reranker_model,
     retrieval_eval,
     retrieval_eval_report,
 ]
+
+
+def slack_is_live() -> bool:
+    """Live Slack is configured: the Web API feeds ``slack_threads`` and the live-only definitions load."""
+    return bool(os.environ.get("SLACK_BOT_TOKEN"))
 
 
 def slack_api_resource() -> SlackResource:
@@ -61,9 +65,10 @@ def build_resources(data_dir: str | None = None, live_slack: bool | None = None)
     """
     base = os.path.abspath(data_dir) if data_dir else str(settings.data_dir())
     qdrant_url = os.environ.get("QDRANT_URL")
-    live = bool(os.environ.get("SLACK_BOT_TOKEN")) if live_slack is None else live_slack
+    live = slack_is_live() if live_slack is None else live_slack
     slack_export = SlackExportResource(path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT)))
-    slack_api = slack_api_resource()
+    # Only a live setup has the `slack` resource: its token EnvVar must not be needed offline.
+    slack: dict[str, object] = {"slack": slack_api_resource()} if live else {}
     return {
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=os.path.join(base, "parquet")),
         "dense_embedder": DenseEmbedderResource(
@@ -78,20 +83,25 @@ def build_resources(data_dir: str | None = None, live_slack: bool | None = None)
             api_key=dg.EnvVar("QDRANT_API_KEY") if os.environ.get("QDRANT_API_KEY") else None,
         ),
         "slack_export": slack_export,
-        "slack": slack_api,
-        "slack_source": slack_api if live else slack_export,
+        **slack,
+        "slack_source": slack.get("slack", slack_export),
         "jira_dump": JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP))),
         "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
     }
 
 
 def build_definitions(data_dir: str | None = None) -> dg.Definitions:
-    """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used."""
+    """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
+
+    The live Slack definitions (discovery sensor, reconciliation asset, job and schedule) load only
+    where SLACK_BOT_TOKEN is set; offline, the export feeds the same Slack chain.
+    """
+    live = slack_is_live()
     return dg.Definitions(
-        assets=ASSETS,
-        jobs=[*EVAL_JOBS, slack_reconciliation_job],
-        schedules=[slack_reconciliation_schedule],
-        sensors=[offline_source_discovery_sensor, slack_channel_discovery_sensor],
+        assets=[*ASSETS, slack_reconciliation] if live else ASSETS,
+        jobs=[*EVAL_JOBS, slack_reconciliation_job] if live else EVAL_JOBS,
+        schedules=[slack_reconciliation_schedule] if live else [],
+        sensors=[offline_source_discovery_sensor, *([slack_channel_discovery_sensor] if live else [])],
         resources=build_resources(data_dir),
         executor=dg.multiprocess_executor if os.environ.get("QDRANT_URL") else dg.in_process_executor,
     )

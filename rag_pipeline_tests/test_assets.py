@@ -13,7 +13,7 @@ from rag_pipeline.defs.resources import SlackExportResource
 from rag_pipeline.defs.sensors import offline_source_discovery_sensor
 from rag_pipeline_tests.conftest import D1, TEAM, ts, write_slack_export
 
-SLACK_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("slack_") and a.key.path[0] != "slack_reconciliation"]
+SLACK_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("slack_")]
 JIRA_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
 
 
@@ -53,7 +53,7 @@ def test_definitions_load_and_every_asset_is_described() -> None:
         assert set(chain) <= keys
     for node in graph.asset_nodes:
         assert node.group_name in ("slack", "jira", "evaluation") and node.kinds and node.description
-        if node.group_name != "evaluation" and node.key != dg.AssetKey("slack_reconciliation"):
+        if node.group_name != "evaluation":
             assert node.partitions_def is not None and node.backfill_policy is not None
     eval_node = graph.get(dg.AssetKey("retrieval_eval"))
     assert set(eval_node.partitions_def.get_partition_keys()) == {"vector", "bm25", "hybrid", "reranked"}
@@ -61,9 +61,8 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     assert eval_node.pools == {"qdrant"}
     points = graph.get(dg.AssetKey("slack_qdrant_points"))
     assert points.pools == {"qdrant"}
-    # Parallel Slack partitions share one API budget; reconciliation writes to the index.
+    # Parallel Slack partitions share one API budget.
     assert graph.get(dg.AssetKey("slack_threads")).pools == {"slack_api"}
-    assert graph.get(dg.AssetKey("slack_reconciliation")).pools == {"qdrant"}
     assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {
         "slack_child_chunks"
     }

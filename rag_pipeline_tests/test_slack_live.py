@@ -29,7 +29,7 @@ from rag_pipeline_tests.slack_emulator import SlackEmulator, SlackWorkspace
 
 TOKEN = "xoxb-test-token"
 MARCH = [f"2024-03-{d:02d}" for d in range(1, 13)]
-CHAIN = [a for a in ASSETS if a.key.path[0].startswith("slack_") and a.key.path[0] != "slack_reconciliation"]
+CHAIN = [a for a in ASSETS if a.key.path[0].startswith("slack_")]
 
 
 def _reader(emu: SlackEmulator, **settings) -> SlackApiReader:
@@ -207,6 +207,26 @@ def test_discovery_filters() -> None:
 
 
 # --- Dagster ------------------------------------------------------------------------------------
+def test_live_definitions_load_only_with_a_token(monkeypatch) -> None:
+    from rag_pipeline.definitions import build_definitions
+
+    monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
+    offline = build_definitions()
+    assert offline.resolve_asset_graph().has(dg.AssetKey("slack_threads"))
+    assert not offline.resolve_asset_graph().has(dg.AssetKey("slack_reconciliation"))
+    assert not offline.sensors or all(s.name != "slack_channel_discovery_sensor" for s in offline.sensors)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    live = build_definitions()
+    dg.Definitions.validate_loadable(live)
+    graph = live.resolve_asset_graph()
+    assert graph.get(dg.AssetKey("slack_reconciliation")).pools == {"qdrant"}
+    assert live.resolve_job_def("slack_reconciliation_job") is not None
+    assert live.resolve_schedule_def("slack_reconciliation_schedule").cron_schedule == "0 3 * * *"
+    assert live.resolve_sensor_def("slack_channel_discovery_sensor") is not None
+    # The token stays an environment variable in the resource config, never a literal.
+    assert live.resources["slack_source"] is live.resources["slack"]
+
+
 def _live_resources(data_dir: Path, emu: SlackEmulator, **overrides) -> dict:
     res = build_resources(str(data_dir), live_slack=False)
     slack = SlackResource(token=TOKEN, base_url=emu.base_url, **overrides)

@@ -95,6 +95,7 @@ slack_reconciliation_job = dg.define_asset_job(
 )
 
 slack_reconciliation_schedule = dg.ScheduleDefinition(
+    name="slack_reconciliation_schedule",
     job=slack_reconciliation_job,
     cron_schedule="0 3 * * *",
     execution_timezone="UTC",
