@@ -342,8 +342,9 @@ def markdown(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        '"stale": threads whose latest emitted partition is not the day of their last activity (a live run '
-        "would keep an older version of them).",
+        '"fewer thread versions": fewer (thread, partition day) pairs emitted than (a); a range read emits each '
+        'thread once, in its last activity day, by design. "stale": threads whose latest emitted partition is not '
+        "the day of their last activity (a live run would keep an older version of them).",
         "",
         f"## 2. Backfill wall time ({cfg['channels']} channels x {cfg['days']} days, range read per channel, "
         "lookback 30)",
