@@ -69,6 +69,8 @@ def test_api_documents_equal_export_documents_crafted(tmp_path: Path, page_size:
         if page_size == 15:
             assert all(int(r.params["limit"]) == 15 for r in emu.calls("conversations.history"))
             assert len(emu.calls("conversations.history")) > 3  # #general needed several pages
+            # The cap concerns messages; listings still ask for 200 (the emulator caps them at 15 here).
+            assert {r.params["limit"] for r in emu.calls("users.list")} == {"200"}
     wanted = {k: v for k, v in expected.items() if v.container in got_containers(got)}
     assert got == wanted
     # Bots, joins and tombstone text dropped; external and deactivated users named; mentions resolved.

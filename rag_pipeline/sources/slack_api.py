@@ -35,6 +35,9 @@ from rag_pipeline.sources.slack_threads import (
 )
 
 DAY = 86400.0
+# Slack's 2025 15-per-page cap concerns conversations.history/replies only; listings keep 200.
+LISTING_PAGE_SIZE = 200
+_MESSAGE_METHODS = frozenset({"conversations.history", "conversations.replies"})
 
 
 class SlackSyncSettings(BaseModel):
@@ -218,7 +221,8 @@ class SlackApiReader:
     def _pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
         cursor: str | None = None
         while True:
-            data = self._call(method, where, **params, limit=self.settings.page_size, cursor=cursor)
+            limit = self.settings.page_size if method in _MESSAGE_METHODS else LISTING_PAGE_SIZE
+            data = self._call(method, where, **params, limit=limit, cursor=cursor)
             yield from data.get(key) or []
             cursor = (data.get("response_metadata") or {}).get("next_cursor") or None
             if not cursor:
