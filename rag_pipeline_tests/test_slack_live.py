@@ -139,6 +139,18 @@ def test_reply_edit_in_a_quiet_thread_needs_the_rescan(crafted: SlackEmulator) -
     assert doc.version == float(F.REPLY_EDIT_TS) and F.EDITED_REPLY_TEXT.split(" (")[0] in doc.text
 
 
+def test_single_thread_reads_keep_the_channel_acl(crafted: SlackEmulator) -> None:
+    # Reconciliation rebuilds threads after discovery listed the channels (without their members).
+    reader = _reader(crafted)
+    reader.discover_channels()
+    shared = reader.thread_document(F.SHARED_CHANNEL, F.SHARED_ROOT_TS)
+    private = reader.thread_document(F.PRIVATE_CHANNEL, F.PRIVATE_THREAD_ROOT_TS)
+    assert shared is not None and shared.acl.users == (F.EXTERNAL_USER,)
+    assert private is not None and set(private.acl.users) == {F.ALICE, F.CAROL, F.BOT_USER}
+    reader.thread_document(F.SHARED_CHANNEL, F.SHARED_EXTERNAL_TS)
+    assert len(crafted.calls("conversations.members")) == 2  # once per channel, not per thread
+
+
 def test_request_sequence_of_a_channel_day(crafted: SlackEmulator) -> None:
     _reader(crafted).read_days(F.GENERAL_CHANNEL, ["2024-03-11"])
     methods = [r.method for r in crafted.requests]

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -196,6 +197,7 @@ class SlackApiReader:
         self._users: dict[str, str] | None = None
         self._user_lookups: dict[str, str | None] = {}
         self._channels: dict[str, SlackChannel] = {}
+        self._channels_with_members: dict[str, SlackChannel] = {}
 
     @property
     def stats(self) -> ApiStats:
@@ -282,17 +284,25 @@ class SlackApiReader:
         return channel
 
     def channel(self, channel_id: str) -> SlackChannel:
-        """A channel with the members its ACL needs (private: all; shared: the external ones)."""
+        """A channel with the members its ACL needs (private: all; shared: the external ones),
+        read once per reader."""
+        if channel_id in self._channels_with_members:
+            return self._channels_with_members[channel_id]
         raw = self._call("conversations.info", channel_id, channel=channel_id).get("channel") or {}
         base = self._remember(raw)
         if not base.is_private and not raw.get("is_ext_shared"):
+            self._channels_with_members[channel_id] = base
             return base
         members = tuple(self._pages("conversations.members", "members", channel_id, channel=channel_id))
         workspace = self._user_names()
         external = tuple(m for m in members if m not in workspace) if raw.get("is_ext_shared") else ()
         channel = SlackChannel(base.id, base.name, base.is_private, base.is_archived, members, external)
-        self._channels[channel.id] = channel
+        self._channels[channel.id] = self._channels_with_members[channel.id] = channel
         return channel
+
+    @cached_property
+    def _builder(self) -> ThreadDocumentBuilder:
+        return ThreadDocumentBuilder(self.team_id, self.domain, self.user_name, self._channel_name)
 
     def _channel_name(self, channel_id: str) -> str | None:
         channel = self._channels.get(channel_id)
@@ -310,7 +320,7 @@ class SlackApiReader:
         end = _day_start(wanted[-1]) + DAY
         window_start = start - self.settings.lookback_days * DAY
         wanted_set = set(wanted)
-        builder = ThreadDocumentBuilder(self.team_id, self.domain, self.user_name, self._channel_name)
+        builder = self._builder
         listed = self._history(channel.id, window_start, end)
         for thread_ts, messages in self._threads_to_fetch(channel.id, listed, wanted_set, start):
             out.threads_fetched += 1
@@ -392,13 +402,10 @@ class SlackApiReader:
     ) -> Document | None:
         """The current document of one thread (None when nothing readable is left); ``messages``
         spares the replies call for a root history showed without replies."""
-        channel = self._channels.get(channel_id) or self.channel(channel_id)
-        if channel.is_private and not channel.members:
-            channel = self.channel(channel_id)
-        builder = ThreadDocumentBuilder(self.team_id, self.domain, self.user_name, self._channel_name)
+        channel = self.channel(channel_id)
         listed = self.replies(channel_id, thread_ts) if messages is None else messages
         by_ts = group_threads(listed).get(thread_ts)
-        return builder.build(channel, thread_ts, by_ts) if by_ts else None
+        return self._builder.build(channel, thread_ts, by_ts) if by_ts else None
 
 
 def _partition_day(doc: Document, by_ts: Mapping[str, Mapping[str, Any]], days: set[str]) -> str | None:
