@@ -247,10 +247,15 @@ def _completed_ranges(instance: dg.DagsterInstance, source: str, fingerprint: st
     }
 
 
+def materialization_metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
+    """The metadata values of an asset's materialization in a run ({} when it did not materialize)."""
+    events = result.asset_materializations_for_node(asset)
+    return {k: v.value for k, v in events[0].metadata.items()} if events else {}
+
+
 def _collect(summary: SourceSummary, source: str, result: dg.ExecuteInProcessResult) -> None:
     def meta(asset: str) -> dict[str, Any]:
-        events = result.asset_materializations_for_node(asset)
-        return {k: v.value for k, v in events[0].metadata.items()} if events else {}
+        return materialization_metadata(result, asset)
 
     raw = meta(f"{source}_threads" if source == "slack" else f"{source}_issues")
     parents, children = meta(f"{source}_parent_chunks"), meta(f"{source}_child_chunks")

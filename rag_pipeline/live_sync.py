@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline import settings
-from rag_pipeline.backfill import SOURCE_TAG, ensure_dagster_home
+from rag_pipeline.backfill import SOURCE_TAG, ensure_dagster_home, materialization_metadata
 from rag_pipeline.defs.partitions import multi_key, slack_channels, slack_partitions
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.sources.problems import SourceError
@@ -149,9 +149,10 @@ def run_slack_sync(
 
 
 def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:
-    events = result.asset_materializations_for_node(asset)
-    if events:
-        return {k: v.value for k, v in events[0].metadata.items()}
+    """The materialization's metadata, or a failed step's ``dg.Failure`` metadata."""
+    materialized = materialization_metadata(result, asset)
+    if materialized:
+        return materialized
     for event in result.all_events:
         if event.is_step_failure and event.step_key == asset and event.step_failure_data.user_failure_data:
             return {k: v.value for k, v in event.step_failure_data.user_failure_data.metadata.items()}
