@@ -46,8 +46,9 @@ from typing import Any
 
 import slack_sdk
 
+from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack_api import ApiStats, SlackApiReader, SlackSyncSettings, build_web_client
+from rag_pipeline.sources.slack_api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline_tests.slack_emulator import BOT_USER_ID, RateLimit, RecordedRequest, SlackEmulator, SlackWorkspace
 from rag_pipeline_tests.slack_fixtures import synthetic_channel_id, synthetic_workspace
 

@@ -183,7 +183,7 @@ def run_backfill(
     home = ensure_dagster_home(base)
     started = time.perf_counter()
     # The demo always reads the bundled/offline sources, even where a Slack token is configured.
-    resources = build_resources(str(base), live_slack=False)
+    resources = build_resources(str(base), live_slack=False, live_jira=False)
     chains = {
         "slack": (slack_partitions, [slack_threads, *slack_chain], resources["slack_export"]),
         "jira": (jira_partitions, [jira_issues, *jira_chain], resources["jira_dump"]),
@@ -318,7 +318,7 @@ def run_evaluation(
     base = Path(data_dir).resolve() if data_dir else settings.data_dir()
     ensure_dagster_home(base)
     # The demo always reads the bundled/offline sources, even where a Slack token is configured.
-    resources = build_resources(str(base), live_slack=False)
+    resources = build_resources(str(base), live_slack=False, live_jira=False)
     evaluation: EvaluationResource = resources["evaluation"]  # type: ignore[assignment]
     if sources is not None and not {"slack", "jira"} <= set(sources):
         names = []

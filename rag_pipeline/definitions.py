@@ -12,6 +12,13 @@ from rag_pipeline.defs.evaluation.jobs import EVAL_JOBS
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
 from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
+from rag_pipeline.defs.jira.reconciliation import (
+    jira_reconciliation,
+    jira_reconciliation_job,
+    jira_reconciliation_schedule,
+)
+from rag_pipeline.defs.jira.resources import JiraResource
+from rag_pipeline.defs.jira.sensors import jira_project_discovery_sensor
 from rag_pipeline.defs.resources import (
     Bm25Resource,
     ChunkingResource,
@@ -57,18 +64,54 @@ def slack_api_resource() -> SlackResource:
     )
 
 
-def build_resources(data_dir: str | None = None, live_slack: bool | None = None) -> dict[str, object]:
+def jira_is_live() -> bool:
+    """Live Jira is configured: the REST API feeds ``jira_issues`` and the live-only definitions load."""
+    return bool(os.environ.get("JIRA_URL"))
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def jira_api_resource() -> JiraResource:
+    """The live Jira connector, configured from the environment (secrets stay EnvVars).
+
+    Cloud (default) authenticates with JIRA_USERNAME + JIRA_API_TOKEN; Server/Data Center
+    (JIRA_CLOUD=0, or only JIRA_PAT set) with the personal access token JIRA_PAT.
+    """
+    has_pat = bool(os.environ.get("JIRA_PAT"))
+    has_token = bool(os.environ.get("JIRA_API_TOKEN"))
+    return JiraResource(
+        url=os.environ.get("JIRA_URL", ""),
+        cloud=_env_flag("JIRA_CLOUD", default=not (has_pat and not has_token)),
+        username=os.environ.get("JIRA_USERNAME") or None,
+        api_token=dg.EnvVar("JIRA_API_TOKEN") if has_token else None,
+        personal_access_token=dg.EnvVar("JIRA_PAT") if has_pat else None,
+        site=os.environ.get("JIRA_SITE") or None,
+        page_size=int(os.environ.get("JIRA_PAGE_SIZE", "100")),
+        overlap_minutes=int(os.environ.get("JIRA_OVERLAP_MINUTES", "15")),
+    )
+
+
+def build_resources(
+    data_dir: str | None = None, live_slack: bool | None = None, live_jira: bool | None = None
+) -> dict[str, object]:
     """Resources for a data directory (default ``RAG_DATA_DIR``); the Qdrant server is used when QDRANT_URL is set.
 
     Slack threads come from the Web API when ``live_slack`` (default: when SLACK_BOT_TOKEN is set),
-    else from the export (``RAG_SLACK_EXPORT``, the bundled one by default).
+    else from the export (``RAG_SLACK_EXPORT``, the bundled one by default); Jira issues from the
+    REST API when ``live_jira`` (default: when JIRA_URL is set), else from the dump (``RAG_JIRA_DUMP``).
     """
     base = os.path.abspath(data_dir) if data_dir else str(settings.data_dir())
     qdrant_url = os.environ.get("QDRANT_URL")
     live = slack_is_live() if live_slack is None else live_slack
+    jira_live = jira_is_live() if live_jira is None else live_jira
     slack_export = SlackExportResource(path=os.environ.get("RAG_SLACK_EXPORT", str(settings.BUNDLED_SLACK_EXPORT)))
-    # Only a live setup has the `slack` resource: its token EnvVar must not be needed offline.
+    jira_dump = JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP)))
+    # Only a live setup has the `slack`/`jira` resources: their secret EnvVars must not be needed offline.
     slack: dict[str, object] = {"slack": slack_api_resource()} if live else {}
+    jira: dict[str, object] = {"jira": jira_api_resource()} if jira_live else {}
     return {
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=os.path.join(base, "parquet")),
         "dense_embedder": DenseEmbedderResource(
@@ -85,7 +128,9 @@ def build_resources(data_dir: str | None = None, live_slack: bool | None = None)
         "slack_export": slack_export,
         **slack,
         "slack_source": slack.get("slack", slack_export),
-        "jira_dump": JiraDumpResource(path=os.environ.get("RAG_JIRA_DUMP", str(settings.BUNDLED_JIRA_DUMP))),
+        "jira_dump": jira_dump,
+        **jira,
+        "jira_source": jira.get("jira", jira_dump),
         "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
     }
 
@@ -94,14 +139,30 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
 
     The live Slack definitions (discovery sensor, reconciliation asset, job and schedule) load only
-    where SLACK_BOT_TOKEN is set; offline, the export feeds the same Slack chain.
+    where SLACK_BOT_TOKEN is set, the live Jira ones only where JIRA_URL is set; offline, the export
+    and the dump feed the same chains.
     """
-    live = slack_is_live()
+    live = (
+        [
+            (
+                slack_reconciliation,
+                slack_reconciliation_job,
+                slack_reconciliation_schedule,
+                slack_channel_discovery_sensor,
+            )
+        ]
+        if slack_is_live()
+        else []
+    )
+    if jira_is_live():
+        live.append(
+            (jira_reconciliation, jira_reconciliation_job, jira_reconciliation_schedule, jira_project_discovery_sensor)
+        )
     return dg.Definitions(
-        assets=[*ASSETS, slack_reconciliation] if live else ASSETS,
-        jobs=[*EVAL_JOBS, slack_reconciliation_job] if live else EVAL_JOBS,
-        schedules=[slack_reconciliation_schedule] if live else [],
-        sensors=[offline_source_discovery_sensor, *([slack_channel_discovery_sensor] if live else [])],
+        assets=[*ASSETS, *(d[0] for d in live)],
+        jobs=[*EVAL_JOBS, *(d[1] for d in live)],
+        schedules=[d[2] for d in live],
+        sensors=[offline_source_discovery_sensor, *(d[3] for d in live)],
         resources=build_resources(data_dir),
         executor=dg.multiprocess_executor if os.environ.get("QDRANT_URL") else dg.in_process_executor,
     )

@@ -1,7 +1,7 @@
 """``rag-pipeline sync``: materializes a live source's chain for a range of days, in-process, on the
 same Dagster instance as the demo, then reconciles deletions for the synced containers.
 
-One run per channel, so a channel the bot cannot read fails alone.
+One run per container (Slack channel, Jira project), so a container that cannot be read fails alone.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ import dagster as dg
 
 from rag_pipeline import settings
 from rag_pipeline.backfill import SOURCE_TAG, ensure_dagster_home, materialization_metadata
-from rag_pipeline.defs.partitions import multi_key, slack_channels, slack_partitions
+from rag_pipeline.defs.jira.resources import JiraResource
+from rag_pipeline.defs.partitions import jira_partitions, jira_projects, multi_key, slack_channels, slack_partitions
 from rag_pipeline.defs.slack.resources import SlackResource
+from rag_pipeline.sources.days import days_between
 from rag_pipeline.sources.problems import SourceError
-from rag_pipeline.sources.slack_api import days_between
 
 
 @dataclass
@@ -32,7 +33,7 @@ class SyncSummary:
     end: str
     containers: list[str] = field(default_factory=list)
     documents: int = 0
-    threads_updated: int = 0
+    documents_updated: int = 0
     documents_removed: int = 0
     api_calls: int = 0
     retries: int = 0
@@ -41,13 +42,13 @@ class SyncSummary:
     runs: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "start": self.start,
             "end": self.end,
             "containers": self.containers,
             "documents": self.documents,
-            "threads_updated": self.threads_updated,
+            "documents_updated": self.documents_updated,
             "documents_removed": self.documents_removed,
             "api_calls": self.api_calls,
             "retries": self.retries,
@@ -55,22 +56,152 @@ class SyncSummary:
             "runs": self.runs,
             "failed": self.failed,
         }
+        if self.source == "slack":
+            out["threads_updated"] = self.documents_updated  # the name the Slack contract started with
+        return out
+
+
+@dataclass(frozen=True)
+class LiveSource:
+    """How ``sync`` drives one live source through its Dagster chain."""
+
+    name: str
+    partitions_def: dg.MultiPartitionsDefinition
+    dynamic: dg.DynamicPartitionsDefinition
+    raw_asset: str
+    reconciliation_asset: str
+    reconciliation_field: str
+    tag: str
+    select: Callable[[Any, Sequence[str]], list[tuple[str, str]]]
+
+    def assets(self) -> tuple[list[dg.AssetsDefinition], dg.AssetsDefinition]:
+        """The source's chain and its reconciliation asset."""
+        if self.name == "slack":
+            from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
+            from rag_pipeline.defs.slack.reconciliation import slack_reconciliation
+
+            return [slack_threads, *slack_chain], slack_reconciliation
+        from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
+        from rag_pipeline.defs.jira.reconciliation import jira_reconciliation
+
+        return [jira_issues, *jira_chain], jira_reconciliation
 
 
 def _select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
     # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
     discovered = slack.process_config_and_initialize().reader().discover_channels()
-    if not names:
-        return [(c.id, c.name) for c in discovered]
     by_key = {c.name: c for c in discovered} | {c.id: c for c in discovered}
-    missing = [n for n in names if n.lstrip("#") not in by_key]
+    wanted = [n.lstrip("#") for n in names] or [c.id for c in discovered]
+    missing = [n for n in wanted if n not in by_key]
     if missing:
         known = ", ".join(sorted(c.name for c in discovered)) or "none"
         raise SourceError(
             f"Slack channel(s) {', '.join(missing)} not found among the channels the bot can read ({known}); "
             "invite the bot to a private channel, or check the allow/deny lists"
         )
-    return [(by_key[n.lstrip("#")].id, by_key[n.lstrip("#")].name) for n in names]
+    return [(by_key[n].id, by_key[n].name) for n in wanted]
+
+
+def _select_projects(jira: JiraResource, keys: Sequence[str]) -> list[tuple[str, str]]:
+    discovered = jira.process_config_and_initialize().reader().discover_projects()
+    by_key = {p.key: p for p in discovered}
+    wanted = [k.upper() for k in keys] or [p.key for p in discovered]
+    missing = [k for k in wanted if k not in by_key]
+    if missing:
+        known = ", ".join(sorted(by_key)) or "none"
+        raise SourceError(
+            f"Jira project(s) {', '.join(missing)} not found among the projects the API user can browse ({known}); "
+            "grant it Browse projects, or check the allow/deny lists and include_archived"
+        )
+    return [(k, k) for k in wanted]
+
+
+LIVE_SOURCES = {
+    "slack": LiveSource(
+        "slack", slack_partitions, slack_channels, "slack_threads", "slack_reconciliation", "channels",
+        "slack-api", _select_channels,
+    ),
+    "jira": LiveSource(
+        "jira", jira_partitions, jira_projects, "jira_issues", "jira_reconciliation", "projects",
+        "jira-api", _select_projects,
+    ),
+}  # fmt: skip
+
+
+def run_sync(
+    source: str,
+    start: str,
+    end: str | None = None,
+    containers: Sequence[str] = (),
+    data_dir: str | Path | None = None,
+    resource: SlackResource | JiraResource | None = None,
+    reconcile: bool = True,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> SyncSummary:
+    """Sync days ``start``..``end`` (default: today) of a live source for the named containers
+    (Slack channels or Jira projects; default: all discovered)."""
+    from rag_pipeline.definitions import build_resources
+
+    spec = LIVE_SOURCES[source]
+    os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
+    started = time.perf_counter()
+    end = end or time.strftime("%Y-%m-%d", time.gmtime())
+    days = days_between(start, end)
+    if start < settings.partition_start():
+        raise SourceError(f"--start {start} is before the first partition day {settings.partition_start()}")
+    base = Path(data_dir).resolve() if data_dir else settings.data_dir()
+    ensure_dagster_home(base)
+    resources = build_resources(str(base), live_slack=source == "slack", live_jira=source == "jira")
+    if resource is not None:
+        resources[source] = resources[f"{source}_source"] = resource
+    selected = spec.select(resources[source], containers)
+    summary = SyncSummary(source, days[0], days[-1], containers=[name for _, name in selected])
+    chain_assets, reconciliation_asset = spec.assets()
+    chain_job = dg.Definitions(assets=chain_assets, resources=resources).resolve_implicit_global_asset_job_def()
+    points_asset = f"{source}_qdrant_points"
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(spec.dynamic.name, [cid for cid, _ in selected])
+        for done, (container, name) in enumerate(selected, start=1):
+            result = chain_job.execute_in_process(
+                instance=instance,
+                tags={
+                    "dagster/asset_partition_range_start": str(multi_key(spec.partitions_def, days[0], container)),
+                    "dagster/asset_partition_range_end": str(multi_key(spec.partitions_def, days[-1], container)),
+                    SOURCE_TAG: spec.tag,
+                },
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
+            summary.runs += 1
+            raw = _metadata(result, spec.raw_asset)
+            summary.api_calls += int(raw.get("api_calls", 0))
+            summary.retries += int(raw.get("api_retries", 0))
+            if result.success:
+                summary.documents += int(raw.get("documents", 0))
+                summary.documents_updated += int(_metadata(result, points_asset).get("documents_written", 0))
+            else:
+                summary.failed[name] = _failure(result) or f"the sync run for {name} failed"
+            if on_progress:
+                on_progress(source, done, len(selected))
+        synced = [cid for cid, name in selected if name not in summary.failed]
+        if reconcile and synced:
+            reconciled = dg.Definitions(assets=[reconciliation_asset], resources=resources)
+            result = reconciled.resolve_implicit_global_asset_job_def().execute_in_process(
+                instance=instance,
+                run_config={"ops": {spec.reconciliation_asset: {"config": {spec.reconciliation_field: synced}}}},
+                raise_on_error=False,
+                tags={SOURCE_TAG: spec.tag},
+            )
+            summary.runs += 1
+            meta = _metadata(result, spec.reconciliation_asset)
+            summary.documents_removed = int(meta.get("documents_removed", 0))
+            summary.documents_updated += int(meta.get("documents_rewritten", 0))
+            summary.api_calls += int(meta.get("api_calls", 0))
+            summary.retries += int(meta.get("api_retries", 0))
+            if not result.success:
+                summary.failed["reconciliation"] = _failure(result) or "reconciliation failed"
+    summary.seconds = time.perf_counter() - started
+    return summary
 
 
 def run_slack_sync(
@@ -83,69 +214,7 @@ def run_slack_sync(
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> SyncSummary:
     """Sync Slack days ``start``..``end`` (default: today) for the named channels (default: all)."""
-    from rag_pipeline.definitions import build_resources
-    from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
-    from rag_pipeline.defs.slack.reconciliation import slack_reconciliation
-
-    os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
-    started = time.perf_counter()
-    end = end or time.strftime("%Y-%m-%d", time.gmtime())
-    days = days_between(start, end)
-    if start < settings.partition_start():
-        raise SourceError(f"--start {start} is before the first partition day {settings.partition_start()}")
-    base = Path(data_dir).resolve() if data_dir else settings.data_dir()
-    ensure_dagster_home(base)
-    resources = build_resources(str(base), live_slack=True)
-    if slack is not None:
-        resources["slack"] = resources["slack_source"] = slack
-    slack_resource: SlackResource = resources["slack"]  # type: ignore[assignment]
-    selected = _select_channels(slack_resource, channels)
-    summary = SyncSummary("slack", days[0], days[-1], containers=[name for _, name in selected])
-    chain = dg.Definitions(assets=[slack_threads, *slack_chain], resources=resources)
-    chain_job = chain.resolve_implicit_global_asset_job_def()
-    with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions(slack_channels.name, [cid for cid, _ in selected])
-        for done, (channel_id, name) in enumerate(selected, start=1):
-            result = chain_job.execute_in_process(
-                instance=instance,
-                tags={
-                    "dagster/asset_partition_range_start": str(multi_key(slack_partitions, days[0], channel_id)),
-                    "dagster/asset_partition_range_end": str(multi_key(slack_partitions, days[-1], channel_id)),
-                    SOURCE_TAG: "slack-api",
-                },
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            )
-            summary.runs += 1
-            raw = _metadata(result, "slack_threads")
-            summary.api_calls += int(raw.get("api_calls", 0))
-            summary.retries += int(raw.get("api_retries", 0))
-            if result.success:
-                summary.documents += int(raw.get("documents", 0))
-                summary.threads_updated += int(_metadata(result, "slack_qdrant_points").get("documents_written", 0))
-            else:
-                summary.failed[name] = _failure(result) or f"the sync run for #{name} failed"
-            if on_progress:
-                on_progress("slack", done, len(selected))
-        synced = [cid for cid, name in selected if name not in summary.failed]
-        if reconcile and synced:
-            reconciled = dg.Definitions(assets=[slack_reconciliation], resources=resources)
-            result = reconciled.resolve_implicit_global_asset_job_def().execute_in_process(
-                instance=instance,
-                run_config={"ops": {"slack_reconciliation": {"config": {"channels": synced}}}},
-                raise_on_error=False,
-                tags={SOURCE_TAG: "slack-api"},
-            )
-            summary.runs += 1
-            meta = _metadata(result, "slack_reconciliation")
-            summary.documents_removed = int(meta.get("documents_removed", 0))
-            summary.threads_updated += int(meta.get("documents_rewritten", 0))
-            summary.api_calls += int(meta.get("api_calls", 0))
-            summary.retries += int(meta.get("api_retries", 0))
-            if not result.success:
-                summary.failed["reconciliation"] = _failure(result) or "reconciliation failed"
-    summary.seconds = time.perf_counter() - started
-    return summary
+    return run_sync("slack", start, end, channels, data_dir, slack, reconcile, on_progress)
 
 
 def _metadata(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.slack.sensors import slack_channel_discovery_sensor
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, SearchFilter
+from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.slack_api import (
-    ApiStats,
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,

@@ -11,12 +11,14 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline import settings
-from rag_pipeline.defs.slack.resources import SlackSourceResource, SourceRead
+from rag_pipeline.defs.jira.resources import JiraSourceResource
+from rag_pipeline.defs.slack.resources import SlackSourceResource
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, VectorStore
 from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
 from rag_pipeline.sources.slack_export import SlackExportReader, SlackRead
+from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
@@ -112,7 +114,7 @@ class SlackExportResource(SlackSourceResource):
         return SourceRead(documents=documents, problems=list(read.problems))
 
 
-class JiraDumpResource(dg.ConfigurableResource):
+class JiraDumpResource(JiraSourceResource):
     """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped)."""
 
     path: str
@@ -120,6 +122,13 @@ class JiraDumpResource(dg.ConfigurableResource):
 
     def read(self) -> JiraRead:
         return _read_jira(self.path, self.site, _mtime(self.path))
+
+    def read_partitions(
+        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        read = self.read()
+        documents = [d for d in read.documents if d.container in days_by_project]
+        return SourceRead(documents=documents, problems=list(read.problems))
 
 
 def _mtime(path: str) -> float:

@@ -11,10 +11,8 @@ give identical documents for the same data.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -24,6 +22,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler, RetryHandler
 from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.days import DAY, day_of, day_start
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.slack_threads import (
@@ -35,7 +35,6 @@ from rag_pipeline.sources.slack_threads import (
     user_display_name,
 )
 
-DAY = 86400.0
 # Slack's 2025 15-per-page cap concerns conversations.history/replies only; listings keep 200.
 LISTING_PAGE_SIZE = 200
 _MESSAGE_METHODS = frozenset({"conversations.history", "conversations.replies"})
@@ -71,22 +70,6 @@ class SlackSyncSettings(BaseModel):
 
 def _name_matches(pattern: str, name: str) -> bool:
     return pattern.lstrip("#") == name or re.fullmatch(pattern, name) is not None
-
-
-@dataclass
-class ApiStats:
-    """Calls per Web API method and retries (rate limits, server errors, dropped connections)."""
-
-    calls: Counter[str] = field(default_factory=Counter)
-    retries: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def api_calls(self) -> int:
-        return sum(self.calls.values())
-
-    @property
-    def total_retries(self) -> int:
-        return sum(self.retries.values())
 
 
 class _CountingWebClient(WebClient):
@@ -316,8 +299,8 @@ class SlackApiReader:
         if not wanted:
             return out
         channel = self.channel(channel_id)
-        start = _day_start(wanted[0])
-        end = _day_start(wanted[-1]) + DAY
+        start = day_start(wanted[0])
+        end = day_start(wanted[-1]) + DAY
         window_start = start - self.settings.lookback_days * DAY
         wanted_set = set(wanted)
         builder = self._builder
@@ -373,7 +356,7 @@ class SlackApiReader:
         for thread_ts in sorted(set(roots) | broadcast_threads, key=float):
             root = roots.get(thread_ts)
             has_replies = root is None or int(root.get("reply_count") or 0) > 0
-            root_active = root is not None and _day_of(max(float(thread_ts), edited_ts(root))) in days
+            root_active = root is not None and day_of(max(float(thread_ts), edited_ts(root))) in days
             new_replies = root is not None and float(root.get("latest_reply") or 0) >= start
             if has_replies and (root is None or root_active or new_replies or self.settings.rescan_thread_replies):
                 yield thread_ts, list(self.replies(channel_id, thread_ts))
@@ -414,25 +397,9 @@ def _partition_day(doc: Document, by_ts: Mapping[str, Mapping[str, Any]], days: 
     moved on. None when the thread had no activity on the run's days."""
     if doc.day in days:
         return doc.day
-    active = {_day_of(t) for t in activity_times(by_ts)} & days
+    active = {day_of(t) for t in activity_times(by_ts)} & days
     return max(active) if active else None
-
-
-def _day_start(day: str) -> float:
-    return datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
-
-
-def _day_of(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d")
 
 
 def _ts(seconds: float) -> str:
     return f"{seconds:.6f}"
-
-
-def days_between(start: str, end: str) -> list[str]:
-    """Every UTC day from start to end inclusive (YYYY-MM-DD)."""
-    first, last = date.fromisoformat(start), date.fromisoformat(end)
-    if last < first:
-        raise ValueError(f"end {end} is before start {start}")
-    return [(first + timedelta(days=i)).isoformat() for i in range((last - first).days + 1)]

@@ -5,9 +5,9 @@ import time
 import dagster as dg
 
 from rag_pipeline.defs.chain import IO_MANAGER_KEY, build_source_chain
-from rag_pipeline.defs.partitions import jira_partitions
+from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraSourceResource
+from rag_pipeline.defs.partitions import days_by_container, jira_partitions
 from rag_pipeline.defs.raw import documents_by_partition
-from rag_pipeline.defs.resources import JiraDumpResource
 
 
 @dg.asset(
@@ -17,13 +17,31 @@ from rag_pipeline.defs.resources import JiraDumpResource
     group_name="jira",
     kinds={"jira", "parquet"},
     owners=["team:rag-platform"],
+    pool=JIRA_API_POOL,
     description="Jira issues of the partition's project updated on the partition's day (UTC): summary, "
-    "description and every comment as text, status, links and project ACL.",
+    "description (ADF or wiki markup) and every comment as text, status, typed links and the project's (or the "
+    "issue security level's) ACL. Read from the Jira REST API (Cloud /search/jql or Server /search) or, offline, "
+    "from a dump.",
 )
-def jira_issues(context: dg.AssetExecutionContext, jira_dump: JiraDumpResource) -> dg.Output:
+def jira_issues(context: dg.AssetExecutionContext, jira_source: JiraSourceResource) -> dg.Output:
     started = time.perf_counter()
-    read = jira_dump.read()
-    return documents_by_partition(context, jira_partitions, read.documents, read.problems, started)
+    read = jira_source.read_partitions(days_by_container(jira_partitions, context.partition_keys), context.log.info)
+    if read.failed:
+        for message in read.failed.values():
+            context.log.error(message)
+        raise dg.Failure(
+            description="; ".join(read.failed.values()),
+            metadata={"projects_failed": sorted(read.failed), **read.metadata},
+        )
+    return documents_by_partition(
+        context,
+        jira_partitions,
+        read.documents,
+        read.problems,
+        started,
+        partition_day=read.partition_day,
+        extra_metadata=read.metadata,
+    )
 
 
 jira_chain = build_source_chain("jira", "jira_issues", jira_partitions)

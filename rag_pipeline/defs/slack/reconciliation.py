@@ -4,17 +4,16 @@ were deleted (or edited quietly) within the lookback are rewritten."""
 import time
 
 import dagster as dg
-import pandas as pd
 from pydantic import Field
 
 from rag_pipeline.defs.chain import QDRANT_POOL
 from rag_pipeline.defs.partitions import slack_channels
+from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
-from rag_pipeline.index.store import SearchFilter
-from rag_pipeline.sources.slack_api import SlackAccessError
+from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.sources.slack_threads import SOURCE
-from rag_pipeline.sync.reconcile import IndexWriters, apply_plans
+from rag_pipeline.sync.reconcile import ReconcilePlan
 from rag_pipeline.sync.slack_reconcile import plan_channel
 
 
@@ -49,43 +48,14 @@ def slack_reconciliation(
     started = time.perf_counter()
     reader = slack.reader(context.log.info)
     channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
-    failed: dict[str, str] = {}
     lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
-    with qdrant.open() as store:
-        plans = []
-        for channel_id in channels:
-            indexed = store.indexed_documents(SearchFilter(sources=(SOURCE,), containers=(channel_id,)))
-            try:
-                plans.append(plan_channel(reader, channel_id, indexed, lookback))
-            except SlackAccessError as exc:
-                failed[channel_id] = str(exc)
-                context.log.error(str(exc))
-        encoder = dense_embedder.encoder()
-        cache = dense_embedder.cache()
-        try:
-            writers = IndexWriters(chunking.chunker(encoder), encoder, bm25.encoder(), cache)
-            result = apply_plans(store, plans, writers)
-        finally:
-            cache.close()
-    changes = pd.DataFrame(
-        [("removed", d) for d in result.removed] + [("rewritten", d) for d in result.rewritten],
-        columns=["change", "document_id"],
-    )
-    metadata = {
-        "channels": len(channels),
-        "channels_failed": dg.MetadataValue.json(failed),
-        "threads_checked": result.checked,
-        "documents_removed": len(result.removed),
-        "documents_rewritten": len(result.rewritten),
-        "changes": dg.MetadataValue.md(changes.head(50).to_markdown(index=False) if len(changes) else "none"),
-        "api_calls": reader.stats.api_calls,
-        "api_retries": reader.stats.total_retries,
-        "elapsed_seconds": round(time.perf_counter() - started, 3),
-    }
-    if failed:
-        # The other channels' changes are applied; the run still fails so the gap is seen.
-        raise dg.Failure(description="; ".join(failed.values()), metadata=metadata)
-    return dg.MaterializeResult(metadata=metadata)
+
+    def plan(store: VectorStore, channel_id: str) -> ReconcilePlan:
+        indexed = store.indexed_documents(SearchFilter(sources=(SOURCE,), containers=(channel_id,)))
+        return plan_channel(reader, channel_id, indexed, lookback)
+
+    done = reconcile_containers(channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
+    return reconciliation_output(done, "channels", len(channels), reader.stats, started)
 
 
 slack_reconciliation_job = dg.define_asset_job(

@@ -5,35 +5,20 @@ graph whichever source feeds it.
 """
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.slack_api import (
-    ApiStats,
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,
     build_web_client,
 )
+from rag_pipeline.sources.source_read import SourceRead
 
 SLACK_API_POOL = "slack_api"
-
-
-@dataclass
-class SourceRead:
-    """Documents for a run's partitions; ``partition_day`` overrides a document's own day,
-    ``failed`` maps a container to why it could not be read."""
-
-    documents: list[Document] = field(default_factory=list)
-    problems: list[RecordProblem] = field(default_factory=list)
-    partition_day: dict[str, str] = field(default_factory=dict)
-    failed: dict[str, str] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class SlackSourceResource(dg.ConfigurableResource):
@@ -105,10 +90,7 @@ class SlackResource(SlackSourceResource):
             threads_fetched += read.threads_fetched
         stats = reader.stats
         out.metadata = {
-            "api_calls": stats.api_calls,
-            "api_retries": stats.total_retries,
-            "api_calls_by_method": dict(sorted(stats.calls.items())),
-            "api_retries_by_kind": dict(sorted(stats.retries.items())),
+            **stats.as_metadata(),
             "threads_fetched": threads_fetched,
             "lookback_days": self.lookback_days,
             "page_size": self.page_size,

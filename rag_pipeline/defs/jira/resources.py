@@ -1,0 +1,108 @@
+"""Where Jira issues come from: the live REST API (``JiraResource``) or a dump (offline).
+
+Both implement :class:`JiraSourceResource`, so ``jira_issues`` and everything downstream is one
+graph whichever source feeds it.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+
+import dagster as dg
+from pydantic import Field
+
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.jira_api import JiraAccessError, JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.source_read import SourceRead
+
+JIRA_API_POOL = "jira_api"
+
+
+class JiraSourceResource(dg.ConfigurableResource):
+    """A source of Jira issue documents for (day, project) partitions."""
+
+    def read_partitions(
+        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        raise NotImplementedError
+
+
+class JiraResource(JiraSourceResource):
+    """The Jira REST API through atlassian-python-api (Cloud: e-mail + API token; Server/DC: a PAT)."""
+
+    url: str = Field(description="Site URL (JIRA_URL), e.g. https://your-team.atlassian.net")
+    cloud: bool = Field(True, description="Jira Cloud (REST v3, /search/jql) or Server/Data Center (REST v2)")
+    username: str | None = Field(None, description="Account e-mail for Cloud API tokens (JIRA_USERNAME)")
+    api_token: str | None = Field(None, description="Cloud API token; set it with EnvVar('JIRA_API_TOKEN')")
+    personal_access_token: str | None = Field(
+        None, description="Server/Data Center personal access token; set it with EnvVar('JIRA_PAT')"
+    )
+    site: str | None = Field(None, description="Site name in document ids and ACL groups (default: the URL's host)")
+    page_size: int = Field(100, description="Issues per search page")
+    id_page_size: int = Field(1000, description="Issue ids per page in reconciliation listings")
+    comment_page_size: int = Field(100, description="Comments per page past those the search embeds")
+    overlap_minutes: int = Field(15, description="Minutes before the first day re-read (eventually consistent search)")
+    project_allow: list[str] = Field(default_factory=list, description="Project keys/regexes to keep (empty: all)")
+    project_deny: list[str] = Field(default_factory=list, description="Project keys/regexes to skip")
+    include_archived: bool = Field(False, description="Discover archived projects too")
+    resolve_permission_groups: bool = Field(
+        False, description="Add the groups/users of the project's Browse permission to issue ACLs"
+    )
+    max_retries: int = Field(8, description="Retries per request on 429 (Retry-After), 5xx and dropped connections")
+    backoff_seconds: float = Field(1.0, description="Exponential backoff factor when no Retry-After is given")
+    timeout_seconds: int = Field(30, description="HTTP timeout per request")
+
+    def sync_settings(self) -> JiraSyncSettings:
+        return JiraSyncSettings(
+            cloud=self.cloud,
+            site=self.site,
+            page_size=self.page_size,
+            id_page_size=self.id_page_size,
+            comment_page_size=self.comment_page_size,
+            overlap_minutes=self.overlap_minutes,
+            project_allow=tuple(self.project_allow),
+            project_deny=tuple(self.project_deny),
+            include_archived=self.include_archived,
+            resolve_permission_groups=self.resolve_permission_groups,
+        )
+
+    def reader(self, log: Callable[[str], None] | None = None) -> JiraApiReader:
+        """A fresh reader (with its own caches and call counters) for one run."""
+        client = build_jira_client(
+            self.url,
+            username=self.username,
+            api_token=self.api_token,
+            personal_access_token=self.personal_access_token,
+            cloud=self.cloud,
+            stats=ApiStats(),
+            max_retries=self.max_retries,
+            backoff_seconds=self.backoff_seconds,
+            timeout=self.timeout_seconds,
+        )
+        return JiraApiReader(client, self.sync_settings(), log)
+
+    def read_partitions(
+        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        reader = self.reader(log)
+        out = SourceRead()
+        issues_fetched = comment_pages = 0
+        for project, days in sorted(days_by_project.items()):
+            try:
+                read = reader.read_days(project, days)
+            except JiraAccessError as exc:
+                # One project's access problem never stops the others from being read.
+                out.failed[project] = str(exc)
+                continue
+            out.documents.extend(read.documents)
+            out.problems.extend(read.problems)
+            out.partition_day.update(read.partition_day)
+            issues_fetched += read.issues_fetched
+            comment_pages += read.comment_pages
+        out.metadata = {
+            **reader.stats.as_metadata(),
+            "issues_fetched": issues_fetched,
+            "comment_pages": comment_pages,
+            "overlap_minutes": self.overlap_minutes,
+            "page_size": self.page_size,
+            "jira_mode": "cloud" if self.cloud else "server",
+        }
+        return out

@@ -1,0 +1,81 @@
+"""Shared body of the reconciliation assets: plan each container against the index, apply the plans
+(rewrites before removals), and describe what changed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.index.store import VectorStore
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sync.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
+
+
+@dataclass
+class Reconciliation:
+    """What a reconciliation run changed, and which containers could not be checked."""
+
+    result: ReconcileResult
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def reconcile_containers(
+    containers: Sequence[str],
+    plan: Callable[[VectorStore, str], ReconcilePlan],
+    qdrant: QdrantResource,
+    dense_embedder: DenseEmbedderResource,
+    chunking: ChunkingResource,
+    bm25: Bm25Resource,
+    log: Callable[[str], None],
+) -> Reconciliation:
+    """Plan every container (one that cannot be read is skipped and reported) and apply the plans."""
+    failed: dict[str, str] = {}
+    with qdrant.open() as store:
+        plans = []
+        for container in containers:
+            try:
+                plans.append(plan(store, container))
+            except SourceError as exc:
+                failed[container] = str(exc)
+                log(str(exc))
+        encoder = dense_embedder.encoder()
+        cache = dense_embedder.cache()
+        try:
+            writers = IndexWriters(chunking.chunker(encoder), encoder, bm25.encoder(), cache)
+            result = apply_plans(store, plans, writers)
+        finally:
+            cache.close()
+    return Reconciliation(result, failed)
+
+
+def reconciliation_output(
+    done: Reconciliation, containers_label: str, containers: int, stats: ApiStats, started: float
+) -> dg.MaterializeResult:
+    """The materialization's metadata; a run with unreadable containers still applies the others'
+    changes, then fails so the gap is seen."""
+    result = done.result
+    changes = pd.DataFrame(
+        [("removed", d) for d in result.removed] + [("rewritten", d) for d in result.rewritten],
+        columns=["change", "document_id"],
+    )
+    metadata: dict[str, Any] = {
+        containers_label: containers,
+        f"{containers_label}_failed": dg.MetadataValue.json(done.failed),
+        "documents_checked": result.checked,
+        "documents_removed": len(result.removed),
+        "documents_rewritten": len(result.rewritten),
+        "changes": dg.MetadataValue.md(changes.head(50).to_markdown(index=False) if len(changes) else "none"),
+        "api_calls": stats.api_calls,
+        "api_retries": stats.total_retries,
+        "elapsed_seconds": round(time.perf_counter() - started, 3),
+    }
+    if done.failed:
+        raise dg.Failure(description="; ".join(done.failed.values()), metadata=metadata)
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,501 @@
+"""Jira REST reader: project discovery, (day x project) issue reads, id listings for reconciliation
+and project ACLs, through atlassian-python-api's ``Jira`` client.
+
+A (day D, project P) read returns every issue of P whose ``updated`` lies in [D, D+1) UTC. JQL
+dates have minute precision and are read in the API user's time zone, so the reader asks Jira for
+that zone (``myself``), writes the UTC bounds as that zone's wall clock, and still filters the
+returned ``updated`` instants exactly: a boundary issue lands in exactly one day whatever the
+user's zone. Cloud search (``/rest/api/3/search/jql``) is eventually consistent, so the window
+starts ``overlap_minutes`` early; issues found in the overlap go to the run's first day (their
+version decides what the index keeps). Issues come with all their comments (paged past what the
+search embeds) and are built by the dump reader's :func:`issue_to_document`, so both readers give
+identical documents for the same issues.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import requests
+from atlassian import Jira
+from pydantic import BaseModel, Field
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
+
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.days import day_of, day_start
+from rag_pipeline.sources.document import Acl, Document
+from rag_pipeline.sources.jira_dump import issue_document_id, issue_to_document, parse_jira_time, project_group
+from rag_pipeline.sources.problems import RecordProblem, SourceError
+
+# What issue_to_document reads; anything else would only cost bandwidth.
+ISSUE_FIELDS = (
+    "summary",
+    "description",
+    "comment",
+    "reporter",
+    "creator",
+    "created",
+    "updated",
+    "project",
+    "issuetype",
+    "status",
+    "resolution",
+    "labels",
+    "components",
+    "issuelinks",
+    "security",
+)
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+# Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
+_ZONE_PAD = timedelta(hours=14)
+
+
+class JiraSyncSettings(BaseModel):
+    """How the live connector reads a Jira site."""
+
+    cloud: bool = Field(True, description="Jira Cloud (/search/jql, ADF bodies) or Server/Data Center (/search, wiki)")
+    site: str | None = Field(None, description="Site name in document ids and ACL groups (default: the URL's host)")
+    page_size: int = Field(100, ge=1, le=5000, description="Issues per search page (with full fields)")
+    id_page_size: int = Field(1000, ge=1, le=5000, description="Issue ids per page in reconciliation listings")
+    comment_page_size: int = Field(100, ge=1, le=5000, description="Comments per page past those search embeds")
+    overlap_minutes: int = Field(
+        15, ge=0, description="Minutes before the first day re-read, for Cloud search's eventual consistency"
+    )
+    project_allow: tuple[str, ...] = Field((), description="Project keys or regexes to keep (empty: all)")
+    project_deny: tuple[str, ...] = Field((), description="Project keys or regexes to skip")
+    include_archived: bool = Field(False, description="Discover archived projects too")
+    resolve_permission_groups: bool = Field(
+        False,
+        description="Add the concrete groups and users of the project's Browse permission (permission scheme and "
+        "project roles) to each issue's ACL, next to the project group",
+    )
+
+    def wants(self, project: JiraProject) -> bool:
+        """Whether discovery keeps a project (deny wins over allow)."""
+        if project.archived and not self.include_archived:
+            return False
+        if any(_key_matches(p, project.key) for p in self.project_deny):
+            return False
+        return not self.project_allow or any(_key_matches(p, project.key) for p in self.project_allow)
+
+
+def _key_matches(pattern: str, key: str) -> bool:
+    return pattern == key or re.fullmatch(pattern, key) is not None
+
+
+@dataclass(frozen=True)
+class JiraProject:
+    """A project as the listing shows it."""
+
+    key: str
+    id: str
+    name: str
+    archived: bool = False
+
+
+class _CountedRetry(Retry):
+    """urllib3's Retry, counting each retry it grants by kind."""
+
+    stats: ApiStats | None = None
+
+    def new(self, **kw: Any) -> _CountedRetry:
+        retry = super().new(**kw)
+        retry.stats = self.stats
+        return retry
+
+    def increment(self, method: str | None = None, url: str | None = None, *args: Any, **kwargs: Any) -> Retry:
+        retry = super().increment(method, url, *args, **kwargs)
+        if self.stats is not None:
+            response, error = kwargs.get("response"), kwargs.get("error")
+            kind = f"http_{response.status}" if response is not None and error is None else "connection"
+            self.stats.retries[kind] += 1
+        return retry
+
+
+_PATH_IDS = [
+    (re.compile(r"/issue/[^/]+"), "/issue/{issue}"),
+    (re.compile(r"/project/(?!search\b)[^/]+"), "/project/{project}"),
+    (re.compile(r"/role/\d+"), "/role/{id}"),
+    (re.compile(r"/permissionscheme/\d+"), "/permissionscheme/{id}"),
+]
+
+
+def endpoint_of(path: str) -> str:
+    """A request path with issue keys and ids replaced, for counting calls per endpoint."""
+    path = urlsplit(path).path
+    for pattern, replacement in _PATH_IDS:
+        path = pattern.sub(replacement, path)
+    return path
+
+
+def build_jira_client(
+    url: str,
+    *,
+    username: str | None = None,
+    api_token: str | None = None,
+    personal_access_token: str | None = None,
+    cloud: bool = True,
+    stats: ApiStats | None = None,
+    max_retries: int = 8,
+    backoff_seconds: float = 1.0,
+    timeout: int = 30,
+) -> Jira:
+    """An atlassian-python-api ``Jira`` client with counted retries.
+
+    Cloud uses e-mail + API token (Basic) and REST v3 (ADF bodies); Server/Data Center uses a
+    personal access token (Bearer) or user + password, and REST v2 (wiki bodies). The library's
+    ``backoff_and_retry`` mounts urllib3 retries for 429/503 honouring Retry-After; they are
+    replaced by the same policy widened to 500/502/504 and dropped connections, and counted.
+    """
+    if personal_access_token:
+        auth: dict[str, Any] = {"token": personal_access_token}
+    elif username and api_token:
+        auth = {"username": username, "password": api_token}
+    else:
+        raise SourceError(
+            "Jira credentials missing: set JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)"
+        )
+    stats = stats if stats is not None else ApiStats()
+    client = Jira(
+        url=url,
+        cloud=cloud,
+        api_version="3" if cloud else "2",
+        timeout=timeout,
+        backoff_and_retry=True,
+        retry_status_codes=list(RETRY_STATUSES),
+        max_backoff_retries=max_retries,
+        backoff_factor=backoff_seconds,
+        **auth,
+    )
+    retry = _CountedRetry(
+        total=None,
+        connect=max_retries,
+        read=max_retries,
+        status=max_retries,
+        other=0,
+        allowed_methods=None,
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=backoff_seconds,
+        backoff_jitter=backoff_seconds,
+        backoff_max=120,
+        respect_retry_after_header=True,
+    )
+    retry.stats = stats
+    client.session.mount(client.url, HTTPAdapter(max_retries=retry))
+    client.session.hooks["response"].append(lambda response, *_a, **_k: _count(stats, response))
+    client.stats = stats  # type: ignore[attr-defined]
+    return client
+
+
+def _count(stats: ApiStats, response: requests.Response) -> None:
+    stats.calls[f"{response.request.method} {endpoint_of(response.request.path_url)}"] += 1
+
+
+class JiraAccessError(SourceError):
+    """The site or one project cannot be read; the message says what to change."""
+
+
+def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> str:
+    """One actionable sentence for a failed Jira call (never includes credentials)."""
+    target = where or "the site"
+    if isinstance(exc, requests.exceptions.RetryError):
+        return (
+            f"Jira kept failing {what} for {target} (rate limited or server errors) after every retry: lower "
+            "concurrency (pool jira_api) or raise max_retries"
+        )
+    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        return f"Jira could not be reached for {what} ({type(exc).__name__}): check JIRA_URL and the network"
+    response = getattr(exc, "response", None)
+    status = response.status_code if response is not None else None
+    path = urlsplit(response.request.url).path if response is not None and response.request is not None else "?"
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if status == 401:
+        return (
+            "Jira 401: the credentials were rejected: check JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT "
+            "(Server/Data Center)"
+        )
+    if status == 403:
+        return f"Jira 403: the API user may not {what} on {target} ({message}): grant it Browse projects there"
+    if status == 404:
+        return f"Jira 404: {target} was not found at {path}: it does not exist or the API user cannot browse it"
+    if status == 410:
+        return (
+            f"Jira 410: the endpoint {path} was removed ({message}); Jira Cloud search must use "
+            "/rest/api/3/search/jql: set cloud=true (JIRA_CLOUD=1)"
+        )
+    if status == 400 and "does not exist for the field 'project'" in message:
+        return f"Jira 400: {target} does not exist or the API user cannot browse it ({message})"
+    return f"Jira {status or type(exc).__name__}: {what} failed for {target}: {message}"
+
+
+@dataclass
+class ProjectRead:
+    """Issues of one project for a set of days, and where each belongs."""
+
+    documents: list[Document] = field(default_factory=list)
+    partition_day: dict[str, str] = field(default_factory=dict)
+    problems: list[RecordProblem] = field(default_factory=list)
+    issues_fetched: int = 0
+    comment_pages: int = 0
+
+
+class JiraApiReader:
+    """Reads a Jira site through the client; one instance per run (it caches the zone and ACLs)."""
+
+    def __init__(
+        self,
+        client: Jira,
+        settings: JiraSyncSettings | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings or JiraSyncSettings()
+        self._log = log or (lambda _msg: None)
+        self._acls: dict[str, Acl | None] = {}
+
+    @property
+    def stats(self) -> ApiStats:
+        """Calls and retries so far (a client not built by :func:`build_jira_client` counts nothing)."""
+        stats = getattr(self.client, "stats", None)
+        return stats if isinstance(stats, ApiStats) else ApiStats()
+
+    @property
+    def site(self) -> str:
+        return self.settings.site or urlsplit(self.client.url).netloc
+
+    @property
+    def api_version(self) -> str:
+        return "3" if self.settings.cloud else "2"
+
+    def _call(self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except requests.exceptions.RequestException as exc:
+            raise JiraAccessError(describe_jira_error(exc, what, where)) from None
+
+    def _get(self, what: str, where: str | None, resource: str, **params: Any) -> Any:
+        path = f"rest/api/{self.api_version}/{resource}"
+        return self._call(what, where, self.client.get, path, params=params)
+
+    # --- site -----------------------------------------------------------------------------------
+    @cached_property
+    def user_zone(self) -> ZoneInfo | None:
+        """The API user's time zone, in which Jira reads JQL dates (None: unknown)."""
+        me = self._get("read the API user's profile", None, "myself") or {}
+        try:
+            return ZoneInfo(me["timeZone"]) if me.get("timeZone") else None
+        except (ZoneInfoNotFoundError, ValueError):
+            return None
+
+    def discover_projects(self) -> list[JiraProject]:
+        """Projects the API user can browse, minus archived ones and the allow/deny filters."""
+        listed = self._call(
+            "list projects", None, self.client.get_all_projects, included_archived=self.settings.include_archived
+        )
+        projects = [
+            JiraProject(str(p["key"]), str(p.get("id", "")), str(p.get("name") or p["key"]), bool(p.get("archived")))
+            for p in listed or []
+        ]
+        return [p for p in projects if self.settings.wants(p)]
+
+    # --- search -----------------------------------------------------------------------------------
+    def search(self, jql: str, fields: Iterable[str], page_size: int, where: str | None = None) -> Iterator[dict]:
+        """Every issue a JQL query matches: Cloud pages with nextPageToken until isLast, Server/DC
+        with startAt until total."""
+        fields = list(fields)
+        if self.settings.cloud:
+            token: str | None = None
+            while True:
+                page = self._call(
+                    "search issues", where, self.client.enhanced_jql, jql, fields=fields, nextPageToken=token,
+                    limit=page_size,
+                )  # fmt: skip
+                yield from page.get("issues") or []
+                token = page.get("nextPageToken")
+                if page.get("isLast", not token) or not token:
+                    return
+        start = 0
+        while True:
+            page = self._call("search issues", where, self.client.jql, jql, fields=fields, start=start, limit=page_size)
+            issues = page.get("issues") or []
+            yield from issues
+            start += len(issues)
+            if not issues or start >= int(page.get("total", 0)):
+                return
+
+    def _jql_time(self, instant: datetime) -> str:
+        zone = self.user_zone or UTC
+        return instant.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+    def _window_jql(self, project: str, start: datetime, end: datetime) -> str:
+        if self.user_zone is None:
+            # Unknown zone: widen by the largest offset and rely on the exact filter below.
+            start, end = start - _ZONE_PAD, end + _ZONE_PAD
+        # Seconds are cut by JQL's minute precision: floor the start, and ceil the end.
+        end_ceiled = end + timedelta(minutes=1) if end.second or end.microsecond else end
+        return (
+            f'project = "{project}" AND updated >= "{self._jql_time(start)}" '
+            f'AND updated < "{self._jql_time(end_ceiled)}" ORDER BY updated ASC, key ASC'
+        )
+
+    # --- issues -----------------------------------------------------------------------------------
+    def read_days(self, project: str, days: Iterable[str]) -> ProjectRead:
+        """Issues of a project updated on any of ``days`` (UTC, YYYY-MM-DD), plus those updated in the
+        overlap before the first day (assigned to the first day)."""
+        wanted = sorted(set(days))
+        out = ProjectRead()
+        if not wanted:
+            return out
+        start = datetime.fromtimestamp(day_start(wanted[0]), tz=UTC)
+        end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
+        window_start = start - timedelta(minutes=self.settings.overlap_minutes)
+        wanted_set = set(wanted)
+        latest: dict[str, dict[str, Any]] = {}
+        for issue in self.search(self._window_jql(project, window_start, end), ISSUE_FIELDS, self.settings.page_size,
+                                 f"project {project}"):  # fmt: skip
+            out.issues_fetched += 1
+            try:
+                updated = parse_jira_time(issue["fields"]["updated"])
+            except (KeyError, TypeError, ValueError) as exc:
+                out.problems.append(RecordProblem(_where(issue), f"unreadable updated: {type(exc).__name__}: {exc}"))
+                continue
+            if not window_start <= updated < end:
+                continue
+            # Pages ordered by `updated` can repeat an issue updated while paging: keep its newest state.
+            previous = latest.get(str(issue.get("id")))
+            if previous is None or parse_jira_time(previous["fields"]["updated"]) <= updated:
+                latest[str(issue.get("id"))] = issue
+        for issue in latest.values():
+            updated_day = day_of(parse_jira_time(issue["fields"]["updated"]).timestamp())
+            day = updated_day if updated_day in wanted_set else (wanted[0] if updated_day < wanted[0] else None)
+            if day is None:
+                continue
+            doc = self._document(issue, out)
+            if doc is not None:
+                out.documents.append(doc)
+                out.partition_day[doc.id] = day
+        self._log(
+            f"{project}: {len(out.documents)} issues updated on {len(wanted)} day(s) "
+            f"({out.issues_fetched} listed, {out.comment_pages} extra comment pages, {len(out.problems)} unreadable)"
+        )
+        return out
+
+    def _document(self, issue: dict[str, Any], out: ProjectRead) -> Document | None:
+        """One issue as a Document with all its comments; a bad issue becomes a problem, not a failure."""
+        try:
+            issue = self._with_all_comments(issue, out)
+            doc = issue_to_document(issue, self.site)
+        except JiraAccessError as exc:
+            out.problems.append(RecordProblem(_where(issue), str(exc)))
+            return None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            out.problems.append(RecordProblem(_where(issue), f"{type(exc).__name__}: {exc}"))
+            return None
+        return self._with_project_acl(doc, issue)
+
+    def _with_all_comments(self, issue: dict[str, Any], out: ProjectRead) -> dict[str, Any]:
+        embedded = issue["fields"].get("comment") or {}
+        comments = list(embedded.get("comments") or [])
+        total = int(embedded.get("total") or len(comments))
+        if total <= len(comments):
+            return issue
+        comments = []
+        while len(comments) < total:
+            page = self._get(
+                "read comments",
+                f"issue {issue.get('key')}",
+                f"issue/{issue['id']}/comment",
+                startAt=len(comments),
+                maxResults=self.settings.comment_page_size,
+                orderBy="created",
+            )
+            out.comment_pages += 1
+            batch = page.get("comments") or []
+            if not batch:
+                break
+            comments.extend(batch)
+            total = int(page.get("total", total))
+        fields = {**issue["fields"], "comment": {"comments": comments, "total": len(comments), "startAt": 0,
+                                                 "maxResults": len(comments)}}  # fmt: skip
+        return {**issue, "fields": fields}
+
+    def issue_document(self, issue_id: str) -> Document | None:
+        """The current document of one issue by id (None when Jira no longer has it)."""
+        try:
+            issue = self.client.get_issue(issue_id, fields=",".join(ISSUE_FIELDS))
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 404:
+                return None
+            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+        except requests.exceptions.RequestException as exc:
+            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+        out = ProjectRead()
+        doc = self._document(issue, out)
+        if doc is None and out.problems:
+            raise JiraAccessError(str(out.problems[0]))
+        return doc
+
+    def issue_ids(self, project: str) -> set[str]:
+        """Ids of every issue the project holds now (ids only, large pages), for reconciliation."""
+        jql = f'project = "{project}" ORDER BY id ASC'
+        return {str(i["id"]) for i in self.search(jql, ["id"], self.settings.id_page_size, f"project {project}")}
+
+    def document_id(self, issue_id: str) -> str:
+        return issue_document_id(self.site, issue_id)
+
+    # --- ACL ----------------------------------------------------------------------------------
+    def _with_project_acl(self, doc: Document, issue: Mapping[str, Any]) -> Document:
+        if not self.settings.resolve_permission_groups or issue["fields"].get("security"):
+            # Issue security restricts to the level's group; the project's browsers do not all qualify.
+            return doc
+        acl = self.project_acl(doc.container)
+        return doc if acl is None else doc.model_copy(update={"acl": acl})
+
+    def project_acl(self, project: str) -> Acl | None:
+        """Project group plus the concrete groups/users holding Browse projects (permission scheme and
+        project roles); None when the scheme cannot be read (the project group alone then applies)."""
+        if project in self._acls:
+            return self._acls[project]
+        try:
+            scheme = self._get("read the permission scheme", f"project {project}",
+                               f"project/{project}/permissionscheme", expand="permissions")  # fmt: skip
+        except JiraAccessError as exc:
+            self._log(f"{project}: permission scheme unreadable, using the project group only ({exc})")
+            self._acls[project] = None
+            return None
+        groups, users = [project_group(self.site, project)], []
+        for grant in scheme.get("permissions") or []:
+            if grant.get("permission") != "BROWSE_PROJECTS":
+                continue
+            holder = grant.get("holder") or {}
+            if holder.get("type") == "group" and holder.get("parameter"):
+                groups.append(jira_group(self.site, holder["parameter"]))
+            elif holder.get("type") == "projectRole" and holder.get("parameter"):
+                role = self._get("read a project role", f"project {project}",
+                                 f"project/{project}/role/{holder['parameter']}")  # fmt: skip
+                for actor in role.get("actors") or []:
+                    if actor.get("actorGroup") or actor.get("type") == "atlassian-group-role-actor":
+                        name = (actor.get("actorGroup") or {}).get("name") or actor.get("name")
+                        groups.append(jira_group(self.site, name))
+                    elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
+                        users.append((actor.get("actorUser") or {}).get("accountId") or actor.get("name"))
+        acl = Acl(groups=tuple(dict.fromkeys(groups)), users=tuple(dict.fromkeys(u for u in users if u)))
+        self._acls[project] = acl
+        return acl
+
+
+def jira_group(site: str, name: str) -> str:
+    """ACL group of a concrete Jira group."""
+    return f"jira:{site}:group:{name}"
+
+
+def _where(issue: Mapping[str, Any]) -> str:
+    return f"jira issue {issue.get('key', '?')} (id {issue.get('id', '?')})"

@@ -1,0 +1,28 @@
+"""Planning a Jira project's reconciliation from the issue ids the project lists now.
+
+Search never returns deleted issues, so a vanished id is looked up by id: gone (404) means deleted
+and the document leaves the index; found in another project means moved (new key, same id) and the
+document is rewritten there — one document per issue id, never a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.sources.jira_api import JiraApiReader
+from rag_pipeline.sync.reconcile import ReconcilePlan, newer_than_stored
+
+
+def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
+    """Compare the project's indexed issues (``indexed``: this project's documents) with Jira."""
+    plan = ReconcilePlan(container=project)
+    listed = {reader.document_id(issue_id) for issue_id in reader.issue_ids(project)}
+    plan.checked = len(indexed)
+    for doc_id in sorted(set(indexed) - listed):
+        current = reader.issue_document(doc_id.rsplit(":", 1)[1])
+        if current is None:
+            plan.remove.append(doc_id)
+        elif current.container != project:
+            plan.rewrite.append(newer_than_stored(current, indexed[doc_id]))
+    return plan
