@@ -141,6 +141,22 @@ def test_unknown_user_zone_falls_back_to_a_padded_exact_window(tmp_path: Path) -
     assert len(read.problems) == 1
 
 
+@pytest.mark.parametrize("cloud", MODES)
+def test_request_paths_of_a_partition_read(cloud: bool) -> None:
+    with JiraEmulator(F.crafted_site(), cloud=cloud) as emu:
+        _reader(emu, cloud).read_days("OPS", ["2024-03-06"])
+        requests = [(r.method, r.path) for r in emu.requests]
+        search = emu.requests[1]
+    v = 3 if cloud else 2
+    assert requests == [
+        ("GET", f"/rest/api/{v}/myself"),
+        ("GET", f"/rest/api/{v}/search/jql" if cloud else "/rest/api/2/search"),
+        *[("GET", f"/rest/api/{v}/issue/{F.HUGE_THREAD_ID}/comment")] * 3,
+    ]
+    assert set(search.params["fields"].split(",")) >= {"summary", "description", "comment", "updated", "issuelinks"}
+    assert search.auth == ("basic:bot@example.com" if cloud else "bearer")
+
+
 # --- comments, links, ACL, bad bodies -------------------------------------------------------------------------------
 @pytest.mark.parametrize("cloud", MODES)
 def test_every_comment_is_paged_in(cloud: bool) -> None:
@@ -218,6 +234,10 @@ def test_errors_name_the_fault_and_never_the_secret(crafted: JiraEmulator) -> No
     with pytest.raises(JiraAccessError) as hidden:
         _reader(crafted).read_days("HID", ["2024-03-03"])
     assert "project HID" in str(hidden.value) and "cannot browse" in str(hidden.value)
+    crafted.inject("404", path="/search/jql")
+    with pytest.raises(JiraAccessError) as not_found:
+        _reader(crafted).read_days("OPS", ["2024-03-04"])
+    assert "404" in str(not_found.value) and "/rest/api/3/search/jql" in str(not_found.value)
     crafted.inject("403", path="/search/jql")
     with pytest.raises(JiraAccessError) as forbidden:
         _reader(crafted).read_days("OPS", ["2024-03-04"])
