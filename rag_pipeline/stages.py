@@ -120,6 +120,7 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "updated": doc["updated"],
             "version": float(doc["version"]),
             "content_hash": doc["content_hash"],
+            **_link_payload(doc.get("metadata")),
         }
         parents = [
             StorePoint(
@@ -182,3 +183,15 @@ def index_documents_directly(
     sparse = sparse_children(children, bm25)
     report = index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
     return DirectIndexReport(report, stats, len(parents), len(children))
+
+
+def _link_payload(metadata: str | None) -> dict[str, list[str]]:
+    """Typed issue links as filterable payload: ``links`` holds ``"<relation>:<key>"`` (e.g.
+    ``"duplicates:AC-30"``, ``"is duplicated by:AC-23"``), ``link_types`` the link type names."""
+    links = (json.loads(metadata) if metadata else {}).get("links") or []
+    if not links:
+        return {}
+    return {
+        "links": sorted({f"{link.get('relation')}:{link.get('key')}" for link in links}),
+        "link_types": sorted({str(link.get("type")) for link in links}),
+    }

@@ -15,7 +15,7 @@ from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.jira.sensors import jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames, SearchFilter
+from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira_api import (
     JiraAccessError,
@@ -25,6 +25,7 @@ from rag_pipeline.sources.jira_api import (
     jira_group,
 )
 from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_document_id, project_group, security_level_group
+from rag_pipeline.sync.jira_reconcile import plan_project
 from rag_pipeline_tests import jira_fixtures as F
 from rag_pipeline_tests.jira_emulator import JiraEmulator, JiraSite
 
@@ -91,7 +92,8 @@ def test_documents_render_adf_and_wiki_like_the_dump(crafted: JiraEmulator, tmp_
     expected = _dump_documents(crafted.site, tmp_path, 3, ["OPS"])
     read = _reader(crafted).read_days("OPS", F.CRAFTED_DAYS)
     got = {d.id: d for d in read.documents}
-    assert got == {k: v for k, v in expected.items() if k in got}
+    assert got == expected  # every OPS issue the dump reader builds, field for field
+    assert len(got) == len(F.OPS_ISSUE_KEYS) - 1 and _doc_id(F.BAD_BODY_ID) not in got  # both report the bad body
     adf = got[_doc_id(F.ADF_ALL_ID)]
     for fragment in F.ADF_ALL_TEXTS:
         assert fragment in adf.text, fragment
@@ -118,6 +120,10 @@ def test_day_boundaries_land_in_exactly_one_day(crafted: JiraEmulator) -> None:
     assert trap in day5.partition_day and trap not in day4.partition_day and after in day5.partition_day
     both = reader.read_days("OPS", ["2024-03-04", "2024-03-05"])
     assert both.partition_day[late] == "2024-03-04" and both.partition_day[early] == "2024-03-05"
+    # With the default overlap, one run over both days still puts each issue in exactly one partition.
+    default = _reader(crafted).read_days("OPS", ["2024-03-04", "2024-03-05"])
+    assert default.partition_day == both.partition_day
+    assert [d.id for d in default.documents].count(late) == 1
     # JQL bounds are written in the API user's zone (PST), so Jira's minute-precision window is exact.
     jqls = [r.params["jql"] for r in crafted.answered("/rest/api/3/search/jql")]
     assert 'updated >= "2024-03-03 16:00" AND updated < "2024-03-04 16:00"' in jqls[0]
@@ -157,6 +163,84 @@ def test_request_paths_of_a_partition_read(cloud: bool) -> None:
     assert search.auth == ("basic:bot@example.com" if cloud else "bearer")
 
 
+def test_ambiguous_wall_clock_bounds_are_widened() -> None:
+    # 2024-10-27 00:00 UTC is 03:00 in Helsinki, an hour that happens twice as clocks go back.
+    site = F.crafted_site(user_timezone="Europe/Helsinki")
+    with JiraEmulator(site) as emu:
+        _reader(emu, overlap_minutes=0).read_days("OPS", ["2024-10-26"])
+        _reader(emu, overlap_minutes=0).read_days("OPS", ["2024-03-04"])
+        jqls = [r.params["jql"] for r in emu.answered("/rest/api/3/search/jql")]
+    # The end bound moves past both readings of 03:00; an unambiguous bound (March) stays exact.
+    assert 'updated >= "2024-10-26 03:00" AND updated < "2024-10-27 05:00"' in jqls[0]
+    assert 'updated >= "2024-03-04 02:00" AND updated < "2024-03-05 02:00"' in jqls[1]
+
+
+def _edit_after_first_page(reader: JiraApiReader, cloud: bool, edit) -> None:
+    name = "enhanced_jql" if cloud else "jql"
+    search, pages = getattr(reader.client, name), []
+
+    def searched(*args, **kwargs):
+        page = search(*args, **kwargs)
+        pages.append(page)
+        if len(pages) == 1:
+            edit(page["issues"])
+        return page
+
+    setattr(reader.client, name, searched)
+
+
+@pytest.mark.parametrize("cloud", MODES)
+def test_an_issue_edited_while_paging_does_not_hide_another(cloud: bool) -> None:
+    site = F.bundled_site(("DAEMON",))
+    days = sorted({i["fields"]["updated"][:10] for i in site.issues.values()})
+    from rag_pipeline.sources.days import days_between
+
+    window = days_between(days[0], days[-1])
+    with JiraEmulator(site, cloud=cloud) as emu:
+        clean = {d.id for d in _reader(emu, cloud, page_size=10).read_days("DAEMON", window).documents}
+        reader = _reader(emu, cloud, page_size=10)
+        edited: list[str] = []
+
+        def edit(first_page: list[dict]) -> None:
+            # Someone edits an issue of page 1 now: it moves behind the cursor (out of this window).
+            edited.append(first_page[0]["id"])
+            site.set_field(edited[0], "updated", "2030-01-01T00:00:00.000+0000")
+
+        _edit_after_first_page(reader, cloud, edit)
+        got = {d.id for d in reader.read_days("DAEMON", window).documents}
+    # Nothing untouched goes missing (the edited issue was read before its edit; the next run gets the edit).
+    assert got == clean and len(got) == 32
+
+
+def test_a_comment_deleted_while_paging_does_not_hide_another(crafted: JiraEmulator) -> None:
+    reader = _reader(crafted, comment_page_size=100)
+    get, calls = reader._get, []
+
+    def get_then_delete(what, where, resource, **params):
+        page = get(what, where, resource, **params)
+        calls.extend([resource] if resource.endswith("/comment") else [])
+        if len(calls) == 1 and resource.endswith("/comment"):
+            with crafted.site.lock:
+                thread = crafted.site.issues[F.HUGE_THREAD_ID]["fields"]["comment"]["comments"]
+                thread.sort(key=lambda c: c["created"])
+                del thread[0]
+        return page
+
+    reader._get = get_then_delete
+    doc = {d.id: d for d in reader.read_days("OPS", ["2024-03-06"]).documents}[_doc_id(F.HUGE_THREAD_ID)]
+    numbers = [int(n) for n in re.findall(r"comment number (\d+)", doc.text)]
+    assert numbers == list(range(2, F.HUGE_THREAD_COMMENTS + 1))
+
+
+def test_transport_failure_on_comments_fails_the_project_not_the_issue() -> None:
+    with JiraEmulator(F.crafted_site()) as emu:
+        emu.inject("503", path="/comment", times=10)
+        client = build_jira_client(emu.url, username=USER, api_token=TOKEN, max_retries=2, backoff_seconds=0)
+        with pytest.raises(JiraAccessError) as failed:
+            JiraApiReader(client, JiraSyncSettings(site=SITE)).read_days("OPS", ["2024-03-06"])
+    assert "read comments" in str(failed.value) and "OPS-6" in str(failed.value)
+
+
 # --- comments, links, ACL, bad bodies -------------------------------------------------------------------------------
 @pytest.mark.parametrize("cloud", MODES)
 def test_every_comment_is_paged_in(cloud: bool) -> None:
@@ -168,6 +252,18 @@ def test_every_comment_is_paged_in(cloud: bool) -> None:
     numbers = [int(n) for n in re.findall(r"comment number (\d+)", doc.text)]
     assert numbers == list(range(1, F.HUGE_THREAD_COMMENTS + 1))  # every comment, once, in order
     assert [int(r.params["startAt"]) for r in pages] == [0, 100, 200]
+
+
+def test_restricted_comments_stay_out_of_the_issue_text() -> None:
+    site = F.crafted_site()
+    thread = site.issues[F.WIKI_ID]["fields"]["comment"]["comments"]
+    restricted = {**thread[0], "id": "99", "body": "internal only: customer is Acme", "visibility": {
+        "type": "role", "value": "Administrators"}}  # fmt: skip
+    thread.append(restricted)
+    with JiraEmulator(site) as emu:
+        doc = {d.id: d for d in _reader(emu).read_days("OPS", ["2024-03-08"]).documents}[_doc_id(F.WIKI_ID)]
+    assert "Acme" not in doc.text and doc.metadata["restricted_comments"] == 1
+    assert doc.metadata["comment_count"] == len(thread) - 1
 
 
 def test_links_security_levels_and_bad_bodies(crafted: JiraEmulator) -> None:
@@ -204,6 +300,18 @@ def test_permission_scheme_groups_and_role_actors_join_the_acl(crafted: JiraEmul
 
 
 # --- retries and errors ---------------------------------------------------------------------------------------------
+def test_retry_after_is_honoured() -> None:
+    import time
+
+    with JiraEmulator(F.crafted_site()) as emu:
+        emu.inject("429", path="/search/jql", times=1, retry_after=1)
+        reader = _reader(emu)
+        started = time.perf_counter()
+        reader.read_days("OPS", ["2024-03-04"])
+        assert time.perf_counter() - started >= 1.0
+    assert reader.stats.retries == {"http_429": 1}
+
+
 def test_retries_converge_to_the_fault_free_result() -> None:
     with JiraEmulator(F.crafted_site()) as emu:
         clean = _reader(emu).read_days("OPS", F.CRAFTED_DAYS)
@@ -254,6 +362,33 @@ def test_discovery_pages_and_filters_projects() -> None:
         assert [p.key for p in _reader(emu, project_allow=("OPS",)).discover_projects()] == ["OPS"]
 
 
+def _indexed(docs) -> dict[str, IndexedDocument]:
+    return {d.id: IndexedDocument(d.id, d.version, d.content_hash) for d in docs}
+
+
+def test_reconciliation_plans_for_unsynced_targets_and_vanished_projects(crafted: JiraEmulator) -> None:
+    reader = _reader(crafted, project_deny=("NEW",))
+    ops = _indexed(reader.read_days("OPS", F.CRAFTED_DAYS).documents)
+    sec = _indexed(reader.read_days("SEC", F.CRAFTED_DAYS).documents)
+    crafted.site.move_issue(F.MOVED_ID, "NEW", F.MOVED_NEW_KEY, F.MOVE_UPDATED)
+    # Moved into a project the connector does not sync: nothing would ever reconcile it there.
+    plan = plan_project(reader, "OPS", ops)
+    assert plan.remove == [_doc_id(F.MOVED_ID)] and not plan.rewrite and plan.checked == len(ops)
+    assert plan_project(_reader(crafted), "OPS", ops).rewrite[0].container == "NEW"  # synced target: rewritten
+    # A project the API user can no longer see takes its documents with it.
+    crafted.site.projects["SEC"].visible = False
+    assert plan_project(reader, "SEC", sec).remove == sorted(sec)
+    # A project that still exists but cannot be listed right now fails, removing nothing.
+    crafted.site.projects["SEC"].visible = True
+    crafted.inject("503", path="/search/jql", times=20)
+    failing = JiraApiReader(
+        build_jira_client(crafted.url, username=USER, api_token=TOKEN, max_retries=1, backoff_seconds=0),
+        JiraSyncSettings(site=SITE),
+    )
+    with pytest.raises(JiraAccessError):
+        plan_project(failing, "SEC", sec)
+
+
 def _live_resources(data_dir: Path, emu: JiraEmulator, **overrides) -> dict:
     res = build_resources(str(data_dir), live_slack=False, live_jira=False)
     jira = JiraResource(url=emu.url, username=USER, api_token=TOKEN, site=SITE, backoff_seconds=0, **overrides)
@@ -288,7 +423,7 @@ def test_materialize_partitions_then_reconcile_deletions_and_moves(crafted: Jira
     moved, deleted = _doc_id(F.MOVED_ID), _doc_id(F.DELETED_ID)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(jira_projects.name, ["OPS", "NEW"])
-        for day in ("2024-03-04", "2024-03-09", "2024-03-10"):
+        for day in ("2024-03-07", "2024-03-04", "2024-03-09", "2024-03-10"):
             result = dg.materialize(CHAIN, instance=instance, resources=res, partition_key=f"{day}|OPS")
             assert result.success
         raw = {k: v.value for k, v in result.asset_materializations_for_node("jira_issues")[0].metadata.items()}
@@ -299,6 +434,11 @@ def test_materialize_partitions_then_reconcile_deletions_and_moves(crafted: Jira
         assert bad["bad_records"] == 1 and F.BAD_BODY_KEY in bad["bad_record_examples"]
         with _store(tmp_path) as store:
             before = store.indexed_documents(SearchFilter(containers=("OPS",)))
+            # Typed links are payload: "which issues duplicate OPS-8?" is a filter.
+            duplicates = store.indexed_documents(SearchFilter(extra={"links": f"duplicates:{F.LINKED_ORIGINAL_KEY}"}))
+            blocking = store.indexed_documents(SearchFilter(extra={"link_types": "Blocks"}))
+        assert set(duplicates) == {_doc_id(F.LINKED_DUPLICATE_ID)}
+        assert set(blocking) == {_doc_id(i) for i in F.LINKED_IDS}
         assert {moved, deleted, _doc_id(F.BOUNDARY_LATE_ID)} <= set(before)
 
         site.delete_issue(F.DELETED_ID)

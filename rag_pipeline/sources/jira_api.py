@@ -54,8 +54,11 @@ ISSUE_FIELDS = (
     "security",
 )
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+MAX_RETRY_AFTER_SECONDS = 300
 # Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
 _ZONE_PAD = timedelta(hours=14)
+# The longest repeated wall-clock span of a DST change (one hour everywhere but Troll's two).
+_DST_PAD = timedelta(hours=2)
 
 
 class JiraSyncSettings(BaseModel):
@@ -111,10 +114,17 @@ class _CountedRetry(Retry):
         retry.stats = self.stats
         return retry
 
-    def increment(self, method: str | None = None, url: str | None = None, *args: Any, **kwargs: Any) -> Retry:
-        retry = super().increment(method, url, *args, **kwargs)
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> Retry:
+        retry = super().increment(method, url, response=response, error=error, _pool=_pool, _stacktrace=_stacktrace)
         if self.stats is not None:
-            response, error = kwargs.get("response"), kwargs.get("error")
             kind = f"http_{response.status}" if response is not None and error is None else "connection"
             self.stats.retries[kind] += 1
         return retry
@@ -155,10 +165,11 @@ def build_jira_client(
     ``backoff_and_retry`` mounts urllib3 retries for 429/503 honouring Retry-After; they are
     replaced by the same policy widened to 500/502/504 and dropped connections, and counted.
     """
-    if personal_access_token:
-        auth: dict[str, Any] = {"token": personal_access_token}
-    elif username and api_token:
-        auth = {"username": username, "password": api_token}
+    # Cloud takes e-mail + API token (Basic) and rejects Bearer PATs; Server/DC prefers the PAT.
+    if username and api_token and (cloud or not personal_access_token):
+        auth: dict[str, Any] = {"username": username, "password": api_token}
+    elif personal_access_token:
+        auth = {"token": personal_access_token}
     else:
         raise SourceError(
             "Jira credentials missing: set JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)"
@@ -177,7 +188,8 @@ def build_jira_client(
     )
     retry = _CountedRetry(
         total=None,
-        connect=max_retries,
+        # A wrong JIRA_URL (refused, unknown host) should fail fast; dropped responses get the full budget.
+        connect=min(max_retries, 2),
         read=max_retries,
         status=max_retries,
         other=0,
@@ -187,6 +199,8 @@ def build_jira_client(
         backoff_jitter=backoff_seconds,
         backoff_max=120,
         respect_retry_after_header=True,
+        # One huge Retry-After must not hold the jira_api pool for hours.
+        retry_after_max=MAX_RETRY_AFTER_SECONDS,
     )
     retry.stats = stats
     client.session.mount(client.url, HTTPAdapter(max_retries=retry))
@@ -225,7 +239,10 @@ def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> 
     if status == 403:
         return f"Jira 403: the API user may not {what} on {target} ({message}): grant it Browse projects there"
     if status == 404:
-        return f"Jira 404: {target} was not found at {path}: it does not exist or the API user cannot browse it"
+        return (
+            f"Jira 404: {target} was not found at {path}: it does not exist or the API user cannot browse it "
+            "(for a whole site: check JIRA_URL and its context path, and set JIRA_CLOUD=0 for Server/Data Center)"
+        )
     if status == 410:
         return (
             f"Jira 410: the endpoint {path} was removed ({message}); Jira Cloud search must use "
@@ -331,9 +348,14 @@ class JiraApiReader:
             if not issues or start >= int(page.get("total", 0)):
                 return
 
-    def _jql_time(self, instant: datetime) -> str:
+    def _jql_time(self, instant: datetime, widen: timedelta) -> str:
+        """``instant`` as the user's wall clock; a wall clock that occurs twice (clocks going back) is
+        moved by ``widen`` so either reading Jira picks still covers the instant."""
         zone = self.user_zone or UTC
-        return instant.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+        wall = instant.astimezone(zone).replace(tzinfo=None)
+        if len({wall.replace(tzinfo=zone, fold=fold).utcoffset() for fold in (0, 1)}) > 1:
+            wall += widen
+        return wall.strftime("%Y-%m-%d %H:%M")
 
     def _window_jql(self, project: str, start: datetime, end: datetime) -> str:
         if self.user_zone is None:
@@ -342,8 +364,8 @@ class JiraApiReader:
         # Seconds are cut by JQL's minute precision: floor the start, and ceil the end.
         end_ceiled = end + timedelta(minutes=1) if end.second or end.microsecond else end
         return (
-            f'project = "{project}" AND updated >= "{self._jql_time(start)}" '
-            f'AND updated < "{self._jql_time(end_ceiled)}" ORDER BY updated ASC, key ASC'
+            f'project = "{project}" AND updated >= "{self._jql_time(start, -_DST_PAD)}" '
+            f'AND updated < "{self._jql_time(end_ceiled, _DST_PAD)}" ORDER BY updated ASC, key ASC'
         )
 
     # --- issues -----------------------------------------------------------------------------------
@@ -358,9 +380,12 @@ class JiraApiReader:
         end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
         window_start = start - timedelta(minutes=self.settings.overlap_minutes)
         wanted_set = set(wanted)
+        jql = self._window_jql(project, window_start, end)
+        listed = list(self.search(jql, ISSUE_FIELDS, self.settings.page_size, f"project {project}"))
+        if len(listed) >= self.settings.page_size:
+            listed += self._skipped_by_paging(project, jql, listed)
         latest: dict[str, dict[str, Any]] = {}
-        for issue in self.search(self._window_jql(project, window_start, end), ISSUE_FIELDS, self.settings.page_size,
-                                 f"project {project}"):  # fmt: skip
+        for issue in listed:
             out.issues_fetched += 1
             try:
                 updated = parse_jira_time(issue["fields"]["updated"])
@@ -388,14 +413,41 @@ class JiraApiReader:
         )
         return out
 
+    def _skipped_by_paging(self, project: str, jql: str, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Issues the paged read missed. Pages are positions in an `updated` order, so an issue edited
+        on an earlier page moves behind the cursor and shifts an untouched one past it; an id-only
+        listing of the same window (large pages) finds those, and each is fetched alone."""
+        seen = {str(i.get("id")) for i in listed}
+        ids = {str(i["id"]) for i in self.search(jql, ["id"], self.settings.id_page_size, f"project {project}")}
+        found = []
+        for issue_id in sorted(ids - seen):
+            issue = self._issue(issue_id)
+            if issue is not None:
+                found.append(issue)
+        if found:
+            self._log(f"{project}: {len(found)} issue(s) moved between pages while paging; fetched them alone")
+        return found
+
+    def _issue(self, issue_id: str) -> dict[str, Any] | None:
+        """One issue by id with the fields documents need (None when Jira no longer has it)."""
+        try:
+            return self.client.get_issue(issue_id, fields=",".join(ISSUE_FIELDS))
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 404:
+                return None
+            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+        except requests.exceptions.RequestException as exc:
+            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+
     def _document(self, issue: dict[str, Any], out: ProjectRead) -> Document | None:
-        """One issue as a Document with all its comments; a bad issue becomes a problem, not a failure."""
+        """One issue as a Document with all its comments; a bad issue body becomes a problem, not a
+        failure. Transport errors (retries exhausted, 403...) propagate: a partition must not succeed
+        without an issue it could not read."""
         try:
             issue = self._with_all_comments(issue, out)
             doc = issue_to_document(issue, self.site)
-        except JiraAccessError as exc:
-            out.problems.append(RecordProblem(_where(issue), str(exc)))
-            return None
+        except JiraAccessError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             out.problems.append(RecordProblem(_where(issue), f"{type(exc).__name__}: {exc}"))
             return None
@@ -407,36 +459,50 @@ class JiraApiReader:
         total = int(embedded.get("total") or len(comments))
         if total <= len(comments):
             return issue
-        comments = []
-        while len(comments) < total:
-            page = self._get(
-                "read comments",
-                f"issue {issue.get('key')}",
-                f"issue/{issue['id']}/comment",
-                startAt=len(comments),
-                maxResults=self.settings.comment_page_size,
-                orderBy="created",
-            )
-            out.comment_pages += 1
-            batch = page.get("comments") or []
-            if not batch:
+        # Pages are positions too: a comment deleted or added mid-read shifts the rest, so a read
+        # whose total moved, or that came up short, is read once more.
+        for _attempt in range(2):
+            by_id, first_total, start = self._comment_pages(issue, out)
+            if len(by_id) == first_total == start:
                 break
-            comments.extend(batch)
-            total = int(page.get("total", total))
+        comments = list(by_id.values())
         fields = {**issue["fields"], "comment": {"comments": comments, "total": len(comments), "startAt": 0,
                                                  "maxResults": len(comments)}}  # fmt: skip
         return {**issue, "fields": fields}
 
+    def _comment_pages(self, issue: dict[str, Any], out: ProjectRead) -> tuple[dict[str, Any], int, int]:
+        """Every comment page of an issue: comments by id (in order), the first page's total, and how
+        far the pages reached."""
+        by_id: dict[str, Any] = {}
+        first_total: int | None = None
+        start = total = 0
+        while first_total is None or start < total:
+            page = self._get(
+                "read comments",
+                f"issue {issue.get('key')}",
+                f"issue/{issue['id']}/comment",
+                startAt=start,
+                maxResults=self.settings.comment_page_size,
+                orderBy="created",
+            )
+            out.comment_pages += 1
+            total = int(page.get("total") or 0)
+            first_total = total if first_total is None else first_total
+            batch = page.get("comments") or []
+            for comment in batch:
+                by_id.setdefault(str(comment.get("id")), comment)
+            start += len(batch)
+            if not batch:
+                break
+        if total != first_total:
+            start = -1  # the total moved while paging
+        return by_id, first_total or 0, start
+
     def issue_document(self, issue_id: str) -> Document | None:
         """The current document of one issue by id (None when Jira no longer has it)."""
-        try:
-            issue = self.client.get_issue(issue_id, fields=",".join(ISSUE_FIELDS))
-        except requests.exceptions.HTTPError as exc:
-            if exc.response is not None and exc.response.status_code == 404:
-                return None
-            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
-        except requests.exceptions.RequestException as exc:
-            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+        issue = self._issue(issue_id)
+        if issue is None:
+            return None
         out = ProjectRead()
         doc = self._document(issue, out)
         if doc is None and out.problems:
@@ -447,6 +513,18 @@ class JiraApiReader:
         """Ids of every issue the project holds now (ids only, large pages), for reconciliation."""
         jql = f'project = "{project}" ORDER BY id ASC'
         return {str(i["id"]) for i in self.search(jql, ["id"], self.settings.id_page_size, f"project {project}")}
+
+    def project_exists(self, project: str) -> bool:
+        """Whether the API user can still see the project (False on 404: deleted, or browse revoked)."""
+        try:
+            self.client.get(f"rest/api/{self.api_version}/project/{project}")
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 404:
+                return False
+            raise JiraAccessError(describe_jira_error(exc, "read a project", f"project {project}")) from None
+        except requests.exceptions.RequestException as exc:
+            raise JiraAccessError(describe_jira_error(exc, "read a project", f"project {project}")) from None
+        return True
 
     def document_id(self, issue_id: str) -> str:
         return issue_document_id(self.site, issue_id)

@@ -85,7 +85,12 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
         authors.append(reporter)
     comments = (fields.get("comment") or {}).get("comments") or []
     comment_lines = []
+    restricted = 0
     for comment in comments:
+        if comment.get("visibility"):
+            # Visible to one role or group only: indexed under the issue's wider ACL it would leak.
+            restricted += 1
+            continue
         body = body_text(comment.get("body"))
         if not body:
             continue
@@ -128,6 +133,7 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
             "components": [c.get("name") for c in fields.get("components") or []],
             "links": _links(fields.get("issuelinks") or []),
             "comment_count": len(comment_lines),
+            "restricted_comments": restricted,
             "security_level": (security or {}).get("name"),
         },
     )

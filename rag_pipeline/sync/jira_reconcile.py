@@ -2,7 +2,10 @@
 
 Search never returns deleted issues, so a vanished id is looked up by id: gone (404) means deleted
 and the document leaves the index; found in another project means moved (new key, same id) and the
-document is rewritten there — one document per issue id, never a duplicate.
+document is rewritten there — one document per issue id, never a duplicate — unless the connector
+does not sync that project (denied, archived), where nothing would ever reconcile it again, so it
+leaves the index. A project the API user can no longer see (deleted, browse revoked) takes its
+documents with it.
 """
 
 from __future__ import annotations
@@ -10,18 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rag_pipeline.index.store import IndexedDocument
-from rag_pipeline.sources.jira_api import JiraApiReader
+from rag_pipeline.sources.jira_api import JiraAccessError, JiraApiReader, JiraProject
 from rag_pipeline.sync.reconcile import ReconcilePlan, newer_than_stored
 
 
 def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
     """Compare the project's indexed issues (``indexed``: this project's documents) with Jira."""
-    plan = ReconcilePlan(container=project)
-    listed = {reader.document_id(issue_id) for issue_id in reader.issue_ids(project)}
-    plan.checked = len(indexed)
+    plan = ReconcilePlan(container=project, checked=len(indexed))
+    try:
+        listed = {reader.document_id(issue_id) for issue_id in reader.issue_ids(project)}
+    except JiraAccessError:
+        if reader.project_exists(project):
+            raise
+        plan.remove = sorted(indexed)
+        return plan
     for doc_id in sorted(set(indexed) - listed):
         current = reader.issue_document(doc_id.rsplit(":", 1)[1])
-        if current is None:
+        if current is None or not reader.settings.wants(JiraProject(current.container, "", current.container)):
             plan.remove.append(doc_id)
         elif current.container != project:
             plan.rewrite.append(newer_than_stored(current, indexed[doc_id]))
