@@ -39,24 +39,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import copy
 import functools
 import gzip
 import json
 import math
 import re
-import socket
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from zoneinfo import ZoneInfo
+
+from rag_pipeline_tests.local_server import LocalHttpService
 
 __all__ = [
     "FAULT_KINDS",
@@ -891,38 +891,7 @@ class _FieldSelection:
         return self.all or (self.navigable and name not in _NON_NAVIGABLE) or name in self.explicit
 
 
-class _Server(ThreadingHTTPServer):
-    """Threads per connection; keeps the open (keep-alive) connections so that stopping can close them."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # the default 5 makes concurrent clients wait for SYN retransmits (1 s)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """Shut down every open connection (an idle keep-alive handler would otherwise still answer)."""
-        with self._open_lock:
-            connections = list(self._open)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-
-class JiraEmulator:
+class JiraEmulator(LocalHttpService):
     """Serves a :class:`JiraSite` over HTTP on 127.0.0.1 (a free port) as Jira Cloud (``cloud=True``) or Jira
     Server/Data Center REST."""
 
@@ -954,8 +923,7 @@ class JiraEmulator:
         self.errors: list[str] = []  # tracebacks of handler crashes (answered 500)
         self._faults: list[_Fault] = []
         self._record_lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         get, post, both = ("GET",), ("POST",), ("GET", "POST")
         self._routes: list[tuple[re.Pattern[str], tuple[str, ...], Callable[..., Any]]] = [
             (re.compile(r"myself"), get, self._myself),
@@ -976,41 +944,12 @@ class JiraEmulator:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
+    thread_name = "jira-emulator"
+
     @property
     def url(self) -> str:
         """``http://127.0.0.1:PORT`` (only once started)."""
-        if self._server is None:
-            raise RuntimeError("the emulator is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> None:
-        """Start serving on a free port (idempotent)."""
-        if self._server is not None:
-            return
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="jira-emulator", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving (idempotent)."""
-        server, thread = self._server, self._thread
-        if server is None:
-            return
-        server.shutdown()
-        server.close_connections()
-        server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-        self._server = self._thread = None
-
-    def __enter__(self) -> JiraEmulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.origin
 
     # -- faults and recording -------------------------------------------------------------------------------------
 

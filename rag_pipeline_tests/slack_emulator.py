@@ -45,10 +45,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from rag_pipeline_tests.local_server import LocalHttpService
 
 __all__ = [
     "BOT_ID",
@@ -373,13 +375,7 @@ class RateLimit:
             raise ValueError("a rate limit needs requests >= 1 and window > 0")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # the default 5 makes concurrent clients wait for SYN retransmits (1 s)
-
-
-class SlackEmulator:
+class SlackEmulator(LocalHttpService):
     """Serves a :class:`SlackWorkspace` over HTTP on 127.0.0.1 (a free port) as the Slack Web API."""
 
     def __init__(
@@ -400,8 +396,7 @@ class SlackEmulator:
         self.requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
         self._record_lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
         self._last_post_ts = Decimal(0)
         self._handlers = {
             "auth.test": self._auth_test,
@@ -417,38 +412,12 @@ class SlackEmulator:
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
+    thread_name = "slack-emulator"
+
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT/api/`` (only once started)."""
-        if self._server is None:
-            raise RuntimeError("the emulator is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
-
-    def start(self) -> None:
-        if self._server is not None:
-            return
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="slack-emulator", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        server, thread = self._server, self._thread
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
-        self._server = self._thread = None
-
-    def __enter__(self) -> SlackEmulator:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return f"{self.origin}/api/"
 
     # -- faults and recording -----------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import pandas as pd
 from rag_pipeline.defs.partitions import multi_key
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline.stages import documents_frame
 
 
@@ -53,6 +54,33 @@ def documents_by_partition(
             **(extra_metadata or {}),
             "elapsed_seconds": round(time.perf_counter() - started, 3),
         },
+    )
+
+
+def source_read_output(
+    context: dg.AssetExecutionContext,
+    partitions_def: dg.MultiPartitionsDefinition,
+    read: SourceRead,
+    started: float,
+    failed_label: str,
+) -> dg.Output:
+    """A live or offline source's read as the raw asset's output; containers that could not be read
+    fail the run (with the reasons and the call counts as metadata) so the gap is seen."""
+    if read.failed:
+        for message in read.failed.values():
+            context.log.error(message)
+        raise dg.Failure(
+            description="; ".join(read.failed.values()),
+            metadata={failed_label: sorted(read.failed), **read.metadata},
+        )
+    return documents_by_partition(
+        context,
+        partitions_def,
+        read.documents,
+        read.problems,
+        started,
+        partition_day=read.partition_day,
+        extra_metadata=read.metadata,
     )
 
 

@@ -7,7 +7,7 @@ import dagster as dg
 from rag_pipeline.defs.chain import IO_MANAGER_KEY, build_source_chain
 from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraSourceResource
 from rag_pipeline.defs.partitions import days_by_container, jira_partitions
-from rag_pipeline.defs.raw import documents_by_partition
+from rag_pipeline.defs.raw import source_read_output
 
 
 @dg.asset(
@@ -26,22 +26,7 @@ from rag_pipeline.defs.raw import documents_by_partition
 def jira_issues(context: dg.AssetExecutionContext, jira_source: JiraSourceResource) -> dg.Output:
     started = time.perf_counter()
     read = jira_source.read_partitions(days_by_container(jira_partitions, context.partition_keys), context.log.info)
-    if read.failed:
-        for message in read.failed.values():
-            context.log.error(message)
-        raise dg.Failure(
-            description="; ".join(read.failed.values()),
-            metadata={"projects_failed": sorted(read.failed), **read.metadata},
-        )
-    return documents_by_partition(
-        context,
-        jira_partitions,
-        read.documents,
-        read.problems,
-        started,
-        partition_day=read.partition_day,
-        extra_metadata=read.metadata,
-    )
+    return source_read_output(context, jira_partitions, read, started, "projects_failed")
 
 
 jira_chain = build_source_chain("jira", "jira_issues", jira_partitions)

@@ -6,7 +6,7 @@ import dagster as dg
 
 from rag_pipeline.defs.chain import IO_MANAGER_KEY, build_source_chain
 from rag_pipeline.defs.partitions import days_by_container, slack_partitions
-from rag_pipeline.defs.raw import documents_by_partition
+from rag_pipeline.defs.raw import source_read_output
 from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackSourceResource
 
 
@@ -25,22 +25,7 @@ from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackSourceResourc
 def slack_threads(context: dg.AssetExecutionContext, slack_source: SlackSourceResource) -> dg.Output:
     started = time.perf_counter()
     read = slack_source.read_partitions(days_by_container(slack_partitions, context.partition_keys), context.log.info)
-    if read.failed:
-        for message in read.failed.values():
-            context.log.error(message)
-        raise dg.Failure(
-            description="; ".join(read.failed.values()),
-            metadata={"channels_failed": sorted(read.failed), **read.metadata},
-        )
-    return documents_by_partition(
-        context,
-        slack_partitions,
-        read.documents,
-        read.problems,
-        started,
-        partition_day=read.partition_day,
-        extra_metadata=read.metadata,
-    )
+    return source_read_output(context, slack_partitions, read, started, "channels_failed")
 
 
 slack_chain = build_source_chain("slack", "slack_threads", slack_partitions)
