@@ -20,7 +20,8 @@ What it reproduces (request paths and shapes as surveyed in ``shared/notes/slack
 * Issues: embedded comments truncated to ``embed_comments`` in search results (``GET issue`` embeds them all),
   ``issue/{key}/comment`` paging, moved issues resolving by their old key, deleted issues 404.
 * Projects: Cloud ``project/search`` pages with an absolute ``nextPage`` URL; Server ``project`` is one list;
-  archived projects only with ``includeArchived``; permission schemes (``BROWSE_PROJECTS`` grants to groups and
+  archived projects only with ``status=archived`` (Cloud
+  ``project/search``) or ``includeArchived`` (``project``); permission schemes (``BROWSE_PROJECTS`` grants to groups and
   project roles) and role actors.
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, 401/403/404, and dropped connections; every request is
   recorded (:attr:`JiraEmulator.requests`).
@@ -1145,9 +1146,15 @@ class JiraEmulator(LocalHttpService):
             "isPrivate": False,
         }
 
-    def _listed_projects(self, params: dict[str, str]) -> list[JiraProject]:
-        include_archived = (params.get("includeArchived") or "").lower() == "true"
-        projects = [p for p in self.site.projects.values() if p.visible and (include_archived or not p.archived)]
+    def _listed_projects(self, params: dict[str, str], paged: bool = False) -> list[JiraProject]:
+        # Cloud's paged /project/search filters by `status` (live, archived, deleted; default live) and
+        # ignores `includeArchived`; Server's /project list takes `includeArchived`.
+        if paged:
+            statuses = {s.strip() for s in (params.get("status") or "live").split(",")}
+            live, archived = "live" in statuses, "archived" in statuses
+        else:
+            live, archived = True, (params.get("includeArchived") or "").lower() == "true"
+        projects = [p for p in self.site.projects.values() if p.visible and (archived if p.archived else live)]
         return sorted(projects, key=lambda p: p.key)
 
     def _matching(self, jql: str) -> list[dict[str, Any]]:
@@ -1192,7 +1199,7 @@ class JiraEmulator(LocalHttpService):
     def _project_search(self, call: _Call) -> dict[str, Any]:
         if not self.cloud:
             raise _ApiError(404, f"No resource found for {call.path}.")
-        projects = self._listed_projects(call.params)
+        projects = self._listed_projects(call.params, paged=True)
         start = self._int(call.params, "startAt", 0)
         size = min(self._int(call.params, "maxResults", 0) or self.project_page_size, self.project_page_size)
         page = projects[start : start + size]
@@ -1409,7 +1416,7 @@ def _decode_page_token(token: str | None) -> int:
 def _parse_params(query: str, request: BaseHTTPRequestHandler) -> dict[str, str]:
     """Query string and JSON body merged (the body wins): single values as strings, lists comma-joined. The body is
     always read in full so the keep-alive connection stays in sync."""
-    params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+    params = {k: ",".join(v) for k, v in parse_qs(query, keep_blank_values=True).items()}
     length = int(request.headers.get("Content-Length") or 0)
     raw = request.rfile.read(length) if length > 0 else b""
     if not raw:

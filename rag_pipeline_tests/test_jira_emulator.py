@@ -437,7 +437,12 @@ def test_project_paging_follows_absolute_next_page(site: JiraSite) -> None:
         assert first["isLast"] is False and first["total"] == 5 and len(first["values"]) == 2
         last = jira.get("rest/api/3/project/search", params={"startAt": 4, "maxResults": 100})
         assert last["isLast"] is True and "nextPage" not in last and last["maxResults"] == 2
-        archived = jira.get_all_projects(included_archived=True)
+        # Like Cloud, project/search ignores the includeArchived the client sends and filters by status.
+        assert [p["key"] for p in jira.get_all_projects(included_archived=True)] == [p["key"] for p in projects]
+        wide = {"status": ["live", "archived"], "maxResults": 50}
+        archived = jira.get("rest/api/3/project/search", params=wide)["values"]
+        archived += jira.get("rest/api/3/project/search", params={**wide, "startAt": 2})["values"]
+        archived += jira.get("rest/api/3/project/search", params={**wide, "startAt": 4})["values"]
         assert [p["key"] for p in archived] == ["DOC", "NEW", "OLD", "OPS", "SEC", "WEB"]
         assert next(p for p in archived if p["key"] == "OLD")["archived"] is True
         assert jira.get_project("OPS")["id"] == fx.OPS_PROJECT_ID

@@ -314,14 +314,31 @@ class JiraApiReader:
 
     def discover_projects(self) -> list[JiraProject]:
         """Projects the API user can browse, minus archived ones and the allow/deny filters."""
-        listed = self._call(
-            "list projects", None, self.client.get_all_projects, included_archived=self.settings.include_archived
-        )
+        if self.settings.cloud:
+            listed: Iterable[dict[str, Any]] = self._cloud_projects()
+        else:
+            listed = self._call(
+                "list projects", None, self.client.get_all_projects, included_archived=self.settings.include_archived
+            )
         projects = [
             JiraProject(str(p["key"]), str(p.get("id", "")), str(p.get("name") or p["key"]), bool(p.get("archived")))
             for p in listed or []
         ]
         return [p for p in projects if self.settings.wants(p)]
+
+    def _cloud_projects(self) -> Iterator[dict[str, Any]]:
+        """Cloud's paged ``project/search``. It ignores ``includeArchived`` (what the client's
+        ``get_all_projects`` sends) and filters by ``status`` instead, so the pages are followed here."""
+        params: dict[str, Any] = {"maxResults": 50}
+        if self.settings.include_archived:
+            params["status"] = ["live", "archived"]
+        url, absolute = "rest/api/3/project/search", False
+        while True:
+            page = self._call("list projects", None, self.client.get, url, params=params, absolute=absolute) or {}
+            yield from page.get("values") or []
+            if page.get("isLast", True) or not page.get("nextPage"):
+                return
+            url, params, absolute = page["nextPage"], {}, True
 
     # --- search -----------------------------------------------------------------------------------
     def search(self, jql: str, fields: Iterable[str], page_size: int, where: str | None = None) -> Iterator[dict]:
