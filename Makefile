@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-retrieval setup
+.PHONY: demo test lint bench bench-retrieval setup postgres-server
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,16 @@ setup: $(BIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/rag-pipeline demo
 
-test: $(BIN)/.installed
+# The Postgres instance tests start a throwaway server from the Debian package `postgresql`.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+postgres-server:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && \
+		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql)
+
+test: $(BIN)/.installed postgres-server
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	RAG_REQUIRE_POSTGRES=1 $(BIN)/pytest
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py
