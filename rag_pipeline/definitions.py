@@ -19,6 +19,11 @@ from rag_pipeline.defs.jira.reconciliation import (
 )
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.jira.sensors import jira_project_discovery_sensor
+from rag_pipeline.defs.notifications import (
+    SlackNotificationResource,
+    eval_check_slack_notification_sensor,
+    run_failure_slack_notification_sensor,
+)
 from rag_pipeline.defs.resources import (
     Bm25Resource,
     ChunkingResource,
@@ -47,6 +52,9 @@ ASSETS = [
     retrieval_eval,
     retrieval_eval_report,
 ]
+
+
+NOTIFICATION_SENSORS = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
 
 
 def slack_is_live() -> bool:
@@ -94,6 +102,24 @@ def jira_api_resource() -> JiraResource:
     )
 
 
+def notifications_enabled() -> bool:
+    """Slack notifications are configured: a channel and a token to post with."""
+    return bool(os.environ.get("RAG_NOTIFY_SLACK_CHANNEL")) and bool(
+        os.environ.get("RAG_NOTIFY_SLACK_TOKEN") or os.environ.get("SLACK_BOT_TOKEN")
+    )
+
+
+def slack_notification_resource() -> SlackNotificationResource:
+    """Notifications from the environment: RAG_NOTIFY_SLACK_TOKEN, else the connector's SLACK_BOT_TOKEN."""
+    token = "RAG_NOTIFY_SLACK_TOKEN" if os.environ.get("RAG_NOTIFY_SLACK_TOKEN") else "SLACK_BOT_TOKEN"
+    return SlackNotificationResource(
+        token=dg.EnvVar(token),
+        channel=os.environ.get("RAG_NOTIFY_SLACK_CHANNEL", ""),
+        base_url=os.environ.get("SLACK_API_BASE_URL") or None,
+        webserver_url=os.environ.get("DAGSTER_WEBSERVER_URL", "http://127.0.0.1:3000"),
+    )
+
+
 def build_resources(
     data_dir: str | None = None, live_slack: bool | None = None, live_jira: bool | None = None
 ) -> dict[str, object]:
@@ -131,6 +157,7 @@ def build_resources(
         "jira_dump": jira_dump,
         **jira,
         "jira_source": jira.get("jira", jira_dump),
+        **({"slack_notifications": slack_notification_resource()} if notifications_enabled() else {}),
         "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
     }
 
@@ -162,7 +189,11 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
         assets=[*ASSETS, *(d[0] for d in live)],
         jobs=[*EVAL_JOBS, *(d[1] for d in live)],
         schedules=[d[2] for d in live],
-        sensors=[offline_source_discovery_sensor, *(d[3] for d in live)],
+        sensors=[
+            offline_source_discovery_sensor,
+            *(d[3] for d in live),
+            *(NOTIFICATION_SENSORS if notifications_enabled() else []),
+        ],
         resources=build_resources(data_dir),
         executor=dg.multiprocess_executor if os.environ.get("QDRANT_URL") else dg.in_process_executor,
     )

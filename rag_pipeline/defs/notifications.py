@@ -1,0 +1,124 @@
+"""Slack notifications: a failed run, or a failed/regressed evaluation check, becomes a message in a
+configured channel (asset, partition, the error or metric deltas, a link to the run).
+
+Off unless RAG_NOTIFY_SLACK_CHANNEL is set (see ``definitions.notifications_enabled``).
+"""
+
+import json
+
+import dagster as dg
+from pydantic import Field
+from slack_sdk import WebClient
+
+from rag_pipeline.notify.slack_notice import Notice, post_notice, run_link
+from rag_pipeline.sources.slack_api import build_web_client
+
+EVAL_REPORT = dg.AssetKey("retrieval_eval_report")
+EVAL_CHECKS = ("quality_floor", "no_regression", "acl_no_leaks")
+# Check metadata worth a line in the message, in this order.
+_CHECK_DETAIL_KEYS = ("regressions", "failures", "leaks")
+
+
+class SlackNotificationResource(dg.ConfigurableResource):
+    """Where notifications go: a channel, posted with a bot token (chat:write)."""
+
+    token: str = Field(description="Bot token with chat:write; set it with EnvVar('SLACK_BOT_TOKEN')")
+    channel: str = Field(description="Channel id or name (RAG_NOTIFY_SLACK_CHANNEL)")
+    base_url: str | None = Field(None, description="Web API base URL override (SLACK_API_BASE_URL)")
+    webserver_url: str | None = Field(
+        "http://127.0.0.1:3000", description="Dagster UI base URL for run links (DAGSTER_WEBSERVER_URL)"
+    )
+
+    def client(self) -> WebClient:
+        return build_web_client(self.token, self.base_url, rate_limit_retries=5)
+
+    def post(self, notice: Notice) -> str:
+        return post_notice(self.client(), self.channel, notice)
+
+
+def _partition(run: dg.DagsterRun) -> str:
+    tags = run.tags
+    if "dagster/partition" in tags:
+        return tags["dagster/partition"]
+    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    return f"{start} … {end}" if start and end else "none"
+
+
+@dg.run_failure_sensor(
+    name="run_failure_slack_notification_sensor",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Posts every failed run to the notification channel: job, assets, partition, the failing steps' "
+    "errors and a link to the run.",
+)
+def run_failure_slack_notification_sensor(
+    context: dg.RunFailureSensorContext, slack_notifications: SlackNotificationResource
+) -> None:
+    run = context.dagster_run
+    errors = []
+    for event in context.get_step_failure_events():
+        data = event.step_failure_data
+        message = (data.user_failure_data.description if data.user_failure_data else None) or (
+            data.error.message.strip() if data.error else "failed"
+        )
+        errors.append(f"{event.step_key}: {message}")
+    assets = sorted(key.to_user_string() for key in run.asset_selection or [])
+    notice = Notice(
+        title=f"Run failed: {run.job_name}",
+        fields={
+            "Assets": ", ".join(assets) or "none",
+            "Partition": _partition(run),
+            "Run": run.run_id[:8],
+        },
+        details=errors or [context.failure_event.message or "the run failed"],
+        link=run_link(slack_notifications.webserver_url, run.run_id),
+    )
+    slack_notifications.post(notice)
+
+
+@dg.sensor(
+    name="eval_check_slack_notification_sensor",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Posts each failed evaluation check (quality floor, regression, ACL leak) of retrieval_eval_report "
+    "once, with the metric deltas and a link to the run. The cursor remembers the last evaluation seen per check.",
+)
+def eval_check_slack_notification_sensor(
+    context: dg.SensorEvaluationContext, slack_notifications: SlackNotificationResource
+) -> dg.SkipReason | None:
+    seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
+    posted = 0
+    for name in EVAL_CHECKS:
+        key = dg.AssetCheckKey(EVAL_REPORT, name)
+        records = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=50)
+        if name not in seen:
+            # First look: history before the sensor existed is not news.
+            seen[name] = max((r.id for r in records), default=0)
+            continue
+        for record in sorted(r for r in records if r.id > seen[name]):
+            seen[name] = record.id
+            if record.status.value != "FAILED" or record.event is None or record.event.dagster_event is None:
+                continue
+            evaluation = record.event.dagster_event.asset_check_evaluation_data
+            details = []
+            for detail_key in _CHECK_DETAIL_KEYS:
+                value = evaluation.metadata.get(detail_key)
+                if value is not None:
+                    items = value.value if isinstance(value.value, list) else [f"{detail_key}: {value.value}"]
+                    details.extend(str(item) for item in items)
+            severity = evaluation.severity.value if evaluation.severity else "ERROR"
+            slack_notifications.post(
+                Notice(
+                    title=f"Evaluation check failed: {name}",
+                    fields={
+                        "Asset": EVAL_REPORT.to_user_string(),
+                        "Check": name,
+                        "Severity": severity,
+                        "Run": record.run_id[:8],
+                    },
+                    details=details or [evaluation.description or "the check did not pass"],
+                    link=run_link(slack_notifications.webserver_url, record.run_id),
+                )
+            )
+            posted += 1
+    context.update_cursor(json.dumps(seen, sort_keys=True))
+    return None if posted else dg.SkipReason("no new failed evaluation checks")

@@ -1,0 +1,1 @@
+"""Notifications to people: Slack messages about failed runs and failed evaluation checks."""
