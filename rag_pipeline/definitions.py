@@ -7,7 +7,8 @@ import os
 import dagster as dg
 
 from rag_pipeline import settings
-from rag_pipeline.defs.evaluation.assets import reranker_model, retrieval_eval, retrieval_eval_report
+from rag_pipeline.defs.automation import eval_sets_changed_sensor_for
+from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, reranker_model, retrieval_eval, retrieval_eval_report
 from rag_pipeline.defs.evaluation.jobs import EVAL_JOBS
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
@@ -54,6 +55,9 @@ ASSETS = [
 ]
 
 
+eval_sets_changed_sensor = eval_sets_changed_sensor_for(
+    list(EVAL_ARMS.get_partition_keys()), [retrieval_eval.key.to_user_string()]
+)
 NOTIFICATION_SENSORS = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
 
 
@@ -191,6 +195,7 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
         schedules=[d[2] for d in live],
         sensors=[
             offline_source_discovery_sensor,
+            eval_sets_changed_sensor,
             *(d[3] for d in live),
             *(NOTIFICATION_SENSORS if notifications_enabled() else []),
         ],

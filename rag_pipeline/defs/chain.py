@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pandas as pd
 
+from rag_pipeline.defs.automation import INDEX_FRESHNESS
 from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
 from rag_pipeline.defs.metadata import length_stats
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
@@ -216,6 +217,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         },
         kinds={"qdrant"},
         pool=QDRANT_POOL,
+        freshness_policy=INDEX_FRESHNESS,
         description=f"{source} child points (dense + BM25 + payload) and parent points (text) in Qdrant. Never "
         "regresses a document to an older version; new points land before stale ones are removed.",
         **common,

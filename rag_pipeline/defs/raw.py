@@ -72,6 +72,8 @@ def source_read_output(
         raise dg.Failure(
             description="; ".join(read.failed.values()),
             metadata={failed_label: sorted(read.failed), **read.metadata},
+            # Access errors (auth, permissions, unknown container) do not heal by retrying the step.
+            allow_retries=False,
         )
     return documents_by_partition(
         context,

@@ -77,5 +77,5 @@ def reconciliation_output(
         "elapsed_seconds": round(time.perf_counter() - started, 3),
     }
     if done.failed:
-        raise dg.Failure(description="; ".join(done.failed.values()), metadata=metadata)
+        raise dg.Failure(description="; ".join(done.failed.values()), metadata=metadata, allow_retries=False)
     return dg.MaterializeResult(metadata=metadata)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from rag_pipeline.defs.automation import daily_eval
 from rag_pipeline.defs.chain import QDRANT_POOL
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
@@ -92,6 +93,7 @@ def reranker_model(
     partitions_def=EVAL_ARMS,
     deps=_INDEX_DEPS,
     pool=QDRANT_POOL,
+    automation_condition=daily_eval,
     kinds={"python"},
     description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
     "(parquet under the reports folder). The reranked arm is scored by rerankers cross-fitted on the eval set "
@@ -186,6 +188,7 @@ def _image_md(path: Path, alt: str) -> str:
 @dg.asset(
     deps=[dg.AssetDep(retrieval_eval, partition_mapping=dg.AllPartitionMapping())],
     check_specs=REPORT_CHECKS,
+    automation_condition=dg.AutomationCondition.eager(),
     kinds={"markdown"},
     description="The arms compared per eval set: nDCG@10 / Recall / MRR / MAP with bootstrap CIs, paired "
     "randomization tests vs the baseline (Holm-corrected), latency, leaks; markdown, JSON, per-query parquet, plots.",

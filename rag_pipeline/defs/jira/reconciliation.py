@@ -6,6 +6,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import jira_projects
@@ -29,6 +30,7 @@ class JiraReconciliationConfig(dg.Config):
     kinds={"jira", "qdrant"},
     owners=["team:rag-platform"],
     pool=QDRANT_POOL,
+    retry_policy=API_RETRY,
     description="Lists every discovered project's current issue ids (ids only, large pages) and compares them with "
     "the index: issues Jira no longer has are removed; issues moved to another project (new key, same id) are "
     "rewritten under their new project, never duplicated.",

@@ -4,6 +4,7 @@ import time
 
 import dagster as dg
 
+from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS, raw_sync
 from rag_pipeline.defs.chain import IO_MANAGER_KEY, build_source_chain
 from rag_pipeline.defs.partitions import days_by_container, slack_partitions
 from rag_pipeline.defs.raw import source_read_output
@@ -18,6 +19,9 @@ from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackSourceResourc
     kinds={"slack", "parquet"},
     owners=["team:rag-platform"],
     pool=SLACK_API_POOL,
+    automation_condition=raw_sync,
+    freshness_policy=RAW_FRESHNESS,
+    retry_policy=API_RETRY,
     description="Slack threads with activity on the partition's day (UTC) in the partition's channel: root and "
     "replies in order, markup cleaned, system and bot messages dropped, with version and channel ACL. Read from "
     "the Slack Web API (late replies through a lookback over roots) or, offline, from a Slack export.",

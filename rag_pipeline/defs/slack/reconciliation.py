@@ -6,6 +6,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL
 from rag_pipeline.defs.partitions import slack_channels
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
@@ -32,6 +33,7 @@ class SlackReconciliationConfig(dg.Config):
     kinds={"slack", "qdrant"},
     owners=["team:rag-platform"],
     pool=QDRANT_POOL,
+    retry_policy=API_RETRY,
     description="Compares every discovered channel's indexed threads with what Slack lists now: removes threads "
     "whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback whose "
     "messages changed without a newer timestamp (deleted replies).",

@@ -1,0 +1,82 @@
+"""When things run by themselves: raw sources re-sync their latest day on a cron, everything
+downstream follows eagerly, the evaluation runs daily and whenever an eval set changes, and
+freshness and retry policies say what "late" and "transient" mean.
+
+Declarative automation needs the daemon and the default automation condition sensor turned on.
+"""
+
+import hashlib
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+
+from rag_pipeline import settings
+
+RAW_SYNC_CRON = os.environ.get("RAG_RAW_SYNC_CRON", "0 * * * *")
+EVAL_CRON = os.environ.get("RAG_EVAL_CRON", "0 6 * * *")
+
+# The latest day of every channel/project, each cron tick (today's partition keeps filling up).
+raw_sync = dg.AutomationCondition.on_cron(RAW_SYNC_CRON, cron_timezone="UTC")
+# Every arm once a day, whatever changed (eval sets and models change outside the asset graph too).
+daily_eval = (
+    dg.AutomationCondition.cron_tick_passed(EVAL_CRON, cron_timezone="UTC") & ~dg.AutomationCondition.in_progress()
+)
+
+# A raw partition not refreshed for a day (plus the hourly slack) is late; the index a little after it.
+RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26), warn_window=timedelta(hours=2))
+INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=27), warn_window=timedelta(hours=3))
+
+# API-bound steps: the HTTP layers already retry 429/5xx per request; this covers a whole step dying
+# (a connection reset mid-run, a restarted proxy). Access errors raise Failure(allow_retries=False).
+API_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def eval_set_hashes(folder: Path) -> dict[str, str]:
+    """Content hash of every file under the eval-sets folder, by relative path."""
+    if not folder.is_dir():
+        return {}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def eval_sets_changed_sensor_for(arms: list[str], asset_keys: list[str]) -> dg.SensorDefinition:
+    """A sensor requesting every evaluation arm when an eval-set file is added, removed or edited."""
+
+    @dg.sensor(
+        name="eval_sets_changed_sensor",
+        minimum_interval_seconds=60,
+        asset_selection=asset_keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Hashes every file under eval_sets/ (RAG_EVAL_DIR); when one is added, removed or edited, "
+        "requests every arm of retrieval_eval (the report follows eagerly). The cursor holds the hashes.",
+    )
+    def eval_sets_changed_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        current = eval_set_hashes(settings.eval_dir())
+        if context.cursor is None:
+            # First look: today's sets are covered by the daily evaluation.
+            context.update_cursor(json.dumps(current, sort_keys=True))
+            return dg.SkipReason(f"recorded {len(current)} eval-set files")
+        previous: dict[str, str] = json.loads(context.cursor)
+        if current == previous:
+            return dg.SkipReason("eval sets unchanged")
+        changed = sorted(k for k in set(current) | set(previous) if current.get(k) != previous.get(k))
+        fingerprint = hashlib.sha256(json.dumps(current, sort_keys=True).encode()).hexdigest()[:16]
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"eval-sets:{fingerprint}:{arm}",
+                    partition_key=arm,
+                    tags={"rag/eval_sets_changed": ",".join(changed)[:200]},
+                )
+                for arm in arms
+            ],
+            cursor=json.dumps(current, sort_keys=True),
+        )
+
+    return eval_sets_changed_sensor
