@@ -154,6 +154,8 @@ def build_resources(
             path=os.path.join(base, "qdrant"),
             url=qdrant_url,
             api_key=dg.EnvVar("QDRANT_API_KEY") if os.environ.get("QDRANT_API_KEY") else None,
+            shard_number=int(os.environ["QDRANT_SHARDS"]) if os.environ.get("QDRANT_SHARDS") else None,
+            replication_factor=int(os.environ["QDRANT_REPLICAS"]) if os.environ.get("QDRANT_REPLICAS") else None,
         ),
         "slack_export": slack_export,
         **slack,

@@ -76,6 +76,10 @@ class QdrantResource(dg.ConfigurableResource):
     url: str | None = Field(None, description="Qdrant server URL (QDRANT_URL)")
     api_key: str | None = Field(None, description="Qdrant API key (QDRANT_API_KEY)")
     collection_prefix: str = "rag"
+    shard_number: int | None = Field(None, description="Shards per collection on a server/cluster (QDRANT_SHARDS)")
+    replication_factor: int | None = Field(
+        None, description="Copies of each shard on a cluster (QDRANT_REPLICAS); needs as many nodes"
+    )
 
     @property
     def engine(self) -> str:
@@ -87,7 +91,13 @@ class QdrantResource(dg.ConfigurableResource):
         names = CollectionNames.with_prefix(self.collection_prefix)
         store: VectorStore
         if self.url:
-            store = ClientVectorStore.connect(url=self.url, api_key=self.api_key, names=names)
+            store = ClientVectorStore.connect(
+                url=self.url,
+                api_key=self.api_key,
+                names=names,
+                shard_number=self.shard_number,
+                replication_factor=self.replication_factor,
+            )
         else:
             store = EdgeVectorStore(self.path, names)
         try:
