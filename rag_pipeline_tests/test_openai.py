@@ -1,0 +1,133 @@
+"""OpenAI embeddings and the LLM reranker through the real ``openai`` client against a local fake of the API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+
+from rag_pipeline.definitions import ASSETS, build_resources
+from rag_pipeline.defs.partitions import jira_projects
+from rag_pipeline.defs.resources import DenseEmbedderResource
+from rag_pipeline.retrieval.rerank.base import rerank
+from rag_pipeline.retrieval.rerank.llm import LlmReranker, parse_grade
+from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
+from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
+from rag_pipeline_tests.openai_fake import API_KEY, OpenAIFake, fake_embedding
+
+
+@pytest.fixture
+def openai(monkeypatch):
+    with OpenAIFake() as fake:
+        monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        yield fake
+
+
+def test_embeddings_dimensions_and_model_names(openai: OpenAIFake) -> None:
+    encoder = load_dense_encoder("openai:text-embedding-3-small@256")
+    assert (encoder.model_id, encoder.dimension, encoder.max_tokens) == ("openai:text-embedding-3-small@256", 256, 8191)
+    vectors = encoder.encode_documents(["deploy failed on arm64", "", "deploy failed on arm64"])
+    assert vectors.shape == (3, 256) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert np.allclose(vectors[0], fake_embedding("deploy failed on arm64", dimensions=256), atol=1e-6)
+    [request] = openai.calls("/embeddings")
+    assert request.body["dimensions"] == 256 and request.body["input"][1] == " "  # no empty strings sent
+    full = OpenAIEmbeddingEncoder()
+    assert full.encode_queries(["x"]).shape == (1, 1536) and "dimensions" not in openai.calls("/embeddings")[-1].body
+    with pytest.raises(ValueError, match="dimensions"):
+        parse_openai_model("openai:text-embedding-3-small@4000")
+    with pytest.raises(ValueError, match="unknown OpenAI embedding model"):
+        parse_openai_model("openai:text-embedding-4")
+
+
+def test_batches_stay_within_the_api_limits_and_long_inputs_are_truncated(openai: OpenAIFake) -> None:
+    encoder = OpenAIEmbeddingEncoder(dimensions=8)
+    long_text = "lorem ipsum dolor sit amet " * 2000  # ~10,000 tokens
+    many = [f"chunk {i}" for i in range(2100)]
+    vectors = encoder.encode_documents([long_text, *many])
+    assert vectors.shape == (2101, 8)
+    sizes = [len(r.body["input"]) for r in openai.calls("/embeddings")]
+    assert sizes == [2048, 53]  # the input-count limit splits the batch
+    assert encoder.usage.truncated_inputs == 1 and encoder.usage.requests == 2
+    heavy = ["word " * 8000] * 40  # 40 x 8,000 tokens > 300,000 per request
+    OpenAIEmbeddingEncoder(dimensions=8).encode_documents(heavy)
+    assert [len(r.body["input"]) for r in openai.calls("/embeddings")[2:]] == [37, 3]
+    assert all(r.status == 200 for r in openai.requests)  # the fake would have answered 400 past a limit
+
+
+def test_retries_on_429_and_500_give_the_same_vectors(openai: OpenAIFake) -> None:
+    texts = ["alpha", "beta"]
+    clean = OpenAIEmbeddingEncoder(dimensions=16).encode_documents(texts)
+    openai.inject("429", path="/embeddings", times=2, retry_after=0)
+    openai.inject("500", path="/embeddings", times=1)
+    encoder = OpenAIEmbeddingEncoder(dimensions=16, max_retries=5)
+    assert np.array_equal(encoder.encode_documents(texts), clean)
+    assert encoder.usage.retried_responses == 3
+    assert [r.status for r in openai.requests[-4:]] == [429, 429, 500, 200]
+
+
+def test_dense_vectors_asset_records_tokens_and_cost_and_uses_the_cache(openai: OpenAIFake, tmp_path: Path) -> None:
+    dump = write_jira_dump(
+        tmp_path / "issues.jsonl.gz",
+        [jira_issue("1", "AI-1", "2024-03-01T10:00:00.000+0000", "the embedder runs on the OpenAI API")],
+    )
+    resources = build_resources(str(tmp_path / "data"), live_slack=False, live_jira=False)
+    resources["jira_dump"] = resources["jira_source"] = type(resources["jira_dump"])(path=str(dump), site="ai.test")
+    resources["dense_embedder"] = DenseEmbedderResource(
+        model="openai:text-embedding-3-small@256", cache_path=str(tmp_path / "data" / "cache.sqlite")
+    )
+    chain = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(jira_projects.name, ["AI"])
+        first = dg.materialize(chain, instance=instance, resources=resources, partition_key="2024-03-01|AI")
+        second = dg.materialize(chain, instance=instance, resources=resources, partition_key="2024-03-01|AI")
+    meta = {k: v.value for k, v in first.asset_materializations_for_node("jira_dense_vectors")[0].metadata.items()}
+    assert meta["model"] == "openai:text-embedding-3-small@256" and meta["dimension"] == 256
+    assert meta["openai_requests"] == 1 and meta["openai_tokens"] > 0
+    assert meta["openai_cost_usd"] == pytest.approx(meta["openai_tokens"] * 0.02 / 1e6)
+    again = {k: v.value for k, v in second.asset_materializations_for_node("jira_dense_vectors")[0].metadata.items()}
+    assert again["embeddings_cached"] == meta["embeddings_computed"] and again["openai_requests"] == 0
+    assert API_KEY not in json.dumps({k: str(v) for k, v in meta.items()})
+
+
+def _candidate(doc: str, text: str) -> SearchResult:
+    return SearchResult(doc, 1.0, "jira", "AI", doc, None, f"{doc}-c", text[:50], f"{doc}-p", parent_text=text)
+
+
+def test_llm_reranker_grades_concurrently_caches_and_parses(openai: OpenAIFake, tmp_path: Path) -> None:
+    candidates = [
+        _candidate("a", "release notes for the android build"),
+        _candidate("b", "deploy pipeline fails on arm64 runners: deploy logs attached " + "x" * 3000),
+        _candidate("c", "the arm64 deploy is fixed"),
+    ]
+    reranker = LlmReranker("gpt-4o-mini", cache_path=tmp_path / "grades.sqlite", concurrency=3)
+    ranked = rerank(reranker, "deploy fails on arm64", candidates)
+    assert [r.document_id for r in ranked] == ["b", "c", "a"]  # 3, 2 and 0 query words found
+    assert [round(r.score) for r in ranked] == [3, 2, 0]
+    prompts = [r.body["messages"][1]["content"] for r in openai.calls("/chat/completions")]
+    assert len(prompts) == 3 and all(p.startswith("Query: deploy fails on arm64") for p in prompts)
+    assert max(len(p.split("Candidate:\n", 1)[1]) for p in prompts) == 1500  # parent text cut to 1,500 chars
+    assert all(r.body["response_format"] == {"type": "json_object"} for r in openai.calls("/chat/completions"))
+    again = LlmReranker("gpt-4o-mini", cache_path=tmp_path / "grades.sqlite")
+    assert [round(s) for s in again.score("deploy fails on arm64", candidates)] == [0, 3, 2]
+    assert again.usage.cached == 3 and again.usage.requests == 0 and len(openai.calls("/chat/completions")) == 3
+    assert parse_grade('{"score": 7}') == 7 and parse_grade("I'd say 12") == 10 and parse_grade("none") is None
+
+
+def test_llm_reranker_is_an_extra_bench_arm(openai: OpenAIFake, tmp_path: Path, monkeypatch, capsys) -> None:
+    from rag_pipeline.cli import main
+    from rag_pipeline_tests.test_bench_cli import _beir
+
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    beir = _beir(tmp_path / "beir_tiny")
+    argv = ["bench", "--beir", str(beir), "--json", "--data-dir", str(tmp_path / "data"), "--arms", "hybrid"]
+    assert main([*argv, "--extra-reranker", "llm:gpt-4o-mini"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    arm = figures["arms"]["reranked[llm:gpt-4o-mini]"]
+    assert 0.0 <= arm["ndcg@10"] <= 1.0 and arm["recall@100"] == 1.0
+    assert openai.calls("/chat/completions")  # the arm really asked the model
