@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-retrieval setup postgres-server
+.PHONY: demo test lint bench bench-retrieval setup postgres-server browser
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +23,17 @@ postgres-server:
 		($(SUDO) apt-get update -qq && \
 		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql)
 
-test: $(BIN)/.installed postgres-server
+# The slow UI test screenshots the Dagster UI with Debian's Chromium.
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && \
+		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
+
+# The default suite, then the slow one (the Dagster UI in a real browser; screenshots in test-artifacts/).
+test: $(BIN)/.installed postgres-server browser
 	$(BIN)/ruff check .
 	RAG_REQUIRE_POSTGRES=1 $(BIN)/pytest
+	$(BIN)/pytest -m slow
 
 bench: $(BIN)/.installed
 	$(BIN)/python bench/ingest.py
