@@ -164,7 +164,11 @@ def build_resources(
         **jira,
         "jira_source": jira.get("jira", jira_dump),
         **({"slack_notifications": slack_notification_resource()} if notifications_enabled() else {}),
-        "evaluation": EvaluationResource(eval_dir=str(settings.eval_dir()), reports_dir=os.path.join(base, "reports")),
+        "evaluation": EvaluationResource(
+            eval_dir=str(settings.eval_dir()),
+            reports_dir=os.path.join(base, "reports"),
+            llm_reranker_model=os.environ.get("RAG_LLM_RERANK_MODEL") or None,
+        ),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +20,7 @@ from rag_pipeline.vectors.dense import load_dense_encoder
 from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
 from rag_pipeline_tests.openai_fake import API_KEY, OpenAIFake, fake_embedding
+from rag_pipeline_tests.test_eval_assets import eval_sets, indexed  # noqa: F401  (module fixtures)
 
 
 @pytest.fixture
@@ -131,3 +133,49 @@ def test_llm_reranker_is_an_extra_bench_arm(openai: OpenAIFake, tmp_path: Path, 
     arm = figures["arms"]["reranked[llm:gpt-4o-mini]"]
     assert 0.0 <= arm["ndcg@10"] <= 1.0 and arm["recall@100"] == 1.0
     assert openai.calls("/chat/completions")  # the arm really asked the model
+
+
+LLM_ARM_SCRIPT = """
+import json, sys
+import dagster as dg
+from rag_pipeline.definitions import build_resources
+from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, retrieval_eval, retrieval_eval_report
+from rag_pipeline.defs.evaluation.resources import EvaluationResource
+
+data, evals = sys.argv[1], sys.argv[2]
+res = build_resources(data)
+res["evaluation"] = EvaluationResource(eval_dir=evals, reports_dir=data + "/reports", folds=3,
+                                       llm_reranker_model="gpt-4o-mini")
+out = {"arms": EVAL_ARMS.get_partition_keys()}
+with dg.instance_for_test() as instance:
+    for arm in ("hybrid", "llm_reranked"):
+        result = dg.materialize([retrieval_eval], instance=instance, resources=res, partition_key=arm)
+        out[arm] = {k: v.value for k, v in result.asset_materializations_for_node("retrieval_eval")[0].metadata.items()
+                    if isinstance(v.value, (int, float, str))}
+    report = dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
+    meta = report.asset_materializations_for_node("retrieval_eval_report")[0].metadata
+    out["report_arms"] = [r.data["arm"] for r in meta["slice/arms"].value.records]
+print(json.dumps(out))
+"""
+
+
+def test_llm_reranked_is_a_fifth_dagster_eval_arm_when_configured(openai: OpenAIFake, request) -> None:
+    import subprocess
+    import sys
+
+    data, evals = request.getfixturevalue("indexed"), request.getfixturevalue("eval_sets")
+
+    # The arm list is fixed when the code location loads, so configure it in a fresh process.
+    env = {**os.environ, "RAG_LLM_RERANK_MODEL": "gpt-4o-mini"}
+    env.pop("DAGSTER_HOME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", LLM_ARM_SCRIPT, str(data), str(evals)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["arms"] == ["vector", "bm25", "hybrid", "reranked", "llm_reranked"]
+    llm = out["llm_reranked"]
+    assert llm["llm_requests"] > 0 and llm["llm_unparseable"] == 0 and 0.0 <= llm["slice/ndcg@10"] <= 1.0
+    assert {"hybrid", "llm_reranked"} <= set(out["report_arms"])
+    assert len(openai.calls("/chat/completions")) == llm["llm_requests"]

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,12 +23,15 @@ from rag_pipeline.evaluation.run_files import (
     run_path,
     save_arm_outcome,
 )
-from rag_pipeline.evaluation.runner import rerank_examples
+from rag_pipeline.evaluation.runner import rerank_examples, run_arm
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
 
-EVAL_ARMS = dg.StaticPartitionsDefinition(list(MODES))
+# The LLM-graded arm exists where a chat model is configured (it costs API calls per query and candidate).
+LLM_ARM = "llm_reranked"
+EVAL_ARM_NAMES = [*MODES, *([LLM_ARM] if os.environ.get("RAG_LLM_RERANK_MODEL") else [])]
+EVAL_ARMS = dg.StaticPartitionsDefinition(EVAL_ARM_NAMES)
 INDEX_ASSETS = ("slack_qdrant_points", "jira_qdrant_points")
 _INDEX_DEPS = [dg.AssetDep(key, partition_mapping=dg.AllPartitionMapping()) for key in INDEX_ASSETS]
 _COMMON = dict(group_name="evaluation", owners=["team:rag-platform"])
@@ -109,20 +113,26 @@ def retrieval_eval(
 ) -> dg.MaterializeResult:
     arm = context.partition_key
     metadata: dict[str, object] = {"arm": arm}
+    llm = evaluation.llm_reranker() if arm == LLM_ARM else None
     rows = []
     with qdrant.open() as store:
         retriever = _retriever(store, dense_embedder, bm25, evaluation)
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)
             queries = load_eval_set(path)
-            outcome = run_arms(
-                retriever,
-                queries,
-                [arm],
-                meta.sources,
-                folds=evaluation.folds,
-                depth=evaluation.depth,  # type: ignore[list-item]
-            )[arm]
+            if llm is not None:
+                outcome = run_arm(
+                    retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM
+                )
+            else:
+                outcome = run_arms(
+                    retriever,
+                    queries,
+                    [arm],  # type: ignore[list-item]
+                    meta.sources,
+                    folds=evaluation.folds,
+                    depth=evaluation.depth,
+                )[arm]
             save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
             result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
             figures = result.summary.arms[arm]
@@ -159,6 +169,8 @@ def retrieval_eval(
             ]
         ),
     )
+    if llm is not None:
+        metadata.update({f"llm_{k}": v for k, v in vars(llm.usage).items()})
     metadata["runs_dir"] = dg.MetadataValue.path(str(evaluation.runs_dir / arm))
     return dg.MaterializeResult(metadata=metadata)
 
@@ -208,11 +220,11 @@ def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: Evaluat
         fingerprint = eval_set_fingerprint(path)
         arms = [
             a
-            for a in MODES
+            for a in EVAL_ARM_NAMES
             if run_path(evaluation.runs_dir, a, meta.name).exists()
             and run_fingerprint(evaluation.runs_dir, a, meta.name) == fingerprint
         ]
-        missing = [a for a in MODES if a not in arms]
+        missing = [a for a in EVAL_ARM_NAMES if a not in arms]
         if missing:
             # A missing or stale arm (run on another version of the eval set) must not pass silently.
             floor_failures.append(f"{meta.name}: no current run for {', '.join(missing)}; materialize retrieval_eval")

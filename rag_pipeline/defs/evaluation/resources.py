@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.retrieval.rerank.llm import LlmReranker
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 
 # nDCG@10 every arm must reach per eval set; set below the bundled figures measured with the
@@ -31,6 +32,9 @@ class EvaluationResource(dg.ConfigurableResource):
     regression_tolerance: float = Field(0.03, description="Allowed nDCG@10 drop per arm vs the previous report")
     rerank_depth: int = Field(50, description="Hybrid documents the reranker rescores")
     rrf_k: int = Field(60, description="RRF constant (Qdrant's default is 2)")
+    llm_reranker_model: str | None = Field(
+        None, description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)"
+    )
 
     def eval_set_paths(self) -> list[Path]:
         folder = Path(self.eval_dir)
@@ -51,6 +55,12 @@ class EvaluationResource(dg.ConfigurableResource):
     @property
     def runs_dir(self) -> Path:
         return Path(self.reports_dir) / "runs"
+
+    def llm_reranker(self) -> LlmReranker:
+        """The LLM reranker of the llm_reranked arm; grades are cached next to the reports."""
+        if not self.llm_reranker_model:
+            raise ValueError("the llm_reranked arm needs llm_reranker_model (RAG_LLM_RERANK_MODEL)")
+        return LlmReranker(self.llm_reranker_model, cache_path=Path(self.reports_dir) / "llm_grades.sqlite")
 
     @property
     def reranker_dir(self) -> Path:
