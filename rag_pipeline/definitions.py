@@ -196,7 +196,8 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
             (jira_reconciliation, jira_reconciliation_job, jira_reconciliation_schedule, jira_project_discovery_sensor)
         )
     return dg.Definitions(
-        assets=[*ASSETS, *(d[0] for d in live)],
+        # Each asset links to the file and line that defines it ("code references" in the UI).
+        assets=dg.with_source_code_references([*ASSETS, *(d[0] for d in live)]),
         jobs=[*EVAL_JOBS, *(d[1] for d in live)],
         schedules=[d[2] for d in live],
         sensors=[

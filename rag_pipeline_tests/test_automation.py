@@ -103,3 +103,13 @@ def test_freshness_and_retry_policies(defs: dg.Definitions, monkeypatch) -> None
     monkeypatch.setenv("JIRA_API_TOKEN", "t")
     live = build_definitions()
     assert live.resolve_assets_def("jira_reconciliation").op.retry_policy is not None
+
+
+def test_assets_are_described_grouped_owned_and_linked_to_their_code(defs: dg.Definitions) -> None:
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.description and node.group_name and node.owners, key.to_user_string()
+        assets_def = defs.resolve_assets_def(key)
+        references = assets_def.specs_by_key[key].metadata["dagster/code_references"].code_references
+        assert references and references[0].file_path.endswith(".py") and references[0].line_number > 0
