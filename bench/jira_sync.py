@@ -40,7 +40,7 @@ from typing import Any
 
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client, endpoint_of
 from rag_pipeline_tests.jira_emulator import JiraEmulator, JiraSite
 from rag_pipeline_tests.jira_fixtures import synthetic_project_key, synthetic_site
 
@@ -102,15 +102,9 @@ def backfill(
             out.documents[doc.id] = doc
             out.partition_days.setdefault(doc.id, set()).add(read.partition_day[doc.id])
     out.seconds = time.perf_counter() - started
-    out.requests = Counter(f"{r.method} {_endpoint(r.path)}" for r in emulator.requests)
+    out.requests = Counter(f"{r.method} {endpoint_of(r.path)}" for r in emulator.requests)
     out.statuses = Counter(r.status for r in emulator.requests)
     return out
-
-
-def _endpoint(path: str) -> str:
-    from rag_pipeline.sources.jira_api import endpoint_of
-
-    return endpoint_of(path)
 
 
 def id_listing(emulator: JiraEmulator, projects: Sequence[str], cloud: bool) -> dict[str, Any]:

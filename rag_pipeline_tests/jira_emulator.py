@@ -57,7 +57,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
-from rag_pipeline_tests.local_server import LocalHttpService
+from rag_pipeline_tests.local_server import LocalHttpService, send
 
 __all__ = [
     "FAULT_KINDS",
@@ -946,6 +946,7 @@ class JiraEmulator(LocalHttpService):
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     thread_name = "jira-emulator"
+    server_name = "JiraEmulator/1.0"
 
     @property
     def url(self) -> str:
@@ -1008,34 +1009,6 @@ class JiraEmulator(LocalHttpService):
         return None
 
     # -- HTTP plumbing --------------------------------------------------------------------------------------------
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        emulator = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: every response carries Content-Length
-            # Headers and body are written separately: without TCP_NODELAY, Nagle + delayed ACK stall each
-            # keep-alive response by ~40 ms.
-            disable_nagle_algorithm = True
-            server_version = "JiraEmulator/1.0"
-            timeout = 60  # an idle keep-alive connection's thread ends after this
-
-            def do_GET(self) -> None:
-                emulator._serve(self)
-
-            def do_POST(self) -> None:
-                emulator._serve(self)
-
-            def do_PUT(self) -> None:
-                emulator._serve(self)
-
-            def do_DELETE(self) -> None:
-                emulator._serve(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-        return Handler
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         split = urlsplit(request.path)
@@ -1451,13 +1424,7 @@ def _send(
     headers: Mapping[str, str] | None = None,
 ) -> None:
     record.status = status
-    request.send_response(status)
-    request.send_header("Content-Type", content_type)
-    request.send_header("Content-Length", str(len(payload)))
-    for key, value in (headers or {}).items():
-        request.send_header(key, value)
-    request.end_headers()
-    request.wfile.write(payload)
+    send(request, status, payload, content_type, headers)
 
 
 def _send_json(

@@ -4,8 +4,10 @@ stopped around a test (``with Emulator(...) as emulator:``)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -41,17 +43,66 @@ class LocalServer(ThreadingHTTPServer):
                 connection.shutdown(socket.SHUT_RDWR)
 
 
+def send(
+    request: BaseHTTPRequestHandler,
+    status: int,
+    payload: bytes,
+    content_type: str,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Write one complete response (with Content-Length, so keep-alive connections stay in sync)."""
+    request.send_response(status)
+    request.send_header("Content-Type", content_type)
+    request.send_header("Content-Length", str(len(payload)))
+    for key, value in (headers or {}).items():
+        request.send_header(key, value)
+    request.end_headers()
+    request.wfile.write(payload)
+
+
+def send_json(
+    request: BaseHTTPRequestHandler,
+    status: int,
+    body: Any,
+    content_type: str = "application/json",
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Write ``body`` as a JSON response."""
+    send(request, status, json.dumps(body).encode(), content_type, headers)
+
+
 class LocalHttpService:
-    """Lifecycle of an emulator; subclasses provide the request handler class."""
+    """Lifecycle of an emulator; subclasses answer each request in ``_serve``."""
 
     thread_name = "emulator"
+    server_name = "Emulator/1.0"
+    http_protocol = "HTTP/1.1"
+    http_methods: tuple[str, ...] = ("GET", "POST", "PUT", "DELETE")
 
     def __init__(self) -> None:
         self._server: LocalServer | None = None
         self._thread: threading.Thread | None = None
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
         raise NotImplementedError
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = service.http_protocol
+            server_version = service.server_name
+            # Headers and body are written separately: without TCP_NODELAY, Nagle + delayed ACK stall each
+            # keep-alive response by ~40 ms.
+            disable_nagle_algorithm = True
+            timeout = 60  # an idle keep-alive connection's thread ends after this
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+        for method in self.http_methods:
+            setattr(Handler, f"do_{method}", lambda request: service._serve(request))
+        return Handler
 
     @property
     def origin(self) -> str:

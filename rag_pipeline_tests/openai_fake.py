@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import tiktoken
 
-from rag_pipeline_tests.local_server import LocalHttpService
+from rag_pipeline_tests.local_server import LocalHttpService, send_json
 
 API_KEY = "sk-test-openai-key"
 FULL_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
@@ -52,6 +52,7 @@ class OpenAIFake(LocalHttpService):
     """Serves the embeddings and chat completions endpoints on 127.0.0.1."""
 
     thread_name = "openai-fake"
+    http_methods = ("POST",)
 
     def __init__(self, api_key: str = API_KEY) -> None:
         super().__init__()
@@ -129,49 +130,28 @@ class OpenAIFake(LocalHttpService):
             "usage": usage,
         }  # fmt: skip
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                path = self.path.split("?", 1)[0]
-                status, payload, headers = 200, {}, {}
-                if self.headers.get("Authorization") != f"Bearer {fake.api_key}":
-                    status, payload = _error(401, "Incorrect API key provided.", None, "invalid_api_key")
-                elif fault := fake._fault(path):
-                    if fault[0] == "429":
-                        status, payload = _error(429, "Rate limit reached for requests", None, "rate_limit_exceeded")
-                        headers = {"Retry-After": str(fault[3])}
-                    else:
-                        status, payload = _error(500, "The server had an error while processing your request.", None)
-                elif path == "/v1/embeddings":
-                    status, payload = fake._embeddings(body)
-                elif path == "/v1/chat/completions":
-                    status, payload = fake._chat(body)
-                else:
-                    status, payload = _error(404, f"Invalid URL (POST {path})", None)
-                with fake._lock:
-                    fake.requests.append(FakeRequest(path, body, status))
-                self._send(status, payload, headers)
-
-        return Handler
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = json.loads(request.rfile.read(length) or b"{}")
+        path = request.path.split("?", 1)[0]
+        status, payload, headers = 200, {}, {}
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            status, payload = _error(401, "Incorrect API key provided.", None, "invalid_api_key")
+        elif fault := self._fault(path):
+            if fault[0] == "429":
+                status, payload = _error(429, "Rate limit reached for requests", None, "rate_limit_exceeded")
+                headers = {"Retry-After": str(fault[3])}
+            else:
+                status, payload = _error(500, "The server had an error while processing your request.", None)
+        elif path == "/v1/embeddings":
+            status, payload = self._embeddings(body)
+        elif path == "/v1/chat/completions":
+            status, payload = self._chat(body)
+        else:
+            status, payload = _error(404, f"Invalid URL (POST {path})", None)
+        with self._lock:
+            self.requests.append(FakeRequest(path, body, status))
+        send_json(request, status, payload, headers=headers)
 
 
 def _error(status: int, message: str, param: str | None, code: str | None = None) -> tuple[int, dict[str, Any]]:

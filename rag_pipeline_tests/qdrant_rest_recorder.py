@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from rag_pipeline_tests.local_server import LocalHttpService
+from rag_pipeline_tests.local_server import LocalHttpService, send_json
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class QdrantRestRecorder(LocalHttpService):
     """Serves ``/``, collection exists/create/get and payload-index creation over HTTP on 127.0.0.1."""
 
     thread_name = "qdrant-recorder"
+    http_methods = ("GET", "PUT", "POST")
 
     def __init__(self, version: str = "1.15.0") -> None:
         super().__init__()
@@ -53,30 +54,12 @@ class QdrantRestRecorder(LocalHttpService):
             return 200, {"result": True, "status": "ok", "time": 0}
         return 404, {"status": {"error": f"not emulated: {method} {path}"}, "time": 0}
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
-                path = self.path.split("?", 1)[0]
-                with recorder._lock:
-                    recorder.calls.append(QdrantCall(self.command, path, body, self.headers.get("api-key")))
-                    status, payload = recorder._answer(self.command, path, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = _serve
-
-        return Handler
+    def _serve(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        raw = request.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        path = request.path.split("?", 1)[0]
+        with self._lock:
+            self.calls.append(QdrantCall(request.command, path, body, request.headers.get("api-key")))
+            status, payload = self._answer(request.command, path, body)
+        send_json(request, status, payload)

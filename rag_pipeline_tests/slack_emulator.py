@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rag_pipeline_tests.local_server import LocalHttpService
+from rag_pipeline_tests.local_server import LocalHttpService, send_json
 
 __all__ = [
     "BOT_ID",
@@ -413,6 +413,9 @@ class SlackEmulator(LocalHttpService):
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
     thread_name = "slack-emulator"
+    server_name = "SlackEmulator/1.0"
+    http_protocol = "HTTP/1.0"  # one request per connection, as the emulator has always served
+    http_methods = ("GET", "POST")
 
     @property
     def base_url(self) -> str:
@@ -475,23 +478,6 @@ class SlackEmulator(LocalHttpService):
         return record
 
     # -- HTTP plumbing ------------------------------------------------------------------------------------------
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        emulator = self
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "SlackEmulator/1.0"
-
-            def do_GET(self) -> None:
-                emulator._serve(self)
-
-            def do_POST(self) -> None:
-                emulator._serve(self)
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-        return Handler
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         split = urlsplit(request.path)
@@ -845,15 +831,8 @@ def _respond(
     body: dict[str, Any],
     headers: dict[str, str] | None = None,
 ) -> None:
-    payload = json.dumps(body).encode()
     record.status = status
-    request.send_response(status)
-    request.send_header("Content-Type", "application/json; charset=utf-8")
-    request.send_header("Content-Length", str(len(payload)))
-    for key, value in (headers or {}).items():
-        request.send_header(key, value)
-    request.end_headers()
-    request.wfile.write(payload)
+    send_json(request, status, body, "application/json; charset=utf-8", headers)
 
 
 def _truthy(value: str | None) -> bool:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
-from rag_pipeline.index.store import VectorStore
+from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.problems import SourceError
 from rag_pipeline.sync.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
@@ -27,21 +27,24 @@ class Reconciliation:
 
 
 def reconcile_containers(
+    source: str,
     containers: Sequence[str],
-    plan: Callable[[VectorStore, str], ReconcilePlan],
+    plan: Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan],
     qdrant: QdrantResource,
     dense_embedder: DenseEmbedderResource,
     chunking: ChunkingResource,
     bm25: Bm25Resource,
     log: Callable[[str], None],
 ) -> Reconciliation:
-    """Plan every container (one that cannot be read is skipped and reported) and apply the plans."""
+    """Plan every container against the source's documents the index holds for it (a container that
+    cannot be read is skipped and reported), then apply the plans."""
     failed: dict[str, str] = {}
     with qdrant.open() as store:
         plans = []
         for container in containers:
             try:
-                plans.append(plan(store, container))
+                indexed = store.indexed_documents(SearchFilter(sources=(source,), containers=(container,)))
+                plans.append(plan(container, indexed))
             except SourceError as exc:
                 failed[container] = str(exc)
                 log(str(exc))

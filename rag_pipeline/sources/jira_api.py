@@ -292,15 +292,21 @@ class JiraApiReader:
     def api_version(self) -> str:
         return "3" if self.settings.cloud else "2"
 
-    def _call(self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(
+        self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any
+    ) -> Any:
+        """``fn(*args, **kwargs)`` with failures as one JiraAccessError; ``missing_ok``: None on 404."""
         try:
             return fn(*args, **kwargs)
         except requests.exceptions.RequestException as exc:
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            if missing_ok and isinstance(exc, requests.exceptions.HTTPError) and status == 404:
+                return None
             raise JiraAccessError(describe_jira_error(exc, what, where)) from None
 
-    def _get(self, what: str, where: str | None, resource: str, **params: Any) -> Any:
+    def _get(self, what: str, where: str | None, resource: str, missing_ok: bool = False, **params: Any) -> Any:
         path = f"rest/api/{self.api_version}/{resource}"
-        return self._call(what, where, self.client.get, path, params=params)
+        return self._call(what, where, self.client.get, path, missing_ok=missing_ok, params=params)
 
     # --- site -----------------------------------------------------------------------------------
     @cached_property
@@ -401,7 +407,7 @@ class JiraApiReader:
         listed = list(self.search(jql, ISSUE_FIELDS, self.settings.page_size, f"project {project}"))
         if len(listed) >= self.settings.page_size:
             listed += self._skipped_by_paging(project, jql, listed)
-        latest: dict[str, dict[str, Any]] = {}
+        latest: dict[str, tuple[datetime, dict[str, Any]]] = {}
         for issue in listed:
             out.issues_fetched += 1
             try:
@@ -413,10 +419,10 @@ class JiraApiReader:
                 continue
             # Pages ordered by `updated` can repeat an issue updated while paging: keep its newest state.
             previous = latest.get(str(issue.get("id")))
-            if previous is None or parse_jira_time(previous["fields"]["updated"]) <= updated:
-                latest[str(issue.get("id"))] = issue
-        for issue in latest.values():
-            updated_day = day_of(parse_jira_time(issue["fields"]["updated"]).timestamp())
+            if previous is None or previous[0] <= updated:
+                latest[str(issue.get("id"))] = (updated, issue)
+        for updated, issue in latest.values():
+            updated_day = day_of(updated.timestamp())
             day = updated_day if updated_day in wanted_set else (wanted[0] if updated_day < wanted[0] else None)
             if day is None:
                 continue
@@ -447,14 +453,10 @@ class JiraApiReader:
 
     def _issue(self, issue_id: str) -> dict[str, Any] | None:
         """One issue by id with the fields documents need (None when Jira no longer has it)."""
-        try:
-            return self.client.get_issue(issue_id, fields=",".join(ISSUE_FIELDS))
-        except requests.exceptions.HTTPError as exc:
-            if exc.response is not None and exc.response.status_code == 404:
-                return None
-            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
-        except requests.exceptions.RequestException as exc:
-            raise JiraAccessError(describe_jira_error(exc, "read an issue", f"issue {issue_id}")) from None
+        fields = ",".join(ISSUE_FIELDS)
+        return self._call(
+            "read an issue", f"issue {issue_id}", self.client.get_issue, issue_id, fields=fields, missing_ok=True
+        )
 
     def _document(self, issue: dict[str, Any], out: ProjectRead) -> Document | None:
         """One issue as a Document with all its comments; a bad issue body becomes a problem, not a
@@ -533,15 +535,8 @@ class JiraApiReader:
 
     def project_exists(self, project: str) -> bool:
         """Whether the API user can still see the project (False on 404: deleted, or browse revoked)."""
-        try:
-            self.client.get(f"rest/api/{self.api_version}/project/{project}")
-        except requests.exceptions.HTTPError as exc:
-            if exc.response is not None and exc.response.status_code == 404:
-                return False
-            raise JiraAccessError(describe_jira_error(exc, "read a project", f"project {project}")) from None
-        except requests.exceptions.RequestException as exc:
-            raise JiraAccessError(describe_jira_error(exc, "read a project", f"project {project}")) from None
-        return True
+        found = self._get("read a project", f"project {project}", f"project/{project}", missing_ok=True)
+        return found is not None
 
     def document_id(self, issue_id: str) -> str:
         return issue_document_id(self.site, issue_id)

@@ -2,6 +2,7 @@
 (new key, same id) are rewritten there."""
 
 import time
+from collections.abc import Mapping
 
 import dagster as dg
 from pydantic import Field
@@ -12,7 +13,7 @@ from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
-from rag_pipeline.index.store import SearchFilter, VectorStore
+from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.sources.jira_dump import SOURCE
 from rag_pipeline.sync.jira_reconcile import plan_project
 from rag_pipeline.sync.reconcile import ReconcilePlan
@@ -48,11 +49,10 @@ def jira_reconciliation(
     reader = jira.reader(context.log.info)
     projects = config.projects or context.instance.get_dynamic_partitions(jira_projects.name)
 
-    def plan(store: VectorStore, project: str) -> ReconcilePlan:
-        indexed = store.indexed_documents(SearchFilter(sources=(SOURCE,), containers=(project,)))
+    def plan(project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
         return plan_project(reader, project, indexed)
 
-    done = reconcile_containers(projects, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
+    done = reconcile_containers(SOURCE, projects, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
     return reconciliation_output(done, "projects", len(projects), reader.stats, started)
 
 

@@ -2,6 +2,7 @@
 were deleted (or edited quietly) within the lookback are rewritten."""
 
 import time
+from collections.abc import Mapping
 
 import dagster as dg
 from pydantic import Field
@@ -12,7 +13,7 @@ from rag_pipeline.defs.partitions import slack_channels
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
-from rag_pipeline.index.store import SearchFilter, VectorStore
+from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.sources.slack_threads import SOURCE
 from rag_pipeline.sync.reconcile import ReconcilePlan
 from rag_pipeline.sync.slack_reconcile import plan_channel
@@ -52,11 +53,10 @@ def slack_reconciliation(
     channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
     lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
 
-    def plan(store: VectorStore, channel_id: str) -> ReconcilePlan:
-        indexed = store.indexed_documents(SearchFilter(sources=(SOURCE,), containers=(channel_id,)))
+    def plan(channel_id: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
         return plan_channel(reader, channel_id, indexed, lookback)
 
-    done = reconcile_containers(channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
+    done = reconcile_containers(SOURCE, channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
     return reconciliation_output(done, "channels", len(channels), reader.stats, started)
 
 
