@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, NamedTuple
 
 import dagster as dg
 
@@ -44,6 +45,10 @@ from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.slack.sensors import slack_channel_discovery_sensor
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
 
+if TYPE_CHECKING:
+    # What define_asset_job returns; dagster does not export the type at the top level.
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
 ASSETS = [
     slack_threads,
     *slack_chain,
@@ -57,6 +62,23 @@ ASSETS = [
 
 eval_sets_changed_sensor = eval_sets_changed_sensor_for(
     list(EVAL_ARMS.get_partition_keys()), [retrieval_eval.key.to_user_string()]
+)
+
+
+class LiveSourceDefinitions(NamedTuple):
+    """What a live source adds to the code location when it is configured."""
+
+    reconciliation: dg.AssetsDefinition
+    job: UnresolvedAssetJobDefinition
+    schedule: dg.ScheduleDefinition
+    discovery_sensor: dg.SensorDefinition
+
+
+SLACK_LIVE = LiveSourceDefinitions(
+    slack_reconciliation, slack_reconciliation_job, slack_reconciliation_schedule, slack_channel_discovery_sensor
+)
+JIRA_LIVE = LiveSourceDefinitions(
+    jira_reconciliation, jira_reconciliation_job, jira_reconciliation_schedule, jira_project_discovery_sensor
 )
 NOTIFICATION_SENSORS = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
 
@@ -179,31 +201,16 @@ def build_definitions(data_dir: str | None = None) -> dg.Definitions:
     where SLACK_BOT_TOKEN is set, the live Jira ones only where JIRA_URL is set; offline, the export
     and the dump feed the same chains.
     """
-    live = (
-        [
-            (
-                slack_reconciliation,
-                slack_reconciliation_job,
-                slack_reconciliation_schedule,
-                slack_channel_discovery_sensor,
-            )
-        ]
-        if slack_is_live()
-        else []
-    )
-    if jira_is_live():
-        live.append(
-            (jira_reconciliation, jira_reconciliation_job, jira_reconciliation_schedule, jira_project_discovery_sensor)
-        )
+    live = [d for d, on in ((SLACK_LIVE, slack_is_live()), (JIRA_LIVE, jira_is_live())) if on]
     return dg.Definitions(
         # Each asset links to the file and line that defines it ("code references" in the UI).
-        assets=dg.with_source_code_references([*ASSETS, *(d[0] for d in live)]),
-        jobs=[*EVAL_JOBS, *(d[1] for d in live)],
-        schedules=[d[2] for d in live],
+        assets=dg.with_source_code_references([*ASSETS, *(d.reconciliation for d in live)]),
+        jobs=[*EVAL_JOBS, *(d.job for d in live)],
+        schedules=[d.schedule for d in live],
         sensors=[
             offline_source_discovery_sensor,
             eval_sets_changed_sensor,
-            *(d[3] for d in live),
+            *(d.discovery_sensor for d in live),
             *(NOTIFICATION_SENSORS if notifications_enabled() else []),
         ],
         resources=build_resources(data_dir),
