@@ -17,8 +17,12 @@ import dagster as dg
 
 from rag_pipeline import settings
 from rag_pipeline.backfill import SOURCE_TAG, ensure_dagster_home, materialization_metadata
+from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
+from rag_pipeline.defs.jira.reconciliation import jira_reconciliation
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import jira_partitions, jira_projects, multi_key, slack_channels, slack_partitions
+from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
+from rag_pipeline.defs.slack.reconciliation import slack_reconciliation
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.sources.days import days_between
 from rag_pipeline.sources.problems import SourceError
@@ -63,28 +67,23 @@ class SyncSummary:
 
 @dataclass(frozen=True)
 class LiveSource:
-    """How ``sync`` drives one live source through its Dagster chain."""
+    """How ``sync`` drives one live source through its Dagster chain (raw documents asset first)."""
 
-    name: str
     partitions_def: dg.MultiPartitionsDefinition
     dynamic: dg.DynamicPartitionsDefinition
-    raw_asset: str
-    reconciliation_asset: str
+    chain: Sequence[dg.AssetsDefinition]
+    reconciliation: dg.AssetsDefinition
     reconciliation_field: str
     tag: str
     select: Callable[[Any, Sequence[str]], list[tuple[str, str]]]
 
-    def assets(self) -> tuple[list[dg.AssetsDefinition], dg.AssetsDefinition]:
-        """The source's chain and its reconciliation asset."""
-        if self.name == "slack":
-            from rag_pipeline.defs.slack.assets import slack_chain, slack_threads
-            from rag_pipeline.defs.slack.reconciliation import slack_reconciliation
+    @property
+    def raw_asset(self) -> str:
+        return self.chain[0].key.to_user_string()
 
-            return [slack_threads, *slack_chain], slack_reconciliation
-        from rag_pipeline.defs.jira.assets import jira_chain, jira_issues
-        from rag_pipeline.defs.jira.reconciliation import jira_reconciliation
-
-        return [jira_issues, *jira_chain], jira_reconciliation
+    @property
+    def reconciliation_asset(self) -> str:
+        return self.reconciliation.key.to_user_string()
 
 
 def _select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
@@ -118,11 +117,11 @@ def _select_projects(jira: JiraResource, keys: Sequence[str]) -> list[tuple[str,
 
 LIVE_SOURCES = {
     "slack": LiveSource(
-        "slack", slack_partitions, slack_channels, "slack_threads", "slack_reconciliation", "channels",
+        slack_partitions, slack_channels, [slack_threads, *slack_chain], slack_reconciliation, "channels",
         "slack-api", _select_channels,
     ),
     "jira": LiveSource(
-        "jira", jira_partitions, jira_projects, "jira_issues", "jira_reconciliation", "projects",
+        jira_partitions, jira_projects, [jira_issues, *jira_chain], jira_reconciliation, "projects",
         "jira-api", _select_projects,
     ),
 }  # fmt: skip
@@ -156,8 +155,7 @@ def run_sync(
         resources[source] = resources[f"{source}_source"] = resource
     selected = spec.select(resources[source], containers)
     summary = SyncSummary(source, days[0], days[-1], containers=[name for _, name in selected])
-    chain_assets, reconciliation_asset = spec.assets()
-    chain_job = dg.Definitions(assets=chain_assets, resources=resources).resolve_implicit_global_asset_job_def()
+    chain_job = dg.Definitions(assets=spec.chain, resources=resources).resolve_implicit_global_asset_job_def()
     points_asset = f"{source}_qdrant_points"
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions(spec.dynamic.name, [cid for cid, _ in selected])
@@ -185,7 +183,7 @@ def run_sync(
                 on_progress(source, done, len(selected))
         synced = [cid for cid, name in selected if name not in summary.failed]
         if reconcile and synced:
-            reconciled = dg.Definitions(assets=[reconciliation_asset], resources=resources)
+            reconciled = dg.Definitions(assets=[spec.reconciliation], resources=resources)
             result = reconciled.resolve_implicit_global_asset_job_def().execute_in_process(
                 instance=instance,
                 run_config={"ops": {spec.reconciliation_asset: {"config": {spec.reconciliation_field: synced}}}},
