@@ -7,7 +7,7 @@ server path; it is pure Python and slow past a few thousand points.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -128,41 +128,37 @@ class ClientVectorStore:
             return []
         refs: list[PointRef] = []
         for i in range(0, len(document_ids), 512):
-            flt = _filter(SearchFilter(document_ids=tuple(document_ids[i : i + 512])))
-            offset = None
-            while True:
-                records, offset = self.client.scroll(
-                    collection,
-                    scroll_filter=flt,
-                    limit=_PAGE,
-                    offset=offset,
-                    with_payload=["document_id", "version"],
-                    with_vectors=False,
-                )
-                refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
-                if offset is None:
-                    break
+            flt = SearchFilter(document_ids=tuple(document_ids[i : i + 512]))
+            records = self._scroll(collection, flt, ["document_id", "version"])
+            refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
         return refs
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if not self.client.collection_exists(self.names.parents):
             return {}
-        out: dict[str, IndexedDocument] = {}
-        offset = None
+        records = self._scroll(self.names.parents, flt, ["document_id", "version", "content_hash"])
+        return {
+            r.payload["document_id"]: IndexedDocument(
+                r.payload["document_id"], float(r.payload["version"]), r.payload["content_hash"]
+            )
+            for r in records
+        }
+
+    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str]) -> Iterator[Any]:
+        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload."""
+        native, offset = _filter(flt), None
         while True:
             records, offset = self.client.scroll(
-                self.names.parents,
-                scroll_filter=_filter(flt),
+                collection,
+                scroll_filter=native,
                 limit=_PAGE,
                 offset=offset,
-                with_payload=["document_id", "version", "content_hash"],
+                with_payload=fields,
                 with_vectors=False,
             )
-            for r in records:
-                doc_id = r.payload["document_id"]
-                out[doc_id] = IndexedDocument(doc_id, float(r.payload["version"]), r.payload["content_hash"])
+            yield from records
             if offset is None:
-                return out
+                return
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int:
         if not self.client.collection_exists(collection):

@@ -6,7 +6,7 @@ steps that open it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,47 +124,34 @@ class EdgeVectorStore:
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
         if collection not in self._shards or not document_ids:
             return []
-        shard = self._shards[collection]
         refs: list[PointRef] = []
         for i in range(0, len(document_ids), 512):
-            flt = _filter(SearchFilter(document_ids=tuple(document_ids[i : i + 512])))
-            offset = None
-            while True:
-                records, offset = shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=_PAGE,
-                        filter=flt,
-                        with_payload=["document_id", "version"],
-                        with_vector=False,
-                    )
-                )
-                refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
-                if offset is None:
-                    break
+            flt = SearchFilter(document_ids=tuple(document_ids[i : i + 512]))
+            records = self._scroll(collection, flt, ["document_id", "version"])
+            refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
         return refs
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if self.names.parents not in self._shards:
             return {}
-        shard = self._shards[self.names.parents]
-        out: dict[str, IndexedDocument] = {}
-        offset = None
+        records = self._scroll(self.names.parents, flt, ["document_id", "version", "content_hash"])
+        return {
+            r.payload["document_id"]: IndexedDocument(
+                r.payload["document_id"], float(r.payload["version"]), r.payload["content_hash"]
+            )
+            for r in records
+        }
+
+    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str]) -> Iterator[Any]:
+        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload."""
+        shard, native, offset = self._shards[collection], _filter(flt), None
         while True:
             records, offset = shard.scroll(
-                qe.ScrollRequest(
-                    offset=offset,
-                    limit=_PAGE,
-                    filter=_filter(flt),
-                    with_payload=["document_id", "version", "content_hash"],
-                    with_vector=False,
-                )
+                qe.ScrollRequest(offset=offset, limit=_PAGE, filter=native, with_payload=fields, with_vector=False)
             )
-            for r in records:
-                doc_id = r.payload["document_id"]
-                out[doc_id] = IndexedDocument(doc_id, float(r.payload["version"]), r.payload["content_hash"])
+            yield from records
             if offset is None:
-                return out
+                return
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int:
         if collection not in self._shards:
