@@ -16,6 +16,7 @@ from rag_pipeline.defs.jira.sensors import jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
+from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira_api import (
     JiraAccessError,
@@ -25,7 +26,6 @@ from rag_pipeline.sources.jira_api import (
     jira_group,
 )
 from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_document_id, project_group, security_level_group
-from rag_pipeline.sync.jira_reconcile import plan_project
 from rag_pipeline_tests import jira_fixtures as F
 from rag_pipeline_tests.jira_emulator import JiraEmulator, JiraSite
 

@@ -13,9 +13,9 @@ import pandas as pd
 
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
+from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.problems import SourceError
-from rag_pipeline.sync.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 
 
 @dataclass

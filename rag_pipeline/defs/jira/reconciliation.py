@@ -14,9 +14,9 @@ from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.reconciliation.jira_reconcile import plan_project
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.sources.jira_dump import SOURCE
-from rag_pipeline.sync.jira_reconcile import plan_project
-from rag_pipeline.sync.reconcile import ReconcilePlan
 
 
 class JiraReconciliationConfig(dg.Config):

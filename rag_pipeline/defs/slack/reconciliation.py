@@ -14,9 +14,9 @@ from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliatio
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan
+from rag_pipeline.reconciliation.slack_reconcile import plan_channel
 from rag_pipeline.sources.slack_threads import SOURCE
-from rag_pipeline.sync.reconcile import ReconcilePlan
-from rag_pipeline.sync.slack_reconcile import plan_channel
 
 
 class SlackReconciliationConfig(dg.Config):

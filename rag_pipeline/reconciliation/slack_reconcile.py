@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 
 from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan, newer_than_stored
 from rag_pipeline.sources.days import DAY
 from rag_pipeline.sources.slack_api import SlackApiReader
 from rag_pipeline.sources.slack_threads import thread_document_id
-from rag_pipeline.sync.reconcile import ReconcilePlan, newer_than_stored
 
 
 def plan_channel(
