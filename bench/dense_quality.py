@@ -18,9 +18,10 @@ from pathlib import Path
 import ir_measures
 from ir_measures import RR, R, nDCG
 
+from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
-from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames, SearchFilter
+from rag_pipeline.index.store import SearchFilter
+from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.dense import load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
@@ -44,9 +45,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/dense_quality.json"))
     parser.add_argument("--depth", type=int, default=300, help="child chunks retrieved per query")
     args = parser.parse_args()
-    encoder, bm25 = load_dense_encoder(), Bm25Encoder()
+    settings = Settings.from_env().with_data_dir(args.data_dir)
+    encoder, bm25 = load_dense_encoder(settings.dense_model), Bm25Encoder()
     report: dict[str, dict] = {"model": encoder.model_id}
-    with EdgeVectorStore(args.data_dir / "qdrant", CollectionNames.with_prefix("rag")) as store:
+    with open_index(settings) as store:
         for name, source in SETS.items():
             queries = load_eval_set(args.eval_dir / f"{name}.jsonl")
             qrels = [ir_measures.Qrel(q.id, d, g) for q in queries for d, g in q.relevant.items()]

@@ -51,12 +51,13 @@ def model_alone(data_dir: Path, sample: int) -> dict:
 
     import pandas as pd
 
+    from rag_pipeline.settings import Settings
     from rag_pipeline.vectors.dense import load_dense_encoder
 
     files = sorted((data_dir / "parquet").glob("*_child_chunks/**/*.parquet"))
     texts = [t for f in files for t in pd.read_parquet(f)["text"]]
     picked = random.Random(0).sample(texts, min(sample, len(texts)))
-    encoder = load_dense_encoder()
+    encoder = load_dense_encoder(Settings.from_env().dense_model)
     encoder.encode_documents(picked[:32])  # warm-up
     started = time.perf_counter()
     for i in range(0, len(picked), 256):

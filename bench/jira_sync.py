@@ -1,6 +1,6 @@
 """Live Jira connector benchmark: REST requests and wall time of a 90-day x 3-project backfill, Cloud and Server.
 
-Everything runs against the Jira REST emulator (rag_pipeline_tests/jira_emulator.py) on 127.0.0.1, serving a
+Everything runs against the Jira REST emulator (rag_pipeline_tests/emulators/jira_api.py) on 127.0.0.1, serving a
 synthetic site (jira_fixtures.synthetic_site): the bundled Appcelerator issues' texts spread over PROJECTS x DAYS,
 ISSUES_PER_DAY issues per project-day with COMMENTS comments each, plus one issue per project with a long comment
 thread (--long-thread comments) so comment paging is exercised. Each "run" uses a fresh reader (its own client,
@@ -15,7 +15,7 @@ with startAt, wiki bodies):
   (d) the reconciliation listing: ids of every issue per project (fields=id, 1,000 per page).
 Documents of (a), (b) and (c) are compared (same ids, same documents, same partition day); the script exits 1
 after writing the results when they differ.
---with-dagster also runs the Cloud backfill through rag_pipeline.live_sync.run_sync (the real Dagster chain,
+--with-dagster also runs the Cloud backfill through rag_pipeline.runs.live_sync.run_sync (the real Dagster chain,
 embeddings included, reconciliation on) into a temporary data dir.
 
     python bench/jira_sync.py [--projects 3] [--days 90] [--with-dagster] [--out bench/results/jira_sync.json]
@@ -41,7 +41,8 @@ from typing import Any
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client, endpoint_of
-from rag_pipeline_tests.jira_emulator import JiraEmulator, JiraSite
+from rag_pipeline_tests.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.emulators.jira_site import JiraSite
 from rag_pipeline_tests.jira_fixtures import synthetic_project_key, synthetic_site
 
 USER, TOKEN, PAT = "bot@example.com", "jira-test-token", "jira-test-pat"
@@ -155,13 +156,14 @@ def add_long_threads(site: JiraSite, projects: Sequence[str], comments: int, day
 
 def dagster_backfill(site: JiraSite, start: str, end: str) -> dict[str, Any]:
     from rag_pipeline.defs.jira.resources import JiraResource
-    from rag_pipeline.live_sync import run_sync
+    from rag_pipeline.runs.live_sync import run_sync
+    from rag_pipeline.settings import Settings
 
     with JiraEmulator(site) as emulator, tempfile.TemporaryDirectory(prefix="jira_bench_") as tmp:
         os.environ["DAGSTER_HOME"] = str(Path(tmp) / "dagster_home")  # never the user's instance
         jira = JiraResource(url=emulator.url, username=USER, api_token=TOKEN, site=SITE, backoff_seconds=0)
         started = time.perf_counter()
-        summary = run_sync("jira", start, end, data_dir=tmp, resource=jira, reconcile=True)
+        summary = run_sync(Settings.from_env().with_data_dir(tmp), "jira", start, end, resource=jira, reconcile=True)
         return {
             "seconds": round(time.perf_counter() - started, 2),
             "summary": summary.as_dict(),

@@ -22,22 +22,24 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.backfill import run_evaluation
+from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
-from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.runs.evaluation import run_evaluation
+from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_dense_encoder
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100")
 
 
-def hybrid_latency(data_dir: Path, eval_dir: Path) -> dict[str, float]:
-    with EdgeVectorStore(data_dir / "qdrant", CollectionNames.with_prefix("rag")) as store:
+def hybrid_latency(settings: Settings, eval_dir: Path) -> dict[str, float]:
+    with open_index(settings) as store:
         retriever = Retriever(
-            store, dense=load_dense_encoder, persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite")
+            store,
+            dense=lambda: load_dense_encoder(settings.dense_model),
+            persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
         )
         timings: dict[str, list[float]] = {}
         for name in ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev"):
@@ -62,8 +64,9 @@ def main() -> None:
     parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/retrieval_bundled.json"))
     args = parser.parse_args()
+    settings = Settings.from_env().with_data_dir(args.data_dir)
     started = time.perf_counter()
-    dagster = run_evaluation(args.data_dir, force=True)
+    dagster = run_evaluation(settings, force=True)
     dagster_seconds = time.perf_counter() - started
     eval_sets = sorted(args.eval_dir.glob("*.jsonl"))
     started = time.perf_counter()
@@ -100,7 +103,7 @@ def main() -> None:
         },
         "cli": {"seconds_all_sets": round(cli_seconds, 1), "eval_sets": cli_figures},
         "agreement": agreement,
-        "hybrid_top10_latency_excluding_embedding": hybrid_latency(args.data_dir, args.eval_dir),
+        "hybrid_top10_latency_excluding_embedding": hybrid_latency(settings, args.eval_dir),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

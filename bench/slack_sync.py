@@ -1,6 +1,6 @@
 """Live Slack connector benchmark: Web API calls per backfilled channel-day and backfill wall time.
 
-Everything runs against the Slack Web API emulator (rag_pipeline_tests/slack_emulator.py) on 127.0.0.1,
+Everything runs against the Slack Web API emulator (rag_pipeline_tests/emulators/slack_api.py) on 127.0.0.1,
 serving a synthetic workspace: the bundled export's threads spread over CHANNELS x DAYS
 (slack_fixtures.synthetic_workspace), plus --late-replies replies posted 1..DAYS-1 days after their root
 (the synthetic workspace keeps every reply on its root's day, so without them a lookback finds nothing).
@@ -20,7 +20,7 @@ Every "run" uses a fresh reader (its own WebClient, user and channel caches), as
    (0-1 s) per 429, which dominates. The real regimes are extrapolated from the requests made: history/replies
    requests x 60 s (1 request/minute), and a sequential schedule with per-method windows (60 s; Tier 3:
    50 requests/minute, 1.2 s).
-3. --with-dagster: the same backfill through rag_pipeline.live_sync.run_slack_sync (the real Dagster chain,
+3. --with-dagster: the same backfill through rag_pipeline.runs.live_sync.run_sync (the real Dagster chain,
    embeddings included, reconciliation on) into a temporary data dir, Tier 3 regime.
 
     python bench/slack_sync.py [--channels 5] [--days 30] [--with-dagster] [--out bench/results/slack_sync.json]
@@ -49,7 +49,8 @@ import slack_sdk
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.slack_api import SlackApiReader, SlackSyncSettings, build_web_client
-from rag_pipeline_tests.slack_emulator import BOT_USER_ID, RateLimit, RecordedRequest, SlackEmulator, SlackWorkspace
+from rag_pipeline_tests.emulators.slack_api import RateLimit, RecordedRequest, SlackEmulator
+from rag_pipeline_tests.emulators.slack_workspace import BOT_USER_ID, SlackWorkspace
 from rag_pipeline_tests.slack_fixtures import synthetic_channel_id, synthetic_workspace
 
 THREAD_METHODS = ("conversations.history", "conversations.replies")
@@ -275,16 +276,17 @@ def extrapolate(run: Backfill, per_minute: float) -> dict[str, Any]:
 
 
 def dagster_backfill(ws: SlackWorkspace, start: str, end: str) -> dict[str, Any]:
-    """The backfill through run_slack_sync (the real Dagster chain) into a temporary data dir, Tier 3 regime."""
+    """The backfill through run_sync (the real Dagster chain) into a temporary data dir, Tier 3 regime."""
     from rag_pipeline.defs.slack.resources import SlackResource
-    from rag_pipeline.live_sync import run_slack_sync
+    from rag_pipeline.runs.live_sync import run_sync
+    from rag_pipeline.settings import Settings
 
     with SlackEmulator(ws, max_limit=1000) as emulator, tempfile.TemporaryDirectory(prefix="slack_bench_") as tmp:
         os.environ["SLACK_BOT_TOKEN"] = emulator.token
         os.environ["DAGSTER_HOME"] = str(Path(tmp) / "dagster_home")  # never the user's instance
         slack = SlackResource(token=emulator.token, base_url=emulator.base_url, page_size=200, lookback_days=30)
         started = time.perf_counter()
-        summary = run_slack_sync(start, end, data_dir=tmp, slack=slack, reconcile=True)
+        summary = run_sync(Settings.from_env().with_data_dir(tmp), "slack", start, end, resource=slack, reconcile=True)
         seconds = time.perf_counter() - started
         return {
             "seconds": round(seconds, 2),
@@ -392,7 +394,7 @@ def markdown(report: dict[str, Any]) -> str:
         dg_report = report["dagster"]
         lines += [
             "",
-            "## 3. Through run_slack_sync (Dagster chain, embeddings, reconciliation), Tier 3",
+            "## 3. Through run_sync (Dagster chain, embeddings, reconciliation), Tier 3",
             "",
             f"{dg_report['seconds']} s; summary: `{json.dumps(dg_report['summary'])}`",
         ]
@@ -420,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--throttle-window", type=float, default=0.05, help="emulated rate-limit window, seconds (default 0.05)"
     )
     parser.add_argument("--skip-throttled", action="store_true", help="skip the non-Marketplace backfill")
-    parser.add_argument("--with-dagster", action="store_true", help="also backfill through run_slack_sync (slow)")
+    parser.add_argument("--with-dagster", action="store_true", help="also backfill through run_sync (slow)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/slack_sync.json"), help="JSON (+ .md)")
     args = parser.parse_args(argv)
 
@@ -491,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 3. Dagster
     if args.with_dagster:
         report["dagster"] = dagster_backfill(ws, days[0], days[-1])
-        print(f"run_slack_sync: {report['dagster']['seconds']} s", file=sys.stderr)
+        print(f"run_sync: {report['dagster']['seconds']} s", file=sys.stderr)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,9 +1,22 @@
-"""Environment-driven defaults shared by the Dagster layer and the CLI."""
+"""One configuration for the whole project, read once from the environment and passed down.
+
+``Settings.from_env()`` is the only place that reads configuration variables: the Dagster code
+location, every CLI command and the bench scripts build one ``Settings`` and hand it (or the parts
+they need) to what they construct. Nothing reads the environment at import time.
+
+Secrets are never copied into ``Settings``: it records only *whether* a token is set, and the
+Dagster resources receive ``EnvVar``s, so a token never lands in a run's config, logs or metadata.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
@@ -14,20 +27,245 @@ BUNDLED_SLACK_DOMAIN = "ubuntu.slack.com"
 BUNDLED_JIRA_SITE = "jira.appcelerator.org"
 # Earliest partition day: the bundled Slack export starts in November 2004.
 DEFAULT_PARTITION_START = "2004-01-01"
+DEFAULT_RAW_SYNC_CRON = "0 * * * *"
+DEFAULT_EVAL_CRON = "0 6 * * *"
 
 
-def eval_dir() -> Path:
-    """Eval sets: ``RAG_EVAL_DIR``, else the project's ``eval_sets/`` (next to the package in a checkout)."""
-    configured = os.environ.get("RAG_EVAL_DIR")
-    if configured:
-        return Path(configured).resolve()
-    return PACKAGE_DIR.parent / "eval_sets"
+class SettingsError(ValueError):
+    """A configuration variable holds a value the project cannot use; the message names the variable."""
 
 
-def data_dir() -> Path:
-    """Where parquet files, the embedded Qdrant engine and the embedding cache live."""
-    return Path(os.environ.get("RAG_DATA_DIR", ".rag_data")).resolve()
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def partition_start() -> str:
-    return os.environ.get("RAG_PARTITION_START", DEFAULT_PARTITION_START)
+class DataPaths(_Frozen):
+    """Every file and folder the project keeps under one data folder (``RAG_DATA_DIR``)."""
+
+    root: Path
+
+    @property
+    def parquet(self) -> Path:
+        """Per-partition parquet files of the intermediate assets."""
+        return self.root / "parquet"
+
+    @property
+    def qdrant(self) -> Path:
+        """The embedded Qdrant engine's folder (unused with a Qdrant server)."""
+        return self.root / "qdrant"
+
+    @property
+    def embedding_cache(self) -> Path:
+        return self.root / "embedding_cache.sqlite"
+
+    @property
+    def reports(self) -> Path:
+        """Evaluation runs, reports, plots and the learned reranker."""
+        return self.root / "reports"
+
+    @property
+    def reranker(self) -> Path:
+        return self.reports / "reranker"
+
+    @property
+    def eval_runs(self) -> Path:
+        return self.reports / "runs"
+
+    @property
+    def llm_grades(self) -> Path:
+        """The LLM reranker's grade cache, shared by the Dagster arm and ``rag-pipeline bench``."""
+        return self.reports / "llm_grades.sqlite"
+
+    @property
+    def dagster_home(self) -> Path:
+        """The in-process runners' Dagster instance when ``DAGSTER_HOME`` is not set."""
+        return self.root / "dagster_home"
+
+
+class QdrantSettings(_Frozen):
+    """Which engine holds the index: embedded qdrant-edge, or a Qdrant server/cluster at ``url``."""
+
+    url: str | None = None
+    api_key_set: bool = False
+    shards: int | None = None
+    replicas: int | None = None
+    collection_prefix: str = "rag"
+
+    @property
+    def engine(self) -> str:
+        return "qdrant-client:server" if self.url else "qdrant-edge"
+
+
+class SlackApiSettings(_Frozen):
+    """The live Slack connector (present when ``SLACK_BOT_TOKEN`` is set)."""
+
+    base_url: str | None = None
+    page_size: int = 200
+    lookback_days: int = 30
+
+
+class JiraApiSettings(_Frozen):
+    """The live Jira connector (present when ``JIRA_URL`` is set)."""
+
+    url: str
+    cloud: bool = True
+    username: str | None = None
+    api_token_set: bool = False
+    pat_set: bool = False
+    site: str | None = None
+    page_size: int = 100
+    overlap_minutes: int = 15
+
+
+class NotificationSettings(_Frozen):
+    """Slack notifications of failed runs and checks (present when a channel and a token are set)."""
+
+    channel: str
+    token_env: str  # the variable that holds the token: RAG_NOTIFY_SLACK_TOKEN or SLACK_BOT_TOKEN
+    base_url: str | None = None
+    webserver_url: str = "http://127.0.0.1:3000"
+
+
+class AutomationSettings(_Frozen):
+    """When the daemon runs things by itself."""
+
+    raw_sync_cron: str = DEFAULT_RAW_SYNC_CRON
+    eval_cron: str = DEFAULT_EVAL_CRON
+
+
+class Settings(_Frozen):
+    """Everything configurable, with the defaults of the offline demo."""
+
+    data_dir: Path
+    eval_dir: Path
+    dagster_home: Path | None = None
+    partition_start: str = DEFAULT_PARTITION_START
+    dense_model: str = DEFAULT_DENSE_MODEL
+    llm_rerank_model: str | None = None
+    slack_export: Path = BUNDLED_SLACK_EXPORT
+    jira_dump: Path = BUNDLED_JIRA_DUMP
+    qdrant: QdrantSettings = QdrantSettings()
+    slack_api: SlackApiSettings | None = None
+    jira_api: JiraApiSettings | None = None
+    notifications: NotificationSettings | None = None
+    automation: AutomationSettings = AutomationSettings()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read every configuration variable once (``env`` defaults to ``os.environ``)."""
+        return _from_env(os.environ if env is None else env)
+
+    @property
+    def paths(self) -> DataPaths:
+        return DataPaths(root=self.data_dir)
+
+    def with_data_dir(self, data_dir: str | Path | None) -> Settings:
+        """The same settings on another data folder (``--data-dir``); ``None`` keeps this one."""
+        if data_dir is None:
+            return self
+        return self.model_copy(update={"data_dir": Path(data_dir).resolve()})
+
+    def offline(self) -> Settings:
+        """The same settings reading only the offline sources (the demo never calls a live API)."""
+        return self.model_copy(update={"slack_api": None, "jira_api": None})
+
+    @property
+    def live_sources(self) -> tuple[str, ...]:
+        """Sources fed by their live API in this configuration."""
+        return tuple(n for n, s in (("slack", self.slack_api), ("jira", self.jira_api)) if s is not None)
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    """A variable's value; unset and empty are the same (``FOO=`` in an .env file means unset)."""
+    value = env.get(name)
+    return value.strip() if value and value.strip() else None
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None, minimum: int = 0) -> int | None:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < minimum:
+        raise SettingsError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off; got {raw!r}")
+
+
+def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
+    raw = _get(env, name)
+    return Path(raw).expanduser().resolve() if raw else default
+
+
+def _from_env(env: Mapping[str, str]) -> Settings:
+    slack_api = None
+    if _get(env, "SLACK_BOT_TOKEN"):
+        slack_api = SlackApiSettings(
+            base_url=_get(env, "SLACK_API_BASE_URL"),
+            page_size=_int(env, "SLACK_PAGE_SIZE", 200, minimum=1) or 200,
+            lookback_days=_int(env, "SLACK_LOOKBACK_DAYS", 30) or 0,
+        )
+    jira_api = None
+    jira_url = _get(env, "JIRA_URL")
+    if jira_url:
+        has_pat, has_token = bool(_get(env, "JIRA_PAT")), bool(_get(env, "JIRA_API_TOKEN"))
+        jira_api = JiraApiSettings(
+            url=jira_url,
+            # Cloud unless only a personal access token (Server/Data Center) is given.
+            cloud=_flag(env, "JIRA_CLOUD", default=not (has_pat and not has_token)),
+            username=_get(env, "JIRA_USERNAME"),
+            api_token_set=has_token,
+            pat_set=has_pat,
+            site=_get(env, "JIRA_SITE"),
+            page_size=_int(env, "JIRA_PAGE_SIZE", 100, minimum=1) or 100,
+            overlap_minutes=_int(env, "JIRA_OVERLAP_MINUTES", 15) or 0,
+        )
+    notifications = None
+    channel = _get(env, "RAG_NOTIFY_SLACK_CHANNEL")
+    token_env = next((n for n in ("RAG_NOTIFY_SLACK_TOKEN", "SLACK_BOT_TOKEN") if _get(env, n)), None)
+    if channel and token_env:
+        notifications = NotificationSettings(
+            channel=channel,
+            token_env=token_env,
+            base_url=_get(env, "SLACK_API_BASE_URL"),
+            webserver_url=_get(env, "DAGSTER_WEBSERVER_URL") or "http://127.0.0.1:3000",
+        )
+    home = _get(env, "DAGSTER_HOME")
+    return Settings(
+        data_dir=_path(env, "RAG_DATA_DIR", Path(".rag_data").resolve()),
+        # In a checkout the eval sets sit next to the package.
+        eval_dir=_path(env, "RAG_EVAL_DIR", PACKAGE_DIR.parent / "eval_sets"),
+        dagster_home=Path(home).resolve() if home else None,
+        partition_start=_get(env, "RAG_PARTITION_START") or DEFAULT_PARTITION_START,
+        dense_model=_get(env, "RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
+        llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
+        slack_export=_path(env, "RAG_SLACK_EXPORT", BUNDLED_SLACK_EXPORT),
+        jira_dump=_path(env, "RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP),
+        qdrant=QdrantSettings(
+            url=_get(env, "QDRANT_URL"),
+            api_key_set=bool(_get(env, "QDRANT_API_KEY")),
+            shards=_int(env, "QDRANT_SHARDS", None, minimum=1),
+            replicas=_int(env, "QDRANT_REPLICAS", None, minimum=1),
+        ),
+        slack_api=slack_api,
+        jira_api=jira_api,
+        notifications=notifications,
+        automation=AutomationSettings(
+            raw_sync_cron=_get(env, "RAG_RAW_SYNC_CRON") or DEFAULT_RAW_SYNC_CRON,
+            eval_cron=_get(env, "RAG_EVAL_CRON") or DEFAULT_EVAL_CRON,
+        ),
+    )

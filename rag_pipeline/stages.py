@@ -7,8 +7,9 @@ backfill embeds and writes in large batches instead of once per partition.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,8 @@ def documents_frame(documents: Sequence[Document]) -> pd.DataFrame:
 
 def chunk_documents(documents: pd.DataFrame, chunker: Chunker) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Parent and child chunk frames for every document row."""
-    parents, children = [], []
+    parents: list[tuple[object, ...]] = []
+    children: list[tuple[object, ...]] = []
     for doc_id, text in zip(documents["document_id"], documents["text"], strict=True):
         doc_parents, doc_children = chunker.split(doc_id, text)
         parents.extend((c.id, doc_id, c.index, c.text, c.token_start, c.token_end, c.token_count) for c in doc_parents)
@@ -95,6 +97,11 @@ class IndexInputs:
     sparse: pd.DataFrame
 
 
+def _rows(frame: pd.DataFrame) -> Iterator[Any]:
+    """A frame's rows as namedtuples (pandas types their fields as any scalar; the columns say what they hold)."""
+    return frame.itertuples()
+
+
 def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
     """Build every document's parent and child points with their payloads."""
     dense = dict(zip(inputs.dense["chunk_id"], inputs.dense["vector"], strict=True))
@@ -126,10 +133,10 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             StorePoint(
                 id=r.chunk_id, payload={**base, "level": "parent", "chunk_index": int(r.chunk_index), "text": r.text}
             )
-            for r in parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))).itertuples()
+            for r in _rows(parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))))
         ]
         children = []
-        for r in children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS))).itertuples():
+        for r in _rows(children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS)))):
             if r.chunk_id not in dense or r.chunk_id not in sparse:
                 kind = "dense" if r.chunk_id not in dense else "sparse"
                 raise ValueError(f"child chunk {r.chunk_id} of {doc_id} has no {kind} vector")

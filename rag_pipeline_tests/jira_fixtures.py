@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline import settings
-from rag_pipeline_tests.jira_emulator import JiraSite
+from rag_pipeline_tests.emulators.jira_site import JiraSite
 
 # -- bundled dump -----------------------------------------------------------------------------------------------------
 

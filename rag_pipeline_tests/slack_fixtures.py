@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from rag_pipeline import settings
-from rag_pipeline_tests.slack_emulator import BOT_ID, BOT_USER_ID, SlackWorkspace
+from rag_pipeline_tests.emulators.slack_workspace import BOT_ID, BOT_USER_ID, SlackWorkspace
 
 # -- bundled export ---------------------------------------------------------------------------------------------------
 

@@ -8,17 +8,18 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_resources, defs
-from rag_pipeline.defs.resources import SlackExportResource
-from rag_pipeline.defs.sensors import offline_source_discovery_sensor
+from rag_pipeline.definitions import build_definitions, source_specs
+from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
+from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline_tests.conftest import D1, TEAM, ts, write_slack_export
+from rag_pipeline_tests.pipeline import chain, resources, settings_for
 
-SLACK_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("slack_")]
-JIRA_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
+SLACK_ASSETS = chain("slack")
+JIRA_ASSETS = chain("jira")
 
 
 def _resources(data_dir: Path, slack_export: Path | None = None) -> dict:
-    res = build_resources(str(data_dir))
+    res = resources(data_dir)
     if slack_export is not None:
         # A new instance, not model_copy: Dagster keeps resource config outside the pydantic fields.
         res["slack_export"] = res["slack_source"] = SlackExportResource(path=str(slack_export), team_id=TEAM)
@@ -38,6 +39,7 @@ def instance():
 
 
 def test_definitions_load_and_every_asset_is_described() -> None:
+    defs = build_definitions(settings_for())
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
@@ -200,6 +202,9 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
     with dg.instance_for_test() as inst:
         context = dg.build_sensor_context(
             instance=inst, resources={"slack_export": res["slack_export"], "jira_dump": res["jira_dump"]}
+        )
+        offline_source_discovery_sensor = build_offline_source_discovery_sensor(
+            list(source_specs(settings_for()).values())
         )
         result = offline_source_discovery_sensor(context)
         added = {r.partitions_def_name: set(r.partition_keys) for r in result.dynamic_partitions_requests}

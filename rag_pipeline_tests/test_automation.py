@@ -9,8 +9,11 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.definitions import build_definitions
-from rag_pipeline.defs.evaluation.assets import EVAL_ARMS
+from rag_pipeline.defs.evaluation.assets import eval_arm_names
 from rag_pipeline.defs.partitions import jira_projects, slack_channels
+from rag_pipeline_tests.pipeline import settings_for
+
+ARMS = eval_arm_names(None)
 
 CHAIN_SUFFIXES = ("parent_chunks", "child_chunks", "dense_vectors", "sparse_vectors", "qdrant_points")
 
@@ -19,7 +22,7 @@ CHAIN_SUFFIXES = ("parent_chunks", "child_chunks", "dense_vectors", "sparse_vect
 def defs(monkeypatch) -> dg.Definitions:
     for name in ("SLACK_BOT_TOKEN", "JIRA_URL", "RAG_NOTIFY_SLACK_CHANNEL"):
         monkeypatch.delenv(name, raising=False)
-    return build_definitions()
+    return build_definitions(settings_for())
 
 
 def _requested(result, asset: str) -> set[str]:
@@ -57,7 +60,7 @@ def test_raw_latest_day_hourly_downstream_eager_and_eval_daily(defs: dg.Definiti
             defs=defs, instance=instance, cursor=quiet.cursor,
             evaluation_time=datetime(2026, 11, 22, 6, 0, 30, tzinfo=UTC),
         )  # fmt: skip
-        assert _requested(morning, "retrieval_eval") == set(EVAL_ARMS.get_partition_keys())
+        assert _requested(morning, "retrieval_eval") == set(ARMS)
         assert _requested(morning, "slack_threads") == {"C1|2026-11-22", "C2|2026-11-22"}  # the new day
 
 
@@ -66,7 +69,7 @@ def test_eval_sets_sensor_requests_every_arm_when_a_file_changes(defs, tmp_path:
     (eval_dir / "jira").mkdir(parents=True)
     (eval_dir / "jira" / "queries.jsonl").write_text('{"id": "q1", "query": "crash on start"}\n')
     monkeypatch.setenv("RAG_EVAL_DIR", str(eval_dir))
-    sensor = defs.resolve_sensor_def("eval_sets_changed_sensor")
+    sensor = build_definitions(settings_for()).resolve_sensor_def("eval_sets_changed_sensor")
     with dg.instance_for_test() as instance:
 
         def tick(cursor: str | None):
@@ -79,7 +82,7 @@ def test_eval_sets_sensor_requests_every_arm_when_a_file_changes(defs, tmp_path:
         assert isinstance(same, dg.SkipReason)
         (eval_dir / "jira" / "queries.jsonl").write_text('{"id": "q1", "query": "crash on launch"}\n')
         changed, cursor = tick(cursor)
-        assert sorted(r.partition_key for r in changed.run_requests) == sorted(EVAL_ARMS.get_partition_keys())
+        assert sorted(r.partition_key for r in changed.run_requests) == sorted(ARMS)
         assert all(r.tags["rag/eval_sets_changed"] == "jira/queries.jsonl" for r in changed.run_requests)
         assert len({r.run_key for r in changed.run_requests}) == len(changed.run_requests)
         again, cursor = tick(changed.cursor)
@@ -101,7 +104,7 @@ def test_freshness_and_retry_policies(defs: dg.Definitions, monkeypatch) -> None
     monkeypatch.setenv("JIRA_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("JIRA_USERNAME", "bot@example.com")
     monkeypatch.setenv("JIRA_API_TOKEN", "t")
-    live = build_definitions()
+    live = build_definitions(settings_for())
     assert live.resolve_assets_def("jira_reconciliation").op.retry_policy is not None
 
 

@@ -11,11 +11,12 @@ import dagster as dg
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from rag_pipeline.backfill import Segment, run_backfill, segments_for
 from rag_pipeline.cli import build_parser, main
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.runs.backfill import Segment, run_backfill, segments_for
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
+from rag_pipeline_tests.pipeline import settings_for
 
 
 def test_segments_bridge_small_gaps_only() -> None:
@@ -112,7 +113,7 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
 
 
 def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
-    summary = run_backfill(data_dir=small_sources, sources=("jira",))
+    summary = run_backfill(settings_for(small_sources), sources=("jira",))
     assert summary.as_dict()["documents"] == 2
     assert main(["demo", "--source", "jira", "--data-dir", str(small_sources)]) == 0
     out = capsys.readouterr().out
@@ -143,10 +144,12 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
 
 def test_domain_code_never_imports_dagster() -> None:
     package = Path(__file__).resolve().parent.parent / "rag_pipeline"
-    orchestration = {package / n for n in ("definitions.py", "backfill.py", "live_sync.py", "cli.py")}
+    # The Dagster layer: the code location, its wiring, the in-process runners and the commands on them.
+    orchestration = {package / "definitions.py", package / "cli.py"}
+    dagster_layer = {package / name for name in ("defs", "runs", "commands")}
     offenders = []
     for path in package.rglob("*.py"):
-        if path in orchestration or (package / "defs") in path.parents:
+        if path in orchestration or dagster_layer & set(path.parents):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = (

@@ -13,18 +13,26 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_resources
-from rag_pipeline.defs.evaluation.assets import reranker_model, retrieval_eval, retrieval_eval_report
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.resources import DenseEmbedderResource
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import MODES
-from rag_pipeline.settings import eval_dir
+from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline_tests.pipeline import chain, evaluation, resources, settings_for
 
-SLACK_ASSETS = [a for a in ASSETS if a.key.path[0].startswith("slack_")]
+SLACK_ASSETS = chain("slack")
+EVALUATION = evaluation()
+reranker_model, retrieval_eval, retrieval_eval_report = EVALUATION.assets
 PARTITION = "C0UBUNTU00|2004-11-16"
 MEMBERS = "slack:T0UBUNTU:members"
+
+
+class UnloadableEmbedder(DenseEmbedderResource):
+    """The index's model, whose weights cannot be loaded (the retriever falls back to BM25)."""
+
+    def encoder(self) -> DenseEncoder:
+        raise OSError("model weights are missing")
 
 
 def _meta(result: dg.ExecuteInProcessResult, asset: str) -> dict:
@@ -41,7 +49,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("slack_channels", ["C0UBUNTU00"])
         result = dg.materialize(
-            SLACK_ASSETS, instance=instance, resources=build_resources(str(data)), partition_key=PARTITION
+            SLACK_ASSETS, instance=instance, resources=resources(data), partition_key=PARTITION
         )
         assert result.success
     return data
@@ -50,7 +58,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def eval_sets(indexed: Path) -> Path:
     folder = indexed / "eval_sets"
-    dev = load_eval_set(eval_dir() / "slack_ubuntu_dev.jsonl")
+    dev = load_eval_set(settings_for().eval_dir / "slack_ubuntu_dev.jsonl")
     # threads started on 2004-11-16 (UTC): their thread_ts is the last part of the document id
     slice_queries = [q for q in dev if any(1100563200 <= float(d.split(":")[-1]) < 1100649600 for d in q.relevant)]
     assert len(slice_queries) >= 5
@@ -80,7 +88,7 @@ def eval_sets(indexed: Path) -> Path:
 
 
 def _resources(data: Path, eval_folder: Path, **overrides) -> dict:
-    res = build_resources(str(data))
+    res = resources(data)
     res["evaluation"] = EvaluationResource(
         eval_dir=str(eval_folder),
         reports_dir=str(data / "reports"),
@@ -138,9 +146,7 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         vector, bm25 = (first["slice"]["arms"][a]["means"]["ndcg@10"] for a in ("vector", "bm25"))
         assert vector - bm25 > 0.05, "the slice no longer separates dense from BM25; pick another slice"
         broken = _resources(indexed, eval_sets, regression_tolerance=0.05)
-        broken["dense_embedder"] = DenseEmbedderResource(
-            model=str(indexed / "no-such-model"), cache_path=str(indexed / "embedding_cache.sqlite")
-        )
+        broken["dense_embedder"] = UnloadableEmbedder(cache_path=str(indexed / "embedding_cache.sqlite"))
         degraded = _evaluate(instance, broken, arms=["vector"])
         assert not degraded.success or not _checks(degraded)["no_regression"].passed
         regression = _checks(degraded)["no_regression"]

@@ -18,15 +18,8 @@ from atlassian import Jira
 from requests import HTTPError
 
 from rag_pipeline_tests import jira_fixtures as fx
-from rag_pipeline_tests.jira_emulator import (
-    GONE_MESSAGE,
-    JiraEmulator,
-    JiraSite,
-    adf_to_text,
-    body_for_version,
-    parse_jira_time,
-    text_to_adf,
-)
+from rag_pipeline_tests.emulators.jira_api import GONE_MESSAGE, JiraEmulator
+from rag_pipeline_tests.emulators.jira_site import JiraSite, adf_to_text, body_for_version, parse_jira_time, text_to_adf
 
 USER = "bot@example.com"
 TOKEN = "jira-test-token"

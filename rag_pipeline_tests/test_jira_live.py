@@ -9,10 +9,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_definitions, build_resources
-from rag_pipeline.defs.jira.reconciliation import jira_reconciliation
+from rag_pipeline.definitions import build_definitions
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.jira.sensors import jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
@@ -27,11 +25,15 @@ from rag_pipeline.sources.jira_api import (
 )
 from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_document_id, project_group, security_level_group
 from rag_pipeline_tests import jira_fixtures as F
-from rag_pipeline_tests.jira_emulator import JiraEmulator, JiraSite
+from rag_pipeline_tests.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.emulators.jira_site import JiraSite
+from rag_pipeline_tests.pipeline import chain, resources, settings_for, spec
 
 SITE = "jira.example.test"
 USER, TOKEN, PAT = "bot@example.com", "jira-test-token", "jira-test-pat"
-CHAIN = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
+CHAIN = chain("jira")
+JIRA_LIVE = spec("jira").live
+jira_reconciliation, jira_project_discovery_sensor = JIRA_LIVE.reconciliation, JIRA_LIVE.discovery_sensor
 MODES = [pytest.param(True, id="cloud"), pytest.param(False, id="server")]
 
 
@@ -390,7 +392,7 @@ def test_reconciliation_plans_for_unsynced_targets_and_vanished_projects(crafted
 
 
 def _live_resources(data_dir: Path, emu: JiraEmulator, **overrides) -> dict:
-    res = build_resources(str(data_dir), live_slack=False, live_jira=False)
+    res = resources(data_dir, live=False)
     jira = JiraResource(url=emu.url, username=USER, api_token=TOKEN, site=SITE, backoff_seconds=0, **overrides)
     res["jira"] = res["jira_source"] = jira
     return res
@@ -495,13 +497,13 @@ def test_sync_command_json_and_one_failing_project(crafted: JiraEmulator, tmp_pa
 
 def test_live_jira_definitions_only_with_a_url(monkeypatch) -> None:
     monkeypatch.delenv("JIRA_URL", raising=False)
-    offline = build_definitions()
+    offline = build_definitions(settings_for())
     assert not offline.resolve_asset_graph().has(dg.AssetKey("jira_reconciliation"))
     assert offline.resources["jira_source"] is offline.resources["jira_dump"]
     monkeypatch.setenv("JIRA_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("JIRA_USERNAME", USER)
     monkeypatch.setenv("JIRA_API_TOKEN", TOKEN)
-    live = build_definitions()
+    live = build_definitions(settings_for())
     dg.Definitions.validate_loadable(live)
     graph = live.resolve_asset_graph()
     assert graph.get(dg.AssetKey("jira_reconciliation")).pools == {"qdrant"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_definitions, build_resources
+from rag_pipeline.definitions import build_definitions
 from rag_pipeline.defs.evaluation.assets import REPORT_CHECKS
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.notifications import (
@@ -19,9 +19,10 @@ from rag_pipeline.defs.notifications import (
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.notify.slack_notice import Notice
 from rag_pipeline_tests import jira_fixtures as JF
+from rag_pipeline_tests import pipeline
 from rag_pipeline_tests import slack_fixtures as SF
-from rag_pipeline_tests.jira_emulator import JiraEmulator
-from rag_pipeline_tests.slack_emulator import SlackEmulator
+from rag_pipeline_tests.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.emulators.slack_api import SlackEmulator
 
 TOKEN = "xoxb-test-token"
 WEB = "http://dagster.example.test:3000"
@@ -53,9 +54,9 @@ def test_notice_text_and_blocks_are_bounded() -> None:
 
 
 def test_failed_run_is_posted_with_asset_partition_error_and_link(slack: SlackEmulator, tmp_path: Path) -> None:
-    chain = [a for a in ASSETS if a.key.path[0] == "jira_issues"]
+    chain = pipeline.chain("jira")[:1]
     with JiraEmulator(JF.crafted_site()) as jira, dg.instance_for_test() as instance:
-        resources = build_resources(str(tmp_path), live_slack=False, live_jira=False)
+        resources = pipeline.resources(tmp_path, live=False)
         resources["jira_source"] = JiraResource(url=jira.url, username="bot@example.com", api_token="jira-test-token")
         instance.add_dynamic_partitions(jira_projects.name, ["OPS"])
         jira.inject("403", path="/search/jql")
@@ -124,11 +125,11 @@ def test_failed_eval_checks_are_posted_once(slack: SlackEmulator) -> None:
 def test_notifications_are_off_unless_configured(monkeypatch) -> None:
     for name in ("RAG_NOTIFY_SLACK_CHANNEL", "RAG_NOTIFY_SLACK_TOKEN", "SLACK_BOT_TOKEN", "JIRA_URL"):
         monkeypatch.delenv(name, raising=False)
-    names = {s.name for s in build_definitions().sensors}
+    names = {s.name for s in build_definitions(pipeline.settings_for()).sensors}
     assert "run_failure_slack_notification_sensor" not in names
     monkeypatch.setenv("RAG_NOTIFY_SLACK_CHANNEL", "#rag-alerts")
     monkeypatch.setenv("RAG_NOTIFY_SLACK_TOKEN", TOKEN)
-    defs = build_definitions()
+    defs = build_definitions(pipeline.settings_for())
     dg.Definitions.validate_loadable(defs)
     names = {s.name for s in defs.sensors}
     assert {"run_failure_slack_notification_sensor", "eval_check_slack_notification_sensor"} <= names

@@ -10,7 +10,6 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_resources
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.defs.resources import DenseEmbedderResource
 from rag_pipeline.retrieval.rerank.base import rerank
@@ -18,8 +17,9 @@ from rag_pipeline.retrieval.rerank.llm import LlmReranker, parse_grade
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.vectors.dense import load_dense_encoder
 from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
+from rag_pipeline_tests import pipeline
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
-from rag_pipeline_tests.openai_fake import API_KEY, OpenAIFake, fake_embedding
+from rag_pipeline_tests.emulators.openai_api import API_KEY, OpenAIFake, fake_embedding
 from rag_pipeline_tests.test_eval_assets import eval_sets, indexed  # noqa: F401  (module fixtures)
 
 
@@ -78,12 +78,12 @@ def test_dense_vectors_asset_records_tokens_and_cost_and_uses_the_cache(openai: 
         tmp_path / "issues.jsonl.gz",
         [jira_issue("1", "AI-1", "2024-03-01T10:00:00.000+0000", "the embedder runs on the OpenAI API")],
     )
-    resources = build_resources(str(tmp_path / "data"), live_slack=False, live_jira=False)
+    resources = pipeline.resources(tmp_path / "data", live=False)
     resources["jira_dump"] = resources["jira_source"] = type(resources["jira_dump"])(path=str(dump), site="ai.test")
     resources["dense_embedder"] = DenseEmbedderResource(
         model="openai:text-embedding-3-small@256", cache_path=str(tmp_path / "data" / "cache.sqlite")
     )
-    chain = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
+    chain = pipeline.chain("jira")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(jira_projects.name, ["AI"])
         first = dg.materialize(chain, instance=instance, resources=resources, partition_key="2024-03-01|AI")
@@ -138,15 +138,16 @@ def test_llm_reranker_is_an_extra_bench_arm(openai: OpenAIFake, tmp_path: Path, 
 LLM_ARM_SCRIPT = """
 import json, sys
 import dagster as dg
-from rag_pipeline.definitions import build_resources
-from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, retrieval_eval, retrieval_eval_report
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline_tests import pipeline
 
 data, evals = sys.argv[1], sys.argv[2]
-res = build_resources(data)
+evaluation = pipeline.evaluation()
+res = pipeline.resources(data)
 res["evaluation"] = EvaluationResource(eval_dir=evals, reports_dir=data + "/reports", folds=3,
                                        llm_reranker_model="gpt-4o-mini")
-out = {"arms": EVAL_ARMS.get_partition_keys()}
+out = {"arms": evaluation.arms.get_partition_keys()}
+retrieval_eval, retrieval_eval_report = evaluation.retrieval_eval, evaluation.retrieval_eval_report
 with dg.instance_for_test() as instance:
     for arm in ("hybrid", "llm_reranked"):
         result = dg.materialize([retrieval_eval], instance=instance, resources=res, partition_key=arm)
@@ -179,3 +180,62 @@ def test_llm_reranked_is_a_fifth_dagster_eval_arm_when_configured(openai: OpenAI
     assert llm["llm_requests"] > 0 and llm["llm_unparseable"] == 0 and 0.0 <= llm["slice/ndcg@10"] <= 1.0
     assert {"hybrid", "llm_reranked"} <= set(out["report_arms"])
     assert len(openai.calls("/chat/completions")) == llm["llm_requests"]
+
+
+def test_search_bench_and_evaluation_use_the_model_the_index_was_built_with(
+    openai: OpenAIFake, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from rag_pipeline.cli import main
+    from rag_pipeline.defs.evaluation.resources import EvaluationResource
+    from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
+
+    model = "openai:text-embedding-3-small@256"
+    data = tmp_path / "data"
+    dump = write_jira_dump(
+        tmp_path / "issues.jsonl.gz",
+        [jira_issue("1", "AI-1", "2024-03-01T10:00:00.000+0000", "the embedder runs on the OpenAI API")],
+    )
+    monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
+    monkeypatch.setenv("RAG_DENSE_MODEL", model)
+    evals = tmp_path / "eval_sets"
+    meta = EvalSetMeta(name="ai", description="", source="t", license="-", attribution="-", queries=1, sources=["jira"])
+    write_eval_set(evals, meta, [EvalQuery(id="q1", query="embedder on the API", relevant={"jira:ai.test:1": 1})])
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(jira_projects.name, ["AI"])
+
+        def index(res: dict) -> dg.ExecuteInProcessResult:
+            res["jira_dump"] = res["jira_source"] = type(res["jira_dump"])(path=str(dump), site="ai.test")
+            chain = pipeline.chain("jira")
+            return dg.materialize(chain, instance=instance, resources=res, partition_key="2024-03-01|AI",
+                                  raise_on_error=False)  # fmt: skip
+
+        def evaluate() -> dg.ExecuteInProcessResult:
+            res = pipeline.resources(data, live=False)
+            res["evaluation"] = EvaluationResource(eval_dir=str(evals), reports_dir=str(data / "reports"))
+            retrieval_eval = pipeline.evaluation().retrieval_eval
+            return dg.materialize([retrieval_eval], instance=instance, resources=res, partition_key="vector",
+                                  raise_on_error=False)  # fmt: skip
+
+        assert index(pipeline.resources(data, live=False)).success
+        search = ["search", "embedder on the API", "--all-documents", "--json", "--data-dir", str(data)]
+        bench = ["bench", "--eval-set", str(evals / "ai.jsonl"), "--arms", "vector", "--json", "--data-dir", str(data)]
+
+        # Configured with the index's model: every reader embeds the query with it (the fake sees the calls).
+        before = len(openai.calls("/embeddings"))
+        assert main(search) == 0
+        assert json.loads(capsys.readouterr().out)["results"][0]["document_id"] == "jira:ai.test:1"
+        assert main(bench) == 0
+        assert json.loads(capsys.readouterr().out)["arms"]["vector"]["ndcg@10"] == 1.0
+        assert evaluate().success
+        assert len(openai.calls("/embeddings")) > before
+
+        # Another model configured: searches, the benchmark, the evaluation and writes all refuse, naming both.
+        monkeypatch.delenv("RAG_DENSE_MODEL")
+        for argv in (search, bench):
+            with pytest.raises(SystemExit) as refused:
+                main(argv)
+            assert model in str(refused.value) and "all-MiniLM-L6-v2" in str(refused.value)
+        for result in (evaluate(), index(pipeline.resources(data, live=False))):
+            assert not result.success
+            error = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
+            assert error.cause.cls_name == "IndexModelMismatch" and model in error.cause.message

@@ -12,13 +12,13 @@ import dagster as dg
 import psycopg2
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_resources
 from rag_pipeline.defs.partitions import jira_projects
+from rag_pipeline_tests import pipeline
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
 from rag_pipeline_tests.postgres_server import PostgresServer, postgres_bindir, running_postgres
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAIN = [a for a in ASSETS if a.key.path[0].startswith("jira_")]
+CHAIN = pipeline.chain("jira")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_partition_chain_on_the_postgres_instance(
             jira_issue("3", "PG-3", "2024-03-02T09:00:00.000+0000", "and partition status"),
         ],
     )
-    resources = build_resources(str(tmp_path / "data"), live_slack=False, live_jira=False)
+    resources = pipeline.resources(tmp_path / "data", live=False)
     resources["jira_dump"] = resources["jira_source"] = type(resources["jira_dump"])(path=str(dump), site="pg.test")
     instance.add_dynamic_partitions(jira_projects.name, ["PG"])
     keys = ["2024-03-01|PG", "2024-03-02|PG"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from rag_pipeline.definitions import build_resources
 from rag_pipeline.index.store import BOOL_FIELDS, DATETIME_FIELDS, FLOAT_FIELDS, KEYWORD_FIELDS
-from rag_pipeline_tests.qdrant_rest_recorder import QdrantRestRecorder
+from rag_pipeline_tests import pipeline
+from rag_pipeline_tests.emulators.qdrant_rest import QdrantRestRecorder
 
 
 def test_server_mode_creates_collections_and_payload_indexes(tmp_path, monkeypatch) -> None:
@@ -15,7 +15,7 @@ def test_server_mode_creates_collections_and_payload_indexes(tmp_path, monkeypat
         for name, value in {"QDRANT_URL": server.url, "QDRANT_API_KEY": "qdrant-secret", "QDRANT_SHARDS": "4",
                             "QDRANT_REPLICAS": "2"}.items():  # fmt: skip
             monkeypatch.setenv(name, value)
-        qdrant = build_resources(str(tmp_path))["qdrant"]
+        qdrant = pipeline.resources(tmp_path)["qdrant"]
         assert isinstance(qdrant.api_key, dg.EnvVar)  # the key stays an environment variable in config
         qdrant = qdrant.process_config_and_initialize()
         assert qdrant.engine == "qdrant-client:server"

@@ -23,12 +23,8 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
 from rag_pipeline_tests import slack_fixtures as fx
-from rag_pipeline_tests.slack_emulator import (
-    TOMBSTONE_TEXT,
-    RecordedRequest,
-    SlackEmulator,
-    SlackWorkspace,
-)
+from rag_pipeline_tests.emulators.slack_api import RecordedRequest, SlackEmulator
+from rag_pipeline_tests.emulators.slack_workspace import TOMBSTONE_TEXT, SlackWorkspace
 
 TOKEN = "xoxb-test-token"
 NO_WAIT = FixedValueRetryIntervalCalculator(0.0)

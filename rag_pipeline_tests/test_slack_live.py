@@ -8,11 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import ASSETS, build_resources
 from rag_pipeline.defs.partitions import slack_channels
-from rag_pipeline.defs.slack.reconciliation import slack_reconciliation
 from rag_pipeline.defs.slack.resources import SlackResource
-from rag_pipeline.defs.slack.sensors import slack_channel_discovery_sensor
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, SearchFilter
 from rag_pipeline.sources.api_stats import ApiStats
@@ -25,11 +22,15 @@ from rag_pipeline.sources.slack_api import (
 from rag_pipeline.sources.slack_export import SlackExportReader
 from rag_pipeline.sources.slack_threads import thread_document_id, workspace_group
 from rag_pipeline_tests import slack_fixtures as F
-from rag_pipeline_tests.slack_emulator import SlackEmulator, SlackWorkspace
+from rag_pipeline_tests.emulators.slack_api import SlackEmulator
+from rag_pipeline_tests.emulators.slack_workspace import SlackWorkspace
+from rag_pipeline_tests.pipeline import chain, resources, settings_for, spec
 
 TOKEN = "xoxb-test-token"
 MARCH = [f"2024-03-{d:02d}" for d in range(1, 13)]
-CHAIN = [a for a in ASSETS if a.key.path[0].startswith("slack_")]
+CHAIN = chain("slack")
+SLACK_LIVE = spec("slack").live
+slack_reconciliation, slack_channel_discovery_sensor = SLACK_LIVE.reconciliation, SLACK_LIVE.discovery_sensor
 
 
 def _reader(emu: SlackEmulator, **settings) -> SlackApiReader:
@@ -225,12 +226,12 @@ def test_live_definitions_load_only_with_a_token(monkeypatch) -> None:
     from rag_pipeline.definitions import build_definitions
 
     monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
-    offline = build_definitions()
+    offline = build_definitions(settings_for())
     assert offline.resolve_asset_graph().has(dg.AssetKey("slack_threads"))
     assert not offline.resolve_asset_graph().has(dg.AssetKey("slack_reconciliation"))
     assert not offline.sensors or all(s.name != "slack_channel_discovery_sensor" for s in offline.sensors)
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
-    live = build_definitions()
+    live = build_definitions(settings_for())
     dg.Definitions.validate_loadable(live)
     graph = live.resolve_asset_graph()
     assert graph.get(dg.AssetKey("slack_reconciliation")).pools == {"qdrant"}
@@ -242,7 +243,7 @@ def test_live_definitions_load_only_with_a_token(monkeypatch) -> None:
 
 
 def _live_resources(data_dir: Path, emu: SlackEmulator, **overrides) -> dict:
-    res = build_resources(str(data_dir), live_slack=False)
+    res = resources(data_dir, live=False)
     slack = SlackResource(token=TOKEN, base_url=emu.base_url, **overrides)
     res["slack"] = res["slack_source"] = slack
     return res

@@ -23,6 +23,7 @@ import pytest
 
 from rag_pipeline import settings
 from rag_pipeline.evaluation.eval_set import EvalSetMeta, load_eval_set, write_eval_set
+from rag_pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SLICE_DAY = "2004-11-16"
@@ -54,7 +55,7 @@ def _slice_data(folder: Path) -> dict[str, str]:
         for line in src:
             if json.loads(line)["fields"]["project"]["key"] == "MOD":
                 out.write(line)
-    dev = load_eval_set(settings.eval_dir() / "slack_ubuntu_dev.jsonl")
+    dev = load_eval_set(Settings.from_env().eval_dir / "slack_ubuntu_dev.jsonl")
     day = (1100563200, 1100649600)
     queries = [q for q in dev if any(day[0] <= float(d.split(":")[-1]) < day[1] for d in q.relevant)]
     write_eval_set(
@@ -114,11 +115,12 @@ def test_dagster_ui_shows_the_materialized_demo(tmp_path: Path, monkeypatch) -> 
     for name in ("SLACK_BOT_TOKEN", "JIRA_URL", "QDRANT_URL", "RAG_NOTIFY_SLACK_CHANNEL"):
         monkeypatch.delenv(name, raising=False)
 
-    from rag_pipeline.backfill import run_backfill, run_evaluation
+    from rag_pipeline.runs.backfill import run_backfill
+    from rag_pipeline.runs.evaluation import run_evaluation
 
-    backfill = run_backfill(tmp_path / "data")
+    backfill = run_backfill(Settings.from_env().with_data_dir(tmp_path / "data"))
     assert backfill.as_dict()["runs"] > 0
-    evaluation = run_evaluation(tmp_path / "data", force=True)
+    evaluation = run_evaluation(Settings.from_env().with_data_dir(tmp_path / "data"), force=True)
     assert evaluation.ran and not evaluation.failures
 
     port = _free_port()

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rag_pipeline import settings
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.commands.search import open_store, retriever_config
+from rag_pipeline.commands.search import open_index, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
@@ -26,6 +25,7 @@ from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_dense_encoder
@@ -34,7 +34,7 @@ from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 Progressor = Callable[[str, int, int], None]
 
 
-def _extra_reranker(spec: str) -> tuple[str, Reranker]:
+def _extra_reranker(spec: str, settings: Settings) -> tuple[str, Reranker]:
     """``fixed`` → the fixed-weight default; ``cross-encoder:<folder or hub name>`` → a CrossEncoder;
     ``llm:<chat model>`` → an LLM grading each candidate (OPENAI_API_KEY, OPENAI_BASE_URL)."""
     if spec == "fixed":
@@ -45,11 +45,10 @@ def _extra_reranker(spec: str) -> tuple[str, Reranker]:
         model = spec.split(":", 1)[1]
         return f"reranked[cross-encoder:{Path(model).name}]", CrossEncoderReranker(model)
     if spec.startswith("llm:"):
-        from rag_pipeline import settings
         from rag_pipeline.retrieval.rerank.llm import LlmReranker
 
         model = spec.split(":", 1)[1] or "gpt-4o-mini"
-        return f"reranked[llm:{model}]", LlmReranker(model, cache_path=settings.data_dir() / "llm_grades.sqlite")
+        return f"reranked[llm:{model}]", LlmReranker(model, cache_path=settings.paths.llm_grades)
     raise SystemExit(
         f"unknown --extra-reranker {spec!r}: use 'fixed', 'cross-encoder:<folder or hub name>' or 'llm:<chat model>'"
     )
@@ -63,19 +62,20 @@ def _evaluate(
     progress: Progressor,
     reranker: Reranker | None,
     documents: int | None,
+    settings: Settings,
 ) -> EvalResult:
     outcomes: dict[str, ArmOutcome] = run_arms(
         retriever, queries, args.arms, meta.sources, reranker, folds=args.folds, progress=progress
     )
     for spec in args.extra_reranker or []:
-        name, extra = _extra_reranker(spec)
+        name, extra = _extra_reranker(spec, settings)
         outcomes[name] = run_arm(
             retriever, "reranked", queries, sources=meta.sources, rerankers=extra, name=name, progress=progress
         )
     return summarize_outcomes(meta, queries, outcomes, args.baseline, documents)
 
 
-def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, console: Console) -> list[EvalResult]:
+def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, console: Console) -> list[EvalResult]:
     directory = Path(args.beir)
     name = directory.name.removeprefix("beir_")
     if args.split == args.train_split:
@@ -83,7 +83,7 @@ def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, consol
             f"--split and --train-split are both {args.split!r}: the reranker would be scored on its training queries"
         )
     dataset = load_beir(directory, args.split)
-    encoder = load_dense_encoder()
+    encoder = load_dense_encoder(settings.dense_model)
     avg_len = corpus_avg_len(dataset, name) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
     bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len))
     chunking = ChunkingConfig(
@@ -92,7 +92,7 @@ def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, consol
         child_tokens=args.child_tokens,
         child_overlap=min(50, args.child_tokens // 8),
     )
-    cache = EmbeddingCache(data_dir / "embedding_cache.sqlite")
+    cache = EmbeddingCache(settings.paths.embedding_cache)
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rag-bench-")))
         store = stack.enter_context(EdgeVectorStore(folder, CollectionNames.with_prefix(name)))
@@ -139,33 +139,29 @@ def _beir(args: argparse.Namespace, data_dir: Path, progress: Progressor, consol
             attribution="BEIR (Thakur et al., 2021)",
             queries=len(queries),
         )
-        return [_evaluate(retriever, queries, meta, args, progress, reranker, report.documents)]
+        return [_evaluate(retriever, queries, meta, args, progress, reranker, report.documents, settings)]
 
 
-def _eval_sets(args: argparse.Namespace, data_dir: Path, progress: Progressor) -> list[EvalResult]:
-    store = open_store(data_dir)
-    try:
+def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
+    with open_index(settings) as store:
         retriever = Retriever(
             store,
-            dense=load_dense_encoder,
+            dense=lambda: load_dense_encoder(settings.dense_model),
             config=retriever_config(args),
-            persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite"),
+            persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
         )
         results = []
+        documents = store.count(store.names.parents)
         for path in args.eval_set:
-            meta = load_eval_set_meta(path)
-            queries = load_eval_set(path)
-            results.append(_evaluate(retriever, queries, meta, args, progress, None, store.count(store.names.parents)))
+            meta, queries = load_eval_set_meta(path), load_eval_set(path)
+            results.append(_evaluate(retriever, queries, meta, args, progress, None, documents, settings))
         return results
-    finally:
-        store.close()
 
 
-def run(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir).resolve() if args.data_dir else settings.data_dir()
+def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     with task_bars(console) as progress:
-        results = _beir(args, data_dir, progress, console) if args.beir else _eval_sets(args, data_dir, progress)
+        results = _beir(args, settings, progress, console) if args.beir else _eval_sets(args, settings, progress)
     if args.out:
         for result in results:
             out = Path(args.out) / result.name if len(results) > 1 else Path(args.out)
@@ -179,3 +175,58 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n## {result.name} ({result.summary.queries} queries)\n")
         print(markdown_table(result.summary))
     return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="benchmark the retrieval arms on eval sets or a BEIR dataset",
+        description="Runs every arm on each query, scores document rankings with ranx (nDCG@10, Recall@k, MRR@10, "
+        "MAP@100, hit rate) and ragas ID-based context precision/recall, with bootstrap 95%% CIs and paired "
+        "randomization tests against the baseline (Holm-corrected). --eval-set uses the demo index; --beir builds "
+        "a temporary index of the corpus through the same chunking and vector code. The reranked arm is scored "
+        "by a learned reranker that never saw the query (BEIR: trained on the train split; eval sets: k-fold "
+        "cross-fitting).",
+    )
+    target = bench.add_mutually_exclusive_group(required=True)
+    target.add_argument("--eval-set", action="append", type=Path, help="project-format eval set (repeatable)")
+    target.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    bench.add_argument(
+        "--arms",
+        nargs="+",
+        choices=["vector", "bm25", "hybrid", "reranked"],
+        default=["vector", "bm25", "hybrid", "reranked"],
+    )
+    bench.add_argument("--baseline", default="bm25", help="arm the others are tested against (default: %(default)s)")
+    bench.add_argument(
+        "--extra-reranker",
+        action="append",
+        help="also report a reranked arm with this reranker: 'fixed' or 'cross-encoder:<folder or hub name>'",
+    )
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.add_argument("--out", type=Path, help="write report.md, summary.json, per_query.parquet and PNG plots here")
+    bench.add_argument("--folds", type=int, default=5, help="cross-fitting folds on eval sets (default: %(default)s)")
+    bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
+    bench.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
+    bench.add_argument(
+        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
+    )
+    bench.add_argument("--rerank-depth", type=int, default=50, help="hybrid documents reranked (default: %(default)s)")
+    beir = bench.add_argument_group("BEIR options")
+    beir.add_argument("--split", default="test", help="split scored (default: %(default)s)")
+    beir.add_argument("--train-split", default="train", help="split the reranker learns from (default: %(default)s)")
+    beir.add_argument("--bm25-k1", type=float, default=1.2, help="BM25 k1 (default: %(default)s)")
+    beir.add_argument("--bm25-b", type=float, default=0.75, help="BM25 b (default: %(default)s)")
+    beir.add_argument(
+        "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"
+    )
+    beir.add_argument("--parent-tokens", type=int, default=2000, help="parent chunk size (default: %(default)s)")
+    beir.add_argument("--child-tokens", type=int, default=400, help="child chunk size (default: %(default)s)")
+    beir.add_argument(
+        "--truncate-at-model-limit",
+        action="store_true",
+        help="keep children longer than the dense model's input whole (the model embeds their start, BM25 sees "
+        "all of it) instead of splitting them to fit",
+    )
+    bench.add_argument("--data-dir", default=None, help="data folder: index and embedding cache (default: ./.rag_data)")
+    bench.set_defaults(func=run)

@@ -4,30 +4,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from rag_pipeline import settings
-from rag_pipeline.index.client_store import ClientVectorStore
-from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.definitions import qdrant_resource
+from rag_pipeline.index.index_info import IndexModelMismatch, check_dense_model
 from rag_pipeline.index.store import CollectionNames, VectorStore
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_dense_encoder
 
 
-def open_store(data_dir: Path, prefix: str = "rag") -> VectorStore:
-    """The demo/pipeline index: the Qdrant server when QDRANT_URL is set, else the embedded engine."""
-    names = CollectionNames.with_prefix(prefix)
-    url = os.environ.get("QDRANT_URL")
-    if url:
-        return ClientVectorStore.connect(url=url, api_key=os.environ.get("QDRANT_API_KEY"), names=names)
-    folder = data_dir / "qdrant"
-    if not (folder / names.children).exists():
-        raise SystemExit(f"no index at {folder}: run `rag-pipeline demo` (or materialize the points assets) first")
-    return EdgeVectorStore(folder, names)
+@contextmanager
+def open_index(settings: Settings) -> Iterator[VectorStore]:
+    """The pipeline's index, opened exactly as the Dagster steps open it (same engine, prefix, shards),
+    for as long as the block runs; refuses a dense model other than the one the index was built with."""
+    if not settings.qdrant.url:
+        names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
+        if not (settings.paths.qdrant / names.children).exists():
+            raise SystemExit(
+                f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
+            )
+    # Outside a run the API key is still an unresolved EnvVar; initializing resolves it.
+    with qdrant_resource(settings).process_config_and_initialize().open() as store:
+        try:
+            check_dense_model(store, settings.dense_model)
+        except IndexModelMismatch as exc:
+            raise SystemExit(f"error: {exc}") from None
+        yield store
 
 
 def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
@@ -56,18 +63,16 @@ def principal_from_args(args: argparse.Namespace) -> Principal:
     return Principal(user_id=args.user, groups=groups)
 
 
-def run(args: argparse.Namespace) -> int:
-    data_dir = Path(args.data_dir).resolve() if args.data_dir else settings.data_dir()
-    model = os.environ.get("RAG_DENSE_MODEL")
-    store = open_store(data_dir)
-    try:
-        reranker = load_current_reranker(data_dir / "reports" / "reranker")
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    paths = settings.paths
+    with open_index(settings) as store:
+        reranker = load_current_reranker(paths.reranker)
         retriever = Retriever(
             store,
-            dense=(lambda: load_dense_encoder(model)) if model else load_dense_encoder,
+            dense=lambda: load_dense_encoder(settings.dense_model),
             reranker=reranker,
             config=retriever_config(args),
-            persistent_cache=EmbeddingCache(data_dir / "embedding_cache.sqlite"),
+            persistent_cache=EmbeddingCache(paths.embedding_cache),
         )
         response = retriever.search(
             args.query,
@@ -80,8 +85,6 @@ def run(args: argparse.Namespace) -> int:
             updated_to=args.until,
             min_score=args.min_score,
         )
-    finally:
-        store.close()
     if args.json:
         print(
             json.dumps(
@@ -117,3 +120,32 @@ def run(args: argparse.Namespace) -> int:
     if not response.results:
         console.print("no results (the principal may not be allowed to read any match; try --groups)")
     return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    search = sub.add_parser(
+        "search",
+        help="search the index as a user (vector, bm25, hybrid or reranked)",
+        description="Searches child chunks with the reader's ACL in every query, then returns one result per "
+        "document with its best chunk. Without --user/--groups only public documents match; --all-documents "
+        "(evaluation only) skips access control.",
+    )
+    search.add_argument("query")
+    search.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="hybrid")
+    search.add_argument("--user", default=None, help="reader's user id (e.g. a Slack or Jira account id)")
+    search.add_argument("--groups", default="", help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
+    search.add_argument("--all-documents", action="store_true", help="skip access control (evaluation only)")
+    search.add_argument("--top-k", type=int, default=10, help="results to return (default: %(default)s)")
+    search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
+    search.add_argument("--since", default=None, help="documents active on or after this ISO date")
+    search.add_argument("--until", default=None, help="documents active before this ISO date")
+    search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
+    search.add_argument("--rrf-k", type=int, default=60, help="RRF constant for hybrid (default: %(default)s)")
+    search.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
+    search.add_argument(
+        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
+    )
+    search.add_argument("--json", action="store_true", help="print results as JSON")
+    search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    search.set_defaults(func=run)

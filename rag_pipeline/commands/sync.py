@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import warnings
 
 from rich.console import Console
 from rich.table import Table
 
 from rag_pipeline.commands.progress import task_bars
+from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import SourceError
 
 # What each source needs in the environment before anything is contacted.
 _REQUIRED_ENV = {
-    "slack": (("SLACK_BOT_TOKEN",), "a Slack bot token, xoxb-..."),
-    "jira": (("JIRA_URL",), "the Jira site URL, plus JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/DC)"),
+    "slack": ("SLACK_BOT_TOKEN", "a Slack bot token, xoxb-..."),
+    "jira": ("JIRA_URL", "the Jira site URL, plus JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/DC)"),
 }
 
 
@@ -46,14 +46,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sync.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rag_pipeline.live_sync import run_sync
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.runs.live_sync import run_sync
 
     console = Console(stderr=True)
-    names, what = _REQUIRED_ENV[args.source]
-    missing = [n for n in names if not os.environ.get(n)]
-    if missing:
-        console.print(f"error: {', '.join(missing)} is not set ({what})", style="red")
+    if args.source not in settings.live_sources:
+        variable, what = _REQUIRED_ENV[args.source]
+        console.print(f"error: {variable} is not set ({what})", style="red")
         return 2
     containers = args.channel if args.source == "slack" else args.project
     wrong = args.project if args.source == "slack" else args.channel
@@ -66,11 +65,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with task_bars(console, disable=args.json) as progress:
             summary = run_sync(
+                settings,
                 args.source,
                 args.start,
                 args.end,
                 containers=containers,
-                data_dir=args.data_dir,
                 reconcile=not args.no_reconcile,
                 on_progress=progress,
             )

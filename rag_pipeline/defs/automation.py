@@ -3,27 +3,26 @@ downstream follows eagerly, the evaluation runs daily and whenever an eval set c
 freshness and retry policies say what "late" and "transient" mean.
 
 Declarative automation needs the daemon and the default automation condition sensor turned on.
+The crons come from settings, so the conditions are built by functions.
 """
 
 import hashlib
 import json
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
 
-from rag_pipeline import settings
 
-RAW_SYNC_CRON = os.environ.get("RAG_RAW_SYNC_CRON", "0 * * * *")
-EVAL_CRON = os.environ.get("RAG_EVAL_CRON", "0 6 * * *")
+def raw_sync_condition(cron: str) -> dg.AutomationCondition:
+    """The latest day of every channel/project, each cron tick (today's partition keeps filling up)."""
+    return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
 
-# The latest day of every channel/project, each cron tick (today's partition keeps filling up).
-raw_sync = dg.AutomationCondition.on_cron(RAW_SYNC_CRON, cron_timezone="UTC")
-# Every arm once a day, whatever changed (eval sets and models change outside the asset graph too).
-daily_eval = (
-    dg.AutomationCondition.cron_tick_passed(EVAL_CRON, cron_timezone="UTC") & ~dg.AutomationCondition.in_progress()
-)
+
+def daily_eval_condition(cron: str) -> dg.AutomationCondition:
+    """Every arm once a day, whatever changed (eval sets and models change outside the asset graph too)."""
+    return dg.AutomationCondition.cron_tick_passed(cron, cron_timezone="UTC") & ~dg.AutomationCondition.in_progress()
+
 
 # A raw partition not refreshed for a day (plus the hourly slack) is late; the index a little after it.
 RAW_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=26), warn_window=timedelta(hours=2))
@@ -45,7 +44,7 @@ def eval_set_hashes(folder: Path) -> dict[str, str]:
     }
 
 
-def eval_sets_changed_sensor_for(arms: list[str], asset_keys: list[str]) -> dg.SensorDefinition:
+def build_eval_sets_changed_sensor(arms: list[str], asset_keys: list[str], eval_dir: Path) -> dg.SensorDefinition:
     """A sensor requesting every evaluation arm when an eval-set file is added, removed or edited."""
 
     @dg.sensor(
@@ -57,7 +56,7 @@ def eval_sets_changed_sensor_for(arms: list[str], asset_keys: list[str]) -> dg.S
         "requests every arm of retrieval_eval (the report follows eagerly). The cursor holds the hashes.",
     )
     def eval_sets_changed_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        current = eval_set_hashes(settings.eval_dir())
+        current = eval_set_hashes(eval_dir)
         if context.cursor is None:
             # First look: today's sets are covered by the daily evaluation.
             context.update_cursor(json.dumps(current, sort_keys=True))

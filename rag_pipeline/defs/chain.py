@@ -8,6 +8,8 @@ steps.
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -16,6 +18,7 @@ from rag_pipeline.defs.automation import INDEX_FRESHNESS
 from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
 from rag_pipeline.defs.metadata import length_stats
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.index.index_info import claim_dense_model
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
 from rag_pipeline.stages import (
     CHILD_COLUMNS,
@@ -34,28 +37,72 @@ IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
 
 
-def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
+@dataclass(frozen=True)
+class ChainKeys:
+    """The asset names of one source's chain, from its raw documents asset to its Qdrant points."""
+
+    source: str
+    raw: str
+
+    @property
+    def parents(self) -> str:
+        return f"{self.source}_parent_chunks"
+
+    @property
+    def children(self) -> str:
+        return f"{self.source}_child_chunks"
+
+    @property
+    def dense(self) -> str:
+        return f"{self.source}_dense_vectors"
+
+    @property
+    def sparse(self) -> str:
+        return f"{self.source}_sparse_vectors"
+
+    @property
+    def points(self) -> str:
+        return f"{self.source}_qdrant_points"
+
+    @property
+    def all(self) -> list[str]:
+        """Every asset of the chain, raw documents first."""
+        return [self.raw, self.parents, self.children, self.dense, self.sparse, self.points]
+
+
+def build_source_chain(keys: ChainKeys, partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     """The five downstream assets of one source's raw documents asset."""
-    common = dict(
+    common: dict[str, Any] = dict(
         partitions_def=partitions_def,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        group_name=source,
+        group_name=keys.source,
         owners=["team:rag-platform"],
         automation_condition=dg.AutomationCondition.eager(),
     )
-    parents_key, children_key = f"{source}_parent_chunks", f"{source}_child_chunks"
-    dense_key, sparse_key, points_key = f"{source}_dense_vectors", f"{source}_sparse_vectors", f"{source}_qdrant_points"
+    factories = (
+        parent_chunks_asset,
+        child_chunks_asset,
+        dense_vectors_asset,
+        sparse_vectors_asset,
+        qdrant_points_asset,
+    )
+    return [factory(keys, common) for factory in factories]
+
+
+def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """Parent chunks: the text a search result returns."""
+    source = keys.source
 
     @dg.asset(
-        name=parents_key,
-        ins={"documents": dg.AssetIn(raw_key)},
+        name=keys.parents,
+        ins={"documents": dg.AssetIn(keys.raw)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"tiktoken", "parquet"},
         description=f"Parent chunks of {source} documents (cl100k tokens; default 2000 with 200 overlap): "
         "the text a search result returns.",
         check_specs=[
             dg.AssetCheckSpec(
-                "parents_have_text", asset=parents_key, blocking=True, description="No parent chunk is empty"
+                "parents_have_text", asset=keys.parents, blocking=True, description="No parent chunk is empty"
             )
         ],
         **common,
@@ -82,20 +129,27 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         )
         yield dg.AssetCheckResult(check_name="parents_have_text", passed=empty == 0, metadata={"empty_parents": empty})
 
+    return parent_chunks
+
+
+def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """Child chunks, each pointing at its parent: the units that are embedded and matched."""
+    source = keys.source
+
     @dg.asset(
-        name=children_key,
-        ins={"documents": dg.AssetIn(raw_key), "parents": dg.AssetIn(parents_key)},
+        name=keys.children,
+        ins={"documents": dg.AssetIn(keys.raw), "parents": dg.AssetIn(keys.parents)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"tiktoken", "parquet"},
         description=f"Child chunks of {source} documents (default 400 cl100k tokens, 50 overlap, shortened to fit the "
         "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
         check_specs=[
             dg.AssetCheckSpec(
-                "children_have_text", asset=children_key, blocking=True, description="No child chunk is empty"
+                "children_have_text", asset=keys.children, blocking=True, description="No child chunk is empty"
             ),
             dg.AssetCheckSpec(
                 "children_have_parents",
-                asset=children_key,
+                asset=keys.children,
                 blocking=True,
                 description="Every child's parent_id exists among the parent chunks",
             ),
@@ -142,9 +196,16 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             check_name="children_have_parents", passed=orphans == 0, metadata={"orphans": orphans}
         )
 
+    return child_chunks
+
+
+def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """Dense embeddings of the child chunks, through the embedding cache."""
+    source = keys.source
+
     @dg.asset(
-        name=dense_key,
-        ins={"children": dg.AssetIn(children_key)},
+        name=keys.dense,
+        ins={"children": dg.AssetIn(keys.children)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"pytorch", "parquet"},
         description=f"Dense embeddings of {source} child chunks (local model by default), via the persistent "
@@ -182,9 +243,16 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             },
         )
 
+    return dense_vectors
+
+
+def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """BM25 term-frequency weights of the child chunks."""
+    source = keys.source
+
     @dg.asset(
-        name=sparse_key,
-        ins={"children": dg.AssetIn(children_key)},
+        name=keys.sparse,
+        ins={"children": dg.AssetIn(keys.children)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"bm25", "parquet"},
         description=f"BM25 term-frequency weights of {source} child chunks (hashed term ids; IDF is applied by "
@@ -210,14 +278,21 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             },
         )
 
+    return sparse_vectors
+
+
+def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """Child and parent points in Qdrant."""
+    source = keys.source
+
     @dg.asset(
-        name=points_key,
+        name=keys.points,
         ins={
-            "documents": dg.AssetIn(raw_key),
-            "parents": dg.AssetIn(parents_key),
-            "children": dg.AssetIn(children_key),
-            "dense": dg.AssetIn(dense_key),
-            "sparse": dg.AssetIn(sparse_key),
+            "documents": dg.AssetIn(keys.raw),
+            "parents": dg.AssetIn(keys.parents),
+            "children": dg.AssetIn(keys.children),
+            "dense": dg.AssetIn(keys.dense),
+            "sparse": dg.AssetIn(keys.sparse),
         },
         kinds={"qdrant"},
         pool=QDRANT_POOL,
@@ -246,6 +321,8 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
         )
         dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
         with qdrant.open() as store:
+            store.create_collections(dimension)
+            claim_dense_model(store, dense_embedder.model)
             report = index_documents(store, inputs, dimension)
             children_total = store.count(store.names.children)
             parents_total = store.count(store.names.parents)
@@ -268,4 +345,4 @@ def build_source_chain(source: str, raw_key: str, partitions_def: dg.PartitionsD
             }
         )
 
-    return [parent_chunks, child_chunks, dense_vectors, sparse_vectors, qdrant_points]
+    return qdrant_points

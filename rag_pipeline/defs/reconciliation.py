@@ -12,6 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.index.index_info import check_dense_model
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 from rag_pipeline.sources.api_stats import ApiStats
@@ -40,6 +41,7 @@ def reconcile_containers(
     cannot be read is skipped and reported), then apply the plans."""
     failed: dict[str, str] = {}
     with qdrant.open() as store:
+        check_dense_model(store, dense_embedder.model)
         plans = []
         for container in containers:
             try:

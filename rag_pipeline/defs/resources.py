@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline import settings
-from rag_pipeline.defs.jira.resources import JiraSourceResource
-from rag_pipeline.defs.slack.resources import SlackSourceResource
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, VectorStore
-from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
-from rag_pipeline.sources.slack_export import SlackExportReader, SlackRead
-from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
@@ -104,53 +96,3 @@ class QdrantResource(dg.ConfigurableResource):
             yield store
         finally:
             store.close()
-
-
-class SlackExportResource(SlackSourceResource):
-    """An offline Slack export (folder or zip) read through the same partitioned assets as the API."""
-
-    path: str
-    team_id: str = settings.BUNDLED_SLACK_TEAM
-    workspace_domain: str | None = settings.BUNDLED_SLACK_DOMAIN
-
-    def read(self) -> SlackRead:
-        return _read_slack(self.path, self.team_id, self.workspace_domain, _mtime(self.path))
-
-    def read_partitions(
-        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        read = self.read()
-        documents = [d for d in read.documents if d.container in days_by_channel]
-        return SourceRead(documents=documents, problems=list(read.problems))
-
-
-class JiraDumpResource(JiraSourceResource):
-    """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped)."""
-
-    path: str
-    site: str = settings.BUNDLED_JIRA_SITE
-
-    def read(self) -> JiraRead:
-        return _read_jira(self.path, self.site, _mtime(self.path))
-
-    def read_partitions(
-        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        read = self.read()
-        documents = [d for d in read.documents if d.container in days_by_project]
-        return SourceRead(documents=documents, problems=list(read.problems))
-
-
-def _mtime(path: str) -> float:
-    return Path(path).stat().st_mtime
-
-
-# A backfill runs many steps in one process; parse each source file once per version of it.
-@lru_cache(maxsize=2)
-def _read_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> SlackRead:
-    return SlackExportReader(path, team_id, domain).read()
-
-
-@lru_cache(maxsize=2)
-def _read_jira(path: str, site: str, _mtime: float) -> JiraRead:
-    return JiraDumpReader(path, site).read()

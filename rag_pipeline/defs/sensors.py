@@ -1,36 +1,32 @@
 """Discovery of the offline sources' channels and projects as dynamic partitions."""
 
 import json
+from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.partitions import jira_projects, slack_channels
-from rag_pipeline.defs.resources import JiraDumpResource, SlackExportResource
+from rag_pipeline.defs.source_spec import OfflineSource, SourceSpec
 
 
-def offline_containers(slack_export: SlackExportResource, jira_dump: JiraDumpResource) -> tuple[list[str], list[str]]:
-    """Channel ids and project keys that hold documents in the offline sources."""
-    channels = sorted({d.container for d in slack_export.read().documents})
-    projects = sorted({d.container for d in jira_dump.read().documents})
-    return channels, projects
+def build_offline_source_discovery_sensor(specs: Sequence[SourceSpec]) -> dg.SensorDefinition:
+    """A sensor adding every offline source's containers as its dynamic partitions."""
 
-
-@dg.sensor(
-    minimum_interval_seconds=3600,
-    description="Adds the channels of the Slack export and the projects of the Jira dump as dynamic partitions.",
-)
-def offline_source_discovery_sensor(
-    context: dg.SensorEvaluationContext, slack_export: SlackExportResource, jira_dump: JiraDumpResource
-) -> dg.SensorResult:
-    channels, projects = offline_containers(slack_export, jira_dump)
-    new_channels = [c for c in channels if not context.instance.has_dynamic_partition(slack_channels.name, c)]
-    new_projects = [p for p in projects if not context.instance.has_dynamic_partition(jira_projects.name, p)]
-    requests = []
-    if new_channels:
-        requests.append(slack_channels.build_add_request(new_channels))
-    if new_projects:
-        requests.append(jira_projects.build_add_request(new_projects))
-    return dg.SensorResult(
-        dynamic_partitions_requests=requests,
-        cursor=json.dumps({"channels": channels, "projects": projects}),
+    @dg.sensor(
+        name="offline_source_discovery_sensor",
+        minimum_interval_seconds=3600,
+        required_resource_keys={s.offline_resource_key for s in specs},
+        description="Adds the channels of the Slack export and the projects of the Jira dump as dynamic partitions.",
     )
+    def offline_source_discovery_sensor(context: dg.SensorEvaluationContext, **given: OfflineSource) -> dg.SensorResult:
+        # Direct invocation hands the resources over as keywords; the daemon leaves them on the context.
+        requests, cursor = [], {}
+        for spec in specs:
+            source = given.get(spec.offline_resource_key) or getattr(context.resources, spec.offline_resource_key)
+            containers = sorted({d.container for d in source.read().documents})
+            cursor[spec.containers_label] = containers
+            new = [c for c in containers if not context.instance.has_dynamic_partition(spec.containers.name, c)]
+            if new:
+                requests.append(spec.containers.build_add_request(new))
+        return dg.SensorResult(dynamic_partitions_requests=requests, cursor=json.dumps(cursor))
+
+    return offline_source_discovery_sensor

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
     DEFAULT_DEPTH,
@@ -71,7 +70,7 @@ def run_arms(
     for arm in arms:
         if arm not in MODES:
             raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(MODES)}")
-    outcomes = {}
+    outcomes: dict[str, ArmOutcome] = {}
     for arm in arms:
         rerankers = None
         if arm == "reranked":
@@ -114,20 +113,3 @@ def summarize_outcomes(
         summary.arms[arm].means.update(means)
     assert summary.per_query is not None  # summarize() keeps the frame it scored
     return EvalResult(meta.name, meta, summary, summary.per_query, outcomes)
-
-
-def evaluate_eval_set(
-    retriever: Retriever,
-    path: str | Path,
-    arms: Sequence[Mode] = MODES,
-    baseline: str = "bm25",
-    reranker: Reranker | None = None,
-    documents: int | None = None,
-    progress: ProgressCallback | None = None,
-) -> EvalResult:
-    """Load ``<name>.jsonl`` (+ its ``.meta.json``) and evaluate every arm on it."""
-    queries = load_eval_set(path)
-    if not queries:
-        raise ValueError(f"{path}: eval set has no queries")
-    meta = load_eval_set_meta(path)
-    return evaluate_queries(retriever, queries, meta, arms, baseline, reranker, documents, progress)

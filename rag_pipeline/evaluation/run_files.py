@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -62,6 +63,7 @@ def load_arm_outcome(directory: Path, arm: str, eval_set: str) -> ArmOutcome:
     run = ArmRun(arm=arm, rankings={}, latency_ms={}, leaks={})
     warnings: dict[str, list[str]] = {}
     chunks: dict[str, list[tuple[str, float]]] = {}
+    row: Any  # pandas types a namedtuple's fields as any scalar; RUN_COLUMNS says what they hold
     for row in frame.itertuples(index=False):
         if "chunk_ids" in frame.columns:
             chunks[row.query_id] = list(zip(list(row.chunk_ids), [float(s) for s in row.scores], strict=True))

@@ -20,7 +20,7 @@ def _as_array(values: Iterable[float]) -> np.ndarray:
 
 
 def bootstrap_ci(
-    values: Sequence[float], confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
+    values: Sequence[float] | np.ndarray, confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
     """Bootstrap confidence interval for the mean of ``values`` (BCa, percentile as fallback).
 
@@ -54,7 +54,8 @@ def bootstrap_ci(
 
 
 def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
-    return np.mean(x - y, axis=axis)
+    mean: np.ndarray = np.mean(x - y, axis=axis)
+    return mean
 
 
 def paired_permutation_p(a: Sequence[float], b: Sequence[float], n_resamples: int = 10000, seed: int = 0) -> float:

@@ -83,6 +83,15 @@ class ClientVectorStore:
             )
             self._create_indexes(self.names.parents)
 
+    def index_info(self) -> dict[str, Any]:
+        # Qdrant keeps arbitrary JSON per collection; the child collection holds the index's record.
+        if not self.client.collection_exists(self.names.children):
+            return {}
+        return dict(self.client.get_collection(self.names.children).config.metadata or {})
+
+    def record_index_info(self, info: dict[str, Any]) -> None:
+        self.client.update_collection(self.names.children, metadata=info)
+
     def _create_indexes(self, collection: str) -> None:
         schema = (
             [(f, models.PayloadSchemaType.KEYWORD) for f in KEYWORD_FIELDS]

@@ -6,6 +6,7 @@ steps that open it).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,20 @@ class EdgeVectorStore:
             config = qe.EdgeConfig(sparse_vectors={_PLACEHOLDER_VECTOR: qe.EdgeSparseVectorParams()})
             self._shards[self.names.parents] = self._create(self.names.parents, config)
 
+    @property
+    def _info_path(self) -> Path:
+        # qdrant-edge has no collection metadata: the record sits next to the child shard's folder.
+        return self.path / f"{self.names.children}.index.json"
+
+    def index_info(self) -> dict[str, Any]:
+        return dict(json.loads(self._info_path.read_text())) if self._info_path.exists() else {}
+
+    def record_index_info(self, info: dict[str, Any]) -> None:
+        merged = {**self.index_info(), **info}
+        temporary = self._info_path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+        temporary.replace(self._info_path)
+
     def _create(self, name: str, config: qe.EdgeConfig) -> qe.EdgeShard:
         folder = self.path / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -118,6 +133,7 @@ class EdgeVectorStore:
     def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None:
         if document_ids:
             flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
+            assert flt is not None  # a non-empty id list always makes a filter
             self._shard(collection).update(qe.UpdateOperation.delete_points_by_filter(flt))
 
     # --- reads -------------------------------------------------------------------------------

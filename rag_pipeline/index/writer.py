@@ -8,7 +8,7 @@ and only then are the document's stale points (ids it no longer produces) remove
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rag_pipeline.index.store import StorePoint, VectorStore
@@ -83,7 +83,11 @@ def _write_batch(store: VectorStore, docs: Sequence[DocumentPoints]) -> WriteRep
     report.points_upserted = len(children) + len(parents)
     report.documents_written = len(to_write)
 
-    for collection, points_of in ((names.children, lambda d: d.children), (names.parents, lambda d: d.parents)):
+    points_by_collection: tuple[tuple[str, Callable[[DocumentPoints], list[StorePoint]]], ...] = (
+        (names.children, lambda d: d.children),
+        (names.parents, lambda d: d.parents),
+    )
+    for collection, points_of in points_by_collection:
         stale: list[str] = []
         for doc in to_write:
             fresh = {p.id for p in points_of(doc)}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag_pipeline.index.store import AclCondition
@@ -38,7 +41,7 @@ class Principal(BaseModel):
             return None
         return AclCondition(self.user_id, tuple(self.groups))
 
-    def admits(self, acl: dict) -> bool:
+    def admits(self, acl: Mapping[str, Any]) -> bool:
         """True when a point's ``acl`` payload lets this reader see it (the check leak counting uses)."""
         if self.all_documents:
             return True
@@ -47,8 +50,3 @@ class Principal(BaseModel):
             or (self.user_id is not None and self.user_id in (acl.get("users") or ()))
             or set(self.groups) & set(acl.get("groups") or ())
         )
-
-    def describe(self) -> str:
-        if self.all_documents:
-            return "all documents (evaluation)"
-        return f"user={self.user_id or '-'} groups={','.join(self.groups) or '-'}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 from pydantic import BaseModel, Field
 
@@ -56,6 +57,13 @@ class RetrieverConfig(BaseModel):
         return Fusion(method=self.fusion_method, k=self.rrf_k, weights=self.rrf_weights)  # type: ignore[arg-type]
 
 
+def _dense_encoder(dense: DenseEncoder | Callable[[], DenseEncoder]) -> DenseEncoder:
+    """The encoder itself, or what the zero-argument loader returns."""
+    if hasattr(dense, "encode_queries"):
+        return cast(DenseEncoder, dense)
+    return dense()
+
+
 class Retriever:
     """Runs searches as a principal. ``dense`` may be an encoder or a zero-argument loader (loaded on
     first use, so a missing model only degrades dense arms)."""
@@ -86,7 +94,7 @@ class Retriever:
     def query_cache(self) -> QueryEmbeddingCache | None:
         if self._cache is None and self._dense is not None and self._dense_error is None:
             try:
-                encoder = self._dense if hasattr(self._dense, "encode_queries") else self._dense()  # type: ignore[operator]
+                encoder = _dense_encoder(self._dense)
                 size, ttl = self._cache_args
                 self._cache = QueryEmbeddingCache(encoder, size, ttl, persistent=self._persistent_cache)
             except Exception as exc:  # any load failure degrades to BM25

@@ -70,25 +70,6 @@ class Document(BaseModel):
             "metadata": json.dumps(self.metadata, sort_keys=True, default=str),
         }
 
-    @classmethod
-    def from_record(cls, row: dict[str, Any]) -> Document:
-        """Inverse of :meth:`to_record`."""
-        return cls(
-            id=row["document_id"],
-            source=row["source"],
-            container=row["container"],
-            title=row["title"],
-            text=row["text"],
-            url=row["url"],
-            authors=tuple(json.loads(row["authors"])),
-            created=datetime.fromisoformat(row["created"]),
-            updated=datetime.fromisoformat(row["updated"]),
-            version=float(row["version"]),
-            content_hash=row["content_hash"],
-            acl=Acl.model_validate_json(row["acl"]),
-            metadata=json.loads(row["metadata"]),
-        )
-
 
 DOCUMENT_COLUMNS: tuple[str, ...] = (
     "document_id",

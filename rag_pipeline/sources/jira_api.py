@@ -122,7 +122,7 @@ class _CountedRetry(Retry):
         error: Exception | None = None,
         _pool: Any = None,
         _stacktrace: Any = None,
-    ) -> Retry:
+    ) -> _CountedRetry:
         retry = super().increment(method, url, response=response, error=error, _pool=_pool, _stacktrace=_stacktrace)
         if self.stats is not None:
             kind = f"http_{response.status}" if response is not None and error is None else "connection"
@@ -347,7 +347,9 @@ class JiraApiReader:
             url, params, absolute = page["nextPage"], {}, True
 
     # --- search -----------------------------------------------------------------------------------
-    def search(self, jql: str, fields: Iterable[str], page_size: int, where: str | None = None) -> Iterator[dict]:
+    def search(
+        self, jql: str, fields: Iterable[str], page_size: int, where: str | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every issue a JQL query matches: Cloud pages with nextPageToken until isLast, Server/DC
         with startAt until total."""
         fields = list(fields)
@@ -454,9 +456,10 @@ class JiraApiReader:
     def _issue(self, issue_id: str) -> dict[str, Any] | None:
         """One issue by id with the fields documents need (None when Jira no longer has it)."""
         fields = ",".join(ISSUE_FIELDS)
-        return self._call(
+        issue: dict[str, Any] | None = self._call(
             "read an issue", f"issue {issue_id}", self.client.get_issue, issue_id, fields=fields, missing_ok=True
         )
+        return issue
 
     def _document(self, issue: dict[str, Any], out: ProjectRead) -> Document | None:
         """One issue as a Document with all its comments; a bad issue body becomes a problem, not a

@@ -79,7 +79,7 @@ class _CountingWebClient(WebClient):
         super().__init__(*args, **kwargs)
         self.stats = stats
 
-    def api_call(self, api_method: str, **kwargs: Any) -> Any:  # type: ignore[override]
+    def api_call(self, api_method: str, **kwargs: Any) -> Any:
         self.stats.calls[api_method] += 1
         return super().api_call(api_method, **kwargs)
 
@@ -195,7 +195,7 @@ class SlackApiReader:
             response = getattr(self.client, method.replace(".", "_"))(**params)
         except SlackApiError as exc:
             raise SlackAccessError(describe_slack_error(exc, method, self._describe(where))) from None
-        return dict(response.data)  # type: ignore[arg-type]
+        return dict(response.data)
 
     def _describe(self, channel_id: str | None) -> str | None:
         if channel_id is None:
@@ -203,7 +203,8 @@ class SlackApiReader:
         name = self._channel_name(channel_id)
         return f"#{name} ({channel_id})" if name else channel_id
 
-    def _pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+    def _pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[Any]:
+        """The items under ``key`` across a cursor-paged method's pages (records, or ids for members)."""
         cursor: str | None = None
         while True:
             limit = self.settings.page_size if method in _MESSAGE_METHODS else LISTING_PAGE_SIZE

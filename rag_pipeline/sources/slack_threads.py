@@ -73,13 +73,14 @@ def edited_ts(msg: Mapping[str, Any]) -> float:
 def user_display_name(user: Mapping[str, Any]) -> str:
     """The name shown for a user record of ``users.list`` / ``users.json``."""
     profile = user.get("profile") or {}
-    return (
+    name: str = (
         profile.get("display_name")
         or user.get("real_name")
         or profile.get("real_name")
         or user.get("name")
         or user["id"]
     )
+    return name
 
 
 def group_threads(messages: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Mapping[str, Any]]]:

@@ -38,7 +38,7 @@ def _children(node: dict[str, Any], ctx: _Ctx, sep: str = "") -> str:
 
 
 def _text(node: dict[str, Any], ctx: _Ctx) -> str:
-    text = node.get("text", "")
+    text: str = node.get("text", "")
     for mark in node.get("marks") or []:
         kind, attrs = mark.get("type"), mark.get("attrs") or {}
         if kind == "code":
@@ -143,7 +143,8 @@ def _render(node: dict[str, Any], ctx: _Ctx) -> str:
     renderer = _RENDERERS.get(str(node.get("type")))
     if renderer is None:
         # Unknown or future node types: keep whatever text they carry rather than fail the issue.
-        return node.get("text", "") + _children(node, ctx)
+        text: str = node.get("text", "")
+        return text + _children(node, ctx)
     return renderer(node, ctx)
 
 

@@ -14,7 +14,7 @@ _EMOJI = re.compile(r"(?<![\w:/]):(?=[a-z0-9_+'-]*[a-z_+'-])[a-z0-9_+'-]+:(?::sk
 def slack_to_text(
     text: str,
     user_names: Mapping[str, str] | Callable[[str], str | None] | None = None,
-    channel_names: Mapping[str, str] | None = None,
+    channel_names: Mapping[str, str] | Callable[[str], str | None] | None = None,
 ) -> str:
     """Render Slack markup as readable text.
 

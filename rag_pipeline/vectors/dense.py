@@ -47,8 +47,11 @@ class SentenceTransformerEncoder:
         self._model = SentenceTransformer(path, device="cpu")
         self._tokenizer = self._model.tokenizer
         self._lock = threading.Lock()
-        self.dimension = int(self._model.get_embedding_dimension())
-        self.max_tokens = int(self._model.max_seq_length)
+        dimension, max_tokens = self._model.get_embedding_dimension(), self._model.max_seq_length
+        if dimension is None or max_tokens is None:
+            raise TypeError(f"{path}: the model declares no embedding dimension or maximum sequence length")
+        self.dimension = int(dimension)
+        self.max_tokens = int(max_tokens)
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts)

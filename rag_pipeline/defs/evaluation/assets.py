@@ -2,20 +2,22 @@
 
 import base64
 import json
-import os
-import shutil
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.automation import daily_eval
+from rag_pipeline.defs.automation import daily_eval_condition
 from rag_pipeline.defs.chain import QDRANT_POOL
+from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
 from rag_pipeline.evaluation.report import markdown_table, write_report
+from rag_pipeline.evaluation.report_store import ReportChecks, ReportStore
 from rag_pipeline.evaluation.run_files import (
     eval_set_fingerprint,
     load_arm_outcome,
@@ -24,21 +26,27 @@ from rag_pipeline.evaluation.run_files import (
     save_arm_outcome,
 )
 from rag_pipeline.evaluation.runner import rerank_examples, run_arm
+from rag_pipeline.evaluation.summary import EvalSummary
+from rag_pipeline.index.index_info import check_dense_model
+from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
 
-# The LLM-graded arm exists where a chat model is configured (it costs API calls per query and candidate).
 LLM_ARM = "llm_reranked"
-EVAL_ARM_NAMES = [*MODES, *([LLM_ARM] if os.environ.get("RAG_LLM_RERANK_MODEL") else [])]
-EVAL_ARMS = dg.StaticPartitionsDefinition(EVAL_ARM_NAMES)
-INDEX_ASSETS = ("slack_qdrant_points", "jira_qdrant_points")
-_INDEX_DEPS = [dg.AssetDep(key, partition_mapping=dg.AllPartitionMapping()) for key in INDEX_ASSETS]
-_COMMON = dict(group_name="evaluation", owners=["team:rag-platform"])
-LATEST_SUMMARY = "latest_summary.json"
+_COMMON: dict[str, Any] = dict(group_name="evaluation", owners=["team:rag-platform"])
 
 
-def _retriever(store, dense_embedder: DenseEmbedderResource, bm25: Bm25Resource, evaluation: EvaluationResource):
+def eval_arm_names(llm_rerank_model: str | None) -> list[str]:
+    """The evaluated arms; the LLM-graded one exists where a chat model is configured (it costs API
+    calls per query and candidate)."""
+    return [*MODES, *([LLM_ARM] if llm_rerank_model else [])]
+
+
+def _retriever(
+    store: VectorStore, dense_embedder: DenseEmbedderResource, bm25: Bm25Resource, evaluation: EvaluationResource
+) -> Retriever:
+    check_dense_model(store, dense_embedder.model)
     return Retriever(
         store,
         bm25.encoder(),
@@ -46,133 +54,6 @@ def _retriever(store, dense_embedder: DenseEmbedderResource, bm25: Bm25Resource,
         config=evaluation.retriever_config(),
         persistent_cache=dense_embedder.cache(),
     )
-
-
-@dg.asset(
-    deps=_INDEX_DEPS,
-    pool=QDRANT_POOL,
-    kinds={"lightgbm"},
-    description="The learned multi-signal reranker (LightGBM LambdaRank over BM25, dense, fusion, field, recency "
-    "and source features) trained on every labelled query of the eval sets; `rag-pipeline search --mode reranked` "
-    "uses it. Versioned by a hash of features, parameters and training labels.",
-    **_COMMON,
-)
-def reranker_model(
-    context: dg.AssetExecutionContext,
-    qdrant: QdrantResource,
-    dense_embedder: DenseEmbedderResource,
-    bm25: Bm25Resource,
-    evaluation: EvaluationResource,
-) -> dg.MaterializeResult:
-    examples = []
-    with qdrant.open() as store:
-        retriever = _retriever(store, dense_embedder, bm25, evaluation)
-        for path in evaluation.eval_set_paths():
-            meta = load_eval_set_meta(path)
-            if "acl" in meta.tags:
-                continue  # the same queries again, restricted: adds no new labels
-            queries = [q for q in load_eval_set(path) if q.judged]
-            examples += rerank_examples(retriever, queries, sources=meta.sources)
-            context.log.info(f"{meta.name}: {len(queries)} labelled queries")
-    model = train_reranker(examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()))
-    folder = model.save(evaluation.reranker_dir / model.version)
-    (evaluation.reranker_dir / "CURRENT").write_text(model.version + "\n")
-    importance = model.metadata.get("feature_importance_gain", {})
-    top = sorted(importance.items(), key=lambda kv: -kv[1])
-    return dg.MaterializeResult(
-        metadata={
-            "version": model.version,
-            "training_queries": model.metadata["training_queries"],
-            "skipped_queries": model.metadata["skipped_queries_without_relevant_candidates"],
-            "path": dg.MetadataValue.path(str(folder)),
-            "feature_importance": dg.MetadataValue.md(
-                "| feature | gain |\n|---|---|\n" + "\n".join(f"| {k} | {v:.1f} |" for k, v in top)
-            ),
-        },
-        data_version=dg.DataVersion(model.version),
-    )
-
-
-@dg.asset(
-    partitions_def=EVAL_ARMS,
-    deps=_INDEX_DEPS,
-    pool=QDRANT_POOL,
-    automation_condition=daily_eval,
-    kinds={"python"},
-    description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
-    "(parquet under the reports folder). The reranked arm is scored by rerankers cross-fitted on the eval set "
-    "(never a model that trained on the query).",
-    **_COMMON,
-)
-def retrieval_eval(
-    context: dg.AssetExecutionContext,
-    qdrant: QdrantResource,
-    dense_embedder: DenseEmbedderResource,
-    bm25: Bm25Resource,
-    evaluation: EvaluationResource,
-) -> dg.MaterializeResult:
-    arm = context.partition_key
-    metadata: dict[str, object] = {"arm": arm}
-    llm = evaluation.llm_reranker() if arm == LLM_ARM else None
-    rows = []
-    with qdrant.open() as store:
-        retriever = _retriever(store, dense_embedder, bm25, evaluation)
-        for path in evaluation.eval_set_paths():
-            meta = load_eval_set_meta(path)
-            queries = load_eval_set(path)
-            if llm is not None:
-                outcome = run_arm(
-                    retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM
-                )
-            else:
-                outcome = run_arms(
-                    retriever,
-                    queries,
-                    [arm],  # type: ignore[list-item]
-                    meta.sources,
-                    folds=evaluation.folds,
-                    depth=evaluation.depth,
-                )[arm]
-            save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
-            result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
-            figures = result.summary.arms[arm]
-            degraded = len(outcome.warnings)
-            if degraded:
-                context.log.warning(
-                    f"{meta.name}: {degraded} queries degraded, e.g. {next(iter(outcome.warnings.values()))}"
-                )
-            rows.append(
-                dg.TableRecord(
-                    {
-                        "eval_set": meta.name,
-                        "queries": len(queries),
-                        "ndcg@10": round(figures.means["ndcg@10"], 4),
-                        "recall@100": round(figures.means["recall@100"], 4),
-                        "p50_ms": round(figures.p50_ms, 2),
-                        "leaks": figures.leaks,
-                        "degraded_queries": degraded,
-                    }
-                )
-            )
-            metadata[f"{meta.name}/ndcg@10"] = round(figures.means["ndcg@10"], 4)
-    metadata["eval_sets"] = dg.MetadataValue.table(
-        rows,
-        schema=dg.TableSchema(
-            columns=[
-                dg.TableColumn("eval_set", "string"),
-                dg.TableColumn("queries", "int"),
-                dg.TableColumn("ndcg@10", "float"),
-                dg.TableColumn("recall@100", "float"),
-                dg.TableColumn("p50_ms", "float"),
-                dg.TableColumn("leaks", "int"),
-                dg.TableColumn("degraded_queries", "int"),
-            ]
-        ),
-    )
-    if llm is not None:
-        metadata.update({f"llm_{k}": v for k, v in vars(llm.usage).items()})
-    metadata["runs_dir"] = dg.MetadataValue.path(str(evaluation.runs_dir / arm))
-    return dg.MaterializeResult(metadata=metadata)
 
 
 REPORT_CHECKS = [
@@ -197,114 +78,297 @@ def _image_md(path: Path, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"
 
 
-@dg.asset(
-    deps=[dg.AssetDep(retrieval_eval, partition_mapping=dg.AllPartitionMapping())],
-    check_specs=REPORT_CHECKS,
-    automation_condition=dg.AutomationCondition.eager(),
-    kinds={"markdown"},
-    description="The arms compared per eval set: nDCG@10 / Recall / MRR / MAP with bootstrap CIs, paired "
-    "randomization tests vs the baseline (Holm-corrected), latency, leaks; markdown, JSON, per-query parquet, plots.",
-    **_COMMON,
-)
-def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: EvaluationResource):
-    reports = Path(evaluation.reports_dir)
-    latest_path = reports / LATEST_SUMMARY
-    previous = json.loads(latest_path.read_text()) if latest_path.exists() else {}
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    combined: dict[str, dict] = {}
-    metadata: dict[str, object] = {}
-    floor_failures, regressions, leaks, compared = [], [], 0, 0
-    for path in evaluation.eval_set_paths():
-        meta = load_eval_set_meta(path)
-        queries = load_eval_set(path)
-        fingerprint = eval_set_fingerprint(path)
-        arms = [
-            a
-            for a in EVAL_ARM_NAMES
-            if run_path(evaluation.runs_dir, a, meta.name).exists()
-            and run_fingerprint(evaluation.runs_dir, a, meta.name) == fingerprint
+def _report_metadata(name: str, summary: EvalSummary, files: dict[str, Path]) -> dict[str, object]:
+    """One eval set's part of the report's metadata: table and plots, per-arm figures, the CLI's JSON."""
+    out: dict[str, object] = {}
+    table = markdown_table(summary)
+    out[f"{name}/report"] = dg.MetadataValue.md(
+        f"### {name}\n\n{table}\n\n{_image_md(files['ndcg_plot'], 'nDCG@10 per arm')}\n\n"
+        f"{_image_md(files['recall_plot'], 'Recall@k per arm')}"
+    )
+    out[f"{name}/arms"] = dg.MetadataValue.table(
+        [
+            dg.TableRecord(
+                {
+                    "arm": arm,
+                    "ndcg@10": round(s.means["ndcg@10"], 4),
+                    "ci95_low": round(s.ci95["ndcg@10"][0], 4),
+                    "ci95_high": round(s.ci95["ndcg@10"][1], 4),
+                    "recall@10": round(s.means["recall@10"], 4),
+                    "recall@100": round(s.means["recall@100"], 4),
+                    "mrr@10": round(s.means["mrr@10"], 4),
+                    "map@100": round(s.means["map@100"], 4),
+                    "p_vs_baseline": s.p_vs_baseline.get("ndcg@10"),
+                    "p50_ms": round(s.p50_ms, 2),
+                    "p95_ms": round(s.p95_ms, 2),
+                    "leaks": s.leaks,
+                }
+            )
+            for arm, s in summary.arms.items()
         ]
-        missing = [a for a in EVAL_ARM_NAMES if a not in arms]
-        if missing:
-            # A missing or stale arm (run on another version of the eval set) must not pass silently.
-            floor_failures.append(f"{meta.name}: no current run for {', '.join(missing)}; materialize retrieval_eval")
-        if not arms:
-            continue
-        outcomes = {a: load_arm_outcome(evaluation.runs_dir, a, meta.name) for a in arms}
-        result = summarize_outcomes(meta, queries, outcomes, baseline=evaluation.baseline)
-        out_dir = reports / "history" / stamp / meta.name
-        files = write_report(result.summary, result.per_query, out_dir, title=f"Retrieval evaluation: {meta.name}")
-        latest_dir = reports / "latest" / meta.name
-        shutil.rmtree(latest_dir, ignore_errors=True)
-        shutil.copytree(out_dir, latest_dir)
-        summary_json = json.loads(result.summary.model_dump_json())
-        combined[meta.name] = summary_json
-        table = markdown_table(result.summary)
-        metadata[f"{meta.name}/report"] = dg.MetadataValue.md(
-            f"### {meta.name}\n\n{table}\n\n{_image_md(files['ndcg_plot'], 'nDCG@10 per arm')}\n\n"
-            f"{_image_md(files['recall_plot'], 'Recall@k per arm')}"
+    )
+    out[f"{name}/json"] = dg.MetadataValue.json(summary.cli_json())
+    return out
+
+
+@dataclass(frozen=True)
+class EvaluationDefinitions:
+    """The evaluation's assets, their arms partitions and jobs."""
+
+    arms: dg.StaticPartitionsDefinition
+    reranker_model: dg.AssetsDefinition
+    retrieval_eval: dg.AssetsDefinition
+    retrieval_eval_report: dg.AssetsDefinition
+    jobs: list[Any]
+
+    @property
+    def assets(self) -> list[dg.AssetsDefinition]:
+        return [self.reranker_model, self.retrieval_eval, self.retrieval_eval_report]
+
+
+def build_evaluation(
+    index_assets: Sequence[str], llm_rerank_model: str | None, eval_cron: str
+) -> EvaluationDefinitions:
+    """The evaluation over the sources' Qdrant points assets (``index_assets``)."""
+    arm_names = eval_arm_names(llm_rerank_model)
+    arms = dg.StaticPartitionsDefinition(arm_names)
+    index_deps = [dg.AssetDep(key, partition_mapping=dg.AllPartitionMapping()) for key in index_assets]
+    retrieval_eval = retrieval_eval_asset(arms, index_deps, eval_cron)
+    report = retrieval_eval_report_asset(retrieval_eval, arm_names)
+    return EvaluationDefinitions(
+        arms,
+        reranker_model_asset(index_deps),
+        retrieval_eval,
+        report,
+        build_eval_jobs(retrieval_eval, report, arms),
+    )
+
+
+def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
+    """The learned reranker, trained on the eval sets' labels."""
+
+    @dg.asset(
+        deps=index_deps,
+        pool=QDRANT_POOL,
+        kinds={"lightgbm"},
+        description="The learned multi-signal reranker (LightGBM LambdaRank over BM25, dense, fusion, field, recency "
+        "and source features) trained on every labelled query of the eval sets; `rag-pipeline search --mode reranked` "
+        "uses it. Versioned by a hash of features, parameters and training labels.",
+        **_COMMON,
+    )
+    def reranker_model(
+        context: dg.AssetExecutionContext,
+        qdrant: QdrantResource,
+        dense_embedder: DenseEmbedderResource,
+        bm25: Bm25Resource,
+        evaluation: EvaluationResource,
+    ) -> dg.MaterializeResult:
+        examples = []
+        with qdrant.open() as store:
+            retriever = _retriever(store, dense_embedder, bm25, evaluation)
+            for path in evaluation.eval_set_paths():
+                meta = load_eval_set_meta(path)
+                if "acl" in meta.tags:
+                    continue  # the same queries again, restricted: adds no new labels
+                queries = [q for q in load_eval_set(path) if q.judged]
+                examples += rerank_examples(retriever, queries, sources=meta.sources)
+                context.log.info(f"{meta.name}: {len(queries)} labelled queries")
+        model = train_reranker(examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()))
+        folder = model.save(evaluation.reranker_dir / model.version)
+        (evaluation.reranker_dir / "CURRENT").write_text(model.version + "\n")
+        importance = model.metadata.get("feature_importance_gain", {})
+        top = sorted(importance.items(), key=lambda kv: -kv[1])
+        return dg.MaterializeResult(
+            metadata={
+                "version": model.version,
+                "training_queries": model.metadata["training_queries"],
+                "skipped_queries": model.metadata["skipped_queries_without_relevant_candidates"],
+                "path": dg.MetadataValue.path(str(folder)),
+                "feature_importance": dg.MetadataValue.md(
+                    "| feature | gain |\n|---|---|\n" + "\n".join(f"| {k} | {v:.1f} |" for k, v in top)
+                ),
+            },
+            data_version=dg.DataVersion(model.version),
         )
-        metadata[f"{meta.name}/arms"] = dg.MetadataValue.table(
-            [
-                dg.TableRecord(
-                    {
-                        "arm": arm,
-                        "ndcg@10": round(s.means["ndcg@10"], 4),
-                        "ci95_low": round(s.ci95["ndcg@10"][0], 4),
-                        "ci95_high": round(s.ci95["ndcg@10"][1], 4),
-                        "recall@10": round(s.means["recall@10"], 4),
-                        "recall@100": round(s.means["recall@100"], 4),
-                        "mrr@10": round(s.means["mrr@10"], 4),
-                        "map@100": round(s.means["map@100"], 4),
-                        "p_vs_baseline": s.p_vs_baseline.get("ndcg@10"),
-                        "p50_ms": round(s.p50_ms, 2),
-                        "p95_ms": round(s.p95_ms, 2),
-                        "leaks": s.leaks,
-                    }
+
+    return reranker_model
+
+
+def retrieval_eval_asset(
+    arms: dg.StaticPartitionsDefinition, index_deps: list[dg.AssetDep], eval_cron: str
+) -> dg.AssetsDefinition:
+    """One arm over every eval set, per partition."""
+
+    @dg.asset(
+        partitions_def=arms,
+        deps=index_deps,
+        pool=QDRANT_POOL,
+        automation_condition=daily_eval_condition(eval_cron),
+        kinds={"python"},
+        description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
+        "(parquet under the reports folder). The reranked arm is scored by rerankers cross-fitted on the eval set "
+        "(never a model that trained on the query).",
+        **_COMMON,
+    )
+    def retrieval_eval(
+        context: dg.AssetExecutionContext,
+        qdrant: QdrantResource,
+        dense_embedder: DenseEmbedderResource,
+        bm25: Bm25Resource,
+        evaluation: EvaluationResource,
+    ) -> dg.MaterializeResult:
+        arm = context.partition_key
+        metadata: dict[str, object] = {"arm": arm}
+        llm = evaluation.llm_reranker() if arm == LLM_ARM else None
+        rows = []
+        with qdrant.open() as store:
+            retriever = _retriever(store, dense_embedder, bm25, evaluation)
+            for path in evaluation.eval_set_paths():
+                meta = load_eval_set_meta(path)
+                queries = load_eval_set(path)
+                if llm is not None:
+                    outcome = run_arm(
+                        retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM
+                    )
+                else:
+                    outcome = run_arms(
+                        retriever,
+                        queries,
+                        [arm],  # type: ignore[list-item]
+                        meta.sources,
+                        folds=evaluation.folds,
+                        depth=evaluation.depth,
+                    )[arm]
+                save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
+                result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
+                figures = result.summary.arms[arm]
+                degraded = len(outcome.warnings)
+                if degraded:
+                    context.log.warning(
+                        f"{meta.name}: {degraded} queries degraded, e.g. {next(iter(outcome.warnings.values()))}"
+                    )
+                rows.append(
+                    dg.TableRecord(
+                        {
+                            "eval_set": meta.name,
+                            "queries": len(queries),
+                            "ndcg@10": round(figures.means["ndcg@10"], 4),
+                            "recall@100": round(figures.means["recall@100"], 4),
+                            "p50_ms": round(figures.p50_ms, 2),
+                            "leaks": figures.leaks,
+                            "degraded_queries": degraded,
+                        }
+                    )
                 )
-                for arm, s in result.summary.arms.items()
-            ]
+                metadata[f"{meta.name}/ndcg@10"] = round(figures.means["ndcg@10"], 4)
+        metadata["eval_sets"] = dg.MetadataValue.table(
+            rows,
+            schema=dg.TableSchema(
+                columns=[
+                    dg.TableColumn("eval_set", "string"),
+                    dg.TableColumn("queries", "int"),
+                    dg.TableColumn("ndcg@10", "float"),
+                    dg.TableColumn("recall@100", "float"),
+                    dg.TableColumn("p50_ms", "float"),
+                    dg.TableColumn("leaks", "int"),
+                    dg.TableColumn("degraded_queries", "int"),
+                ]
+            ),
         )
-        metadata[f"{meta.name}/json"] = dg.MetadataValue.json(result.summary.cli_json())
-        floor = evaluation.floor(meta.name)
-        for arm, s in result.summary.arms.items():
-            ndcg = s.means["ndcg@10"]
-            leaks += s.leaks
-            if not ndcg >= floor:  # NaN (nothing judged) fails too
-                floor_failures.append(f"{meta.name}/{arm}: nDCG@10 {ndcg:.3f} < floor {floor:.3f}")
-            before = previous.get(meta.name, {}).get("arms", {}).get(arm, {}).get("means", {}).get("ndcg@10")
-            if before is not None:
-                compared += 1
-                if ndcg < before - evaluation.regression_tolerance:
-                    regressions.append(f"{meta.name}/{arm}: nDCG@10 {before:.3f} → {ndcg:.3f}")
-    reports.mkdir(parents=True, exist_ok=True)
-    (reports / "history" / stamp / LATEST_SUMMARY).parent.mkdir(parents=True, exist_ok=True)
-    (reports / "history" / stamp / LATEST_SUMMARY).write_text(json.dumps(combined, indent=2) + "\n")
-    if not regressions:
-        # The comparison baseline moves only when nothing regressed, so a regression keeps failing
-        # until it is fixed instead of becoming the new normal after one report.
-        latest_path.write_text(json.dumps(combined, indent=2) + "\n")
-    metadata["report_dir"] = dg.MetadataValue.path(str(reports / "history" / stamp))
-    metadata["eval_sets"] = len(combined)
-    yield dg.MaterializeResult(metadata=metadata)
-    yield dg.AssetCheckResult(
-        check_name="quality_floor",
-        passed=not floor_failures,
-        metadata={
-            "failures": dg.MetadataValue.json(floor_failures),
-            "floors": dg.MetadataValue.json(dict(evaluation.quality_floors)),
-        },
+        if llm is not None:
+            metadata.update({f"llm_{k}": v for k, v in vars(llm.usage).items()})
+        metadata["runs_dir"] = dg.MetadataValue.path(str(evaluation.runs_dir / arm))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return retrieval_eval
+
+
+def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: list[str]) -> dg.AssetsDefinition:
+    """The arms compared, with the report's checks."""
+
+    @dg.asset(
+        deps=[dg.AssetDep(retrieval_eval, partition_mapping=dg.AllPartitionMapping())],
+        check_specs=REPORT_CHECKS,
+        automation_condition=dg.AutomationCondition.eager(),
+        kinds={"markdown"},
+        description="The arms compared per eval set: nDCG@10 / Recall / MRR / MAP with bootstrap CIs, paired "
+        "randomization tests vs the baseline (Holm-corrected), latency, leaks; markdown, JSON, per-query parquet, "
+        "plots.",
+        **_COMMON,
     )
-    yield dg.AssetCheckResult(
-        check_name="no_regression",
-        passed=not regressions,
-        metadata={
-            "regressions": dg.MetadataValue.json(regressions),
-            "compared_arms": compared,
-            "tolerance": evaluation.regression_tolerance,
-            "previous_report": "none" if not previous else "the last report without regressions",
-        },
-    )
-    yield dg.AssetCheckResult(
-        check_name="acl_no_leaks", passed=leaks == 0, severity=dg.AssetCheckSeverity.ERROR, metadata={"leaks": leaks}
-    )
+    def retrieval_eval_report(context: dg.AssetExecutionContext, evaluation: EvaluationResource):
+        store = ReportStore(evaluation.reports_dir)
+        baseline = store.baseline()
+        stamp = store.new_stamp()
+        combined: dict[str, dict] = {}
+        metadata: dict[str, object] = {}
+        verdicts = ReportChecks()
+        for path in evaluation.eval_set_paths():
+            meta = load_eval_set_meta(path)
+            queries = load_eval_set(path)
+            fingerprint = eval_set_fingerprint(path)
+            current = [
+                a
+                for a in arm_names
+                if run_path(evaluation.runs_dir, a, meta.name).exists()
+                and run_fingerprint(evaluation.runs_dir, a, meta.name) == fingerprint
+            ]
+            missing = [a for a in arm_names if a not in current]
+            if missing:
+                # A missing or stale arm (run on another version of the eval set) must not pass silently.
+                verdicts.floor_failures.append(
+                    f"{meta.name}: no current run for {', '.join(missing)}; materialize retrieval_eval"
+                )
+            if not current:
+                continue
+            outcomes = {a: load_arm_outcome(evaluation.runs_dir, a, meta.name) for a in current}
+            result = summarize_outcomes(meta, queries, outcomes, baseline=evaluation.baseline)
+            files = write_report(
+                result.summary,
+                result.per_query,
+                store.report_dir(stamp, meta.name),
+                title=f"Retrieval evaluation: {meta.name}",
+            )
+            store.publish_latest(stamp, meta.name)
+            combined[meta.name] = json.loads(result.summary.model_dump_json())
+            metadata.update(_report_metadata(meta.name, result.summary, files))
+            for arm, s in result.summary.arms.items():
+                verdicts.check_arm(
+                    meta.name,
+                    arm,
+                    s.means["ndcg@10"],
+                    s.leaks,
+                    evaluation.floor(meta.name),
+                    baseline,
+                    evaluation.regression_tolerance,
+                )
+        store.record(stamp, combined, regressed=bool(verdicts.regressions))
+        metadata["report_dir"] = dg.MetadataValue.path(str(store.report_dir(stamp)))
+        metadata["eval_sets"] = len(combined)
+        yield dg.MaterializeResult(metadata=metadata)
+        yield dg.AssetCheckResult(
+            check_name="quality_floor",
+            passed=not verdicts.floor_failures,
+            metadata={
+                "failures": dg.MetadataValue.json(verdicts.floor_failures),
+                "floors": dg.MetadataValue.json(dict(evaluation.quality_floors)),
+            },
+        )
+        yield dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=not verdicts.regressions,
+            metadata={
+                "regressions": dg.MetadataValue.json(verdicts.regressions),
+                "compared_arms": verdicts.compared,
+                "tolerance": evaluation.regression_tolerance,
+                "previous_report": "none" if not baseline else "the last report without regressions",
+            },
+        )
+        yield dg.AssetCheckResult(
+            check_name="acl_no_leaks",
+            passed=verdicts.leaks == 0,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"leaks": verdicts.leaks},
+        )
+
+    return retrieval_eval_report

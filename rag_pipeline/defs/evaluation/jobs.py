@@ -1,18 +1,24 @@
 """Jobs that run the evaluation: every arm (one run per partition), then the comparison report."""
 
+from typing import Any
+
 import dagster as dg
 
-from rag_pipeline.defs.evaluation.assets import EVAL_ARMS, retrieval_eval, retrieval_eval_report
 
-retrieval_eval_job = dg.define_asset_job(
-    "retrieval_eval_job",
-    selection=[retrieval_eval],
-    partitions_def=EVAL_ARMS,
-    description="Evaluate one retrieval arm (partition) over every eval set.",
-)
-retrieval_eval_report_job = dg.define_asset_job(
-    "retrieval_eval_report_job",
-    selection=[retrieval_eval_report],
-    description="Compare the evaluated arms: tables, CIs, significance, plots and checks.",
-)
-EVAL_JOBS = [retrieval_eval_job, retrieval_eval_report_job]
+def build_eval_jobs(
+    retrieval_eval: dg.AssetsDefinition, report: dg.AssetsDefinition, arms: dg.StaticPartitionsDefinition
+) -> list[Any]:
+    """``retrieval_eval_job`` (one arm per run) and ``retrieval_eval_report_job``."""
+    return [
+        dg.define_asset_job(
+            "retrieval_eval_job",
+            selection=[retrieval_eval],
+            partitions_def=arms,
+            description="Evaluate one retrieval arm (partition) over every eval set.",
+        ),
+        dg.define_asset_job(
+            "retrieval_eval_report_job",
+            selection=[report],
+            description="Compare the evaluated arms: tables, CIs, significance, plots and checks.",
+        ),
+    ]

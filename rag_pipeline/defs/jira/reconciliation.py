@@ -8,11 +8,12 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.automation import API_RETRY
-from rag_pipeline.defs.chain import QDRANT_POOL
+from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
@@ -25,47 +26,50 @@ class JiraReconciliationConfig(dg.Config):
     projects: list[str] = Field(default_factory=list, description="Project keys; empty: every discovered project")
 
 
-@dg.asset(
-    deps=["jira_qdrant_points"],
-    group_name="jira",
-    kinds={"jira", "qdrant"},
-    owners=["team:rag-platform"],
-    pool=QDRANT_POOL,
-    retry_policy=API_RETRY,
-    description="Lists every discovered project's current issue ids (ids only, large pages) and compares them with "
-    "the index: issues Jira no longer has are removed; issues moved to another project (new key, same id) are "
-    "rewritten under their new project, never duplicated.",
-)
-def jira_reconciliation(
-    context: dg.AssetExecutionContext,
-    config: JiraReconciliationConfig,
-    jira: JiraResource,
-    qdrant: QdrantResource,
-    dense_embedder: DenseEmbedderResource,
-    chunking: ChunkingResource,
-    bm25: Bm25Resource,
-) -> dg.MaterializeResult:
-    started = time.perf_counter()
-    reader = jira.reader(context.log.info)
-    projects = config.projects or context.instance.get_dynamic_partitions(jira_projects.name)
+def build_jira_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefinition) -> LiveDefinitions:
+    """The live-only Jira definitions: reconciliation asset, its job and daily schedule, and discovery."""
 
-    def plan(project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
-        return plan_project(reader, project, indexed)
+    @dg.asset(
+        deps=[keys.points],
+        group_name="jira",
+        kinds={"jira", "qdrant"},
+        owners=["team:rag-platform"],
+        pool=QDRANT_POOL,
+        retry_policy=API_RETRY,
+        description="Lists every discovered project's current issue ids (ids only, large pages) and compares them with "
+        "the index: issues Jira no longer has are removed; issues moved to another project (new key, same id) are "
+        "rewritten under their new project, never duplicated.",
+    )
+    def jira_reconciliation(
+        context: dg.AssetExecutionContext,
+        config: JiraReconciliationConfig,
+        jira: JiraResource,
+        qdrant: QdrantResource,
+        dense_embedder: DenseEmbedderResource,
+        chunking: ChunkingResource,
+        bm25: Bm25Resource,
+    ) -> dg.MaterializeResult:
+        started = time.perf_counter()
+        reader = jira.reader(context.log.info)
+        projects = config.projects or context.instance.get_dynamic_partitions(jira_projects.name)
 
-    done = reconcile_containers(SOURCE, projects, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
-    return reconciliation_output(done, "projects", len(projects), reader.stats, started)
+        def plan(project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
+            return plan_project(reader, project, indexed)
 
+        done = reconcile_containers(SOURCE, projects, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
+        return reconciliation_output(done, "projects", len(projects), reader.stats, started)
 
-jira_reconciliation_job = dg.define_asset_job(
-    "jira_reconciliation_job",
-    selection=[jira_reconciliation],
-    description="Removes Jira issues deleted at the source and rewrites issues moved to another project.",
-)
+    job = dg.define_asset_job(
+        "jira_reconciliation_job",
+        selection=[jira_reconciliation],
+        description="Removes Jira issues deleted at the source and rewrites issues moved to another project.",
+    )
 
-jira_reconciliation_schedule = dg.ScheduleDefinition(
-    name="jira_reconciliation_schedule",
-    job=jira_reconciliation_job,
-    cron_schedule="30 3 * * *",
-    execution_timezone="UTC",
-    description="Daily Jira reconciliation (deletions and moves) at 03:30 UTC.",
-)
+    schedule = dg.ScheduleDefinition(
+        name="jira_reconciliation_schedule",
+        job=job,
+        cron_schedule="30 3 * * *",
+        execution_timezone="UTC",
+        description="Daily Jira reconciliation (deletions and moves) at 03:30 UTC.",
+    )
+    return LiveDefinitions(jira_reconciliation, job, schedule, discovery_sensor)

@@ -5,12 +5,16 @@ graph whichever source feeds it.
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline import settings
+from rag_pipeline.defs.offline import file_version
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira_api import JiraAccessError, JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
 from rag_pipeline.sources.source_read import SourceRead
 
 JIRA_API_POOL = "jira_api"
@@ -106,3 +110,25 @@ class JiraResource(JiraSourceResource):
             "jira_mode": "cloud" if self.cloud else "server",
         }
         return out
+
+
+class JiraDumpResource(JiraSourceResource):
+    """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped)."""
+
+    path: str
+    site: str = settings.BUNDLED_JIRA_SITE
+
+    def read(self) -> JiraRead:
+        return _read_jira(self.path, self.site, file_version(self.path))
+
+    def read_partitions(
+        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        read = self.read()
+        documents = [d for d in read.documents if d.container in days_by_project]
+        return SourceRead(documents=documents, problems=list(read.problems))
+
+
+@lru_cache(maxsize=2)
+def _read_jira(path: str, site: str, _mtime: float) -> JiraRead:
+    return JiraDumpReader(path, site).read()

@@ -5,39 +5,39 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from rag_pipeline.defs.chain import ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import jira_partitions, jira_projects, multi_key
-
-JIRA_CHAIN_SELECTION = dg.AssetSelection.assets(
-    "jira_issues",
-    "jira_parent_chunks",
-    "jira_child_chunks",
-    "jira_dense_vectors",
-    "jira_sparse_vectors",
-    "jira_qdrant_points",
-)
+from rag_pipeline.defs.partitions import jira_projects, multi_key
 
 
-@dg.sensor(
-    minimum_interval_seconds=3600,
-    asset_selection=JIRA_CHAIN_SELECTION,
-    description="Lists the Jira projects the API user can browse (paginated; archived skipped by default; allow/deny "
-    "lists from the jira resource), adds new ones as `jira_projects` partitions and requests their latest day.",
-)
-def jira_project_discovery_sensor(context: dg.SensorEvaluationContext, jira: JiraResource) -> dg.SensorResult:
-    projects = jira.reader(context.log.info).discover_projects()
-    known = set(context.instance.get_dynamic_partitions(jira_projects.name))
-    new = [p for p in projects if p.key not in known]
-    today = datetime.now(UTC).strftime("%Y-%m-%d")
-    return dg.SensorResult(
-        dynamic_partitions_requests=[jira_projects.build_add_request([p.key for p in new])] if new else [],
-        run_requests=[
-            dg.RunRequest(
-                run_key=f"jira-discovered:{p.key}",
-                partition_key=multi_key(jira_partitions, today, p.key),
-                tags={"rag/project_name": p.name},
-            )
-            for p in new
-        ],
-        cursor=json.dumps(sorted(p.key for p in projects)),
+def build_jira_project_discovery_sensor(
+    partitions_def: dg.MultiPartitionsDefinition, keys: ChainKeys
+) -> dg.SensorDefinition:
+    """Discovery of new projects: they become partitions and their latest day is requested."""
+
+    @dg.sensor(
+        minimum_interval_seconds=3600,
+        asset_selection=keys.all,
+        description="Lists the Jira projects the API user can browse (paginated; archived skipped by default; "
+        "allow/deny lists from the jira resource), adds new ones as `jira_projects` partitions and requests their "
+        "latest day.",
     )
+    def jira_project_discovery_sensor(context: dg.SensorEvaluationContext, jira: JiraResource) -> dg.SensorResult:
+        projects = jira.reader(context.log.info).discover_projects()
+        known = set(context.instance.get_dynamic_partitions(jira_projects.name))
+        new = [p for p in projects if p.key not in known]
+        today = datetime.now(UTC).strftime("%Y-%m-%d")
+        return dg.SensorResult(
+            dynamic_partitions_requests=[jira_projects.build_add_request([p.key for p in new])] if new else [],
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"jira-discovered:{p.key}",
+                    partition_key=multi_key(partitions_def, today, p.key),
+                    tags={"rag/project_name": p.name},
+                )
+                for p in new
+            ],
+            cursor=json.dumps(sorted(p.key for p in projects)),
+        )
+
+    return jira_project_discovery_sensor

@@ -8,11 +8,12 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.automation import API_RETRY
-from rag_pipeline.defs.chain import QDRANT_POOL
+from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.partitions import slack_channels
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
+from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.reconciliation.slack_reconcile import plan_channel
@@ -28,48 +29,51 @@ class SlackReconciliationConfig(dg.Config):
     )
 
 
-@dg.asset(
-    deps=["slack_qdrant_points"],
-    group_name="slack",
-    kinds={"slack", "qdrant"},
-    owners=["team:rag-platform"],
-    pool=QDRANT_POOL,
-    retry_policy=API_RETRY,
-    description="Compares every discovered channel's indexed threads with what Slack lists now: removes threads "
-    "whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback whose "
-    "messages changed without a newer timestamp (deleted replies).",
-)
-def slack_reconciliation(
-    context: dg.AssetExecutionContext,
-    config: SlackReconciliationConfig,
-    slack: SlackResource,
-    qdrant: QdrantResource,
-    dense_embedder: DenseEmbedderResource,
-    chunking: ChunkingResource,
-    bm25: Bm25Resource,
-) -> dg.MaterializeResult:
-    started = time.perf_counter()
-    reader = slack.reader(context.log.info)
-    channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
-    lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
+def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefinition) -> LiveDefinitions:
+    """The live-only Slack definitions: reconciliation asset, its job and daily schedule, and discovery."""
 
-    def plan(channel_id: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
-        return plan_channel(reader, channel_id, indexed, lookback)
+    @dg.asset(
+        deps=[keys.points],
+        group_name="slack",
+        kinds={"slack", "qdrant"},
+        owners=["team:rag-platform"],
+        pool=QDRANT_POOL,
+        retry_policy=API_RETRY,
+        description="Compares every discovered channel's indexed threads with what Slack lists now: removes threads "
+        "whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback whose "
+        "messages changed without a newer timestamp (deleted replies).",
+    )
+    def slack_reconciliation(
+        context: dg.AssetExecutionContext,
+        config: SlackReconciliationConfig,
+        slack: SlackResource,
+        qdrant: QdrantResource,
+        dense_embedder: DenseEmbedderResource,
+        chunking: ChunkingResource,
+        bm25: Bm25Resource,
+    ) -> dg.MaterializeResult:
+        started = time.perf_counter()
+        reader = slack.reader(context.log.info)
+        channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
+        lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
 
-    done = reconcile_containers(SOURCE, channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
-    return reconciliation_output(done, "channels", len(channels), reader.stats, started)
+        def plan(channel_id: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
+            return plan_channel(reader, channel_id, indexed, lookback)
 
+        done = reconcile_containers(SOURCE, channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
+        return reconciliation_output(done, "channels", len(channels), reader.stats, started)
 
-slack_reconciliation_job = dg.define_asset_job(
-    "slack_reconciliation_job",
-    selection=[slack_reconciliation],
-    description="Removes Slack threads deleted at the source and rewrites threads whose replies were deleted.",
-)
+    job = dg.define_asset_job(
+        "slack_reconciliation_job",
+        selection=[slack_reconciliation],
+        description="Removes Slack threads deleted at the source and rewrites threads whose replies were deleted.",
+    )
 
-slack_reconciliation_schedule = dg.ScheduleDefinition(
-    name="slack_reconciliation_schedule",
-    job=slack_reconciliation_job,
-    cron_schedule="0 3 * * *",
-    execution_timezone="UTC",
-    description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
-)
+    schedule = dg.ScheduleDefinition(
+        name="slack_reconciliation_schedule",
+        job=job,
+        cron_schedule="0 3 * * *",
+        execution_timezone="UTC",
+        description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
+    )
+    return LiveDefinitions(slack_reconciliation, job, schedule, discovery_sensor)

@@ -5,10 +5,13 @@ graph whichever source feeds it.
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline import settings
+from rag_pipeline.defs.offline import file_version
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.slack_api import (
     SlackAccessError,
@@ -16,6 +19,7 @@ from rag_pipeline.sources.slack_api import (
     SlackSyncSettings,
     build_web_client,
 )
+from rag_pipeline.sources.slack_export import SlackExportReader, SlackRead
 from rag_pipeline.sources.source_read import SourceRead
 
 SLACK_API_POOL = "slack_api"
@@ -96,3 +100,27 @@ class SlackResource(SlackSourceResource):
             "page_size": self.page_size,
         }
         return out
+
+
+class SlackExportResource(SlackSourceResource):
+    """An offline Slack export (folder or zip) read through the same partitioned assets as the API."""
+
+    path: str
+    team_id: str = settings.BUNDLED_SLACK_TEAM
+    workspace_domain: str | None = settings.BUNDLED_SLACK_DOMAIN
+
+    def read(self) -> SlackRead:
+        return _read_slack(self.path, self.team_id, self.workspace_domain, file_version(self.path))
+
+    def read_partitions(
+        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        read = self.read()
+        documents = [d for d in read.documents if d.container in days_by_channel]
+        return SourceRead(documents=documents, problems=list(read.problems))
+
+
+# A backfill runs many steps in one process; parse each source file once per version of it.
+@lru_cache(maxsize=2)
+def _read_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> SlackRead:
+    return SlackExportReader(path, team_id, domain).read()

@@ -11,7 +11,8 @@ from rag_pipeline.retrieval.results import SearchResult
 class Reranker(Protocol):
     """Anything that scores (query, candidate) pairs. The LLM reranker implements this too."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def score(self, query: str, candidates: Sequence[SearchResult]) -> list[float]: ...
 

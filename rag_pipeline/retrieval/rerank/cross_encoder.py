@@ -17,6 +17,7 @@ from rag_pipeline.retrieval.results import SearchResult
 
 if TYPE_CHECKING:
     from sentence_transformers import CrossEncoder
+    from sentence_transformers.base.modality_types import PairInput
 
 
 class CrossEncoderLoadError(RuntimeError):
@@ -72,7 +73,9 @@ class CrossEncoderReranker:
     @property
     def max_length(self) -> int:
         """Tokens per (query, passage) pair after truncation, special tokens included (loads the model)."""
-        return int(self._load().max_seq_length)
+        length = self._load().max_seq_length
+        assert length is not None  # _load refuses a model without a maximum input length
+        return int(length)
 
     def score(self, query: str, candidates: Sequence[SearchResult]) -> list[float]:
         """One score per candidate, in candidate order."""
@@ -88,11 +91,12 @@ class CrossEncoderReranker:
         import torch
 
         model = self._load()
+        inputs: list[PairInput] = [list(pair) for pair in pairs]
         # predict() is not re-entrant across threads (it toggles eval mode and moves the model); one lock
         # per reranker keeps concurrent searches in one process safe.
         with self._lock:
             scores = model.predict(
-                [list(pair) for pair in pairs],
+                inputs,
                 batch_size=self.batch_size,
                 activation_fn=torch.nn.Identity(),
                 convert_to_numpy=True,
@@ -113,7 +117,7 @@ class CrossEncoderReranker:
 
         source = str(Path(self.model).expanduser()) if self._local else self.model
         try:
-            model = CrossEncoder(
+            model: CrossEncoder = CrossEncoder(
                 source,
                 device=self.device,
                 max_length=self._requested_max_length,

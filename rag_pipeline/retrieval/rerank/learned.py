@@ -81,14 +81,16 @@ class MultiSignalReranker:
         return str(self.metadata.get("version", "fixed-weights-" + FEATURES_VERSION))
 
     def score(self, query: str, candidates: Sequence[SearchResult]) -> list[float]:
-        return self.score_features(candidate_features(query, candidates, self.encoder)).tolist()
+        scores: list[float] = self.score_features(candidate_features(query, candidates, self.encoder)).tolist()
+        return scores
 
     def score_features(self, features: np.ndarray) -> np.ndarray:
         if len(features) == 0:
             return np.zeros(0)
         if self.booster is None:
             weights = np.array([FIXED_WEIGHTS.get(n, 0.0) for n in FEATURE_NAMES])
-            return features @ weights
+            weighted: np.ndarray = features @ weights
+            return weighted
         return np.asarray(self.booster.predict(features, num_threads=1), dtype=np.float64)
 
     # --- persistence ------------------------------------------------------------------------------

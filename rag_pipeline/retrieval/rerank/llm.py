@@ -55,7 +55,8 @@ class _GradeCache:
             return None
         if not hasattr(self._local, "conn"):
             self._local.conn = sqlite3.connect(self.path, timeout=30)
-        return self._local.conn
+        conn: sqlite3.Connection = self._local.conn
+        return conn
 
     def get(self, key: str) -> float | None:
         conn = self._conn()

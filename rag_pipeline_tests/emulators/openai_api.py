@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import tiktoken
 
-from rag_pipeline_tests.local_server import LocalHttpService, send_json
+from rag_pipeline_tests.emulators.http import LocalHttpService, send_json
 
 API_KEY = "sk-test-openai-key"
 FULL_DIMENSIONS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from rag_pipeline_tests.local_server import LocalHttpService, send_json
+from rag_pipeline_tests.emulators.http import LocalHttpService, send_json
 
 
 @dataclass(frozen=True)

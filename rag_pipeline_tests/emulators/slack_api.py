@@ -1,7 +1,8 @@
 """A small, stdlib-only emulator of the Slack Web API for tests and benchmarks.
 
 It serves the methods the Slack ETL calls (``auth.test``, ``conversations.list/history/replies/members/info``,
-``users.list/info`` and ``chat.postMessage``) from a mutable in-memory :class:`SlackWorkspace` on
+``users.list/info`` and ``chat.postMessage``) from a mutable in-memory
+:class:`~rag_pipeline_tests.emulators.slack_workspace.SlackWorkspace` on
 ``http://127.0.0.1:<port>/api/``, so the real ``slack_sdk.WebClient`` can be pointed at it with ``base_url``.
 
 What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jira_clients.md`` §1-2):
@@ -16,7 +17,6 @@ What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jir
 * ``conversations.history``: top-level messages plus ``thread_broadcast`` replies, newest first, with thread
   summaries (``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``) computed live from the
   current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
-* Edits keep ``ts`` and set ``edited``; deleting a thread root that still has replies leaves a ``tombstone``.
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, and dropped connections; every request is recorded.
 * Opt-in rate limits per method (``rate_limits={"conversations.history": RateLimit(1, 60.0)}``): at most ``requests``
   answered requests per window of wall time, others get HTTP 429 ``ratelimited`` with ``Retry-After`` (e.g. the 2025
@@ -36,61 +36,39 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import functools
 import json
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from rag_pipeline_tests.local_server import LocalHttpService, send_json
+from rag_pipeline_tests.emulators.http import LocalHttpService, send_json
+from rag_pipeline_tests.emulators.slack_workspace import (
+    BOT_ID,
+    BOT_NAME,
+    BOT_USER_ID,
+    Channel,
+    SlackWorkspace,
+    is_reply,
+    ts_key,
+)
 
 __all__ = [
-    "BOT_ID",
-    "BOT_USER_ID",
-    "DEFAULT_SCOPES",
     "FAULT_KINDS",
-    "TOMBSTONE_TEXT",
-    "Channel",
     "RateLimit",
     "RecordedRequest",
     "SlackApiFailure",
     "SlackEmulator",
-    "SlackWorkspace",
-    "iter_messages",
 ]
 
-DEFAULT_SCOPES: frozenset[str] = frozenset(
-    {"channels:read", "channels:history", "groups:read", "groups:history", "users:read"}
-)
-BOT_USER_ID = "U0BOT00001"
-BOT_ID = "B0BOT00001"
-BOT_NAME = "rag-bot"
-TOMBSTONE_TEXT = "This message was deleted."
 FAULT_KINDS = frozenset({"429", "500", "503", "drop"})
 # Thread summary fields the server computes; stored values (e.g. from an export) are never trusted.
 _REPLY_FIELDS = ("reply_count", "reply_users", "reply_users_count", "latest_reply", "replies")
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _ts_key(ts: str) -> Decimal:
-    return Decimal(ts)
-
-
-def _utc_day(ts: str) -> str:
-    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d")
-
-
-def _is_reply(message: dict[str, Any]) -> bool:
-    thread_ts = message.get("thread_ts")
-    return bool(thread_ts) and thread_ts != message["ts"]
 
 
 @dataclass
@@ -100,246 +78,6 @@ class RecordedRequest:
     method: str
     params: dict[str, str]
     status: int  # HTTP status sent, or 0 for a dropped connection
-
-
-@dataclass
-class Channel:
-    """A public or private channel: its flags, member ids and messages keyed by ``ts``."""
-
-    id: str
-    name: str
-    is_private: bool = False
-    is_archived: bool = False
-    is_member: bool = True
-    is_ext_shared: bool = False
-    members: list[str] = field(default_factory=list)
-    messages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    created: int = 0
-    purpose: str = ""
-
-    def replies_of(self, root_ts: str) -> list[dict[str, Any]]:
-        """The stored replies of a thread (broadcasts included), oldest first."""
-        replies = [m for m in self.messages.values() if m.get("thread_ts") == root_ts and m["ts"] != root_ts]
-        return sorted(replies, key=lambda m: _ts_key(m["ts"]))
-
-    def thread_index(self) -> dict[str, list[dict[str, Any]]]:
-        """Every thread's stored replies by root ts (one pass over the channel), oldest first."""
-        index: dict[str, list[dict[str, Any]]] = {}
-        for message in self.messages.values():
-            if _is_reply(message):
-                index.setdefault(message["thread_ts"], []).append(message)
-        for replies in index.values():
-            replies.sort(key=lambda m: _ts_key(m["ts"]))
-        return index
-
-    def sorted_messages(self) -> list[dict[str, Any]]:
-        """Every stored message (roots and replies), oldest first."""
-        return sorted(self.messages.values(), key=lambda m: _ts_key(m["ts"]))
-
-
-@dataclass
-class SlackWorkspace:
-    """Mutable state: team, users, channels with members and messages.
-
-    Mutate it through :meth:`post`, :meth:`edit` and :meth:`delete` (or directly under :attr:`lock`) while an
-    emulator serves it; the emulator holds the same lock while answering a request.
-    """
-
-    team_id: str
-    domain: str  # e.g. "ubuntu.slack.com"
-    team_name: str = ""
-    users: list[dict[str, Any]] = field(default_factory=list)
-    external_users: dict[str, dict[str, Any]] = field(default_factory=dict)
-    channels: dict[str, Channel] = field(default_factory=dict)
-    scopes: set[str] = field(default_factory=lambda: set(DEFAULT_SCOPES))
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.team_name:
-            self.team_name = self.domain.split(".", 1)[0]
-
-    # -- building -----------------------------------------------------------------------------------------------
-
-    def add_channel(
-        self,
-        id: str,
-        name: str,
-        *,
-        is_private: bool = False,
-        is_archived: bool = False,
-        is_member: bool = True,
-        is_ext_shared: bool = False,
-        members: Iterable[str] = (),
-        created: int = 0,
-        purpose: str = "",
-    ) -> Channel:
-        """Add (or replace) a channel and return it."""
-        channel = Channel(
-            id=id,
-            name=name,
-            is_private=is_private,
-            is_archived=is_archived,
-            is_member=is_member,
-            is_ext_shared=is_ext_shared,
-            members=list(members),
-            created=created,
-            purpose=purpose,
-        )
-        with self.lock:
-            self.channels[id] = channel
-        return channel
-
-    def channel(self, channel_id: str) -> Channel:
-        """The channel with this id (``KeyError`` if unknown)."""
-        return self.channels[channel_id]
-
-    def user(self, user_id: str) -> dict[str, Any] | None:
-        """A workspace user or an external (Slack Connect) user, else None."""
-        for user in self.users:
-            if user.get("id") == user_id:
-                return user
-        return self.external_users.get(user_id)
-
-    def post(self, channel_id: str, message: dict[str, Any]) -> dict[str, Any]:
-        """Store a copy of ``message`` (it needs a unique ``ts``; a reply carries ``thread_ts`` != ``ts`` of an
-        existing root) and return the stored dict. ``type`` defaults to ``"message"``."""
-        if "ts" not in message:
-            raise ValueError("a message needs a 'ts'")
-        stored = copy.deepcopy(message)
-        stored.setdefault("type", "message")
-        ts = str(stored["ts"])
-        stored["ts"] = ts
-        _ts_key(ts)  # validates the format
-        with self.lock:
-            channel = self.channels[channel_id]
-            if ts in channel.messages:
-                raise ValueError(f"{channel_id} already has a message with ts {ts}")
-            if _is_reply(stored):
-                root = channel.messages.get(stored["thread_ts"])
-                if root is None or _is_reply(root):
-                    raise ValueError(f"reply {ts}: no thread root {stored['thread_ts']} in {channel_id}")
-                stored.setdefault("parent_user_id", root.get("user"))
-                root["thread_ts"] = root["ts"]
-            channel.messages[ts] = stored
-        return stored
-
-    def edit(self, channel_id: str, ts: str, text: str, edited_ts: str, user: str | None = None) -> None:
-        """Change a message's text: ``ts`` is unchanged, ``edited = {"user", "ts": edited_ts}``. Stored ``blocks``
-        (which would show the old text) are dropped."""
-        with self.lock:
-            message = self.channels[channel_id].messages[ts]
-            message["text"] = text
-            message.pop("blocks", None)
-            message["edited"] = {"user": user or message.get("user") or BOT_USER_ID, "ts": edited_ts}
-
-    def delete(self, channel_id: str, ts: str) -> None:
-        """Delete a message. A thread root that still has replies becomes a tombstone (its replies are kept);
-        any other message is removed. Removing the last reply of a tombstoned root removes the tombstone too."""
-        with self.lock:
-            channel = self.channels[channel_id]
-            message = channel.messages[ts]
-            if not _is_reply(message) and channel.replies_of(ts):
-                channel.messages[ts] = {
-                    "type": "message",
-                    "subtype": "tombstone",
-                    "text": TOMBSTONE_TEXT,
-                    "user": "USLACKBOT",
-                    "hidden": True,
-                    "ts": ts,
-                    "thread_ts": ts,
-                }
-                return
-            del channel.messages[ts]
-            if _is_reply(message):
-                root = channel.messages.get(message["thread_ts"])
-                if root is not None and root.get("subtype") == "tombstone" and not channel.replies_of(root["ts"]):
-                    del channel.messages[root["ts"]]
-
-    # -- exports --------------------------------------------------------------------------------------------------
-
-    def write_export(self, path: str | Path) -> None:
-        """Write a Slack export folder: ``channels.json`` (public), ``groups.json`` (private, with members),
-        ``users.json`` (users and external users) and ``<channel name>/<YYYY-MM-DD>.json`` holding every stored
-        message (roots, replies, tombstones) of that UTC day, oldest first."""
-        root = Path(path)
-        root.mkdir(parents=True, exist_ok=True)
-        with self.lock:
-            public = [self._manifest(c) for c in self.channels.values() if not c.is_private]
-            private = [self._manifest(c) for c in self.channels.values() if c.is_private]
-            users = [*self.users, *self.external_users.values()]
-            (root / "channels.json").write_text(json.dumps(public, indent=1, ensure_ascii=False))
-            (root / "groups.json").write_text(json.dumps(private, indent=1, ensure_ascii=False))
-            (root / "users.json").write_text(json.dumps(users, indent=1, ensure_ascii=False))
-            for channel in self.channels.values():
-                days: dict[str, list[dict[str, Any]]] = {}
-                for message in channel.sorted_messages():
-                    days.setdefault(_utc_day(message["ts"]), []).append(message)
-                folder = root / channel.name
-                folder.mkdir(exist_ok=True)
-                for day, messages in days.items():
-                    (folder / f"{day}.json").write_text(json.dumps(messages, indent=1, ensure_ascii=False))
-
-    @staticmethod
-    def _manifest(channel: Channel) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": channel.id,
-            "name": channel.name,
-            "created": channel.created,
-            "is_archived": channel.is_archived,
-            "members": list(channel.members),
-            "purpose": {"value": channel.purpose},
-        }
-        if channel.is_private:
-            out["is_private"] = True
-        if channel.is_ext_shared:
-            out["is_ext_shared"] = True
-        return out
-
-    @classmethod
-    def from_export(cls, path: str | Path, team_id: str, domain: str) -> SlackWorkspace:
-        """Load a Slack export folder. Every channel gets ``is_member=True``; users whose ``team_id`` is another
-        team's go to :attr:`external_users`. A message present in several day files (a broadcast) is kept once,
-        the most recently edited copy."""
-        root = Path(path)
-        workspace = cls(team_id=team_id, domain=domain)
-        users_file = root / "users.json"
-        if users_file.exists():
-            for user in json.loads(users_file.read_text()):
-                if user.get("team_id") not in (None, "", team_id):
-                    workspace.external_users[user["id"]] = user
-                else:
-                    workspace.users.append(user)
-        for manifest, private in (("channels.json", False), ("groups.json", True)):
-            manifest_file = root / manifest
-            if not manifest_file.exists():
-                continue
-            for raw in json.loads(manifest_file.read_text()):
-                purpose = raw.get("purpose")
-                channel = workspace.add_channel(
-                    raw["id"],
-                    raw.get("name", raw["id"]),
-                    is_private=private or bool(raw.get("is_private")),
-                    is_archived=bool(raw.get("is_archived")),
-                    is_member=True,
-                    is_ext_shared=bool(raw.get("is_ext_shared")),
-                    members=raw.get("members") or (),
-                    created=int(raw.get("created") or 0),
-                    purpose=purpose.get("value", "") if isinstance(purpose, dict) else str(purpose or ""),
-                )
-                folder = root / channel.name
-                if not folder.is_dir():
-                    folder = root / channel.id
-                for day_file in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-                    for message in json.loads(day_file.read_text()):
-                        previous = channel.messages.get(message["ts"])
-                        if previous is None or _edited_key(message) >= _edited_key(previous):
-                            channel.messages[message["ts"]] = message
-        return workspace
-
-
-def _edited_key(message: dict[str, Any]) -> Decimal:
-    edited = message.get("edited") or {}
-    return _ts_key(edited.get("ts") or message["ts"])
 
 
 class SlackApiFailure(Exception):
@@ -601,7 +339,7 @@ class SlackEmulator(LocalHttpService):
         out = copy.deepcopy(message)
         for key in _REPLY_FIELDS:
             out.pop(key, None)
-        if _is_reply(message):
+        if is_reply(message):
             if with_root and message.get("subtype") == "thread_broadcast":
                 root = channel.messages.get(message["thread_ts"])
                 if root is not None:
@@ -670,14 +408,14 @@ class SlackEmulator(LocalHttpService):
         candidates = [
             m
             for m in channel.messages.values()
-            if (not _is_reply(m) or m.get("subtype") == "thread_broadcast") and in_range(m["ts"])
+            if (not is_reply(m) or m.get("subtype") == "thread_broadcast") and in_range(m["ts"])
         ]
-        candidates.sort(key=lambda m: _ts_key(m["ts"]), reverse=True)
+        candidates.sort(key=lambda m: ts_key(m["ts"]), reverse=True)
         index = channel.thread_index()
         cursor = _decode_cursor(params.get("cursor"), "next_ts")
         if cursor is not None:
             bound = _parse_ts(cursor, "invalid_cursor")
-            candidates = [m for m in candidates if _ts_key(m["ts"]) <= bound]
+            candidates = [m for m in candidates if ts_key(m["ts"]) <= bound]
         limit = self._limit(params)
         page, rest = candidates[:limit], candidates[limit:]
         return {
@@ -697,7 +435,7 @@ class SlackEmulator(LocalHttpService):
         message = channel.messages.get(ts)
         if message is None:
             raise SlackApiFailure("thread_not_found")
-        root = channel.messages.get(message["thread_ts"]) if _is_reply(message) else message
+        root = channel.messages.get(message["thread_ts"]) if is_reply(message) else message
         if root is None:
             raise SlackApiFailure("thread_not_found")
         in_range = _range_filter(params)
@@ -711,7 +449,7 @@ class SlackEmulator(LocalHttpService):
             rest = replies[max(limit - 1, 0) :]
         else:
             bound = _parse_ts(cursor, "invalid_cursor")
-            remaining = [r for r in replies if _ts_key(r["ts"]) >= bound]
+            remaining = [r for r in replies if ts_key(r["ts"]) >= bound]
             page, rest = remaining[:limit], remaining[limit:]
         return {
             "messages": [self._render(channel, m, index) for m in page],
@@ -781,7 +519,7 @@ class SlackEmulator(LocalHttpService):
         thread_ts = params.get("thread_ts")
         if thread_ts:
             root = channel.messages.get(thread_ts)
-            if root is None or _is_reply(root):
+            if root is None or is_reply(root):
                 raise SlackApiFailure("thread_not_found")
             message["thread_ts"] = thread_ts
             if _truthy(params.get("reply_broadcast")):
@@ -841,7 +579,7 @@ def _truthy(value: str | None) -> bool:
 
 def _parse_ts(value: str, error: str) -> Decimal:
     try:
-        return _ts_key(value)
+        return ts_key(value)
     except (InvalidOperation, ValueError):
         raise SlackApiFailure(error) from None
 
@@ -853,7 +591,7 @@ def _range_filter(params: dict[str, str]) -> Any:
     inclusive = _truthy(params.get("inclusive"))
 
     def in_range(ts: str) -> bool:
-        key = _ts_key(ts)
+        key = ts_key(ts)
         if inclusive:
             return oldest <= key <= latest
         return oldest < key < latest
@@ -890,10 +628,3 @@ def _offset_page(items: list[Any], cursor: str | None, limit: int, kind: str) ->
     page = list(items[offset : offset + limit])
     end = offset + len(page)
     return page, _encode_cursor(kind, end) if end < len(items) else ""
-
-
-def iter_messages(workspace: SlackWorkspace) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every stored message of a workspace as ``(channel_id, message)``, channel by channel, oldest first."""
-    for channel in workspace.channels.values():
-        for message in channel.sorted_messages():
-            yield channel.id, message

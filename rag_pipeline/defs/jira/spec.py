@@ -1,0 +1,67 @@
+"""Everything Jira adds to the code location, built from the settings."""
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from rag_pipeline.defs.automation import raw_sync_condition
+from rag_pipeline.defs.chain import ChainKeys, build_source_chain
+from rag_pipeline.defs.jira.assets import build_jira_issues
+from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
+from rag_pipeline.defs.jira.resources import JiraDumpResource, JiraResource
+from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
+from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects
+from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.settings import JiraApiSettings, Settings
+from rag_pipeline.sources.problems import SourceError
+
+
+def jira_api_resource(api: JiraApiSettings) -> JiraResource:
+    """The live Jira connector; secrets stay EnvVars (Cloud: JIRA_API_TOKEN, Server/DC: JIRA_PAT)."""
+    return JiraResource(
+        url=api.url,
+        cloud=api.cloud,
+        username=api.username,
+        api_token=dg.EnvVar("JIRA_API_TOKEN") if api.api_token_set else None,
+        personal_access_token=dg.EnvVar("JIRA_PAT") if api.pat_set else None,
+        site=api.site,
+        page_size=api.page_size,
+        overlap_minutes=api.overlap_minutes,
+    )
+
+
+def select_projects(jira: JiraResource, keys: Sequence[str]) -> list[tuple[str, str]]:
+    """(key, key) of the named projects (default: every project the API user can browse)."""
+    discovered = jira.process_config_and_initialize().reader().discover_projects()
+    by_key = {p.key: p for p in discovered}
+    wanted = [k.upper() for k in keys] or [p.key for p in discovered]
+    missing = [k for k in wanted if k not in by_key]
+    if missing:
+        known = ", ".join(sorted(by_key)) or "none"
+        raise SourceError(
+            f"Jira project(s) {', '.join(missing)} not found among the projects the API user can browse ({known}); "
+            "grant it Browse projects, or check the allow/deny lists and include_archived"
+        )
+    return [(k, k) for k in wanted]
+
+
+def jira_spec(settings: Settings) -> SourceSpec:
+    """Jira: (day, project) partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
+    partitions = day_by_container_partitions(settings.partition_start, "project", jira_projects)
+    keys = ChainKeys("jira", "jira_issues")
+    raw = build_jira_issues(partitions, raw_sync_condition(settings.automation.raw_sync_cron))
+    discovery = build_jira_project_discovery_sensor(partitions, keys)
+    return SourceSpec(
+        name="jira",
+        containers_label="projects",
+        partitions=partitions,
+        containers=jira_projects,
+        keys=keys,
+        assets=(raw, *build_source_chain(keys, partitions)),
+        offline_resource_key="jira_dump",
+        offline_resource=JiraDumpResource(path=str(settings.jira_dump)),
+        live_resource=jira_api_resource(settings.jira_api) if settings.jira_api else None,
+        live=build_jira_reconciliation(keys, discovery),
+        api_tag="jira-api",
+        select_live_containers=select_projects,
+    )

@@ -1,0 +1,64 @@
+"""Everything Slack adds to the code location, built from the settings."""
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from rag_pipeline.defs.automation import raw_sync_condition
+from rag_pipeline.defs.chain import ChainKeys, build_source_chain
+from rag_pipeline.defs.partitions import day_by_container_partitions, slack_channels
+from rag_pipeline.defs.slack.assets import build_slack_threads
+from rag_pipeline.defs.slack.reconciliation import build_slack_reconciliation
+from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
+from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
+from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.settings import Settings, SlackApiSettings
+from rag_pipeline.sources.problems import SourceError
+
+
+def slack_api_resource(api: SlackApiSettings) -> SlackResource:
+    """The live Slack connector; the token stays an EnvVar, resolved only inside a run."""
+    return SlackResource(
+        token=dg.EnvVar("SLACK_BOT_TOKEN"),
+        base_url=api.base_url,
+        page_size=api.page_size,
+        lookback_days=api.lookback_days,
+    )
+
+
+def select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(id, name) of the named channels (names or ids; default: every channel the bot can read)."""
+    # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
+    discovered = slack.process_config_and_initialize().reader().discover_channels()
+    by_key = {c.name: c for c in discovered} | {c.id: c for c in discovered}
+    wanted = [n.lstrip("#") for n in names] or [c.id for c in discovered]
+    missing = [n for n in wanted if n not in by_key]
+    if missing:
+        known = ", ".join(sorted(c.name for c in discovered)) or "none"
+        raise SourceError(
+            f"Slack channel(s) {', '.join(missing)} not found among the channels the bot can read ({known}); "
+            "invite the bot to a private channel, or check the allow/deny lists"
+        )
+    return [(by_key[n].id, by_key[n].name) for n in wanted]
+
+
+def slack_spec(settings: Settings) -> SourceSpec:
+    """Slack: (day, channel) partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
+    partitions = day_by_container_partitions(settings.partition_start, "channel", slack_channels)
+    keys = ChainKeys("slack", "slack_threads")
+    raw = build_slack_threads(partitions, raw_sync_condition(settings.automation.raw_sync_cron))
+    discovery = build_slack_channel_discovery_sensor(partitions, keys)
+    return SourceSpec(
+        name="slack",
+        containers_label="channels",
+        partitions=partitions,
+        containers=slack_channels,
+        keys=keys,
+        assets=(raw, *build_source_chain(keys, partitions)),
+        offline_resource_key="slack_export",
+        offline_resource=SlackExportResource(path=str(settings.slack_export)),
+        live_resource=slack_api_resource(settings.slack_api) if settings.slack_api else None,
+        live=build_slack_reconciliation(keys, discovery),
+        api_tag="slack-api",
+        select_live_containers=select_channels,
+    )

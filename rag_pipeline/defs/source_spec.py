@@ -1,0 +1,84 @@
+"""What one source (Slack, Jira, ...) adds to the code location, in one object.
+
+Each source folder under ``defs/`` exports a function ``Settings -> SourceSpec``; the code location,
+the in-process runners and the evaluation take asset keys, partitions and resources from the specs,
+so adding a source means adding one folder and one line in ``definitions.SOURCES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import dagster as dg
+
+from rag_pipeline.defs.chain import ChainKeys
+from rag_pipeline.sources.source_read import SourceRead
+
+if TYPE_CHECKING:
+    # What define_asset_job returns; dagster does not export the type at the top level.
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+
+
+class OfflineSource(Protocol):
+    """An offline source resource (an export or dump file): everything it holds, read at once."""
+
+    path: str
+
+    def read(self) -> Any: ...
+
+    def read_partitions(self, days_by_container: Any, log: Callable[[str], None] | None = None) -> SourceRead: ...
+
+
+@dataclass(frozen=True)
+class LiveDefinitions:
+    """What a live source adds when it is configured: reconciliation (asset, job, schedule) and discovery."""
+
+    reconciliation: dg.AssetsDefinition
+    job: UnresolvedAssetJobDefinition
+    schedule: dg.ScheduleDefinition
+    discovery_sensor: dg.SensorDefinition
+
+
+# Resolves the containers a live sync covers: names/ids given (or all discovered) -> [(id, name)].
+ContainerSelector = Callable[[Any, Sequence[str]], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One source: partitions, its chain of assets, offline and live resources, reconciliation, discovery."""
+
+    name: str
+    containers_label: str  # "channels" / "projects": metadata labels and the reconciliation config field
+    partitions: dg.MultiPartitionsDefinition
+    containers: dg.DynamicPartitionsDefinition
+    keys: ChainKeys
+    assets: tuple[dg.AssetsDefinition, ...]  # raw documents first, then the chain down to the Qdrant points
+    offline_resource_key: str
+    offline_resource: OfflineSource
+    live_resource: dg.ConfigurableResource | None  # None where the live API is not configured
+    live: LiveDefinitions
+    api_tag: str  # the run tag value of live syncs (``rag/source``)
+    select_live_containers: ContainerSelector
+
+    @property
+    def source_resource_key(self) -> str:
+        """The resource the raw asset reads from: the live API where configured, else the offline file."""
+        return f"{self.name}_source"
+
+    @property
+    def is_live(self) -> bool:
+        return self.live_resource is not None
+
+    def resources(self, live: bool | None = None) -> dict[str, object]:
+        """This source's resources; ``live=False`` feeds the chain from the offline file even where the
+        API is configured (the demo), and only a live setup has the API resource, whose secrets must
+        not be needed offline."""
+        use_live = self.is_live if live is None else live and self.is_live
+        out: dict[str, object] = {self.offline_resource_key: self.offline_resource}
+        if use_live:
+            out[self.name] = out[self.source_resource_key] = self.live_resource
+        else:
+            out[self.source_resource_key] = self.offline_resource
+        return out

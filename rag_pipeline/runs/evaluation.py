@@ -1,0 +1,117 @@
+"""Runs the evaluation assets in-process: every arm of ``retrieval_eval``, then the report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.evaluation.eval_set import load_eval_set_meta
+from rag_pipeline.evaluation.report import markdown_table
+from rag_pipeline.evaluation.report_store import ReportStore
+from rag_pipeline.evaluation.summary import EvalSummary
+from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home
+from rag_pipeline.settings import Settings
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class EvaluationSummary:
+    """The report the demo prints: per eval set, its markdown table and CLI-shaped figures."""
+
+    tables: dict[str, str]
+    figures: dict[str, dict[str, Any]]
+    seconds: float
+    ran: bool
+    report_dir: str
+    checks: dict[str, bool] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def scoped_eval_sets(eval_dir: Path, sources: tuple[str, ...]) -> list[str]:
+    """The eval sets whose queries search only these sources (a partial index is not scored on others)."""
+    names = []
+    for path in sorted(eval_dir.glob("*.jsonl")):
+        scope = load_eval_set_meta(path).sources
+        if scope and set(scope) <= set(sources):
+            names.append(path.stem)
+    return names
+
+
+def run_evaluation(
+    settings: Settings,
+    force: bool = False,
+    on_progress: ProgressFn | None = None,
+    sources: tuple[str, ...] | None = None,
+) -> EvaluationSummary:
+    """Materialize ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on the runners' instance.
+
+    Skipped (the last report is shown) when a report exists and ``force`` is false: the caller forces
+    it whenever the index changed. ``sources`` (a partial demo) keeps only the eval sets scoped to
+    those sources, so a Slack-only index is not scored on Jira queries.
+    """
+    from rag_pipeline.definitions import build_resources, evaluation_definitions, source_specs
+
+    ensure_dagster_home(settings)
+    specs = source_specs(settings)
+    # The demo always reads the offline sources, even where a live API is configured.
+    resources = build_resources(settings, specs, live=False)
+    evaluation: EvaluationResource = resources["evaluation"]  # type: ignore[assignment]
+    if sources is not None and not set(specs) <= set(sources):
+        names = scoped_eval_sets(Path(evaluation.eval_dir), sources)
+        if not names:
+            return EvaluationSummary(
+                {}, {}, 0.0, False, "", failures=[f"no eval set is scoped to {', '.join(sources)}"]
+            )
+        resources["evaluation"] = EvaluationResource(
+            eval_dir=evaluation.eval_dir,
+            reports_dir=evaluation.reports_dir,
+            llm_reranker_model=evaluation.llm_reranker_model,
+            eval_sets=names,
+        )
+    store = ReportStore(evaluation.reports_dir)
+    started = time.perf_counter()
+    ran = force or not store.baseline_path.exists()
+    checks: dict[str, bool] = {}
+    failures: list[str] = []
+    if ran:
+        definitions = evaluation_definitions(settings, specs)
+        defs = dg.Definitions(assets=definitions.assets, jobs=definitions.jobs, resources=resources)
+        with dg.DagsterInstance.get() as instance:
+            arms = definitions.arms.get_partition_keys()
+            eval_job = defs.resolve_job_def("retrieval_eval_job")
+            for done, arm in enumerate(arms):
+                if on_progress:
+                    on_progress("evaluation (arms)", done, len(arms))
+                arm_run = eval_job.execute_in_process(
+                    instance=instance, partition_key=arm, run_config=QUIET_RUN_CONFIG, raise_on_error=False
+                )
+                if not arm_run.success:
+                    failures.append(f"retrieval_eval[{arm}] failed (run {arm_run.run_id}); see the Dagster UI")
+            if on_progress:
+                on_progress("evaluation (arms)", len(arms), len(arms))
+            report_job = defs.resolve_job_def("retrieval_eval_report_job")
+            result = report_job.execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG, raise_on_error=False)
+            if not result.success:
+                failures.append(f"retrieval_eval_report failed (run {result.run_id}); see the Dagster UI")
+            checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    # The newest report, not the regression baseline, which stays put after a regression.
+    latest = store.newest()
+    if latest is None:
+        raise RuntimeError("; ".join(failures) or f"no evaluation report under {store.root}")
+    summaries = {name: EvalSummary.model_validate(data) for name, data in latest.items()}
+    return EvaluationSummary(
+        tables={name: markdown_table(s) for name, s in summaries.items()},
+        figures={name: s.cli_json() for name, s in summaries.items()},
+        seconds=time.perf_counter() - started,
+        ran=ran,
+        report_dir=str(store.latest_dir),
+        checks=checks,
+        failures=failures,
+    )

@@ -1,0 +1,36 @@
+"""The code location's pieces as tests use them, built from settings like the real entry points build them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from rag_pipeline.definitions import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions
+from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.settings import Settings
+
+
+def settings_for(data_dir: str | Path | None = None) -> Settings:
+    """The environment's settings (tests set variables with monkeypatch first), on ``data_dir``."""
+    return Settings.from_env().with_data_dir(data_dir)
+
+
+def spec(source: str, settings: Settings | None = None) -> SourceSpec:
+    return source_specs(settings or settings_for())[source]
+
+
+def chain(source: str, settings: Settings | None = None) -> list[dg.AssetsDefinition]:
+    """A source's raw asset and its chain down to the Qdrant points."""
+    return list(spec(source, settings).assets)
+
+
+def evaluation(settings: Settings | None = None) -> EvaluationDefinitions:
+    settings = settings or settings_for()
+    return evaluation_definitions(settings, source_specs(settings))
+
+
+def resources(data_dir: str | Path, live: bool | None = None) -> dict[str, object]:
+    """Every resource on ``data_dir``; ``live=False`` reads the offline files even where an API is configured."""
+    return build_resources(settings_for(data_dir), live=live)

@@ -1,0 +1,122 @@
+"""One configuration: read once, from the environment, by ``Settings.from_env`` alone."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.settings import BUNDLED_JIRA_DUMP, Settings, SettingsError
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rag_pipeline"
+
+
+def _environment_reads(path: Path) -> list[str]:
+    """Lines of ``path`` that read the environment (writes such as ``os.environ.setdefault`` are allowed)."""
+    tree = ast.parse(path.read_text())
+    writes = {
+        id(node.func.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault"
+    }
+    writes |= {
+        id(target.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Subscript)
+    }
+    found = []
+    for node in ast.walk(tree):
+        is_environ = isinstance(node, ast.Attribute) and node.attr == "environ" and id(node) not in writes
+        is_getenv = isinstance(node, ast.Attribute) and node.attr == "getenv"
+        if is_environ or is_getenv:
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_only_settings_reads_the_environment() -> None:
+    reads = [r for p in sorted(PACKAGE.rglob("*.py")) if p.name != "settings.py" for r in _environment_reads(p)]
+    assert reads == []
+
+
+def test_importing_the_code_location_reads_no_configuration() -> None:
+    # Values that would fail if anything read them at import time; building the settings then names the variable.
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "RAG_PARTITION_START": "not-a-day",
+        "SLACK_BOT_TOKEN": "x",
+        "SLACK_PAGE_SIZE": "lots",
+    }
+    script = (
+        "import rag_pipeline.definitions, rag_pipeline.cli, rag_pipeline.runs.backfill, rag_pipeline.runs.live_sync\n"
+        "from rag_pipeline.settings import Settings, SettingsError\n"
+        "try:\n    Settings.from_env()\nexcept SettingsError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "SLACK_PAGE_SIZE must be a whole number, got 'lots'"
+
+
+def test_defaults_are_the_offline_demo(tmp_path: Path) -> None:
+    settings = Settings.from_env({})
+    assert settings.data_dir == Path(".rag_data").resolve() and settings.eval_dir.name == "eval_sets"
+    assert settings.live_sources == () and settings.notifications is None and settings.qdrant.engine == "qdrant-edge"
+    assert settings.jira_dump == BUNDLED_JIRA_DUMP and settings.dense_model == "all-MiniLM-L6-v2"
+    moved = settings.with_data_dir(tmp_path)
+    assert (
+        moved.paths.qdrant == tmp_path / "qdrant"
+        and moved.paths.llm_grades == tmp_path / "reports" / "llm_grades.sqlite"
+    )
+    assert settings.with_data_dir(None) is settings
+
+
+def test_live_sources_and_their_options() -> None:
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-secret-value",
+        "SLACK_PAGE_SIZE": "15",
+        "JIRA_URL": "https://jira.internal",
+        "JIRA_PAT": "pat-secret-value",
+        "QDRANT_URL": "http://qdrant:6333",
+        "QDRANT_API_KEY": "qdrant-secret-value",
+        "QDRANT_SHARDS": "4",
+        "RAG_NOTIFY_SLACK_CHANNEL": "#alerts",
+        "RAG_RAW_SYNC_CRON": "*/30 * * * *",
+    }
+    settings = Settings.from_env(env)
+    assert settings.live_sources == ("slack", "jira")
+    assert settings.slack_api is not None and settings.slack_api.page_size == 15
+    # Only a personal access token: Server/Data Center.
+    assert settings.jira_api is not None and not settings.jira_api.cloud and settings.jira_api.pat_set
+    assert settings.qdrant.engine == "qdrant-client:server" and settings.qdrant.shards == 4
+    assert settings.notifications is not None and settings.notifications.token_env == "SLACK_BOT_TOKEN"
+    assert settings.automation.raw_sync_cron == "*/30 * * * *"
+    # Secrets are never copied into the settings, only whether they are set.
+    assert "secret-value" not in settings.model_dump_json()
+    assert settings.offline().live_sources == ()
+    assert Settings.from_env({**env, "JIRA_API_TOKEN": "t"}).jira_api.cloud  # a Cloud token wins
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SLACK_BOT_TOKEN": "x", "SLACK_LOOKBACK_DAYS": "-1"}, "SLACK_LOOKBACK_DAYS must be at least 0, got -1"),
+        ({"QDRANT_SHARDS": "0"}, "QDRANT_SHARDS must be at least 1, got 0"),
+        ({"JIRA_URL": "https://j", "JIRA_CLOUD": "maybe"}, "JIRA_CLOUD must be one of"),
+        ({"JIRA_URL": "https://j", "JIRA_PAGE_SIZE": "1.5"}, "JIRA_PAGE_SIZE must be a whole number, got '1.5'"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
+        Settings.from_env(env)
+
+
+def test_the_command_line_reports_a_bad_variable_in_one_line(monkeypatch, capsys) -> None:
+    from rag_pipeline.cli import main
+
+    monkeypatch.setenv("QDRANT_REPLICAS", "two")
+    assert main(["search", "anything"]) == 2
+    assert capsys.readouterr().err.strip() == "error: QDRANT_REPLICAS must be a whole number, got 'two'"
