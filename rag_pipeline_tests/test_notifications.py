@@ -84,6 +84,28 @@ def test_failed_run_is_posted_with_asset_partition_error_and_link(slack: SlackEm
     assert json.loads(post["blocks"])[0]["text"]["text"].startswith("Run failed")
 
 
+def test_a_plain_exception_is_posted_as_its_own_error_with_the_failed_asset(slack: SlackEmulator) -> None:
+    @dg.asset
+    def flaky_index() -> None:
+        raise RuntimeError("Qdrant refused the write: disk full")
+
+    with dg.instance_for_test() as instance:
+        result = dg.materialize([flaky_index], instance=instance, raise_on_error=False)
+        failure = next(e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE")
+        context = dg.build_run_status_sensor_context(
+            sensor_name="run_failure_slack_notification_sensor",
+            dagster_instance=instance,
+            dagster_run=instance.get_run_by_id(result.run_id),
+            dagster_event=failure,
+            resources={"slack_notifications": _notifier(slack)},
+        ).for_run_failure()
+        run_failure_slack_notification_sensor(context)
+    [post] = _posts(slack)
+    # The cause, not Dagster's "Error occurred while executing op" wrapper; the asset, though the run selected none.
+    assert "flaky_index: RuntimeError: Qdrant refused the write: disk full" in post["text"]
+    assert "Error occurred while executing" not in post["text"] and "Assets: flaky_index" in post["text"]
+
+
 def test_failed_eval_checks_are_posted_once(slack: SlackEmulator) -> None:
     verdict = {"no_regression": True}
 

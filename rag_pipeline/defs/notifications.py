@@ -7,6 +7,7 @@ Off unless RAG_NOTIFY_SLACK_CHANNEL is set (see ``definitions.notifications_enab
 import json
 
 import dagster as dg
+from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 from slack_sdk import WebClient
 
@@ -36,6 +37,15 @@ class SlackNotificationResource(dg.ConfigurableResource):
         return post_notice(self.client(), self.channel, notice)
 
 
+def _root_error(error: SerializableErrorInfo | None) -> str:
+    """The error that caused a step to fail, not Dagster's "Error occurred while executing op" wrapper."""
+    if error is None:
+        return "failed"
+    while error.cause is not None:
+        error = error.cause
+    return error.message.strip()  # Dagster writes it as "<exception class>: <message>"
+
+
 def _partition(run: dg.DagsterRun) -> str:
     tags = run.tags
     if "dagster/partition" in tags:
@@ -54,14 +64,15 @@ def run_failure_slack_notification_sensor(
     context: dg.RunFailureSensorContext, slack_notifications: SlackNotificationResource
 ) -> None:
     run = context.dagster_run
-    errors = []
+    errors, failed_steps = [], []
     for event in context.get_step_failure_events():
         data = event.step_failure_data
-        message = (data.user_failure_data.description if data.user_failure_data else None) or (
-            data.error.message.strip() if data.error else "failed"
-        )
+        message = (data.user_failure_data.description if data.user_failure_data else None) or _root_error(data.error)
         errors.append(f"{event.step_key}: {message}")
-    assets = sorted(key.to_user_string() for key in run.asset_selection or [])
+        failed_steps.append(event.step_key)
+    # A run launched with an explicit selection names its assets; one built from a whole job (materialize(),
+    # the in-process runners) has none, so the failed steps (one per asset) say which assets broke.
+    assets = sorted(key.to_user_string() for key in run.asset_selection or []) or sorted(filter(None, failed_steps))
     notice = Notice(
         title=f"Run failed: {run.job_name}",
         fields={
