@@ -32,6 +32,7 @@ browser:
 # The default suite, then the slow one (the Dagster UI in a real browser; screenshots in test-artifacts/).
 test: $(BIN)/.installed postgres-server browser
 	$(BIN)/ruff check .
+	$(BIN)/mypy  # the whole package; strict on the domain packages (pyproject.toml [tool.mypy])
 	RAG_REQUIRE_POSTGRES=1 $(BIN)/pytest
 	$(BIN)/pytest -m slow
 

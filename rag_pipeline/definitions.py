@@ -12,7 +12,7 @@ from rag_pipeline.defs.automation import build_eval_sets_changed_sensor
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
-from rag_pipeline.defs.jira.spec import jira_spec
+from rag_pipeline.defs.jira import jira_spec
 from rag_pipeline.defs.notifications import (
     SlackNotificationResource,
     eval_check_slack_notification_sensor,
@@ -20,7 +20,7 @@ from rag_pipeline.defs.notifications import (
 )
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
-from rag_pipeline.defs.slack.spec import slack_spec
+from rag_pipeline.defs.slack import slack_spec
 from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import NotificationSettings, Settings
 

@@ -6,8 +6,15 @@ import argparse
 import json
 import logging
 import warnings
+from typing import Any
 
-from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rag_pipeline.commands.progress import task_bars
+from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, run_backfill
+from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
 from rag_pipeline.settings import Settings
 
 
@@ -34,48 +41,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=run)
 
 
+# The summary table: (column title, key in the per-source figures).
+_COLUMNS = (
+    ("documents", "documents"),
+    ("parent chunks", "parent_chunks"),
+    ("child chunks", "child_chunks"),
+    ("points", "points"),
+    ("embeddings computed", "embeddings_computed"),
+    ("embeddings cached", "embeddings_cached"),
+    ("runs", "runs"),
+    ("runs skipped (unchanged)", "runs_skipped"),
+)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    from rag_pipeline.runs.backfill import run_backfill
-
     console = Console(stderr=True)
     # Dagster logs every event of thousands of partitions; the progress bar says what matters.
     logging.getLogger("dagster").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore")
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("partitions"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.json or not console.is_terminal,
-    ) as progress:
-        tasks: dict[str, int] = {}
-
-        def on_progress(source: str, done: int, total: int) -> None:
-            if source not in tasks:
-                tasks[source] = progress.add_task(source, total=total)
-            progress.update(tasks[source], completed=done)
-            if not console.is_terminal and not args.json:
-                console.print(f"{source}: {done}/{total} partitions", highlight=False)
-
-        summary = run_backfill(
-            settings,
-            bridge_days=args.bridge_days,
-            full_refresh=args.full_refresh,
-            sources=tuple(args.source),
-            on_progress=on_progress,
-        )
-    result = summary.as_dict()
+    result = _index(args, settings, console)
     evaluation = None
     if not args.no_eval:
-        from rag_pipeline.commands.progress import task_bars
-        from rag_pipeline.runs.evaluation import run_evaluation
-
         changed = result["runs"] > 0 or args.full_refresh
         with task_bars(console, disable=args.json) as on_eval_progress:
             evaluation = run_evaluation(
@@ -92,55 +78,68 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    table = Table(title=f"rag-pipeline demo ({result['seconds']} s)")
-    for column in (
-        "source",
-        "documents",
-        "parent chunks",
-        "child chunks",
-        "points",
-        "embeddings computed",
-        "embeddings cached",
-        "runs",
-        "runs skipped (unchanged)",
-    ):
-        table.add_column(column, justify="right" if column != "source" else "left")
-    for name, s in result["per_source"].items():
-        table.add_row(
-            name,
-            *(
-                str(s[k])
-                for k in (
-                    "documents",
-                    "parent_chunks",
-                    "child_chunks",
-                    "points",
-                    "embeddings_computed",
-                    "embeddings_cached",
-                    "runs",
-                    "runs_skipped",
-                )
-            ),
+    _print_index(result)
+    if evaluation is not None:
+        _print_evaluation(evaluation)
+    home = result["dagster_home"]
+    print(f"Dagster instance: {home}  (open the UI: DAGSTER_HOME={home} dagster dev)")
+    return 0
+
+
+def _index(args: argparse.Namespace, settings: Settings, console: Console) -> dict[str, Any]:
+    """The backfill with a progress bar per source (a line per update where stderr is not a terminal)."""
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("partitions"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.json or not console.is_terminal,
+    ) as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def on_progress(source: str, done: int, total: int) -> None:
+            if source not in tasks:
+                tasks[source] = progress.add_task(source, total=total)
+            progress.update(tasks[source], completed=done)
+            if not console.is_terminal and not args.json:
+                console.print(f"{source}: {done}/{total} partitions", highlight=False)
+
+        summary = run_backfill(
+            settings,
+            bridge_days=args.bridge_days,
+            full_refresh=args.full_refresh,
+            sources=tuple(args.source),
+            on_progress=on_progress,
         )
+    return summary.as_dict()
+
+
+def _print_index(result: dict[str, Any]) -> None:
+    table = Table(title=f"rag-pipeline demo ({result['seconds']} s)")
+    table.add_column("source")
+    for title, _ in _COLUMNS:
+        table.add_column(title, justify="right")
+    for name, figures in result["per_source"].items():
+        table.add_row(name, *(str(figures[key]) for _, key in _COLUMNS))
     Console().print(table)
     stages = Table(title="seconds per stage")
     stages.add_column("stage")
     for name in result["per_source"]:
         stages.add_column(name, justify="right")
-    stage_names = list(next(iter(result["per_source"].values()))["stage_seconds"]) if result["per_source"] else []
-    for stage in stage_names:
-        stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in result["per_source"].values()))
+    per_source = list(result["per_source"].values())
+    for stage in per_source[0]["stage_seconds"] if per_source else []:
+        stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in per_source))
     Console().print(stages)
-    if evaluation is not None:
-        state = "evaluated" if evaluation.ran else "index unchanged; last report"
-        print(f"\nRetrieval evaluation ({state}, {evaluation.seconds:.0f} s) — report: {evaluation.report_dir}")
-        for name, table in evaluation.tables.items():
-            print(f"\n### {name}\n\n{table}")
-        for failure in evaluation.failures:
-            print(f"evaluation failure: {failure}")
-        if evaluation.checks:
-            print("\nchecks: " + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in evaluation.checks.items()))
-    print(
-        f"Dagster instance: {result['dagster_home']}  (open the UI: DAGSTER_HOME={result['dagster_home']} dagster dev)"
-    )
-    return 0
+
+
+def _print_evaluation(evaluation: EvaluationSummary) -> None:
+    state = "evaluated" if evaluation.ran else "index unchanged; last report"
+    print(f"\nRetrieval evaluation ({state}, {evaluation.seconds:.0f} s) — report: {evaluation.report_dir}")
+    for name, table in evaluation.tables.items():
+        print(f"\n### {name}\n\n{table}")
+    for failure in evaluation.failures:
+        print(f"evaluation failure: {failure}")
+    if evaluation.checks:
+        print("\nchecks: " + ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in evaluation.checks.items()))

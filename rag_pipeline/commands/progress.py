@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 
 @contextmanager
@@ -20,7 +20,7 @@ def task_bars(console: Console, disable: bool = False) -> Iterator[Callable[[str
         console=console,
         disable=disable or not console.is_terminal,
     ) as bars:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(name: str, done: int, total: int) -> None:
             if name not in tasks:

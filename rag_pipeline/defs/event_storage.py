@@ -30,7 +30,7 @@ class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
-    def from_config_value(cls, inst_data: Any, config_value: Any) -> BatchingSqliteEventLogStorage:  # type: ignore[override]
+    def from_config_value(cls, inst_data: Any, config_value: Any) -> BatchingSqliteEventLogStorage:
         return cls(inst_data=inst_data, **config_value)
 
     @contextmanager

@@ -25,9 +25,9 @@ class SlackNotificationResource(dg.ConfigurableResource):
 
     token: str = Field(description="Bot token with chat:write; set it with EnvVar('SLACK_BOT_TOKEN')")
     channel: str = Field(description="Channel id or name (RAG_NOTIFY_SLACK_CHANNEL)")
-    base_url: str | None = Field(None, description="Web API base URL override (SLACK_API_BASE_URL)")
+    base_url: str | None = Field(default=None, description="Web API base URL override (SLACK_API_BASE_URL)")
     webserver_url: str | None = Field(
-        "http://127.0.0.1:3000", description="Dagster UI base URL for run links (DAGSTER_WEBSERVER_URL)"
+        default="http://127.0.0.1:3000", description="Dagster UI base URL for run links (DAGSTER_WEBSERVER_URL)"
     )
 
     def client(self) -> WebClient:
@@ -110,7 +110,7 @@ def eval_check_slack_notification_sensor(
             if record.status.value != "FAILED" or record.event is None or record.event.dagster_event is None:
                 continue
             evaluation = record.event.dagster_event.asset_check_evaluation_data
-            details = []
+            details: list[str] = []
             for detail_key in _CHECK_DETAIL_KEYS:
                 value = evaluation.metadata.get(detail_key)
                 if value is not None:

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-slack_channels = dg.DynamicPartitionsDefinition(name="slack_channels")
-jira_projects = dg.DynamicPartitionsDefinition(name="jira_projects")
+SLACK_CHANNELS = "slack_channels"
+JIRA_PROJECTS = "jira_projects"
+slack_channels = dg.DynamicPartitionsDefinition(name=SLACK_CHANNELS)
+jira_projects = dg.DynamicPartitionsDefinition(name=JIRA_PROJECTS)
 
 
 def day_by_container_partitions(

@@ -20,7 +20,9 @@ from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 class DenseEmbedderResource(dg.ConfigurableResource):
     """The dense model (bundled name or local folder) and its persistent embedding cache."""
 
-    model: str = Field(DEFAULT_DENSE_MODEL, description="Bundled model name or local sentence-transformers folder")
+    model: str = Field(
+        default=DEFAULT_DENSE_MODEL, description="Bundled model name or local sentence-transformers folder"
+    )
     cache_path: str = Field(description="SQLite file of the embedding cache")
 
     def encoder(self) -> DenseEncoder:
@@ -65,12 +67,14 @@ class QdrantResource(dg.ConfigurableResource):
     """The index: embedded qdrant-edge under ``path`` by default, a Qdrant server when ``url`` is set."""
 
     path: str = Field(description="Folder of the embedded engine (ignored when url is set)")
-    url: str | None = Field(None, description="Qdrant server URL (QDRANT_URL)")
-    api_key: str | None = Field(None, description="Qdrant API key (QDRANT_API_KEY)")
+    url: str | None = Field(default=None, description="Qdrant server URL (QDRANT_URL)")
+    api_key: str | None = Field(default=None, description="Qdrant API key (QDRANT_API_KEY)")
     collection_prefix: str = "rag"
-    shard_number: int | None = Field(None, description="Shards per collection on a server/cluster (QDRANT_SHARDS)")
+    shard_number: int | None = Field(
+        default=None, description="Shards per collection on a server/cluster (QDRANT_SHARDS)"
+    )
     replication_factor: int | None = Field(
-        None, description="Copies of each shard on a cluster (QDRANT_REPLICAS); needs as many nodes"
+        default=None, description="Copies of each shard on a cluster (QDRANT_REPLICAS); needs as many nodes"
     )
 
     @property

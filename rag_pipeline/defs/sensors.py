@@ -24,7 +24,7 @@ def build_offline_source_discovery_sensor(specs: Sequence[SourceSpec]) -> dg.Sen
             source = given.get(spec.offline_resource_key) or getattr(context.resources, spec.offline_resource_key)
             containers = sorted({d.container for d in source.read().documents})
             cursor[spec.containers_label] = containers
-            new = [c for c in containers if not context.instance.has_dynamic_partition(spec.containers.name, c)]
+            new = [c for c in containers if not context.instance.has_dynamic_partition(spec.containers_name, c)]
             if new:
                 requests.append(spec.containers.build_add_request(new))
         return dg.SensorResult(dynamic_partitions_requests=requests, cursor=json.dumps(cursor))

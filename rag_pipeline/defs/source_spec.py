@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 class OfflineSource(Protocol):
     """An offline source resource (an export or dump file): everything it holds, read at once."""
 
-    path: str
+    @property
+    def path(self) -> str: ...
 
     def read(self) -> Any: ...
 
@@ -66,6 +67,13 @@ class SourceSpec:
     def source_resource_key(self) -> str:
         """The resource the raw asset reads from: the live API where configured, else the offline file."""
         return f"{self.name}_source"
+
+    @property
+    def containers_name(self) -> str:
+        """The name of the dynamic channel/project partitions."""
+        name = self.containers.name
+        assert name is not None, "a source's containers are named dynamic partitions"
+        return name
 
     @property
     def is_live(self) -> bool:

@@ -177,7 +177,7 @@ def _backfill_source(
     days: dict[str, list[date]] = defaultdict(list)
     for doc in spec.offline_resource.read().documents:
         days[doc.container].append(date.fromisoformat(doc.day))
-    instance.add_dynamic_partitions(spec.containers.name, sorted(days))
+    instance.add_dynamic_partitions(spec.containers_name, sorted(days))
     fingerprint = _fingerprint(spec.offline_resource.path)
     done = set() if full_refresh else _completed_ranges(instance, spec.name, fingerprint)
     summary = SourceSummary()

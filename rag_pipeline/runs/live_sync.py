@@ -97,7 +97,7 @@ def run_sync(
     summary = SyncSummary(source, days[0], days[-1], containers=[name for _, name in selected])
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
     with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions(spec.containers.name, [cid for cid, _ in selected])
+        instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
         for done, (container, name) in enumerate(selected, start=1):
             result = chain_job.execute_in_process(
                 instance=instance,

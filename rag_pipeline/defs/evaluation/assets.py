@@ -78,9 +78,9 @@ def _image_md(path: Path, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()})"
 
 
-def _report_metadata(name: str, summary: EvalSummary, files: dict[str, Path]) -> dict[str, object]:
+def _report_metadata(name: str, summary: EvalSummary, files: dict[str, Path]) -> dict[str, Any]:
     """One eval set's part of the report's metadata: table and plots, per-arm figures, the CLI's JSON."""
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     table = markdown_table(summary)
     out[f"{name}/report"] = dg.MetadataValue.md(
         f"### {name}\n\n{table}\n\n{_image_md(files['ndcg_plot'], 'nDCG@10 per arm')}\n\n"
@@ -218,7 +218,7 @@ def retrieval_eval_asset(
         evaluation: EvaluationResource,
     ) -> dg.MaterializeResult:
         arm = context.partition_key
-        metadata: dict[str, object] = {"arm": arm}
+        metadata: dict[str, Any] = {"arm": arm}
         llm = evaluation.llm_reranker() if arm == LLM_ARM else None
         rows = []
         with qdrant.open() as store:
@@ -234,7 +234,7 @@ def retrieval_eval_asset(
                     outcome = run_arms(
                         retriever,
                         queries,
-                        [arm],  # type: ignore[list-item]
+                        [arm],
                         meta.sources,
                         folds=evaluation.folds,
                         depth=evaluation.depth,
@@ -301,7 +301,7 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         baseline = store.baseline()
         stamp = store.new_stamp()
         combined: dict[str, dict] = {}
-        metadata: dict[str, object] = {}
+        metadata: dict[str, Any] = {}
         verdicts = ReportChecks()
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)

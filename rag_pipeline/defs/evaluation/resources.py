@@ -22,18 +22,19 @@ class EvaluationResource(dg.ConfigurableResource):
     eval_dir: str = Field(description="Folder of eval sets in the project format")
     eval_sets: list[str] = Field(default_factory=list, description="Eval set names to run; empty = every one")
     reports_dir: str = Field(description="Where arm runs, reports, plots and the reranker model are written")
-    depth: int = Field(100, description="Documents retrieved per query (Recall@100, MAP@100 need 100)")
-    folds: int = Field(5, description="Cross-fitting folds for the learned reranker")
-    baseline: str = Field("bm25", description="Arm the others are tested against")
+    depth: int = Field(default=100, description="Documents retrieved per query (Recall@100, MAP@100 need 100)")
+    folds: int = Field(default=5, description="Cross-fitting folds for the learned reranker")
+    baseline: str = Field(default="bm25", description="Arm the others are tested against")
     quality_floors: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_QUALITY_FLOORS), description="Eval set → minimum nDCG@10 of every arm"
     )
-    default_quality_floor: float = Field(0.0, description="Floor for eval sets not in quality_floors")
-    regression_tolerance: float = Field(0.03, description="Allowed nDCG@10 drop per arm vs the previous report")
-    rerank_depth: int = Field(50, description="Hybrid documents the reranker rescores")
-    rrf_k: int = Field(60, description="RRF constant (Qdrant's default is 2)")
+    default_quality_floor: float = Field(default=0.0, description="Floor for eval sets not in quality_floors")
+    regression_tolerance: float = Field(default=0.03, description="Allowed nDCG@10 drop per arm vs the previous report")
+    rerank_depth: int = Field(default=50, description="Hybrid documents the reranker rescores")
+    rrf_k: int = Field(default=60, description="RRF constant (Qdrant's default is 2)")
     llm_reranker_model: str | None = Field(
-        None, description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)"
+        default=None,
+        description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)",
     )
 
     def eval_set_paths(self) -> list[Path]:

@@ -10,7 +10,7 @@ from pydantic import Field
 from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import jira_projects
+from rag_pipeline.defs.partitions import JIRA_PROJECTS
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.source_spec import LiveDefinitions
@@ -51,7 +51,7 @@ def build_jira_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefini
     ) -> dg.MaterializeResult:
         started = time.perf_counter()
         reader = jira.reader(context.log.info)
-        projects = config.projects or context.instance.get_dynamic_partitions(jira_projects.name)
+        projects = config.projects or context.instance.get_dynamic_partitions(JIRA_PROJECTS)
 
         def plan(project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
             return plan_project(reader, project, indexed)

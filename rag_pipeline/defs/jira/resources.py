@@ -33,26 +33,32 @@ class JiraResource(JiraSourceResource):
     """The Jira REST API through atlassian-python-api (Cloud: e-mail + API token; Server/DC: a PAT)."""
 
     url: str = Field(description="Site URL (JIRA_URL), e.g. https://your-team.atlassian.net")
-    cloud: bool = Field(True, description="Jira Cloud (REST v3, /search/jql) or Server/Data Center (REST v2)")
-    username: str | None = Field(None, description="Account e-mail for Cloud API tokens (JIRA_USERNAME)")
-    api_token: str | None = Field(None, description="Cloud API token; set it with EnvVar('JIRA_API_TOKEN')")
+    cloud: bool = Field(default=True, description="Jira Cloud (REST v3, /search/jql) or Server/Data Center (REST v2)")
+    username: str | None = Field(default=None, description="Account e-mail for Cloud API tokens (JIRA_USERNAME)")
+    api_token: str | None = Field(default=None, description="Cloud API token; set it with EnvVar('JIRA_API_TOKEN')")
     personal_access_token: str | None = Field(
-        None, description="Server/Data Center personal access token; set it with EnvVar('JIRA_PAT')"
+        default=None, description="Server/Data Center personal access token; set it with EnvVar('JIRA_PAT')"
     )
-    site: str | None = Field(None, description="Site name in document ids and ACL groups (default: the URL's host)")
-    page_size: int = Field(100, description="Issues per search page")
-    id_page_size: int = Field(1000, description="Issue ids per page in reconciliation listings")
-    comment_page_size: int = Field(100, description="Comments per page past those the search embeds")
-    overlap_minutes: int = Field(15, description="Minutes before the first day re-read (eventually consistent search)")
+    site: str | None = Field(
+        default=None, description="Site name in document ids and ACL groups (default: the URL's host)"
+    )
+    page_size: int = Field(default=100, description="Issues per search page")
+    id_page_size: int = Field(default=1000, description="Issue ids per page in reconciliation listings")
+    comment_page_size: int = Field(default=100, description="Comments per page past those the search embeds")
+    overlap_minutes: int = Field(
+        default=15, description="Minutes before the first day re-read (eventually consistent search)"
+    )
     project_allow: list[str] = Field(default_factory=list, description="Project keys/regexes to keep (empty: all)")
     project_deny: list[str] = Field(default_factory=list, description="Project keys/regexes to skip")
-    include_archived: bool = Field(False, description="Discover archived projects too")
+    include_archived: bool = Field(default=False, description="Discover archived projects too")
     resolve_permission_groups: bool = Field(
-        False, description="Add the groups/users of the project's Browse permission to issue ACLs"
+        default=False, description="Add the groups/users of the project's Browse permission to issue ACLs"
     )
-    max_retries: int = Field(8, description="Retries per request on 429 (Retry-After), 5xx and dropped connections")
-    backoff_seconds: float = Field(1.0, description="Exponential backoff factor when no Retry-After is given")
-    timeout_seconds: int = Field(30, description="HTTP timeout per request")
+    max_retries: int = Field(
+        default=8, description="Retries per request on 429 (Retry-After), 5xx and dropped connections"
+    )
+    backoff_seconds: float = Field(default=1.0, description="Exponential backoff factor when no Retry-After is given")
+    timeout_seconds: int = Field(default=30, description="HTTP timeout per request")
 
     def sync_settings(self) -> JiraSyncSettings:
         return JiraSyncSettings(

@@ -7,7 +7,7 @@ import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import jira_projects, multi_key
+from rag_pipeline.defs.partitions import JIRA_PROJECTS, jira_projects, multi_key
 
 
 def build_jira_project_discovery_sensor(
@@ -24,7 +24,7 @@ def build_jira_project_discovery_sensor(
     )
     def jira_project_discovery_sensor(context: dg.SensorEvaluationContext, jira: JiraResource) -> dg.SensorResult:
         projects = jira.reader(context.log.info).discover_projects()
-        known = set(context.instance.get_dynamic_partitions(jira_projects.name))
+        known = set(context.instance.get_dynamic_partitions(JIRA_PROJECTS))
         new = [p for p in projects if p.key not in known]
         today = datetime.now(UTC).strftime("%Y-%m-%d")
         return dg.SensorResult(

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
-from rag_pipeline.defs.partitions import slack_channels
+from rag_pipeline.defs.partitions import SLACK_CHANNELS
 from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
@@ -54,7 +54,7 @@ def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefin
     ) -> dg.MaterializeResult:
         started = time.perf_counter()
         reader = slack.reader(context.log.info)
-        channels = config.channels or context.instance.get_dynamic_partitions(slack_channels.name)
+        channels = config.channels or context.instance.get_dynamic_partitions(SLACK_CHANNELS)
         lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
 
         def plan(channel_id: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:

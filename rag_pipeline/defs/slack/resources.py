@@ -38,18 +38,20 @@ class SlackResource(SlackSourceResource):
     """The Slack Web API through slack-sdk's WebClient (token from ``SLACK_BOT_TOKEN``)."""
 
     token: str = Field(description="Bot token (xoxb-...); set it with EnvVar('SLACK_BOT_TOKEN')")
-    base_url: str | None = Field(None, description="Web API base URL override (SLACK_API_BASE_URL), for proxies")
-    page_size: int = Field(200, description="`limit` per page: 200 at Tier 3, 15 for non-Marketplace apps")
-    lookback_days: int = Field(30, description="Days of roots re-listed to find late replies and edits")
-    rescan_thread_replies: bool = Field(False, description="Re-read every thread in the lookback (reply edits)")
-    include_private: bool = Field(True, description="Read private channels the bot was invited to")
-    include_archived: bool = Field(False, description="Discover archived channels too")
+    base_url: str | None = Field(
+        default=None, description="Web API base URL override (SLACK_API_BASE_URL), for proxies"
+    )
+    page_size: int = Field(default=200, description="`limit` per page: 200 at Tier 3, 15 for non-Marketplace apps")
+    lookback_days: int = Field(default=30, description="Days of roots re-listed to find late replies and edits")
+    rescan_thread_replies: bool = Field(default=False, description="Re-read every thread in the lookback (reply edits)")
+    include_private: bool = Field(default=True, description="Read private channels the bot was invited to")
+    include_archived: bool = Field(default=False, description="Discover archived channels too")
     channel_allow: list[str] = Field(default_factory=list, description="Channel names/regexes to keep (empty: all)")
     channel_deny: list[str] = Field(default_factory=list, description="Channel names/regexes to skip")
-    rate_limit_retries: int = Field(50, description="Attempts per call while Slack answers 429 (Retry-After)")
-    server_error_retries: int = Field(5, description="Attempts per call on HTTP 500/503")
-    connection_retries: int = Field(5, description="Attempts per call on dropped connections")
-    timeout_seconds: int = Field(30, description="HTTP timeout per request")
+    rate_limit_retries: int = Field(default=50, description="Attempts per call while Slack answers 429 (Retry-After)")
+    server_error_retries: int = Field(default=5, description="Attempts per call on HTTP 500/503")
+    connection_retries: int = Field(default=5, description="Attempts per call on dropped connections")
+    timeout_seconds: int = Field(default=30, description="HTTP timeout per request")
 
     def sync_settings(self) -> SlackSyncSettings:
         return SlackSyncSettings(

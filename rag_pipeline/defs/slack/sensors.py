@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
-from rag_pipeline.defs.partitions import multi_key, slack_channels
+from rag_pipeline.defs.partitions import SLACK_CHANNELS, multi_key, slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 
 
@@ -24,7 +24,7 @@ def build_slack_channel_discovery_sensor(
     )
     def slack_channel_discovery_sensor(context: dg.SensorEvaluationContext, slack: SlackResource) -> dg.SensorResult:
         channels = slack.reader(context.log.info).discover_channels()
-        known = set(context.instance.get_dynamic_partitions(slack_channels.name))
+        known = set(context.instance.get_dynamic_partitions(SLACK_CHANNELS))
         new = [c for c in channels if c.id not in known]
         today = datetime.now(UTC).strftime("%Y-%m-%d")
         return dg.SensorResult(
