@@ -29,6 +29,11 @@ BUNDLED_JIRA_SITE = "jira.appcelerator.org"
 DEFAULT_PARTITION_START = "2004-01-01"
 DEFAULT_RAW_SYNC_CRON = "0 * * * *"
 DEFAULT_EVAL_CRON = "0 6 * * *"
+# A document longer than this is truncated (and reported): one 5 MB message would otherwise become
+# ~12,000 chunks. Long Jira issues with all their comments stay far below it.
+DEFAULT_MAX_DOCUMENT_CHARS = 500_000
+# How long a search or a write waits for another process holding the embedded index before giving up.
+DEFAULT_STORE_WAIT_SECONDS = 120
 
 
 class SettingsError(ValueError):
@@ -144,6 +149,8 @@ class Settings(_Frozen):
     llm_rerank_model: str | None = None
     slack_export: Path = BUNDLED_SLACK_EXPORT
     jira_dump: Path = BUNDLED_JIRA_DUMP
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
+    store_wait_seconds: int = DEFAULT_STORE_WAIT_SECONDS
     qdrant: QdrantSettings = QdrantSettings()
     slack_api: SlackApiSettings | None = None
     jira_api: JiraApiSettings | None = None
@@ -255,6 +262,9 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         slack_export=_path(env, "RAG_SLACK_EXPORT", BUNDLED_SLACK_EXPORT),
         jira_dump=_path(env, "RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP),
+        max_document_chars=_int(env, "RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
+        or DEFAULT_MAX_DOCUMENT_CHARS,
+        store_wait_seconds=_int(env, "RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,
         qdrant=QdrantSettings(
             url=_get(env, "QDRANT_URL"),
             api_key_set=bool(_get(env, "QDRANT_API_KEY")),
