@@ -3,36 +3,116 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+import warnings
 
-from rich.console import Console
+import dagster as dg
 
 from rag_pipeline.commands import bench, demo, search, sync
-from rag_pipeline.settings import Settings, SettingsError
+from rag_pipeline.commands.arguments import OneLineParser
+from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
+from rag_pipeline.settings import Settings
+
+EPILOG = """\
+exit status:
+  0  success
+  1  runtime failure: a run or step failed, a service could not be reached, an unexpected error
+  2  usage or configuration error: an option, an environment variable, a path you gave,
+     an index built with another dense model
+
+An error prints one line, `error: <message>`, on stderr; --debug adds the traceback and shows
+library warnings. --debug is accepted before or after the subcommand."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="rag-pipeline",
         description="Slack and Jira into a permission-aware hybrid Qdrant index, with Dagster.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--debug", action="store_true", help="print tracebacks and library warnings")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (demo, search, bench, sync):
         command.add_parser(sub)
+    for command_parser in sub.choices.values():
+        # Also after the subcommand (`rag-pipeline demo --debug`); SUPPRESS keeps a --debug given before it,
+        # which a subparser's own default would otherwise overwrite.
+        command_parser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="print tracebacks and library warnings"
+        )
     return parser
 
 
+def _quiet_libraries() -> None:
+    """Keep stderr to the command's own output (process-wide: a library thread may warn after ``main`` returns).
+
+    Dagster warns on every use of the beta/preview APIs the project chose on purpose (backfill policies,
+    code references); Python's own logger for Dagster repeats what the progress display already says.
+    Step failures are reported by the runners as one line; their console logger is set in
+    ``rag_pipeline.runs.instance.QUIET_RUN_CONFIG``. transformers draws a "Loading weights" bar for a
+    model that loads in milliseconds and warns about inputs the chunker already fits to the model (both
+    read once, when transformers is first imported, which happens inside the command)."""
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    # qdrant-client checks a server's version in a daemon thread; when the server cannot be reached, this
+    # warning can land before or after the one line that already says so.
+    warnings.filterwarnings("ignore", message="Failed to obtain server version", category=UserWarning)
+    logging.getLogger("dagster").setLevel(logging.WARNING)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def _configured_urls(settings: Settings | None) -> dict[str, str]:
+    """Server addresses from the configuration and the variable that sets each (named in connection errors)."""
+    if settings is None:
+        return {}
+    urls = {
+        settings.qdrant.url: "QDRANT_URL",
+        settings.jira_api.url if settings.jira_api else None: "JIRA_URL",
+        settings.slack_api.base_url if settings.slack_api else None: "SLACK_API_BASE_URL",
+    }
+    return {url: variable for url, variable in urls.items() if url}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = bool(args.debug)
     if getattr(args, "source", None) is None:
         args.source = ["slack", "jira"]
+    if not debug:
+        _quiet_libraries()
+    settings: Settings | None = None
     try:
         # The one read of the environment; every command gets its configuration from here.
         settings = Settings.from_env().with_data_dir(getattr(args, "data_dir", None))
-    except SettingsError as exc:
-        Console(stderr=True).print(f"error: {exc}", style="red", highlight=False)
-        return 2
-    return int(args.func(args, settings))
+        return int(args.func(args, settings))
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):
+            raise
+        # A command stopping with a message (argparse style): print it once, exit 2. The message stays
+        # the exception's text for callers; the interpreter exits silently on the integer code.
+        if debug:
+            print_traceback(exc)
+        message = one_line(exc.code).removeprefix("error: ")
+        print_error(message)
+        stop = SystemExit(message)
+        stop.code = USAGE
+        raise stop from None
+    except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError):  # Ctrl-C, in or outside a Dagster run
+        print_error("interrupted")
+        return INTERRUPTED
+    except Exception as exc:
+        explanation = explain(exc, _configured_urls(settings))
+        if debug:
+            print_traceback(exc)
+            print_error(explanation.message)
+        else:
+            print_error(explanation.message if explanation.expected else f"{explanation.message} ({DEBUG_HINT})")
+        return explanation.code
 
 
 if __name__ == "__main__":

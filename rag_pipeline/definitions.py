@@ -59,6 +59,7 @@ def qdrant_resource(settings: Settings) -> QdrantResource:
         collection_prefix=q.collection_prefix,
         shard_number=q.shards,
         replication_factor=q.replicas,
+        store_wait_seconds=settings.store_wait_seconds,
     )
 
 

@@ -160,3 +160,21 @@ def test_domain_code_never_imports_dagster() -> None:
             if any(n == "dagster" or n.startswith("dagster.") or n.startswith("dagster_") for n in names):
                 offenders.append(str(path.relative_to(package)))
     assert offenders == []
+
+
+def test_documents_dated_outside_the_partitions_are_reported_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    dump = write_jira_dump(
+        tmp_path / "jira.jsonl.gz",
+        [
+            jira_issue("1", "AC-1", "2024-03-01T10:00:00.000+0000", description="inside the partitions"),
+            jira_issue("2", "AC-2", "1999-03-01T10:00:00.000+0000", description="before the first partition day"),
+            jira_issue("3", "AC-3", "2999-03-01T10:00:00.000+0000", description="dated in the future"),
+        ],
+    )
+    monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    summary = run_backfill(settings_for(tmp_path / "data"), sources=("jira",)).as_dict()["per_source"]["jira"]
+    assert summary["documents"] == 1 and summary["documents_outside_partitions"] == 2
+    assert "2 document(s) dated outside the partitions (2004-01-01.." in capsys.readouterr().err

@@ -59,9 +59,12 @@ def test_api_documents_equal_export_documents_crafted(tmp_path: Path, page_size:
     expected = _export_documents(ws, tmp_path)
     with SlackEmulator(ws, max_limit=max_limit) as emu:
         reader = _reader(emu, page_size=page_size)
-        channels = {c.id: c for c in reader.discover_channels()}
-        # Archived skipped by default, the hidden private channel is never listed.
-        assert set(channels) == {F.GENERAL_CHANNEL, F.SHARED_CHANNEL, F.PRIVATE_CHANNEL, F.NOJOIN_CHANNEL}
+        discovery = reader.discover()
+        channels = {c.id: c for c in discovery.channels}
+        # Archived skipped by default, the hidden private channel is never listed, the public channel the bot
+        # is not in (history: not_in_channel) is reported instead of kept.
+        assert set(channels) == {F.GENERAL_CHANNEL, F.SHARED_CHANNEL, F.PRIVATE_CHANNEL}
+        assert [c.id for c in discovery.not_member] == [F.NOJOIN_CHANNEL] and not discovery.problems
         got = {}
         for cid in (F.GENERAL_CHANNEL, F.SHARED_CHANNEL, F.PRIVATE_CHANNEL):
             read = reader.read_days(cid, MARCH)
@@ -214,11 +217,14 @@ def test_access_errors_name_the_channel_and_the_fix(crafted: SlackEmulator) -> N
 def test_discovery_filters() -> None:
     with SlackEmulator(F.crafted_workspace()) as emu:
         names = lambda **s: sorted(c.name for c in _reader(emu, **s).discover_channels())  # noqa: E731
-        assert names() == ["general", "partner-shared", "security", "watercooler"]
-        assert names(include_archived=True) == ["general", "old-project", "partner-shared", "security", "watercooler"]
-        assert names(include_private=False) == ["general", "partner-shared", "watercooler"]
+        not_member = lambda **s: [c.name for c in _reader(emu, **s).discover().not_member]  # noqa: E731
+        assert names() == ["general", "partner-shared", "security"] and not_member() == ["watercooler"]
+        assert names(include_archived=True) == ["general", "old-project", "partner-shared", "security"]
+        assert names(include_private=False) == ["general", "partner-shared"]
         assert names(channel_allow=("gen.*", "security")) == ["general", "security"]
         assert names(channel_deny=("#watercooler", "partner-.*")) == ["general", "security"]
+        # Filters apply first: a denied channel is not reported as one the bot should be invited to.
+        assert not_member(channel_deny=("#watercooler",)) == [] and not_member(channel_allow=("general",)) == []
 
 
 # --- Dagster ------------------------------------------------------------------------------------

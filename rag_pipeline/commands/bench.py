@@ -12,6 +12,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from rag_pipeline.commands.arguments import at_least, existing_file, existing_folder, positive_int, writable_folder
+from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.commands.search import open_index, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
@@ -28,10 +30,20 @@ from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 Progressor = Callable[[str, int, int], None]
+
+
+_RERANKER_SPECS = "'fixed', 'cross-encoder:<folder or hub name>' or 'llm:<chat model>'"
+
+
+def reranker_spec(value: str) -> str:
+    """An ``--extra-reranker`` value, checked at parsing: the arm is built after every other arm has run."""
+    if value == "fixed" or value.startswith(("cross-encoder:", "llm:")):
+        return value
+    raise argparse.ArgumentTypeError(f"unknown reranker {value!r}: use {_RERANKER_SPECS}")
 
 
 def _extra_reranker(spec: str, settings: Settings) -> tuple[str, Reranker]:
@@ -49,9 +61,7 @@ def _extra_reranker(spec: str, settings: Settings) -> tuple[str, Reranker]:
 
         model = spec.split(":", 1)[1] or "gpt-4o-mini"
         return f"reranked[llm:{model}]", LlmReranker(model, cache_path=settings.paths.llm_grades)
-    raise SystemExit(
-        f"unknown --extra-reranker {spec!r}: use 'fixed', 'cross-encoder:<folder or hub name>' or 'llm:<chat model>'"
-    )
+    raise SystemExit(f"unknown --extra-reranker {spec!r}: use {_RERANKER_SPECS}")
 
 
 def _evaluate(
@@ -82,6 +92,8 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
         raise SystemExit(
             f"--split and --train-split are both {args.split!r}: the reranker would be scored on its training queries"
         )
+    # The embedding cache lives there; SQLite would otherwise fail with "unable to open database file".
+    writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
     dataset = load_beir(directory, args.split)
     encoder = load_dense_encoder(settings.dense_model)
     avg_len = corpus_avg_len(dataset, name) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
@@ -142,24 +154,48 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
         return [_evaluate(retriever, queries, meta, args, progress, reranker, report.documents, settings)]
 
 
+def _load_eval_sets(paths: list[Path]) -> list[tuple[EvalSetMeta, list[EvalQuery]]]:
+    """Every eval set, read before the index is opened and the model loaded, so a bad line stops at once."""
+    sets = []
+    for path in paths:
+        try:
+            sets.append((load_eval_set_meta(path), load_eval_set(path)))
+        except ValueError as exc:  # the loaders name the file and line; pydantic's detail spans lines
+            raise CommandError(compact(exc)) from exc
+    return sets
+
+
+def _load_or_defer(model: str) -> DenseEncoder | Callable[[], DenseEncoder]:
+    """The loaded model, or (when it cannot load) its loader, so the retriever reports the failure and
+    falls back to BM25 as it does for a search."""
+    try:
+        return load_dense_encoder(model)
+    except Exception:
+        return lambda: load_dense_encoder(model)
+
+
 def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
+    eval_sets = _load_eval_sets(args.eval_set)
+    # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
+    dense = _load_or_defer(settings.dense_model)
     with open_index(settings) as store:
         retriever = Retriever(
             store,
-            dense=lambda: load_dense_encoder(settings.dense_model),
+            dense=dense,
             config=retriever_config(args),
             persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
         )
         results = []
         documents = store.count(store.names.parents)
-        for path in args.eval_set:
-            meta, queries = load_eval_set_meta(path), load_eval_set(path)
+        for meta, queries in eval_sets:
             results.append(_evaluate(retriever, queries, meta, args, progress, None, documents, settings))
         return results
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
+    if args.out:  # checked first: the report is written after minutes of benchmarking
+        writable_folder(Path(args.out), "report folder", "--out")
     with task_bars(console) as progress:
         results = _beir(args, settings, progress, console) if args.beir else _eval_sets(args, settings, progress)
     if args.out:
@@ -189,8 +225,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "cross-fitting).",
     )
     target = bench.add_mutually_exclusive_group(required=True)
-    target.add_argument("--eval-set", action="append", type=Path, help="project-format eval set (repeatable)")
-    target.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    target.add_argument("--eval-set", action="append", type=existing_file, help="project-format eval set (repeatable)")
+    target.add_argument("--beir", type=existing_folder, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
     bench.add_argument(
         "--arms",
         nargs="+",
@@ -201,17 +237,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--extra-reranker",
         action="append",
-        help="also report a reranked arm with this reranker: 'fixed' or 'cross-encoder:<folder or hub name>'",
+        type=reranker_spec,
+        help=f"also report a reranked arm with this reranker: {_RERANKER_SPECS}",
     )
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--out", type=Path, help="write report.md, summary.json, per_query.parquet and PNG plots here")
-    bench.add_argument("--folds", type=int, default=5, help="cross-fitting folds on eval sets (default: %(default)s)")
+    bench.add_argument(
+        "--folds", type=at_least(2), default=5, help="cross-fitting folds on eval sets (default: %(default)s)"
+    )
     bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
     bench.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
     bench.add_argument(
         "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
     )
-    bench.add_argument("--rerank-depth", type=int, default=50, help="hybrid documents reranked (default: %(default)s)")
+    bench.add_argument(
+        "--rerank-depth", type=positive_int, default=50, help="hybrid documents reranked (default: %(default)s)"
+    )
     beir = bench.add_argument_group("BEIR options")
     beir.add_argument("--split", default="test", help="split scored (default: %(default)s)")
     beir.add_argument("--train-split", default="train", help="split the reranker learns from (default: %(default)s)")
@@ -220,8 +261,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     beir.add_argument(
         "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"
     )
-    beir.add_argument("--parent-tokens", type=int, default=2000, help="parent chunk size (default: %(default)s)")
-    beir.add_argument("--child-tokens", type=int, default=400, help="child chunk size (default: %(default)s)")
+    beir.add_argument(
+        "--parent-tokens", type=positive_int, default=2000, help="parent chunk size (default: %(default)s)"
+    )
+    beir.add_argument("--child-tokens", type=positive_int, default=400, help="child chunk size (default: %(default)s)")
     beir.add_argument(
         "--truncate-at-model-limit",
         action="store_true",

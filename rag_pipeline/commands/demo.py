@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import warnings
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, run_backfill
 from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--full-refresh", action="store_true", help="re-materialize stretches already indexed")
     demo.add_argument(
         "--bridge-days",
-        type=int,
+        type=non_negative_int,
         default=DEFAULT_BRIDGE_DAYS,
         help="empty days between two stretches that still share one run (default: %(default)s)",
     )
@@ -54,11 +54,27 @@ _COLUMNS = (
 )
 
 
+# Where each offline source is read from: (what, the variable that overrides it, the Settings field).
+_SOURCE_PATHS = {
+    "slack": ("Slack export", "RAG_SLACK_EXPORT", "slack_export"),
+    "jira": ("Jira dump", "RAG_JIRA_DUMP", "jira_dump"),
+}
+
+
+def check_paths(settings: Settings, sources: list[str]) -> None:
+    """Every path the demo reads or writes, checked before the first run so that a wrong one stops with a
+    line naming it (Dagster would fail later, in its instance setup or a step, with a traceback)."""
+    writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
+    if settings.dagster_home is not None:
+        writable_folder(settings.dagster_home, "Dagster instance folder", "DAGSTER_HOME")
+    for source in sources:
+        what, variable, field = _SOURCE_PATHS[source]
+        existing_input(Path(getattr(settings, field)), what, variable)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
-    # Dagster logs every event of thousands of partitions; the progress bar says what matters.
-    logging.getLogger("dagster").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore")
+    check_paths(settings, args.source)
     result = _index(args, settings, console)
     evaluation = None
     if not args.no_eval:

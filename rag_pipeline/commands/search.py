@@ -4,36 +4,49 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from rag_pipeline.commands.arguments import positive_int, query_text
+from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.definitions import qdrant_resource
-from rag_pipeline.index.index_info import IndexModelMismatch, check_dense_model
+from rag_pipeline.index.index_info import check_dense_model
 from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder
+
+
+def _print_wait(message: str) -> None:
+    # stderr, so that `--json` output on stdout stays one JSON document.
+    print(message, file=sys.stderr, flush=True)
 
 
 @contextmanager
-def open_index(settings: Settings) -> Iterator[VectorStore]:
+def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait) -> Iterator[VectorStore]:
     """The pipeline's index, opened exactly as the Dagster steps open it (same engine, prefix, shards),
-    for as long as the block runs; refuses a dense model other than the one the index was built with."""
+    for as long as the block runs; refuses a dense model other than the one the index was built with.
+
+    The embedded index admits one process at a time: while a pipeline step or another search holds it,
+    this waits (up to RAG_STORE_WAIT_SECONDS, reporting on ``on_wait``), then exits with the reason. Keep
+    the block to the queries themselves."""
     if not settings.qdrant.url:
         names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
         if not (settings.paths.qdrant / names.children).exists():
-            raise SystemExit(
+            raise CommandError(
                 f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
             )
     # Outside a run the API key is still an unresolved EnvVar; initializing resolves it.
-    with qdrant_resource(settings).process_config_and_initialize().open() as store:
-        try:
-            check_dense_model(store, settings.dense_model)
-        except IndexModelMismatch as exc:
-            raise SystemExit(f"error: {exc}") from None
+    resource = qdrant_resource(settings).process_config_and_initialize()
+    with resource.open(on_wait=on_wait, label=process_label()) as store:
+        check_dense_model(store, settings.dense_model)
         yield store
 
 
@@ -44,7 +57,7 @@ def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
         try:
             dense, sparse = (float(w) for w in args.rrf_weights.split(","))
         except ValueError:
-            raise SystemExit(f"--rrf-weights must be two numbers DENSE,SPARSE, got {args.rrf_weights!r}") from None
+            raise CommandError(f"--rrf-weights must be two numbers DENSE,SPARSE, got {args.rrf_weights!r}") from None
         weights = (dense, sparse)
     return RetrieverConfig(
         fusion_method=args.fusion,
@@ -58,33 +71,55 @@ def principal_from_args(args: argparse.Namespace) -> Principal:
     groups = tuple(g for g in (args.groups or "").split(",") if g)
     if args.all_documents:
         if args.user or groups:
-            raise SystemExit("--all-documents skips access control; it cannot be combined with --user/--groups")
+            raise CommandError("--all-documents skips access control; it cannot be combined with --user/--groups")
         return Principal.all_documents_for_evaluation()
     return Principal(user_id=args.user, groups=groups)
 
 
+def _prepare_dense(model: str, query: str, cache: EmbeddingCache) -> DenseEncoder | Callable[[], DenseEncoder]:
+    """The dense model, loaded, with the query already embedded into the embedding cache (where the
+    retriever finds it), so that loading the model (seconds) never happens while the index is held.
+
+    A model that cannot be loaded or run is handed to the retriever as a loader that raises: dense modes
+    then fall back to BM25 with the usual warning, as when the retriever loads the model itself."""
+    try:
+        encoder = load_dense_encoder(model)
+        QueryEmbeddingCache(encoder, persistent=cache).get(query)
+    except Exception as exc:  # any failure degrades to BM25 inside the retriever, with its warning
+        error = exc
+
+        def unavailable() -> DenseEncoder:
+            raise error
+
+        return unavailable
+    return encoder
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     paths = settings.paths
-    with open_index(settings) as store:
-        reranker = load_current_reranker(paths.reranker)
-        retriever = Retriever(
-            store,
-            dense=lambda: load_dense_encoder(settings.dense_model),
-            reranker=reranker,
-            config=retriever_config(args),
-            persistent_cache=EmbeddingCache(paths.embedding_cache),
-        )
-        response = retriever.search(
-            args.query,
-            args.mode,
-            principal_from_args(args),
-            top_k=args.top_k,
-            sources=args.source,
-            containers=args.container,
-            updated_from=args.since,
-            updated_to=args.until,
-            min_score=args.min_score,
-        )
+    principal, config = principal_from_args(args), retriever_config(args)
+    # Everything slow happens before the index is opened: the embedded index admits one process at a time,
+    # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
+    reranker = load_current_reranker(paths.reranker)
+    cache = EmbeddingCache(paths.embedding_cache)
+    dense = None if args.mode == "bm25" else _prepare_dense(settings.dense_model, args.query, cache)
+    bm25 = Bm25Encoder()
+    try:
+        with open_index(settings) as store:
+            retriever = Retriever(store, bm25, dense=dense, reranker=reranker, config=config, persistent_cache=cache)
+            response = retriever.search(
+                args.query,
+                args.mode,
+                principal,
+                top_k=args.top_k,
+                sources=args.source,
+                containers=args.container,
+                updated_from=args.since,
+                updated_to=args.until,
+                min_score=args.min_score,
+            )
+    finally:
+        cache.close()
     if args.json:
         print(
             json.dumps(
@@ -130,12 +165,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "document with its best chunk. Without --user/--groups only public documents match; --all-documents "
         "(evaluation only) skips access control.",
     )
-    search.add_argument("query")
+    search.add_argument("query", type=query_text)
     search.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="hybrid")
     search.add_argument("--user", default=None, help="reader's user id (e.g. a Slack or Jira account id)")
     search.add_argument("--groups", default="", help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
     search.add_argument("--all-documents", action="store_true", help="skip access control (evaluation only)")
-    search.add_argument("--top-k", type=int, default=10, help="results to return (default: %(default)s)")
+    search.add_argument("--top-k", type=positive_int, default=10, help="results to return (default: %(default)s)")
     search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
     search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
     search.add_argument("--since", default=None, help="documents active on or after this ISO date")

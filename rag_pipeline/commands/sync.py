@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import warnings
+import time
 
 from rich.console import Console
 from rich.table import Table
 
+from rag_pipeline.commands.arguments import iso_day, writable_folder
+from rag_pipeline.commands.errors import FAILURE, CommandError, find_connection_failure, redact_url
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import SourceError
@@ -19,6 +20,8 @@ _REQUIRED_ENV = {
     "slack": ("SLACK_BOT_TOKEN", "a Slack bot token, xoxb-..."),
     "jira": ("JIRA_URL", "the Jira site URL, plus JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/DC)"),
 }
+# slack-sdk's own default when SLACK_API_BASE_URL is unset.
+_SLACK_API_URL = "https://slack.com/api/"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,8 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "JIRA_URL and JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center, JIRA_CLOUD=0).",
     )
     sync.add_argument("--source", required=True, choices=sorted(_REQUIRED_ENV), help="the live source to sync")
-    sync.add_argument("--start", required=True, help="first UTC day, YYYY-MM-DD")
-    sync.add_argument("--end", default=None, help="last UTC day, YYYY-MM-DD (default: today)")
+    sync.add_argument("--start", required=True, type=iso_day, help="first UTC day, YYYY-MM-DD")
+    sync.add_argument("--end", default=None, type=iso_day, help="last UTC day, YYYY-MM-DD (default: today)")
     sync.add_argument(
         "--channel", action="append", default=[], help="Slack channel name or id (repeatable; default: all discovered)"
     )
@@ -46,22 +49,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     sync.set_defaults(func=run)
 
 
+def _api_url(source: str, settings: Settings) -> tuple[str, str | None]:
+    """The configured API address of ``source`` and the variable that sets it (None: the client's default)."""
+    if source == "jira" and settings.jira_api is not None:
+        return redact_url(settings.jira_api.url), "JIRA_URL"
+    base_url = settings.slack_api.base_url if settings.slack_api is not None else None
+    return redact_url(base_url or _SLACK_API_URL), "SLACK_API_BASE_URL" if base_url else None
+
+
+def _unreachable(exc: BaseException, source: str, settings: Settings) -> CommandError | None:
+    """One line naming the API address when ``exc`` comes from a server that could not be reached.
+
+    The Jira reader already turns it into a sentence (which names JIRA_URL but not its value); slack-sdk
+    raises urllib's ``URLError``, which names neither."""
+    found = find_connection_failure(exc)
+    if found is None:
+        return None
+    url, variable = _api_url(source, settings)
+    if isinstance(exc, SourceError):
+        message = str(exc) if url in str(exc) else f"{exc} ({variable or 'API'}: {url})"
+    else:
+        label = "Slack Web API" if source == "slack" else "Jira site"
+        check = f"check {variable} and the network" if variable else "check the network"
+        message = f"the {label} at {url} could not be reached ({found[1]}): {check}"
+    return CommandError(message, FAILURE)
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.runs.live_sync import run_sync
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     if args.source not in settings.live_sources:
         variable, what = _REQUIRED_ENV[args.source]
-        console.print(f"error: {variable} is not set ({what})", style="red")
-        return 2
+        raise CommandError(f"{variable} is not set ({what})")
     containers = args.channel if args.source == "slack" else args.project
     wrong = args.project if args.source == "slack" else args.channel
     if wrong:
         option = "--project" if args.source == "slack" else "--channel"
-        console.print(f"error: {option} does not apply to --source {args.source}", style="red")
-        return 2
-    logging.getLogger("dagster").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore")
+        raise CommandError(f"{option} does not apply to --source {args.source}")
+    end = args.end or time.strftime("%Y-%m-%d", time.gmtime())  # the runner's default: today (UTC)
+    if end < args.start:
+        raise CommandError(f"--end {end} is before --start {args.start}" + ("" if args.end else " (today, UTC)"))
+    writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
+    if settings.dagster_home is not None:
+        writable_folder(settings.dagster_home, "Dagster instance folder", "DAGSTER_HOME")
     try:
         with task_bars(console, disable=args.json) as progress:
             summary = run_sync(
@@ -73,9 +104,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 reconcile=not args.no_reconcile,
                 on_progress=progress,
             )
-    except (SourceError, ValueError) as exc:
-        console.print(f"error: {exc}", style="red")
-        return 2
+    except Exception as exc:
+        unreachable = _unreachable(exc, args.source, settings)
+        if unreachable is None:
+            raise  # the command line reports it (rag_pipeline.commands.errors)
+        raise unreachable from exc
     result = summary.as_dict()
     if args.json:
         print(json.dumps(result, indent=2))
@@ -88,5 +121,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         prefix = "#" if args.source == "slack" else ""
         print(f"{label}: " + (", ".join(f"{prefix}{c}" for c in result["containers"]) or "none"))
         for name, message in result["failed"].items():
-            console.print(f"failed: {name}: {message}", style="red")
+            console.print(f"failed: {name}: {message}", style="red", markup=False, highlight=False)
     return 1 if result["failed"] else 0

@@ -1,17 +1,41 @@
 """One parquet file per asset partition; partition ranges (single-run backfills) read and write
-every partition of the range in one step, as ``{partition_key: DataFrame}``."""
+every partition of the range in one step, as ``{partition_key: DataFrame}``.
+
+Partition keys come from outside (channel ids, project keys), so a key becomes a path only when each
+of its parts is a valid container id (``rag_pipeline.sources.identifiers``; ISO days pass too) and
+the file it names lies under ``base_dir``. Anything else is refused, naming the key: discovery never
+registers such a key, so one reaching this point was added around it (by hand, through the UI or the
+instance API), and encoding it instead would only give an unreviewed key a place on disk.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from pydantic import PrivateAttr
 
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
+
+# Dagster joins the dimensions of a multi-partition key with this separator.
+_KEY_SEPARATOR = "|"
+
+
+class UnsafePartitionKey(dg.Failure, ValueError):
+    """A partition key that cannot name a file under the data folder. A ``Failure`` that skips the step's retry
+    policy (the raw assets retry API errors for minutes): the same key is refused the same way every time."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description=description, allow_retries=False)
+
 
 class PartitionedParquetIOManager(dg.ConfigurableIOManager):
-    """Stores ``{partition_key: DataFrame}`` outputs as ``<base>/<asset>/<key part>/.../<last part>.parquet``."""
+    """Stores ``{partition_key: DataFrame}`` outputs as ``<base>/<asset>/<key part>/.../<last part>.parquet``
+    (``slack_threads/C0123/2024-03-01.parquet``, ``jira_issues/2024-03-01/TIMOB.parquet``: the dimensions in
+    Dagster's key order)."""
 
     base_dir: str
     # Frames this IO manager wrote during the current run, keyed by path with the file's mtime: in an
@@ -19,28 +43,61 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
     # files. A file changed on disk since (another process) is read from disk again.
     _written: dict[Path, tuple[int, pd.DataFrame]] = PrivateAttr(default_factory=dict)
 
-    def _path(self, asset_key: dg.AssetKey, partition_key: str) -> Path:
-        # Multi-partition keys ("C01|2026-11-20") become one folder level per dimension.
-        *folders, leaf = str(partition_key).split("|")
-        return Path(self.base_dir, *asset_key.path, *folders, f"{leaf}.parquet")
+    def _path(
+        self, asset_key: dg.AssetKey, partition_key: str, partitions_def: dg.PartitionsDefinition | None = None
+    ) -> Path:
+        """The file of one partition, or :class:`UnsafePartitionKey` when the key cannot be one."""
+        key = str(partition_key)
+        parts = key.split(_KEY_SEPARATOR)
+        shown = f"{asset_key.to_user_string()} partition key {key[:120]!r}"
+        # A multi-partition key has one part per dimension; more parts would mean a '|' inside a value
+        # ("a|b" as a channel id), which would silently write the partition one folder deeper.
+        expected = None
+        if isinstance(partitions_def, dg.MultiPartitionsDefinition):
+            expected = len(partitions_def.partitions_defs)
+        elif partitions_def is not None:
+            expected = 1
+        if expected is not None and len(parts) != expected:
+            raise UnsafePartitionKey(f"{shown} has {len(parts)} parts separated by '|', expected {expected}")
+        for part in parts:
+            try:
+                check_container_id(part, f"{shown} cannot name a file: its part")
+            except InvalidIdentifier as exc:
+                raise UnsafePartitionKey(f"{exc} (channels and projects are registered by discovery)") from None
+        *folders, leaf = parts
+        path = Path(self.base_dir, *asset_key.path, *folders, f"{leaf}.parquet")
+        # Belt and braces for the charset above: compared lexically (no symlink resolution), so an operator may
+        # still point an asset's folder at another disk with a symlink; input names cannot create symlinks.
+        base = os.path.normpath(os.path.abspath(self.base_dir))
+        target = os.path.normpath(os.path.abspath(path))
+        if os.path.commonpath([base, target]) != base or target == base:
+            raise UnsafePartitionKey(f"{shown} resolves to {target}, outside the data folder {base}")
+        return path
 
     def handle_output(self, context: dg.OutputContext, obj: dict[str, pd.DataFrame]) -> None:
         keys = context.asset_partition_keys
         missing = [k for k in keys if k not in obj]
         if missing:
             raise ValueError(f"{context.asset_key.to_user_string()} produced no frame for partitions {missing[:5]}")
-        for key in keys:
-            path = self._path(context.asset_key, key)
+        partitions_def = _partitions_def(context)
+        # Every key is checked before anything is written, so a bad key in a range leaves no partial range behind.
+        paths = {key: self._path(context.asset_key, key, partitions_def) for key in keys}
+        for key, path in paths.items():
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            obj[key].to_parquet(tmp, index=False)
-            tmp.replace(path)  # atomic: readers never see half a file
+            # A temp name of its own: two processes writing the same partition must not rename each other's file.
+            tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
+            try:
+                obj[key].to_parquet(tmp, index=False)
+                tmp.replace(path)  # atomic: readers never see half a file
+            finally:
+                tmp.unlink(missing_ok=True)
             self._written[path] = (path.stat().st_mtime_ns, obj[key])
 
     def load_input(self, context: dg.InputContext) -> dict[str, pd.DataFrame]:
         frames = {}
+        partitions_def = _partitions_def(context)
         for key in context.asset_partition_keys:
-            path = self._path(context.asset_key, key)
+            path = self._path(context.asset_key, key, partitions_def)
             if not path.exists():
                 raise FileNotFoundError(
                     f"{context.asset_key.to_user_string()} partition {key} has not been materialized ({path})"
@@ -51,3 +108,11 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             else:
                 frames[key] = pd.read_parquet(path)
         return frames
+
+
+def _partitions_def(context: dg.OutputContext | dg.InputContext) -> dg.PartitionsDefinition | None:
+    """The asset's partitions definition, or None where the context has none (contexts built by hand)."""
+    try:
+        return context.asset_partitions_def
+    except dg.DagsterInvariantViolationError:
+        return None

@@ -10,9 +10,10 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.partitions import multi_key
+from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem
-from rag_pipeline.sources.source_read import SourceRead
+from rag_pipeline.sources.source_read import SourceRead, admit_documents
 from rag_pipeline.stages import documents_frame
 
 
@@ -24,16 +25,29 @@ def documents_by_partition(
     started: float,
     partition_day: Mapping[str, str] | None = None,
     extra_metadata: Mapping[str, Any] | None = None,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.Output:
     """Each document lands in the partition (day of its latest activity, container) of the run,
-    unless ``partition_day`` names another day for it."""
+    unless ``partition_day`` names another day for it.
+
+    Every source's documents pass the same checks first (:func:`admit_documents`): a document whose day has
+    no partition (before the first day), an invalid container, a second copy of an id or text over
+    ``max_document_chars`` is reported in ``bad_records`` instead of failing the run or going unnoticed."""
     wanted = {str(k) for k in context.partition_keys}
     selected: dict[str, list[Document]] = {k: [] for k in wanted}
     day_of = partition_day or {}
-    for doc in documents:
-        key = str(multi_key(partitions_def, day_of.get(doc.id, doc.day), doc.container))
-        if key in wanted:
-            selected[key].append(doc)
+    first_day, last_day = _day_range(partitions_def)
+    admitted = admit_documents(
+        documents,
+        day_of=lambda doc: day_of.get(doc.id, doc.day),
+        first_day=first_day,
+        last_day=last_day,
+        max_chars=max_document_chars,
+        wanted=lambda day, container: str(multi_key(partitions_def, day, container)) in wanted,
+    )
+    for day, doc in admitted.documents:
+        selected[str(multi_key(partitions_def, day, doc.container))].append(doc)
+    problems = [*problems, *admitted.problems]
     frames = {k: documents_frame(docs) for k, docs in selected.items()}
     total = sum(len(f) for f in frames.values())
     if problems:
@@ -49,7 +63,7 @@ def documents_by_partition(
             "authors": len(authors),
             "characters": int(sum(f["text"].str.len().sum() for f in frames.values() if len(f))),
             "bad_records": len(problems),
-            "bad_record_examples": dg.MetadataValue.md("\n".join(f"- `{p}`" for p in problems[:10]) or "none"),
+            "bad_record_examples": dg.MetadataValue.md(_examples(problems)),
             "preview": dg.MetadataValue.md(_preview(frames)),
             **(extra_metadata or {}),
             "elapsed_seconds": round(time.perf_counter() - started, 3),
@@ -63,6 +77,7 @@ def source_read_output(
     read: SourceRead,
     started: float,
     failed_label: str,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.Output:
     """A live or offline source's read as the raw asset's output; containers that could not be read
     fail the run (with the reasons and the call counts as metadata) so the gap is seen."""
@@ -83,7 +98,21 @@ def source_read_output(
         started,
         partition_day=read.partition_day,
         extra_metadata=read.metadata,
+        max_document_chars=max_document_chars,
     )
+
+
+def _day_range(partitions_def: dg.MultiPartitionsDefinition) -> tuple[str, str]:
+    """The first and last day of the partitions' date dimension (the last one moves with the clock)."""
+    daily = partitions_def.get_partitions_def_for_dimension("date")
+    first, last = daily.get_first_partition_key(), daily.get_last_partition_key()
+    assert first is not None and last is not None, "the date dimension starts in the past"
+    return first, last
+
+
+def _examples(problems: Sequence[RecordProblem], limit: int = 10) -> str:
+    """The first problems as a markdown list; a backtick from the input must not end the code span."""
+    return "\n".join("- `" + str(p).replace("`", "'") + "`" for p in problems[:limit]) or "none"
 
 
 def _preview(frames: dict[str, pd.DataFrame], rows: int = 5) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dagster as dg
@@ -11,6 +11,9 @@ from pydantic import Field
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.index.store_lock import log as store_lock_log
+from rag_pipeline.index.store_lock import process_label
+from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
@@ -76,14 +79,24 @@ class QdrantResource(dg.ConfigurableResource):
     replication_factor: int | None = Field(
         default=None, description="Copies of each shard on a cluster (QDRANT_REPLICAS); needs as many nodes"
     )
+    store_wait_seconds: float = Field(
+        default=DEFAULT_STORE_WAIT_SECONDS,
+        description="How long a step waits for another process holding the embedded index (RAG_STORE_WAIT_SECONDS)",
+    )
 
     @property
     def engine(self) -> str:
         return "qdrant-client:server" if self.url else "qdrant-edge"
 
     @contextmanager
-    def open(self) -> Iterator[VectorStore]:
-        """Open the store for one step and always close it (the embedded engine locks its folder)."""
+    def open(self, on_wait: Callable[[str], None] | None = None, label: str | None = None) -> Iterator[VectorStore]:
+        """Open the store for one step and always close it.
+
+        The embedded engine admits one opener per folder: while a search or another run holds it, this
+        waits up to ``store_wait_seconds`` and reports the wait every few seconds (``on_wait``; by default the
+        step's log, shown in the UI, and stderr), then fails naming the holder. A server (``url``) has no
+        such lock.
+        """
         names = CollectionNames.with_prefix(self.collection_prefix)
         store: VectorStore
         if self.url:
@@ -95,8 +108,33 @@ class QdrantResource(dg.ConfigurableResource):
                 replication_factor=self.replication_factor,
             )
         else:
-            store = EdgeVectorStore(self.path, names)
+            step_label, step_log = _current_step()
+            store = EdgeVectorStore(
+                self.path,
+                names,
+                wait_seconds=self.store_wait_seconds,
+                on_wait=on_wait or step_log,
+                label=label or step_label,
+            )
         try:
             yield store
         finally:
             store.close()
+
+
+def _current_step() -> tuple[str, Callable[[str], None] | None]:
+    """This opener's name in other processes' wait messages, and where its own wait messages go.
+
+    In a step: the step's log (the run's event log, shown in the UI) and the store lock's Python logger, which
+    reaches the process's stderr even where the run's console logger is turned down (the demo's runners show
+    only their own progress). Elsewhere: the Python logger alone (the default)."""
+    try:
+        context = dg.OpExecutionContext.get()
+    except dg.DagsterInvariantViolationError:  # outside a step: the CLI, a sensor, a test
+        return process_label(), None
+
+    def report(message: str) -> None:
+        context.log.warning(message)
+        store_lock_log.warning(f"{context.op.name}: {message}")  # unlike the step log, stderr has no step column
+
+    return f"{process_label()}, Dagster run {context.run_id[:8]}, step {context.op.name}", report

@@ -1,13 +1,16 @@
 """Embedded engine: qdrant-edge-py (Qdrant's own segment engine in-process), one shard per collection.
 
-The folder is locked by its opener: one writer at a time (the Dagster pool ``qdrant`` serializes
-steps that open it).
+One opener at a time per folder, readers and writers alike (qdrant-edge locks each shard's WAL): a store
+takes the folder's lock before loading its shards and keeps it until :meth:`EdgeVectorStore.close`, and an
+opener that finds the folder held waits up to ``wait_seconds`` (``store_lock.py``). Open it late and
+close it early: every other search and step waits while it is open. The Dagster pool ``qdrant``
+serializes the steps that open it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from rag_pipeline.index.store import (
     StorePoint,
     filter_spec,
 )
+from rag_pipeline.index.store_lock import ShardsBusy, acquire_folder, is_wal_locked
 from rag_pipeline.vectors.sparse import SparseVector
 
 # qdrant-edge cannot hold a shard without vectors; parents carry this never-filled sparse vector.
@@ -47,19 +51,45 @@ class EdgeVectorStore:
 
     engine = "qdrant-edge"
 
-    def __init__(self, path: str | Path, names: CollectionNames | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        names: CollectionNames | None = None,
+        *,
+        wait_seconds: float = 0.0,
+        on_wait: Callable[[str], None] | None = None,
+        label: str | None = None,
+    ) -> None:
+        """Open (or prepare) the store under ``path``, waiting up to ``wait_seconds`` while another opener
+        holds the folder (``on_wait`` gets a progress line every few seconds; past the limit
+        :class:`~rag_pipeline.index.store_lock.StoreBusyError`). ``label`` names this opener in other
+        processes' messages (default: the program and its subcommand)."""
         self.path = Path(path)
         self.names = names or CollectionNames()
         self._shards: dict[str, qe.EdgeShard] = {}
         self.path.mkdir(parents=True, exist_ok=True)
-        for name in (self.names.children, self.names.parents):
-            if (self.path / name / _CONFIG_FILE).exists():
-                shard = qe.EdgeShard.load(str(self.path / name))
-                # Shards written before the mirror existed: without its index every ACL-filtered query
-                # would read payloads point by point (measured: 10-50× slower).
-                if _PUBLIC_MIRROR not in shard.info().payload_schema:
-                    shard.update(qe.UpdateOperation.create_field_index(_PUBLIC_MIRROR, qe.PayloadSchemaType.Keyword))
-                self._shards[name] = shard
+        self._lock = acquire_folder(
+            self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait
+        )
+
+    def _load_shards(self) -> None:
+        try:
+            for name in (self.names.children, self.names.parents):
+                if (self.path / name / _CONFIG_FILE).exists():
+                    shard = qe.EdgeShard.load(str(self.path / name))
+                    self._shards[name] = shard
+                    # Shards written before the mirror existed: without its index every ACL-filtered query
+                    # would read payloads point by point (measured: 10-50× slower).
+                    if _PUBLIC_MIRROR not in shard.info().payload_schema:
+                        shard.update(
+                            qe.UpdateOperation.create_field_index(_PUBLIC_MIRROR, qe.PayloadSchemaType.Keyword)
+                        )
+        except Exception as exc:
+            # Never keep one shard of two: the next attempt (or the caller) starts from a closed store.
+            self._close_shards()
+            if is_wal_locked(exc):
+                raise ShardsBusy(str(exc)) from exc
+            raise
 
     # --- collections -------------------------------------------------------------------------
     def create_collections(self, dense_dimension: int) -> None:
@@ -235,11 +265,19 @@ class EdgeVectorStore:
             for p in self._shards[self.names.children].query(request)
         ]
 
-    def close(self) -> None:
-        for shard in self._shards.values():
+    def _close_shards(self) -> None:
+        shards = list(self._shards.values())
+        self._shards.clear()
+        for shard in shards:
             shard.flush()
             shard.close()
-        self._shards.clear()
+
+    def close(self) -> None:
+        """Flush and close the shards, then hand the folder to the next waiting opener (idempotent)."""
+        try:
+            self._close_shards()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> EdgeVectorStore:
         return self

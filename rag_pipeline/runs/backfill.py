@@ -10,11 +10,12 @@ because a run costs more than a few empty partitions.
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import dagster as dg
 
 from rag_pipeline.defs.partitions import multi_key
 from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
     RANGE_END_TAG,
@@ -86,6 +88,8 @@ class SourceSummary:
     runs: int = 0
     runs_skipped: int = 0
     partitions: int = 0
+    # Dated before the first partition day (or after today): no partition can hold them.
+    documents_outside_partitions: int = 0
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
@@ -156,31 +160,50 @@ def run_backfill(
     # The demo always reads the offline sources, even where a live API is configured.
     resources = build_resources(settings, specs, live=False)
     summaries: dict[str, SourceSummary] = {}
-    with dg.DagsterInstance.get() as instance:
+    with runner_instance() as instance:
         for source in sources:
             spec = specs[source]
             # One job per source: materialize() would rebuild the asset graph on every call.
             job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
-            summaries[source] = _backfill_source(instance, spec, job, bridge_days, full_refresh, on_progress)
+            summaries[source] = _backfill_source(
+                instance, spec, job, _partition_days(settings), bridge_days, full_refresh, on_progress
+            )
     return BackfillSummary(summaries, time.perf_counter() - started, str(home), str(settings.data_dir))
+
+
+def _partition_days(settings: Settings) -> tuple[date, date]:
+    """The first and last day a partition exists for: the configured start through today (UTC)."""
+    return date.fromisoformat(settings.partition_start), datetime.now(UTC).date()
 
 
 def _backfill_source(
     instance: dg.DagsterInstance,
     spec: SourceSpec,
     job: dg.JobDefinition,
+    partition_days: tuple[date, date],
     bridge_days: int,
     full_refresh: bool,
     on_progress: ProgressFn | None,
 ) -> SourceSummary:
     """One source's data days as range runs; ranges already indexed from the same file are skipped."""
     days: dict[str, list[date]] = defaultdict(list)
+    first, last = partition_days
+    summary = SourceSummary()
     for doc in spec.offline_resource.read().documents:
-        days[doc.container].append(date.fromisoformat(doc.day))
+        day = date.fromisoformat(doc.day)
+        if first <= day <= last:
+            days[doc.container].append(day)
+        else:
+            summary.documents_outside_partitions += 1
+    if summary.documents_outside_partitions:
+        print(
+            f"{spec.name}: {summary.documents_outside_partitions} document(s) dated outside the partitions "
+            f"({first}..{last}) were not indexed; set RAG_PARTITION_START earlier to include them",
+            file=sys.stderr,
+        )
     instance.add_dynamic_partitions(spec.containers_name, sorted(days))
     fingerprint = _fingerprint(spec.offline_resource.path)
     done = set() if full_refresh else _completed_ranges(instance, spec.name, fingerprint)
-    summary = SourceSummary()
     segments = segments_for(spec.name, days, bridge_days)
     total_partitions = sum(s.days for s in segments)
     finished = 0
@@ -191,8 +214,9 @@ def _backfill_source(
         if (start, end) in done:
             summary.runs_skipped += 1
         else:
-            result = job.execute_in_process(
-                instance=instance,
+            result = execute_run(
+                job,
+                instance,
                 tags=range_tags(start, end, **{FINGERPRINT_TAG: fingerprint, SOURCE_TAG: spec.name}),
                 raise_on_error=True,
                 run_config=QUIET_RUN_CONFIG,

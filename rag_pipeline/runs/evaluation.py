@@ -15,6 +15,7 @@ from rag_pipeline.evaluation.eval_set import load_eval_set_meta
 from rag_pipeline.evaluation.report import markdown_table
 from rag_pipeline.evaluation.report_store import ReportStore
 from rag_pipeline.evaluation.summary import EvalSummary
+from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home
 from rag_pipeline.settings import Settings
 
@@ -83,21 +84,21 @@ def run_evaluation(
     if ran:
         definitions = evaluation_definitions(settings, specs)
         defs = dg.Definitions(assets=definitions.assets, jobs=definitions.jobs, resources=resources)
-        with dg.DagsterInstance.get() as instance:
+        with runner_instance() as instance:
             arms = definitions.arms.get_partition_keys()
             eval_job = defs.resolve_job_def("retrieval_eval_job")
             for done, arm in enumerate(arms):
                 if on_progress:
                     on_progress("evaluation (arms)", done, len(arms))
-                arm_run = eval_job.execute_in_process(
-                    instance=instance, partition_key=arm, run_config=QUIET_RUN_CONFIG, raise_on_error=False
+                arm_run = execute_run(
+                    eval_job, instance, partition_key=arm, run_config=QUIET_RUN_CONFIG, raise_on_error=False
                 )
                 if not arm_run.success:
                     failures.append(f"retrieval_eval[{arm}] failed (run {arm_run.run_id}); see the Dagster UI")
             if on_progress:
                 on_progress("evaluation (arms)", len(arms), len(arms))
             report_job = defs.resolve_job_def("retrieval_eval_report_job")
-            result = report_job.execute_in_process(instance=instance, run_config=QUIET_RUN_CONFIG, raise_on_error=False)
+            result = execute_run(report_job, instance, run_config=QUIET_RUN_CONFIG, raise_on_error=False)
             if not result.success:
                 failures.append(f"retrieval_eval_report failed (run {result.run_id}); see the Dagster UI")
             checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}

@@ -11,7 +11,8 @@ from rag_pipeline.settings import Settings
 # The runners' own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that
 # writes a range's materializations in one transaction (10x faster than one event at a time), and
 # without per-step stdout capture (it spawns two `tail` processes per step; structured event logs
-# are kept).
+# are kept). Run monitoring only acts where `dagster dev` (its daemon) runs on this home: it frees the
+# slots of UI-launched runs whose worker died; the runners recover their own runs (runs/recovery.py).
 DAGSTER_YAML = """telemetry:
   enabled: false
 nux:
@@ -30,10 +31,18 @@ concurrency:
 run_retries:
   enabled: true
   max_retries: 1
+run_monitoring:
+  enabled: true
+  poll_interval_seconds: 30
+  free_slots_after_run_end_seconds: 60
+  max_resume_run_attempts: 0
 """
 
-# Dagster logs every event of thousands of partitions; the runners report progress themselves.
-QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# Dagster logs every event of thousands of partitions; the runners report progress themselves. CRITICAL, not
+# WARNING: the runners also report failures themselves (one line per failed run or container), and at ERROR
+# the console logger would print each step failure again with Dagster's stack trace. The console logger only
+# echoes events: the instance's event log (the UI) still records every event and step log message.
+QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 SOURCE_TAG = "rag/source"
 RANGE_START_TAG = "dagster/asset_partition_range_start"

@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.partitions import multi_key
+from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
     SOURCE_TAG,
@@ -96,11 +97,12 @@ def run_sync(
     selected = spec.select_live_containers(resources[source], containers)
     summary = SyncSummary(source, days[0], days[-1], containers=[name for _, name in selected])
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
-    with dg.DagsterInstance.get() as instance:
+    with runner_instance() as instance:
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
         for done, (container, name) in enumerate(selected, start=1):
-            result = chain_job.execute_in_process(
-                instance=instance,
+            result = execute_run(
+                chain_job,
+                instance,
                 tags=range_tags(
                     str(multi_key(spec.partitions, days[0], container)),
                     str(multi_key(spec.partitions, days[-1], container)),
@@ -125,9 +127,10 @@ def run_sync(
             reconciliation = spec.live.reconciliation
             asset_name = reconciliation.key.to_user_string()
             reconciled = dg.Definitions(assets=[reconciliation], resources=resources)
-            result = reconciled.resolve_implicit_global_asset_job_def().execute_in_process(
-                instance=instance,
-                run_config={"ops": {asset_name: {"config": {spec.containers_label: synced}}}},
+            result = execute_run(
+                reconciled.resolve_implicit_global_asset_job_def(),
+                instance,
+                run_config={**QUIET_RUN_CONFIG, "ops": {asset_name: {"config": {spec.containers_label: synced}}}},
                 raise_on_error=False,
                 tags={SOURCE_TAG: spec.api_tag},
             )

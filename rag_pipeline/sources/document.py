@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,6 +94,40 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# The last second a UTC datetime can hold (9999-12-31T23:59:59Z): later epoch values cannot be a day.
+MAX_EPOCH_SECONDS = 253_402_300_799.0
+
+
 def epoch_to_datetime(seconds: float) -> datetime:
-    """UTC datetime from epoch seconds."""
+    """UTC datetime from epoch seconds; ValueError for times no partition day can hold (negative, infinite,
+    past year 9999), which ``datetime`` would answer with an OverflowError or OSError instead."""
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_EPOCH_SECONDS:
+        raise ValueError(f"time {seconds!r} is outside 1970-01-01..9999-12-31 (epoch seconds)")
     return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def utc_instant(value: datetime) -> datetime:
+    """A timezone-aware time in UTC; ValueError when it has no zone or falls outside what UTC can show
+    (``0001-01-01T00:00:00+0100`` would overflow later, when its day is taken)."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"time without a timezone: {value.isoformat()}")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"time {value.isoformat()} is outside what UTC can show") from exc
+
+
+def truncated(document: Document, max_chars: int) -> Document | None:
+    """The document with its text cut to ``max_chars`` characters (and its hash redone), or None when it
+    fits. One 5 MB message would otherwise become ~12,000 chunks; what is kept is the start of the thread
+    or issue, where the question usually is. ``metadata.truncated_from_chars`` records the full length."""
+    if len(document.text) <= max_chars:
+        return None
+    text = document.text[:max_chars].rstrip()
+    return document.model_copy(
+        update={
+            "text": text,
+            "content_hash": content_hash(text),
+            "metadata": {**document.metadata, "truncated_from_chars": len(document.text)},
+        }
+    )

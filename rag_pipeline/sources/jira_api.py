@@ -32,6 +32,7 @@ from urllib3.util import Retry
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
 from rag_pipeline.sources.jira_dump import issue_document_id, issue_to_document, parse_jira_time, project_group
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
@@ -53,6 +54,8 @@ ISSUE_FIELDS = (
     "issuelinks",
     "security",
 )
+# Jira's own limit on project names; a longer "name" in a listing is not a name worth showing whole.
+MAX_PROJECT_NAME_LENGTH = 80
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 MAX_RETRY_AFTER_SECONDS = 300
 # Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
@@ -254,6 +257,21 @@ def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> 
 
 
 @dataclass
+class ProjectDiscovery:
+    """What project discovery found: the projects to read and listings left out because their key cannot be a
+    partition key."""
+
+    projects: list[JiraProject] = field(default_factory=list)
+    problems: list[RecordProblem] = field(default_factory=list)
+
+
+def _display_name(value: object, fallback: str) -> str:
+    """A project name fit for logs, tags and messages: printable characters only, at most Jira's 80."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in value) if isinstance(value, str) else ""
+    return text[:MAX_PROJECT_NAME_LENGTH] or fallback
+
+
+@dataclass
 class ProjectRead:
     """Issues of one project for a set of days, and where each belongs."""
 
@@ -319,18 +337,31 @@ class JiraApiReader:
             return None
 
     def discover_projects(self) -> list[JiraProject]:
-        """Projects the API user can browse, minus archived ones and the allow/deny filters."""
+        """Projects the API user can browse, minus archived ones and the allow/deny filters (see :meth:`discover`
+        for the listings left out)."""
+        return self.discover().projects
+
+    def discover(self) -> ProjectDiscovery:
+        """Projects the API user can browse, minus archived ones and the allow/deny filters; a listing whose key
+        cannot be a partition key is a problem, never a project."""
         if self.settings.cloud:
             listed: Iterable[dict[str, Any]] = self._cloud_projects()
         else:
             listed = self._call(
                 "list projects", None, self.client.get_all_projects, included_archived=self.settings.include_archived
             )
-        projects = [
-            JiraProject(str(p["key"]), str(p.get("id", "")), str(p.get("name") or p["key"]), bool(p.get("archived")))
-            for p in listed or []
-        ]
-        return [p for p in projects if self.settings.wants(p)]
+        out = ProjectDiscovery()
+        for number, p in enumerate(listed or [], start=1):
+            name = _display_name(p.get("name"), "?")
+            try:
+                key = check_container_id(p.get("key"), f"Jira project key of {name!r}")
+            except InvalidIdentifier as exc:
+                out.problems.append(RecordProblem(f"jira project listing entry {number}", str(exc)))
+                continue
+            project = JiraProject(key, str(p.get("id", "")), _display_name(p.get("name"), key), bool(p.get("archived")))
+            if self.settings.wants(project):
+                out.projects.append(project)
+        return out
 
     def _cloud_projects(self) -> Iterator[dict[str, Any]]:
         """Cloud's paged ``project/search``. It ignores ``includeArchived`` (what the client's

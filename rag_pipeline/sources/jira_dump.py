@@ -1,19 +1,27 @@
-"""Jira dump reader: one JSON issue per line (REST ``/issue`` objects), one document per issue."""
+"""Jira dump reader: one JSON issue per line (REST ``/issue`` objects), one document per issue.
+
+A dump is input from outside: each line is read on its own, so a line that is not JSON, not UTF-8, too deeply
+nested or not a valid issue is a :class:`RecordProblem` naming the file and line (and the issue key when it
+can be found) while every other line is still read; a damaged compressed stream keeps the lines before the
+damage and reports where it broke.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.sources.document import Acl, Document, content_hash
-from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.text.clean import clean_text, looks_like_html, strip_html
+from rag_pipeline.sources.document import Acl, Document, content_hash, utc_instant
+from rag_pipeline.sources.identifiers import check_container_id
+from rag_pipeline.sources.problems import RecordError, RecordProblem, SourceError, describe, shown
+from rag_pipeline.text.clean import clean_text, clean_title, looks_like_html, strip_html
 from rag_pipeline.text.jira_markup import jira_body_to_text
 
 SOURCE = "jira"
@@ -33,17 +41,32 @@ def issue_document_id(site: str, issue_id: str) -> str:
     return f"jira:{site}:{issue_id}"
 
 
+# Issue keys are a project key, a dash and a number (TIMOB-1234); they end up in titles and browse URLs.
+_ISSUE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12}")
+# Issue ids are numbers in Jira; they end up in document ids.
+_ISSUE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The issue key of a line that is not valid JSON, to name it in the problem (the first "key" of a REST issue
+# object is its own; project keys have no "-<number>").
+_KEY_HINT = re.compile(rb'"key"\s*:\s*"([A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12})"')
+
+
 def parse_jira_time(value: str) -> datetime:
-    """Jira timestamps: ``2015-04-18T15:54:04.000+0000`` (also ``Z`` and ``+00:00`` forms)."""
+    """Jira timestamps: ``2015-04-18T15:54:04.000+0000`` (also ``Z`` and ``+00:00`` forms). ValueError for
+    anything else, a time without a zone, or one outside what UTC can show."""
+    if not isinstance(value, str):
+        raise ValueError(f"timestamp {shown(value)} is not a string")
     value = value.strip()
     for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z"):
         try:
-            return datetime.strptime(value, fmt)
+            parsed = datetime.strptime(value, fmt)
         except ValueError:
             continue
+        utc_instant(parsed)
+        return parsed
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
         raise ValueError(f"timestamp without timezone: {value!r}")
+    utc_instant(parsed)
     return parsed
 
 
@@ -70,11 +93,30 @@ def body_text(body: Any) -> str:
 
 
 def issue_to_document(issue: dict[str, Any], site: str) -> Document:
-    """One Jira REST issue object (v2 wiki or v3 ADF bodies) as a Document."""
+    """One Jira REST issue object (v2 wiki or v3 ADF bodies) as a Document.
+
+    Malformed data raises KeyError, TypeError, ValueError or AttributeError, what both readers catch around
+    one issue; anything else (a RecursionError...) is raised as a :class:`RecordError`, a ValueError."""
+    try:
+        return _issue_to_document(issue, site)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise
+    except Exception as exc:  # still this issue's problem alone
+        raise RecordError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
     fields = issue["fields"]
     key = issue["key"]
-    project = fields["project"]["key"]
-    summary = (fields.get("summary") or "").strip()
+    if not isinstance(key, str) or _ISSUE_KEY.fullmatch(key) is None:
+        raise ValueError(f"issue key {shown(key)} is not a Jira issue key (like ABC-123)")
+    issue_id = issue["id"]
+    if isinstance(issue_id, bool) or not isinstance(issue_id, str | int) or not _ISSUE_ID.fullmatch(str(issue_id)):
+        raise ValueError(f"issue id {shown(issue_id)} of {key} is not a Jira issue id")
+    # The project key becomes a partition key and a path component: checked here, where every reader's
+    # issues enter (the dump and the live API both build documents with this function).
+    project = check_container_id(fields["project"]["key"], f"project key of {key}")
+    summary = clean_title(fields.get("summary") or "")
     parts = [f"{key}: {summary}"]
     description = body_text(fields.get("description"))
     if description:
@@ -95,7 +137,7 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
         if not body:
             continue
         author = _person(comment.get("author")) or "unknown"
-        when = (comment.get("created") or "")[:10]
+        when = str(comment.get("created") or "")[:10]
         comment_lines.append(f"{author} ({when}): {body}")
         if author not in authors:
             authors.append(author)
@@ -111,10 +153,10 @@ def issue_to_document(issue: dict[str, Any], site: str) -> Document:
         else Acl(groups=(project_group(site, project),))
     )
     return Document(
-        id=issue_document_id(site, str(issue["id"])),
+        id=issue_document_id(site, str(issue_id)),
         source=SOURCE,
         container=project,
-        title=f"{key}: {summary}",
+        title=clean_title(f"{key}: {summary}"),
         text=text,
         url=f"https://{site}/browse/{key}",
         authors=tuple(authors),
@@ -162,9 +204,14 @@ def _links(raw_links: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def _person(person: dict[str, Any] | None) -> str | None:
-    if not person:
+    if not isinstance(person, dict):
         return None
-    return person.get("displayName") or person.get("name") or person.get("accountId")
+    for candidate in (person.get("displayName"), person.get("name"), person.get("accountId")):
+        # Names are shown before every comment: one clean line, no bidi tricks.
+        name = clean_title(candidate) if isinstance(candidate, str) else ""
+        if name:
+            return name
+    return None
 
 
 class JiraDumpReader:
@@ -176,39 +223,101 @@ class JiraDumpReader:
             raise SourceError(f"Jira dump not found: {self.path}")
         self.site = site
 
-    def _lines(self) -> Iterator[tuple[int, str]]:
+    def _lines(self, problems: list[RecordProblem]) -> Iterator[tuple[int, bytes]]:
+        """Numbered raw lines. Lines are decoded one by one (a bad byte costs its line, not the file); a
+        truncated or corrupt .gz ends the lines where it broke, with a problem saying where."""
         opener = gzip.open if self.path.suffix == ".gz" else open
-        with opener(self.path, "rt", encoding="utf-8") as handle:
-            yield from enumerate(handle, start=1)
+        number = offset = 0
+        try:
+            with opener(self.path, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    offset += len(line)
+                    yield number, line
+        except (EOFError, OSError, zlib.error) as exc:
+            if not offset:
+                problems.append(RecordProblem(str(self.path), f"not readable: {describe(exc)}"))
+                return
+            problems.append(
+                RecordProblem(
+                    f"{self.path}:{number + 1}",
+                    f"the file breaks off after line {number:,} ({offset:,} bytes read): {describe(exc)}; "
+                    "the lines before it were read",
+                )
+            )
+
+    def _issues(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(location, issue object) of every line holding one; every other line is a problem."""
+        for number, raw in self._lines(problems):
+            if not raw.strip():
+                continue
+            hint = _KEY_HINT.search(raw)
+            location = f"{self.path}:{number}" + (f" ({hint.group(1).decode()})" if hint else "")
+            try:
+                text = raw.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                problems.append(
+                    RecordProblem(location, f"invalid UTF-8 at byte {exc.start:,} of the line; read with U+FFFD")
+                )
+                text = raw.decode("utf-8-sig", errors="replace")
+            try:
+                issue = json.loads(text)
+            except RecursionError:
+                problems.append(RecordProblem(location, "not read: JSON nested too deeply to parse"))
+                continue
+            except ValueError as exc:
+                problems.append(RecordProblem(location, f"not a Jira issue object: {describe(exc)}"))
+                continue
+            if not isinstance(issue, dict):
+                problems.append(RecordProblem(location, f"not a Jira issue object: a JSON {type(issue).__name__}"))
+                continue
+            yield location, issue
 
     def read(self, projects: Iterable[str] | None = None) -> JiraRead:
-        """Every issue of the given projects (all when None); bad lines are reported, not fatal."""
+        """Every issue of the given projects (all when None); bad lines are reported, not fatal. An issue id
+        seen twice is kept once, in its newest version (ties: the later line), and reported."""
         wanted = set(projects) if projects is not None else None
         out = JiraRead()
-        for number, line in self._lines():
-            if not line.strip():
-                continue
-            location = f"{self.path}:{number}"
+        kept: dict[str, tuple[str, Document]] = {}
+        for location, issue in self._issues(out.problems):
             try:
-                issue = json.loads(line)
                 project = issue["fields"]["project"]["key"]
-            except (ValueError, KeyError, TypeError) as exc:
-                out.problems.append(RecordProblem(location, f"not a Jira issue object: {type(exc).__name__}: {exc}"))
+            except (KeyError, TypeError) as exc:
+                out.problems.append(RecordProblem(location, f"not a Jira issue object: {describe(exc)}"))
                 continue
-            if wanted is not None and project not in wanted:
+            # A malformed key is left to issue_to_document, which reports it.
+            if wanted is not None and isinstance(project, str) and project not in wanted:
                 continue
             try:
-                out.documents.append(issue_to_document(issue, self.site))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                key = issue.get("key", "?")
-                out.problems.append(RecordProblem(f"{location} ({key})", f"{type(exc).__name__}: {exc}"))
+                doc = issue_to_document(issue, self.site)
+            except Exception as exc:  # one issue's data never ends the read
+                out.problems.append(RecordProblem(_with_key(location, issue), describe(exc)))
+                continue
+            previous = kept.get(doc.id)
+            if previous is not None:
+                newer = doc.version >= previous[1].version
+                out.problems.append(
+                    RecordProblem(
+                        location,
+                        f"issue id {doc.id.rsplit(':', 1)[-1]} also at {previous[0]}; kept the "
+                        + ("copy on this line (newer or equal)" if newer else "earlier line's newer copy"),
+                    )
+                )
+                if not newer:
+                    continue
+            kept[doc.id] = (location, doc)
+        out.documents = [doc for _, doc in kept.values()]
         return out
 
     def key_to_document_id(self) -> dict[str, str]:
         """Issue key -> document id, for turning key-based eval sets into document ids."""
         mapping = {}
-        for _, line in self._lines():
-            if line.strip():
-                issue = json.loads(line)
-                mapping[issue["key"]] = issue_document_id(self.site, str(issue["id"]))
+        for _, issue in self._issues([]):
+            key, issue_id = issue.get("key"), issue.get("id")
+            if isinstance(key, str) and isinstance(issue_id, str | int):
+                mapping[key] = issue_document_id(self.site, str(issue_id))
         return mapping
+
+
+def _with_key(location: str, issue: dict[str, Any]) -> str:
+    key = issue.get("key")
+    return location if location.endswith(")") or not isinstance(key, str) else f"{location} ({shown(key, 40)})"

@@ -25,6 +25,7 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import DAY, day_of, day_start
 from rag_pipeline.sources.document import Document
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, is_valid_container_id
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.slack_threads import (
     SlackChannel,
@@ -38,6 +39,8 @@ from rag_pipeline.sources.slack_threads import (
 # Slack's 2025 15-per-page cap concerns conversations.history/replies only; listings keep 200.
 LISTING_PAGE_SIZE = 200
 _MESSAGE_METHODS = frozenset({"conversations.history", "conversations.replies"})
+# Slack's own limit on channel names; a longer "name" in a listing is not a name worth showing whole.
+MAX_CHANNEL_NAME_LENGTH = 80
 
 
 class SlackSyncSettings(BaseModel):
@@ -145,6 +148,16 @@ def describe_slack_error(exc: SlackApiError, method: str, channel: str | None = 
 
 
 @dataclass
+class ChannelDiscovery:
+    """What channel discovery found: the channels to read, wanted public channels the bot is not a member of
+    (unreadable until it is invited) and listings left out because their id cannot be a partition key."""
+
+    channels: list[SlackChannel] = field(default_factory=list)
+    not_member: list[SlackChannel] = field(default_factory=list)
+    problems: list[RecordProblem] = field(default_factory=list)
+
+
+@dataclass
 class ChannelRead:
     """Threads of one channel for a set of days, and where each belongs."""
 
@@ -249,18 +262,42 @@ class SlackApiReader:
         return self._user_lookups[user_id]
 
     def discover_channels(self) -> list[SlackChannel]:
-        """Channels the connector should read: public ones, private ones the bot is in, minus filters."""
+        """Channels the connector should and can read (see :meth:`discover` for the ones left out)."""
+        return self.discover().channels
+
+    def discover(self) -> ChannelDiscovery:
+        """Channels the connector should read: public ones the bot is in, private ones it was invited to, minus
+        filters. A listing whose id cannot be a partition key is a problem; a wanted public channel the bot is
+        not in is reported (history would answer ``not_in_channel``)."""
         types = "public_channel,private_channel" if self.settings.include_private else "public_channel"
         listed = self._pages(
             "conversations.list", "channels", types=types, exclude_archived=not self.settings.include_archived
         )
-        channels = [self._remember(raw) for raw in listed]
-        return [c for c in channels if self.settings.wants(c)]
+        out = ChannelDiscovery()
+        for number, raw in enumerate(listed, start=1):
+            raw_id = raw.get("id")
+            if not is_valid_container_id(raw_id):
+                name = _display_name(raw.get("name"), "?")
+                try:
+                    check_container_id(raw_id, f"Slack channel id of #{name}")
+                except InvalidIdentifier as exc:
+                    out.problems.append(RecordProblem(f"slack conversations.list entry {number}", str(exc)))
+                continue
+            channel = self._remember(raw)
+            if not self.settings.wants(channel):
+                continue
+            # conversations.list only returns private channels the bot is in, but every public one; an absent
+            # is_member (older payloads) counts as a member so the read itself reports what is wrong.
+            if raw.get("is_member") is False:
+                out.not_member.append(channel)
+            else:
+                out.channels.append(channel)
+        return out
 
     def _remember(self, raw: Mapping[str, Any]) -> SlackChannel:
         channel = SlackChannel(
-            id=raw["id"],
-            name=raw.get("name") or raw["id"],
+            id=check_container_id(raw.get("id"), "Slack channel id"),
+            name=_display_name(raw.get("name"), raw["id"]),
             is_private=bool(raw.get("is_private")),
             is_archived=bool(raw.get("is_archived")),
         )
@@ -390,6 +427,12 @@ class SlackApiReader:
         listed = self.replies(channel_id, thread_ts) if messages is None else messages
         by_ts = group_threads(listed).get(thread_ts)
         return self._builder.build(channel, thread_ts, by_ts) if by_ts else None
+
+
+def _display_name(value: object, fallback: str) -> str:
+    """A channel name fit for logs, tags and messages: printable characters only, at most Slack's 80."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in value) if isinstance(value, str) else ""
+    return text[:MAX_CHANNEL_NAME_LENGTH] or fallback
 
 
 def _partition_day(doc: Document, by_ts: Mapping[str, Mapping[str, Any]], days: set[str]) -> str | None:

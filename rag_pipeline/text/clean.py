@@ -9,8 +9,22 @@ import unicodedata
 _TAG = re.compile(r"<\s*(script|style)[^>]*>.*?<\s*/\s*\1\s*>|<!--.*?-->", re.S | re.I)
 _BLOCK_TAG = re.compile(r"<\s*(br|/p|/div|/li|/tr|/h[1-6])\s*/?\s*>", re.I)
 _ANY_TAG = re.compile(r"</?[a-zA-Z][a-zA-Z0-9:-]*(\s[^<>]*)?/?>")
+# Invisible format characters (Unicode category Cf) that change how text is displayed or hide text without
+# being read: bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source" tricks
+# such as a U+202E title that reads backwards), zero-width characters, soft hyphen, invisible operators,
+# deprecated format controls, interlinear annotations and the tag block (U+E0000-U+E007F, invisible ASCII
+# that can smuggle instructions into a model's context). Visible Cf characters (Arabic number signs) stay.
+_INVISIBLE_FORMAT = (
+    "\u00ad\u180e\u200b-\u200d\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f"
+)
+# The directional marks (LRM, RLM, ALM) only say which way a neutral character runs: body text written in
+# Arabic or Hebrew needs them to display correctly, and they reorder nothing, so text keeps them.
+_DIRECTION_MARKS = "\u061c\u200e\u200f"
 # Everything in Unicode category C except tab and newline: NUL, escape sequences, BOMs, ...
-_CONTROL = re.compile(r"[^\S\n\t ]|[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200c\u200d\u2060\ufeff]")
+_CONTROL = re.compile(rf"[^\S\n\t ]|[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE_FORMAT}]")
+# Titles are one line shown in result lists: no control or invisible character at all, marks included.
+_TITLE_DROP = re.compile(rf"[\x00-\x08\x0e-\x1f\x7f-\x9f{_INVISIBLE_FORMAT}{_DIRECTION_MARKS}]")
+_TITLE_SPACE = re.compile(r"\s+")
 _SPACES = re.compile(r"[ \t]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 
@@ -49,3 +63,10 @@ def clean_text(text: str) -> str:
     text = _SPACES.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def clean_title(text: str) -> str:
+    """One display line: NFC, without control or invisible format characters (bidi overrides included),
+    whitespace runs (line breaks too) collapsed to one space."""
+    text = _TITLE_DROP.sub("", unicodedata.normalize("NFC", text))
+    return _TITLE_SPACE.sub(" ", text).strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -23,24 +24,56 @@ def jira_body_to_text(body: Any) -> str:
 _BLOCK_SEP = "\n\n"
 
 
+# Nesting deeper than this is rendered as plain text without recursion. Real documents nest a few levels
+# (a list in a table in a panel); a crafted one 5,000 levels deep would otherwise exhaust Python's stack
+# (each level costs several frames), and the caller may already be deep in a Dagster step.
+MAX_ADF_DEPTH = 48
+# Block nodes that end a line when deep content is flattened.
+_FLAT_BLOCKS = frozenset(
+    {"paragraph", "heading", "listItem", "codeBlock", "blockquote", "tableRow", "panel", "taskItem", "decisionItem"}
+)
+
+
 def adf_to_text(node: dict[str, Any]) -> str:
-    """Render an ADF document as markdown-ish text; unknown nodes degrade to their text content."""
+    """Render an ADF document as markdown-ish text; unknown nodes degrade to their text content, and nodes
+    nested deeper than :data:`MAX_ADF_DEPTH` to their plain text."""
     return _collapse(_render(node, _Ctx()))
 
 
 class _Ctx:
-    def __init__(self, depth: int = 0) -> None:
+    """``depth``: list indentation; ``level``: how deep the node being rendered is nested."""
+
+    def __init__(self, depth: int = 0, level: int = 0) -> None:
         self.depth = depth
+        self.level = level
+
+
+def _content(node: dict[str, Any]) -> list[dict[str, Any]]:
+    content = node.get("content")
+    return [c for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+
+
+def _attrs(node: dict[str, Any]) -> dict[str, Any]:
+    attrs = node.get("attrs")
+    return attrs if isinstance(attrs, dict) else {}
 
 
 def _children(node: dict[str, Any], ctx: _Ctx, sep: str = "") -> str:
-    return sep.join(_render(child, ctx) for child in node.get("content") or [] if isinstance(child, dict))
+    return sep.join(_render(child, ctx) for child in _content(node))
+
+
+def _own_text(node: dict[str, Any]) -> str:
+    text = node.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def _text(node: dict[str, Any], ctx: _Ctx) -> str:
-    text: str = node.get("text", "")
-    for mark in node.get("marks") or []:
-        kind, attrs = mark.get("type"), mark.get("attrs") or {}
+    text = _own_text(node)
+    marks = node.get("marks")
+    for mark in marks if isinstance(marks, list) else []:
+        if not isinstance(mark, dict):
+            continue
+        kind, attrs = mark.get("type"), _attrs(mark)
         if kind == "code":
             text = f"`{text}`"
         elif kind == "strong":
@@ -55,9 +88,9 @@ def _text(node: dict[str, Any], ctx: _Ctx) -> str:
 
 
 def _list(node: dict[str, Any], ctx: _Ctx, ordered: bool) -> str:
-    inner = _Ctx(ctx.depth + 1)
+    inner = _Ctx(ctx.depth + 1, ctx.level)
     items = []
-    for i, item in enumerate(c for c in node.get("content") or [] if isinstance(c, dict)):
+    for i, item in enumerate(_content(node)):
         marker = f"{i + 1}." if ordered else "-"
         body = _render(item, inner).strip()
         items.append("  " * ctx.depth + f"{marker} {body}")
@@ -66,26 +99,27 @@ def _list(node: dict[str, Any], ctx: _Ctx, ordered: bool) -> str:
 
 def _table(node: dict[str, Any], ctx: _Ctx) -> str:
     rows = []
-    for row in node.get("content") or []:
-        cells = [_collapse(_render(cell, ctx)).replace("\n", " ") for cell in row.get("content") or []]
+    for row in _content(node):
+        cells = [_collapse(_render(cell, ctx)).replace("\n", " ") for cell in _content(row)]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + _BLOCK_SEP
 
 
 def _media(node: dict[str, Any], ctx: _Ctx) -> str:
-    attrs = node.get("attrs") or {}
+    attrs = _attrs(node)
     name = attrs.get("alt") or attrs.get("filename") or attrs.get("id") or "attachment"
     return f"[media: {name}]"
 
 
 def _card(node: dict[str, Any], ctx: _Ctx) -> str:
-    attrs = node.get("attrs") or {}
-    url = attrs.get("url") or (attrs.get("data") or {}).get("url") or ""
+    attrs = _attrs(node)
+    data = attrs.get("data")
+    url = attrs.get("url") or (data.get("url") if isinstance(data, dict) else None) or ""
     return f"{url}" if node["type"] == "inlineCard" else f"{url}{_BLOCK_SEP}"
 
 
 def _task(node: dict[str, Any], ctx: _Ctx) -> str:
-    done = (node.get("attrs") or {}).get("state") in ("DONE", "DECIDED")
+    done = _attrs(node).get("state") in ("DONE", "DECIDED")
     box = "[x]" if done else "[ ]"
     return "  " * ctx.depth + f"{box} {_children(node, ctx).strip()}\n"
 
@@ -95,22 +129,22 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], _Ctx], str]] = {
     "text": _text,
     "paragraph": lambda n, c: _children(n, c) + _BLOCK_SEP,
     "hardBreak": lambda n, c: "\n",
-    "heading": lambda n, c: "#" * int((n.get("attrs") or {}).get("level", 1)) + " " + _children(n, c) + _BLOCK_SEP,
+    "heading": lambda n, c: "#" * _heading_level(n) + " " + _children(n, c) + _BLOCK_SEP,
     "bulletList": lambda n, c: _list(n, c, ordered=False),
     "orderedList": lambda n, c: _list(n, c, ordered=True),
     "listItem": lambda n, c: _children(n, c).strip().replace(_BLOCK_SEP, "\n"),
     "codeBlock": lambda n, c: (
-        "```" + ((n.get("attrs") or {}).get("language") or "") + "\n" + _children(n, c) + "\n```" + _BLOCK_SEP
+        "```" + str(_attrs(n).get("language") or "") + "\n" + _children(n, c) + "\n```" + _BLOCK_SEP
     ),
     "blockquote": lambda n, c: "\n".join("> " + line for line in _collapse(_children(n, c)).split("\n")) + _BLOCK_SEP,
-    "panel": lambda n, c: f"[{(n.get('attrs') or {}).get('panelType', 'info')}] " + _children(n, c),
+    "panel": lambda n, c: f"[{_attrs(n).get('panelType', 'info')}] " + _children(n, c),
     "rule": lambda n, c: "---" + _BLOCK_SEP,
     "table": _table,
     "tableRow": lambda n, c: _children(n, c, " | "),
     "tableHeader": lambda n, c: _children(n, c).strip(),
     "tableCell": lambda n, c: _children(n, c).strip(),
-    "mention": lambda n, c: "@" + str((n.get("attrs") or {}).get("text", "")).lstrip("@"),
-    "emoji": lambda n, c: str((n.get("attrs") or {}).get("text") or (n.get("attrs") or {}).get("shortName", "")),
+    "mention": lambda n, c: "@" + str(_attrs(n).get("text", "")).lstrip("@"),
+    "emoji": lambda n, c: str(_attrs(n).get("text") or _attrs(n).get("shortName", "")),
     "inlineCard": _card,
     "blockCard": _card,
     "embedCard": _card,
@@ -118,10 +152,10 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], _Ctx], str]] = {
     "mediaInline": _media,
     "mediaSingle": lambda n, c: _children(n, c) + _BLOCK_SEP,
     "mediaGroup": lambda n, c: _children(n, c, " ") + _BLOCK_SEP,
-    "status": lambda n, c: "[" + str((n.get("attrs") or {}).get("text", "")) + "]",
-    "date": lambda n, c: _adf_date((n.get("attrs") or {}).get("timestamp")),
-    "expand": lambda n, c: str((n.get("attrs") or {}).get("title") or "") + "\n" + _children(n, c),
-    "nestedExpand": lambda n, c: str((n.get("attrs") or {}).get("title") or "") + "\n" + _children(n, c),
+    "status": lambda n, c: "[" + str(_attrs(n).get("text", "")) + "]",
+    "date": lambda n, c: _adf_date(_attrs(n).get("timestamp")),
+    "expand": lambda n, c: str(_attrs(n).get("title") or "") + "\n" + _children(n, c),
+    "nestedExpand": lambda n, c: str(_attrs(n).get("title") or "") + "\n" + _children(n, c),
     "decisionList": lambda n, c: _children(n, c) + "\n",
     "decisionItem": _task,
     "taskList": lambda n, c: _children(n, c) + "\n",
@@ -130,22 +164,49 @@ _RENDERERS: dict[str, Callable[[dict[str, Any], _Ctx], str]] = {
 }
 
 
-def _adf_date(timestamp: Any) -> str:
-    from datetime import UTC, datetime
+def _heading_level(node: dict[str, Any]) -> int:
+    # ADF allows 1-6; a crafted level of 10**9 would otherwise build a gigabyte of '#'.
+    try:
+        return min(max(int(_attrs(node).get("level", 1)), 1), 6)
+    except (TypeError, ValueError, OverflowError):
+        return 1
 
+
+def _adf_date(timestamp: Any) -> str:
     try:
         return datetime.fromtimestamp(int(timestamp) / 1000, tz=UTC).strftime("%Y-%m-%d")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, OSError):
         return str(timestamp or "")
 
 
 def _render(node: dict[str, Any], ctx: _Ctx) -> str:
-    renderer = _RENDERERS.get(str(node.get("type")))
-    if renderer is None:
-        # Unknown or future node types: keep whatever text they carry rather than fail the issue.
-        text: str = node.get("text", "")
-        return text + _children(node, ctx)
-    return renderer(node, ctx)
+    if ctx.level >= MAX_ADF_DEPTH:
+        return _flat_text(node)
+    ctx.level += 1
+    try:
+        renderer = _RENDERERS.get(str(node.get("type")))
+        if renderer is None:
+            # Unknown or future node types: keep whatever text they carry rather than fail the issue.
+            return _own_text(node) + _children(node, ctx)
+        return renderer(node, ctx)
+    finally:
+        ctx.level -= 1
+
+
+def _flat_text(node: dict[str, Any]) -> str:
+    """Every text of a subtree in document order, one line per block, walked with an explicit stack."""
+    parts: list[str] = []
+    stack: list[dict[str, Any] | str] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        parts.append(_own_text(item))
+        if item.get("type") in _FLAT_BLOCKS:
+            stack.append("\n")
+        stack.extend(reversed(_content(item)))
+    return "".join(parts)
 
 
 def _collapse(text: str) -> str:

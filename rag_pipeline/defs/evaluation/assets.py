@@ -2,7 +2,7 @@
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.vectors.dense import DenseEncoder
 
 LLM_ARM = "llm_reranked"
 _COMMON: dict[str, Any] = dict(group_name="evaluation", owners=["team:rag-platform"])
@@ -43,14 +44,28 @@ def eval_arm_names(llm_rerank_model: str | None) -> list[str]:
     return [*MODES, *([LLM_ARM] if llm_rerank_model else [])]
 
 
+def _dense_before_opening(dense_embedder: DenseEmbedderResource) -> DenseEncoder | Callable[[], DenseEncoder]:
+    """The dense model, loaded before the index is opened: the embedded index admits one process at a
+    time, so loading (seconds) while holding it would make every search wait. A model that cannot load
+    is handed over unloaded, so the retriever reports it and falls back to BM25 as usual."""
+    try:
+        return dense_embedder.encoder()
+    except Exception:
+        return dense_embedder.encoder
+
+
 def _retriever(
-    store: VectorStore, dense_embedder: DenseEmbedderResource, bm25: Bm25Resource, evaluation: EvaluationResource
+    store: VectorStore,
+    dense: DenseEncoder | Callable[[], DenseEncoder],
+    dense_embedder: DenseEmbedderResource,
+    bm25: Bm25Resource,
+    evaluation: EvaluationResource,
 ) -> Retriever:
     check_dense_model(store, dense_embedder.model)
     return Retriever(
         store,
         bm25.encoder(),
-        dense=dense_embedder.encoder,
+        dense=dense,
         config=evaluation.retriever_config(),
         persistent_cache=dense_embedder.cache(),
     )
@@ -164,8 +179,9 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         evaluation: EvaluationResource,
     ) -> dg.MaterializeResult:
         examples = []
+        dense = _dense_before_opening(dense_embedder)
         with qdrant.open() as store:
-            retriever = _retriever(store, dense_embedder, bm25, evaluation)
+            retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
                 if "acl" in meta.tags:
@@ -221,8 +237,9 @@ def retrieval_eval_asset(
         metadata: dict[str, Any] = {"arm": arm}
         llm = evaluation.llm_reranker() if arm == LLM_ARM else None
         rows = []
+        dense = _dense_before_opening(dense_embedder)
         with qdrant.open() as store:
-            retriever = _retriever(store, dense_embedder, bm25, evaluation)
+            retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
                 queries = load_eval_set(path)

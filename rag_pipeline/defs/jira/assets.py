@@ -9,10 +9,13 @@ from rag_pipeline.defs.chain import IO_MANAGER_KEY
 from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraSourceResource
 from rag_pipeline.defs.partitions import days_by_container
 from rag_pipeline.defs.raw import source_read_output
+from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 
 
 def build_jira_issues(
-    partitions_def: dg.MultiPartitionsDefinition, automation_condition: dg.AutomationCondition
+    partitions_def: dg.MultiPartitionsDefinition,
+    automation_condition: dg.AutomationCondition,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.AssetsDefinition:
     """The ``jira_issues`` asset over (day, project) partitions."""
 
@@ -35,6 +38,6 @@ def build_jira_issues(
     def jira_issues(context: dg.AssetExecutionContext, jira_source: JiraSourceResource) -> dg.Output:
         started = time.perf_counter()
         read = jira_source.read_partitions(days_by_container(partitions_def, context.partition_keys), context.log.info)
-        return source_read_output(context, partitions_def, read, started, "projects_failed")
+        return source_read_output(context, partitions_def, read, started, "projects_failed", max_document_chars)
 
     return jira_issues

@@ -8,6 +8,7 @@ import dagster as dg
 from rag_pipeline.defs.chain import ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import JIRA_PROJECTS, jira_projects, multi_key
+from rag_pipeline.defs.sensors import MAX_REPORTED_SKIPS, report_skips, skipped_note
 
 
 def build_jira_project_discovery_sensor(
@@ -20,13 +21,19 @@ def build_jira_project_discovery_sensor(
         asset_selection=keys.all,
         description="Lists the Jira projects the API user can browse (paginated; archived skipped by default; "
         "allow/deny lists from the jira resource), adds new ones as `jira_projects` partitions and requests their "
-        "latest day.",
+        "latest day. Listings with an invalid key are skipped and reported in the tick.",
     )
     def jira_project_discovery_sensor(context: dg.SensorEvaluationContext, jira: JiraResource) -> dg.SensorResult:
-        projects = jira.reader(context.log.info).discover_projects()
+        discovery = jira.reader(context.log.info).discover()
+        projects = discovery.projects
         known = set(context.instance.get_dynamic_partitions(JIRA_PROJECTS))
         new = [p for p in projects if p.key not in known]
         today = datetime.now(UTC).strftime("%Y-%m-%d")
+        invalid = [str(p) for p in discovery.problems]
+        notes = report_skips(context, [skipped_note("project listing(s) with an invalid key", invalid)])
+        cursor: dict[str, object] = {"projects": sorted(p.key for p in projects)}
+        if notes:
+            cursor["skipped"] = {"invalid": invalid[:MAX_REPORTED_SKIPS]}
         return dg.SensorResult(
             dynamic_partitions_requests=[jira_projects.build_add_request([p.key for p in new])] if new else [],
             run_requests=[
@@ -37,7 +44,8 @@ def build_jira_project_discovery_sensor(
                 )
                 for p in new
             ],
-            cursor=json.dumps(sorted(p.key for p in projects)),
+            cursor=json.dumps(cursor),
+            skip_reason=None if new else "; ".join(["no new projects", *notes]),
         )
 
     return jira_project_discovery_sensor

@@ -1,5 +1,6 @@
 """Everything Jira adds to the code location, built from the settings."""
 
+import logging
 from collections.abc import Sequence
 
 import dagster as dg
@@ -14,6 +15,8 @@ from rag_pipeline.defs.partitions import day_by_container_partitions, jira_proje
 from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import JiraApiSettings, Settings
 from rag_pipeline.sources.problems import SourceError
+
+_log = logging.getLogger(__name__)
 
 
 def jira_api_resource(api: JiraApiSettings) -> JiraResource:
@@ -31,8 +34,12 @@ def jira_api_resource(api: JiraApiSettings) -> JiraResource:
 
 
 def select_projects(jira: JiraResource, keys: Sequence[str]) -> list[tuple[str, str]]:
-    """(key, key) of the named projects (default: every project the API user can browse)."""
-    discovered = jira.process_config_and_initialize().reader().discover_projects()
+    """(key, key) of the named projects (default: every project the API user can browse, reporting on stderr
+    listings with an invalid key)."""
+    discovery = jira.process_config_and_initialize().reader().discover()
+    for problem in discovery.problems:
+        _log.warning("Jira: skipped %s", problem)
+    discovered = discovery.projects
     by_key = {p.key: p for p in discovered}
     wanted = [k.upper() for k in keys] or [p.key for p in discovered]
     missing = [k for k in wanted if k not in by_key]
@@ -49,7 +56,9 @@ def jira_spec(settings: Settings) -> SourceSpec:
     """Jira: (day, project) partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "project", jira_projects)
     keys = ChainKeys("jira", "jira_issues")
-    raw = build_jira_issues(partitions, raw_sync_condition(settings.automation.raw_sync_cron))
+    raw = build_jira_issues(
+        partitions, raw_sync_condition(settings.automation.raw_sync_cron), settings.max_document_chars
+    )
     discovery = build_jira_project_discovery_sensor(partitions, keys)
     return SourceSpec(
         name="jira",

@@ -9,10 +9,13 @@ from rag_pipeline.defs.chain import IO_MANAGER_KEY
 from rag_pipeline.defs.partitions import days_by_container
 from rag_pipeline.defs.raw import source_read_output
 from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackSourceResource
+from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 
 
 def build_slack_threads(
-    partitions_def: dg.MultiPartitionsDefinition, automation_condition: dg.AutomationCondition
+    partitions_def: dg.MultiPartitionsDefinition,
+    automation_condition: dg.AutomationCondition,
+    max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.AssetsDefinition:
     """The ``slack_threads`` asset over (day, channel) partitions."""
 
@@ -34,6 +37,6 @@ def build_slack_threads(
     def slack_threads(context: dg.AssetExecutionContext, slack_source: SlackSourceResource) -> dg.Output:
         started = time.perf_counter()
         read = slack_source.read_partitions(days_by_container(partitions_def, context.partition_keys), context.log.info)
-        return source_read_output(context, partitions_def, read, started, "channels_failed")
+        return source_read_output(context, partitions_def, read, started, "channels_failed", max_document_chars)
 
     return slack_threads

@@ -7,6 +7,7 @@ import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
 from rag_pipeline.defs.partitions import SLACK_CHANNELS, multi_key, slack_channels
+from rag_pipeline.defs.sensors import MAX_REPORTED_SKIPS, report_skips, skipped_note
 from rag_pipeline.defs.slack.resources import SlackResource
 
 
@@ -18,15 +19,29 @@ def build_slack_channel_discovery_sensor(
     @dg.sensor(
         minimum_interval_seconds=3600,
         asset_selection=keys.all,
-        description="Lists the workspace's channels (public, and private ones the bot was invited to; archived skipped "
-        "by default; allow/deny lists from the slack resource), adds new ones as `slack_channels` partitions and "
-        "requests their latest day.",
+        description="Lists the workspace's channels (public ones the bot is in, and private ones it was invited to; "
+        "archived skipped by default; allow/deny lists from the slack resource), adds new ones as `slack_channels` "
+        "partitions and requests their latest day. Public channels the bot is not in and listings with an invalid "
+        "id are skipped and reported in the tick.",
     )
     def slack_channel_discovery_sensor(context: dg.SensorEvaluationContext, slack: SlackResource) -> dg.SensorResult:
-        channels = slack.reader(context.log.info).discover_channels()
+        discovery = slack.reader(context.log.info).discover()
+        channels = discovery.channels
         known = set(context.instance.get_dynamic_partitions(SLACK_CHANNELS))
         new = [c for c in channels if c.id not in known]
         today = datetime.now(UTC).strftime("%Y-%m-%d")
+        not_member = [f"#{c.name} ({c.id})" for c in discovery.not_member]
+        invalid = [str(p) for p in discovery.problems]
+        notes = report_skips(
+            context,
+            [
+                skipped_note("channel(s) the bot is not a member of (invite it to sync them)", not_member),
+                skipped_note("channel listing(s) with an invalid id", invalid),
+            ],
+        )
+        cursor: dict[str, object] = {"channels": sorted(c.id for c in channels)}
+        if notes:
+            cursor["skipped"] = {"not_member": not_member[:MAX_REPORTED_SKIPS], "invalid": invalid[:MAX_REPORTED_SKIPS]}
         return dg.SensorResult(
             dynamic_partitions_requests=[slack_channels.build_add_request([c.id for c in new])] if new else [],
             run_requests=[
@@ -37,7 +52,8 @@ def build_slack_channel_discovery_sensor(
                 )
                 for c in new
             ],
-            cursor=json.dumps(sorted(c.id for c in channels)),
+            cursor=json.dumps(cursor),
+            skip_reason=None if new else "; ".join(["no new channels", *notes]),
         )
 
     return slack_channel_discovery_sensor

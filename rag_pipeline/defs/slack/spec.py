@@ -1,5 +1,6 @@
 """Everything Slack adds to the code location, built from the settings."""
 
+import logging
 from collections.abc import Sequence
 
 import dagster as dg
@@ -15,6 +16,8 @@ from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import Settings, SlackApiSettings
 from rag_pipeline.sources.problems import SourceError
 
+_log = logging.getLogger(__name__)
+
 
 def slack_api_resource(api: SlackApiSettings) -> SlackResource:
     """The live Slack connector; the token stays an EnvVar, resolved only inside a run."""
@@ -27,11 +30,23 @@ def slack_api_resource(api: SlackApiSettings) -> SlackResource:
 
 
 def select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
-    """(id, name) of the named channels (names or ids; default: every channel the bot can read)."""
+    """(id, name) of the named channels (names or ids; default: every channel the bot can read, reporting on
+    stderr the public ones it is not in and listings with an invalid id)."""
     # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
-    discovered = slack.process_config_and_initialize().reader().discover_channels()
+    discovery = slack.process_config_and_initialize().reader().discover()
+    for problem in discovery.problems:
+        _log.warning("Slack: skipped %s", problem)
+    if not names and discovery.not_member:
+        _log.warning(
+            "Slack: skipped %d channel(s) the bot is not a member of (invite it to sync them): %s",
+            len(discovery.not_member),
+            ", ".join(f"#{c.name}" for c in discovery.not_member),
+        )
+    # A channel named explicitly is synced even when the bot is not in it, so its run fails with not_in_channel
+    # and the advice to invite the bot, instead of a vague "not found".
+    discovered = [*discovery.channels, *discovery.not_member]
     by_key = {c.name: c for c in discovered} | {c.id: c for c in discovered}
-    wanted = [n.lstrip("#") for n in names] or [c.id for c in discovered]
+    wanted = [n.lstrip("#") for n in names] or [c.id for c in discovery.channels]
     missing = [n for n in wanted if n not in by_key]
     if missing:
         known = ", ".join(sorted(c.name for c in discovered)) or "none"
@@ -46,7 +61,9 @@ def slack_spec(settings: Settings) -> SourceSpec:
     """Slack: (day, channel) partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "channel", slack_channels)
     keys = ChainKeys("slack", "slack_threads")
-    raw = build_slack_threads(partitions, raw_sync_condition(settings.automation.raw_sync_cron))
+    raw = build_slack_threads(
+        partitions, raw_sync_condition(settings.automation.raw_sync_cron), settings.max_document_chars
+    )
     discovery = build_slack_channel_discovery_sensor(partitions, keys)
     return SourceSpec(
         name="slack",

@@ -1,0 +1,106 @@
+"""Validators for command-line values, so a bad value stops at parsing with one line naming the option.
+
+Each is an argparse ``type=`` callable: it takes the string and returns the value, or raises
+``argparse.ArgumentTypeError``, which argparse reports as ``argument --top-k: must be at least 1, got -1``.
+They also accept values already converted, so a check can run again on parsed arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import NoReturn
+
+from rag_pipeline.commands.errors import USAGE, CommandError, print_error
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one ``error:`` line, like every other failure of the
+    command (argparse's default prints the whole usage block first), with a pointer to ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        print_error(f"{message} (see `{self.prog} --help`)")
+        sys.exit(USAGE)
+
+
+def at_least(minimum: int) -> Callable[[str | int], int]:
+    """A whole number ``>= minimum``."""
+
+    def check(value: str | int) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {number}")
+        return number
+
+    return check
+
+
+positive_int = at_least(1)
+non_negative_int = at_least(0)
+
+
+def query_text(value: str) -> str:
+    """A search query with something to search for (an empty one has no terms and no meaningful vector)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the query is empty")
+    return value
+
+
+def iso_day(value: str) -> str:
+    """A UTC day as ``YYYY-MM-DD``."""
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a day as YYYY-MM-DD, got {value!r}") from None
+
+
+def existing_file(value: str | Path) -> Path:
+    """A path to a file that exists (checked before anything is loaded or opened)."""
+    path = Path(value)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{path}: no such file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{path} is not a file")
+    return path
+
+
+def existing_folder(value: str | Path) -> Path:
+    """A path to a folder that exists."""
+    path = Path(value)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{path}: no such folder")
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is not a folder")
+    return path
+
+
+def writable_folder(path: Path, what: str, given_by: str) -> Path:
+    """``path`` as a folder this process can write, created if missing; else a usage error naming ``what``
+    and the option or variable that gave it. Checked before a run, whose first write would otherwise fail
+    deep inside Dagster's instance setup."""
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"the {what} {path} ({given_by}) is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # Permission bits alone do not tell (root, ACLs, read-only mounts): try a real write.
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise CommandError(f"the {what} {path} ({given_by}) cannot be written: {reason}") from exc
+    return path
+
+
+def existing_input(path: Path, what: str, given_by: str) -> Path:
+    """``path`` if it exists, else a usage error naming ``what`` and the option or variable that gave it."""
+    if not path.exists():
+        raise CommandError(f"the {what} {path} ({given_by}) does not exist")
+    return path
+

@@ -1,0 +1,191 @@
+"""One opener at a time per embedded index folder, across processes: a bounded wait instead of a failure.
+
+qdrant-edge locks each shard's write-ahead log with a non-blocking ``flock``, so a second opener of the
+same folder (another process, or the same process twice) fails at once with ``Service runtime error:
+failed to open WAL …/wal: Can't init WAL: Kind(WouldBlock)``. Searches and pipeline steps each hold the
+folder for a short while, so a busy folder should make the next opener wait its turn, with a limit and a
+message, rather than fail.
+
+Before it loads a shard, the store takes an exclusive ``flock`` on ``<folder>/store.lock`` and keeps it
+until it closes, so both shards (children and parents) are taken together, never one without the other.
+The kernel drops the lock when its holder exits, killed or not, so a crash never leaves the folder locked
+and there is no stale lock to clean up. The holder writes who it is into the file, so a waiting process
+can say whom it is waiting for. Design and measurements: ``docs/notes/embedded_store_concurrency.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK_FILE = "store.lock"
+# A wait this short is a normal turn-taking between two searches, and a message would only be noise.
+FIRST_NOTICE_AFTER_SECONDS = 1.0
+NOTICE_EVERY_SECONDS = 5.0
+# Polling, not a blocking flock: a blocked flock cannot be given a deadline. The interval grows from
+# 20 ms to this cap, so a search waiting behind another search gets in within a few milliseconds, and one
+# waiting behind a long write adds at most this much latency after the write ends.
+FIRST_POLL_SECONDS = 0.02
+MAX_POLL_SECONDS = 0.5
+
+log = logging.getLogger(__name__)
+
+# The first words of the message qdrant-edge-py 0.9.0 raises when a shard's WAL is locked by another opener.
+_WAL_LOCKED = "Can't init WAL: Kind(WouldBlock)"
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a folder: recorded in the lock file by the process that took it."""
+
+    pid: int
+    label: str
+    since: float  # wall-clock seconds (time.time) when the lock was taken
+
+    def held_by(self, now: float | None = None) -> str:
+        """``held by another process (pid 4242: rag-pipeline demo, Dagster run 1a2b3c4d, for 12 s)``."""
+        held = max(0, round((time.time() if now is None else now) - self.since))
+        if self.pid == os.getpid():
+            # Two stores on one folder in one process wait for each other like two processes do.
+            return f"held by this same process ({self.label}, for {held} s; a store opened twice?)"
+        return f"held by another process (pid {self.pid}: {self.label}, for {held} s)"
+
+
+def _held_by(holder: LockHolder | None) -> str:
+    return holder.held_by() if holder else "held by another process"
+
+
+class StoreBusyError(RuntimeError):
+    """The embedded index stayed held by another opener for longer than the caller agreed to wait.
+
+    Not a ``TimeoutError``: that is an ``OSError``, which error reporting reads as a network or system failure."""
+
+    def __init__(self, folder: Path, waited: float, holder: LockHolder | None) -> None:
+        self.folder = folder
+        self.waited = waited
+        self.holder = holder
+        super().__init__(
+            f"the index at {folder} is still {_held_by(holder)} after waiting {int(waited)} s "
+            "(RAG_STORE_WAIT_SECONDS); run again when it is done, raise RAG_STORE_WAIT_SECONDS, or serve reads "
+            "during writes from a Qdrant server (QDRANT_URL)"
+        )
+
+
+class ShardsBusy(Exception):
+    """Raised by a loader when qdrant-edge refuses a shard because an opener outside this lock holds it."""
+
+
+def is_wal_locked(exc: BaseException) -> bool:
+    """Whether qdrant-edge refused to open a shard because another opener holds its write-ahead log."""
+    return _WAL_LOCKED in str(exc)
+
+
+def process_label() -> str:
+    """The program and its subcommand (``rag-pipeline search``, ``dagster api``): enough to recognise the
+    holder in a message, without arguments that may hold a query or a path."""
+    return " ".join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:2]])
+
+
+class FolderLock:
+    """The exclusive lock of one embedded index folder, held from :meth:`try_acquire` to :meth:`release`."""
+
+    def __init__(self, folder: Path, label: str) -> None:
+        self.path = folder / LOCK_FILE
+        self.label = label
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free (never blocks) and record this process as its holder."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        record = {"pid": os.getpid(), "label": self.label, "since": time.time()}
+        # The record only improves other processes' messages: a full disk must not fail the open.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        return True
+
+    def release(self) -> None:
+        """Give the folder back (idempotent). The record is cleared first, so a free lock names nobody."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    def holder(self) -> LockHolder | None:
+        """Who holds the folder now, as its holder recorded it; None when unknown (not written yet, or free)."""
+        try:
+            record = json.loads(self.path.read_text())
+            return LockHolder(int(record["pid"]), str(record["label"]), float(record["since"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def acquire_folder(
+    folder: Path,
+    load: Callable[[], None],
+    *,
+    wait_seconds: float,
+    label: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FolderLock:
+    """Take ``folder``'s lock, then run ``load`` (which opens the shards), waiting up to ``wait_seconds``.
+
+    While another process holds the folder, this polls with a growing interval and calls ``on_wait`` (by
+    default this module's logger, at WARNING) with
+    ``waiting for the index at X, held by another process (pid …: …, for 9 s) (5 s of 120 s)`` after the first
+    second and then every few seconds. ``load`` raising :class:`ShardsBusy` (a shard held by an opener that
+    does not take this lock) counts as busy too: the lock is given back and the wait goes on. Past the limit
+    it raises :class:`StoreBusyError`; ``wait_seconds=0`` tries once.
+    """
+    lock = FolderLock(folder, label or process_label())
+    notify = on_wait or log.warning
+    started = clock()
+    next_notice = FIRST_NOTICE_AFTER_SECONDS
+    poll = FIRST_POLL_SECONDS
+    while True:
+        if lock.try_acquire():
+            try:
+                load()
+                return lock
+            except ShardsBusy:
+                lock.release()
+            except BaseException:
+                lock.release()
+                raise
+        waited = clock() - started
+        if waited >= wait_seconds:
+            raise StoreBusyError(folder, waited, lock.holder())
+        if waited >= next_notice:
+            notify(
+                f"waiting for the index at {folder}, {_held_by(lock.holder())} ({int(waited)} s of {wait_seconds:g} s)"
+            )
+            next_notice += NOTICE_EVERY_SECONDS
+        # Jitter keeps several waiters from polling in lockstep behind the same holder.
+        sleep(min(poll * random.uniform(0.8, 1.2), max(0.0, wait_seconds - waited)))
+        poll = min(poll * 2, MAX_POLL_SECONDS)
