@@ -21,7 +21,7 @@ from typing import Any
 from rag_pipeline.sources.document import Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
 from rag_pipeline.sources.problems import RecordError, RecordProblem, SourceError, describe, shown
-from rag_pipeline.text.clean import clean_text, clean_title, looks_like_html, strip_html
+from rag_pipeline.text.clean import clean_text, clean_title, drop_invisible, looks_like_html, strip_html
 from rag_pipeline.text.jira_markup import jira_body_to_text
 
 SOURCE = "jira"
@@ -116,7 +116,12 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
     # The project key becomes a partition key and a path component: checked here, where every reader's
     # issues enter (the dump and the live API both build documents with this function).
     project = check_container_id(fields["project"]["key"], f"project key of {key}")
-    summary = clean_title(fields.get("summary") or "")
+    summary = fields.get("summary") or ""
+    if not isinstance(summary, str):
+        raise ValueError(f"the summary of {key} is not text: {shown(summary)}")
+    # The text keeps the summary as written (clean_text removes invisible characters from all of it); the
+    # title, shown in one line in result lists, is cleaned further below.
+    summary = drop_invisible(summary).strip()
     parts = [f"{key}: {summary}"]
     description = body_text(fields.get("description"))
     if description:
@@ -207,10 +212,11 @@ def _person(person: dict[str, Any] | None) -> str | None:
     if not isinstance(person, dict):
         return None
     for candidate in (person.get("displayName"), person.get("name"), person.get("accountId")):
-        # Names are shown before every comment: one clean line, no bidi tricks.
-        name = clean_title(candidate) if isinstance(candidate, str) else ""
-        if name:
-            return name
+        if isinstance(candidate, str) and candidate:
+            # Names head every comment in the text: a line break in one could forge a comment. Otherwise the
+            # name stays as written (clean_text removes invisible characters), so the text, its hash and its
+            # chunks do not change for well-formed names.
+            return " ".join(drop_invisible(candidate).splitlines())
     return None
 
 

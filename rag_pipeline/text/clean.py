@@ -52,6 +52,15 @@ def strip_html(text: str) -> str:
     return html.unescape(text)
 
 
+_INVISIBLE = re.compile(rf"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE_FORMAT}]")
+
+
+def drop_invisible(text: str) -> str:
+    """``text`` without control and invisible format characters (tab and newline stay); nothing else changes,
+    so well-formed text is returned as it was."""
+    return _INVISIBLE.sub("", text)
+
+
 def clean_text(text: str) -> str:
     """Normalize text for chunking and indexing.
 
