@@ -122,6 +122,15 @@ class JiraApiSettings(_Frozen):
     overlap_minutes: int = 15
 
 
+class ApiLimits(_Frozen):
+    """Bounds on every live API read, so a faulty server cannot make a run request or wait forever."""
+
+    timeout_seconds: int = 30  # connect and read timeout of each HTTP request
+    page_cap: int = 10_000  # pages per paged call
+    requests_per_partition: int = 5_000  # a container's read may make this many requests per day it covers
+    seconds_per_partition: int = 3_600  # ... and take this long per day it covers
+
+
 class NotificationSettings(_Frozen):
     """Slack notifications of failed runs and checks (present when a channel and a token are set)."""
 
@@ -154,6 +163,7 @@ class Settings(_Frozen):
     qdrant: QdrantSettings = QdrantSettings()
     slack_api: SlackApiSettings | None = None
     jira_api: JiraApiSettings | None = None
+    api_limits: ApiLimits = ApiLimits()
     notifications: NotificationSettings | None = None
     automation: AutomationSettings = AutomationSettings()
 
@@ -273,6 +283,12 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         ),
         slack_api=slack_api,
         jira_api=jira_api,
+        api_limits=ApiLimits(
+            timeout_seconds=_int(env, "RAG_API_TIMEOUT_SECONDS", 30, minimum=1) or 30,
+            page_cap=_int(env, "RAG_API_PAGE_CAP", 10_000, minimum=1) or 10_000,
+            requests_per_partition=_int(env, "RAG_API_REQUEST_BUDGET", 5_000, minimum=1) or 5_000,
+            seconds_per_partition=_int(env, "RAG_API_SECONDS_BUDGET", 3_600, minimum=1) or 3_600,
+        ),
         notifications=notifications,
         automation=AutomationSettings(
             raw_sync_cron=_get(env, "RAG_RAW_SYNC_CRON") or DEFAULT_RAW_SYNC_CRON,
