@@ -103,4 +103,3 @@ def existing_input(path: Path, what: str, given_by: str) -> Path:
     if not path.exists():
         raise CommandError(f"the {what} {path} ({given_by}) does not exist")
     return path
-

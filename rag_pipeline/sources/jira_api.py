@@ -14,8 +14,12 @@ identical documents for the same issues.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -27,6 +31,8 @@ import requests
 from atlassian import Jira
 from pydantic import BaseModel, Field
 from requests.adapters import HTTPAdapter
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from urllib3.util import Retry
 
 from rag_pipeline.sources.api_stats import ApiStats
@@ -34,6 +40,7 @@ from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
 from rag_pipeline.sources.jira_dump import issue_document_id, issue_to_document, parse_jira_time, project_group
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 # What issue_to_document reads; anything else would only cost bandwidth.
@@ -83,6 +90,13 @@ class JiraSyncSettings(BaseModel):
         description="Add the concrete groups and users of the project's Browse permission (permission scheme and "
         "project roles) to each issue's ACL, next to the project group",
     )
+    page_cap: int = Field(DEFAULT_PAGE_CAP, ge=1, description="Pages per paged call (RAG_API_PAGE_CAP)")
+    requests_per_partition: int | None = Field(
+        5_000, ge=1, description="Requests a project's read may make per day it covers (None: unbounded)"
+    )
+    seconds_per_partition: float | None = Field(
+        3_600, gt=0, description="Seconds a project's read may take per day it covers (None: unbounded)"
+    )
 
     def wants(self, project: JiraProject) -> bool:
         """Whether discovery keeps a project (deny wins over allow)."""
@@ -107,14 +121,19 @@ class JiraProject:
     archived: bool = False
 
 
+# Retries of a request that timed out (no complete answer within the timeout or the deadline).
+MAX_TIMEOUT_RETRIES = 1
+
+
 class _CountedRetry(Retry):
     """urllib3's Retry, counting each retry it grants by kind."""
 
     stats: ApiStats | None = None
+    timeouts = 0
 
     def new(self, **kw: Any) -> _CountedRetry:
         retry = super().new(**kw)
-        retry.stats = self.stats
+        retry.stats, retry.timeouts = self.stats, self.timeouts
         return retry
 
     def increment(
@@ -126,11 +145,117 @@ class _CountedRetry(Retry):
         _pool: Any = None,
         _stacktrace: Any = None,
     ) -> _CountedRetry:
+        # A silent or trickling server costs a full timeout per attempt: one retry covers a passing stall, more
+        # would hold the run for (retries + 1) x the timeout. Dropped connections keep the full budget.
+        timed_out = isinstance(error, ReadTimeoutError) or _ATTEMPT.expired
+        if timed_out and self.timeouts >= MAX_TIMEOUT_RETRIES:
+            raise MaxRetryError(_pool, url or "", error)
         retry = super().increment(method, url, response=response, error=error, _pool=_pool, _stacktrace=_stacktrace)
+        retry.timeouts = self.timeouts + int(timed_out)
         if self.stats is not None:
             kind = f"http_{response.status}" if response is not None and error is None else "connection"
             self.stats.retries[kind] += 1
         return retry
+
+
+class _Attempt(threading.local):
+    """The HTTP attempt the current thread is making (one per urllib3 retry), for :class:`_DeadlineAdapter`."""
+
+    number = 0
+    connection: Any = None
+    expired = False
+
+
+_ATTEMPT = _Attempt()
+
+
+def _start_attempt(connection: Any, deadline: float) -> threading.Timer:
+    """Mark a new attempt on ``connection`` and arm its deadline: past it the socket is shut down, which ends a
+    blocked read at once (a timer left over from an earlier attempt finds a newer number and does nothing)."""
+    _ATTEMPT.number += 1
+    _ATTEMPT.connection, _ATTEMPT.expired = connection, False
+    state, number = _ATTEMPT.__dict__, _ATTEMPT.number
+
+    def expire() -> None:
+        if state.get("number") != number:
+            return
+        state["expired"] = True
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(deadline, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+class _DeadlinePool(HTTPConnectionPool):
+    deadline: float = 30.0
+
+    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        _cancel_timer()
+        _TIMERS.timer = _start_attempt(conn, self.deadline)
+        return super()._make_request(conn, *args, **kwargs)
+
+
+class _DeadlineHTTPSPool(HTTPSConnectionPool):
+    deadline: float = 30.0
+
+    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        _cancel_timer()
+        _TIMERS.timer = _start_attempt(conn, self.deadline)
+        return super()._make_request(conn, *args, **kwargs)
+
+
+class _Timers(threading.local):
+    timer: threading.Timer | None = None
+
+
+_TIMERS = _Timers()
+
+
+def _cancel_timer() -> None:
+    if _TIMERS.timer is not None:
+        _TIMERS.timer.cancel()
+        _TIMERS.timer = None
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """An adapter whose every attempt must be answered in full within ``deadline`` seconds.
+
+    requests' ``timeout`` bounds each socket read, so a server that sends one byte per second never trips it and
+    holds the run forever (measured against the emulator). Each attempt arms a timer that shuts the socket down
+    at the deadline; the read then fails, the retry policy decides as for any read error, and a request that
+    ends that way is a :class:`requests.exceptions.ReadTimeout`. The body is read here, inside the deadline.
+    """
+
+    def __init__(self, deadline: float, **kwargs: Any) -> None:
+        self.deadline = deadline
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        http = type("_Pool", (_DeadlinePool,), {"deadline": self.deadline})
+        https = type("_HTTPSPool", (_DeadlineHTTPSPool,), {"deadline": self.deadline})
+        self.poolmanager.pool_classes_by_scheme = {"http": http, "https": https}
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        _ATTEMPT.expired = False
+        try:
+            response = super().send(request, *args, **kwargs)
+            if not kwargs.get("stream"):
+                _ = response.content
+            return response
+        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            if _ATTEMPT.expired:
+                raise requests.exceptions.ReadTimeout(
+                    f"no complete answer within {self.deadline:g} s", request=request
+                ) from exc
+            raise
+        finally:
+            _cancel_timer()
 
 
 _PATH_IDS = [
@@ -206,7 +331,7 @@ def build_jira_client(
         retry_after_max=MAX_RETRY_AFTER_SECONDS,
     )
     retry.stats = stats
-    client.session.mount(client.url, HTTPAdapter(max_retries=retry))
+    client.session.mount(client.url, _DeadlineAdapter(float(timeout), max_retries=retry))
     client.session.hooks["response"].append(lambda response, *_a, **_k: _count(stats, response))
     client.stats = stats  # type: ignore[attr-defined]
     return client
@@ -220,6 +345,11 @@ class JiraAccessError(SourceError):
     """The site or one project cannot be read; the message says what to change."""
 
 
+class JiraTimeoutError(JiraAccessError):
+    """A call got no complete answer within the timeout or deadline, after every retry (a silent or trickling
+    server); told apart so the run's metadata can name the timeout as what stopped the project."""
+
+
 def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> str:
     """One actionable sentence for a failed Jira call (never includes credentials)."""
     target = where or "the site"
@@ -228,8 +358,18 @@ def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> 
             f"Jira kept failing {what} for {target} (rate limited or server errors) after every retry: lower "
             "concurrency (pool jira_api) or raise max_retries"
         )
-    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return f"Jira could not be reached for {what} ({type(exc).__name__}): check JIRA_URL and the network"
+    request = getattr(exc, "request", None)
+    at = f" at {endpoint_of(request.path_url)}" if request is not None and request.path_url else ""
+    if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc) or "Read timed out" in str(exc):
+        return (
+            f"Jira did not answer {what} for {target}{at} in time ({type(exc).__name__}: the connect/read timeout "
+            "or the deadline per request, RAG_API_TIMEOUT_SECONDS, after every retry)"
+        )
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return (
+            f"Jira could not be reached for {what} for {target}{at} ({type(exc).__name__}): check JIRA_URL and the "
+            "network"
+        )
     response = getattr(exc, "response", None)
     status = response.status_code if response is not None else None
     path = urlsplit(response.request.url).path if response is not None and response.request is not None else "?"
@@ -295,6 +435,8 @@ class JiraApiReader:
         self.settings = settings or JiraSyncSettings()
         self._log = log or (lambda _msg: None)
         self._acls: dict[str, Acl | None] = {}
+        # The budget of the container being read (None outside a budgeted read): every request spends from it.
+        self._budget: ReadBudget | None = None
 
     @property
     def stats(self) -> ApiStats:
@@ -313,14 +455,45 @@ class JiraApiReader:
     def _call(
         self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any
     ) -> Any:
-        """``fn(*args, **kwargs)`` with failures as one JiraAccessError; ``missing_ok``: None on 404."""
+        """``fn(*args, **kwargs)`` (one HTTP request) with failures as one JiraAccessError; ``missing_ok``: None on
+        404. Inside a budgeted read the request, and the retries it needed, are spent from the budget first."""
+        budget = self._budget
+        if budget is not None:
+            budget.spend()
+        retries_before = self.stats.total_retries
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except requests.exceptions.RequestException as exc:
             status = getattr(getattr(exc, "response", None), "status_code", None)
             if missing_ok and isinstance(exc, requests.exceptions.HTTPError) and status == 404:
                 return None
-            raise JiraAccessError(describe_jira_error(exc, what, where)) from None
+            message = describe_jira_error(exc, what, where)
+            raise (JiraTimeoutError if "did not answer" in message else JiraAccessError)(message) from None
+        if budget is not None:
+            # Retries are requests the server saw too; they count, and the next spend() stops a read past the budget
+            # (a call that already succeeded is not thrown away).
+            budget.requests += self.stats.total_retries - retries_before
+        return result
+
+    @contextmanager
+    def _budgeted(self, project: str, days: int) -> Iterator[None]:
+        """Spend every request made inside from one project's :class:`ReadBudget` (per day covered)."""
+        s = self.settings
+        self._budget = ReadBudget(
+            f"Jira project {project}",
+            s.requests_per_partition * days if s.requests_per_partition else None,
+            s.seconds_per_partition * days if s.seconds_per_partition else None,
+        )
+        try:
+            yield
+        finally:
+            self._budget = None
+
+    def _guard(self, resource: str, where: str | None) -> PageGuard:
+        # Jira never pads a result with empty pages (no post-filtering, unlike Slack): one empty page that
+        # promises more is already a broken server, so max_empty_pages is 0.
+        endpoint = f"/rest/api/{self.api_version}/{resource}"
+        return PageGuard(endpoint, where, page_cap=self.settings.page_cap, max_empty_pages=0)
 
     def _get(self, what: str, where: str | None, resource: str, missing_ok: bool = False, **params: Any) -> Any:
         path = f"rest/api/{self.api_version}/{resource}"
@@ -370,10 +543,14 @@ class JiraApiReader:
         if self.settings.include_archived:
             params["status"] = ["live", "archived"]
         url, absolute = "rest/api/3/project/search", False
+        guard = self._guard("project/search", "the project listing")
         while True:
             page = self._call("list projects", None, self.client.get, url, params=params, absolute=absolute) or {}
-            yield from page.get("values") or []
-            if page.get("isLast", True) or not page.get("nextPage"):
+            values = page.get("values") or []
+            yield from values
+            last = page.get("isLast", True) or not page.get("nextPage")
+            guard.page(len(values), None if last else str(page["nextPage"]))
+            if last:
                 return
             url, params, absolute = page["nextPage"], {}, True
 
@@ -382,27 +559,42 @@ class JiraApiReader:
         self, jql: str, fields: Iterable[str], page_size: int, where: str | None = None
     ) -> Iterator[dict[str, Any]]:
         """Every issue a JQL query matches: Cloud pages with nextPageToken until isLast, Server/DC
-        with startAt until total."""
+        with startAt until total. A cursor that cannot make progress (a repeated token, a startAt the server
+        ignores, an empty page that promises more) or more than ``page_cap`` pages raises :class:`GuardTripped`."""
         fields = list(fields)
         if self.settings.cloud:
+            guard = self._guard("search/jql", where)
             token: str | None = None
             while True:
                 page = self._call(
                     "search issues", where, self.client.enhanced_jql, jql, fields=fields, nextPageToken=token,
                     limit=page_size,
                 )  # fmt: skip
-                yield from page.get("issues") or []
+                issues = page.get("issues") or []
+                yield from issues
                 token = page.get("nextPageToken")
-                if page.get("isLast", not token) or not token:
+                last = page.get("isLast", not token) or not token
+                guard.page(len(issues), None if last else token)
+                if last:
                     return
+        guard = self._guard("search", where)
         start = 0
         while True:
             page = self._call("search issues", where, self.client.jql, jql, fields=fields, start=start, limit=page_size)
             issues = page.get("issues") or []
             yield from issues
-            start += len(issues)
-            if not issues or start >= int(page.get("total", 0)):
+            # Jira echoes the startAt it served; a server (or proxy) that ignores ours answers 0 again.
+            served = int(page.get("startAt", start))
+            next_start = served + len(issues)
+            if next_start >= int(page.get("total", 0)):
+                guard.page(len(issues), None)
                 return
+            if issues:
+                guard.offset(len(issues), start, next_start)
+            else:
+                # An empty page short of total: the rest can never be read, so the listing is incomplete.
+                guard.page(0, f"startAt={start} (empty page, total {page.get('total')})")
+            start = next_start
 
     def _jql_time(self, instant: datetime, widen: timedelta) -> str:
         """``instant`` as the user's wall clock; a wall clock that occurs twice (clocks going back) is
@@ -436,6 +628,13 @@ class JiraApiReader:
         end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
         window_start = start - timedelta(minutes=self.settings.overlap_minutes)
         wanted_set = set(wanted)
+        with self._budgeted(project, len(wanted)):
+            return self._read_window(project, wanted, wanted_set, window_start, end, out)
+
+    def _read_window(
+        self, project: str, wanted: list[str], wanted_set: set[str], window_start: datetime, end: datetime,
+        out: ProjectRead,
+    ) -> ProjectRead:  # fmt: skip
         jql = self._window_jql(project, window_start, end)
         listed = list(self.search(jql, ISSUE_FIELDS, self.settings.page_size, f"project {project}"))
         if len(listed) >= self.settings.page_size:
@@ -529,6 +728,7 @@ class JiraApiReader:
         by_id: dict[str, Any] = {}
         first_total: int | None = None
         start = total = 0
+        guard = self._guard("issue/{issue}/comment", f"issue {issue.get('key')}")
         while first_total is None or start < total:
             page = self._get(
                 "read comments",
@@ -544,9 +744,12 @@ class JiraApiReader:
             batch = page.get("comments") or []
             for comment in batch:
                 by_id.setdefault(str(comment.get("id")), comment)
-            start += len(batch)
             if not batch:
+                # Comments deleted mid-read leave the pages short of the first total: the caller re-reads once.
                 break
+            next_start = int(page.get("startAt", start)) + len(batch)
+            guard.offset(len(batch), start, next_start)
+            start = next_start
         if total != first_total:
             start = -1  # the total moved while paging
         return by_id, first_total or 0, start
@@ -565,7 +768,8 @@ class JiraApiReader:
     def issue_ids(self, project: str) -> set[str]:
         """Ids of every issue the project holds now (ids only, large pages), for reconciliation."""
         jql = f'project = "{project}" ORDER BY id ASC'
-        return {str(i["id"]) for i in self.search(jql, ["id"], self.settings.id_page_size, f"project {project}")}
+        with self._budgeted(project, 1):
+            return {str(i["id"]) for i in self.search(jql, ["id"], self.settings.id_page_size, f"project {project}")}
 
     def project_exists(self, project: str) -> bool:
         """Whether the API user can still see the project (False on 404: deleted, or browse revoked)."""

@@ -10,15 +10,21 @@ give identical documents for the same data.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import re
+import socket
+import threading
+import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from urllib.error import HTTPError, URLError
 
 from pydantic import BaseModel, Field
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler, RetryHandler
 from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 
@@ -26,6 +32,7 @@ from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import DAY, day_of, day_start
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, is_valid_container_id
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.slack_threads import (
     SlackChannel,
@@ -59,6 +66,13 @@ class SlackSyncSettings(BaseModel):
     include_archived: bool = Field(False, description="Discover archived channels too")
     channel_allow: tuple[str, ...] = Field((), description="Channel names or regexes to keep (empty: all)")
     channel_deny: tuple[str, ...] = Field((), description="Channel names or regexes to skip")
+    page_cap: int = Field(DEFAULT_PAGE_CAP, ge=1, description="Pages per paged call before the read stops")
+    requests_per_day: int | None = Field(
+        None, ge=1, description="Requests (retries included) a channel's read may make per day it covers (None: any)"
+    )
+    seconds_per_day: float | None = Field(
+        None, gt=0, description="Seconds a channel's read may take per day it covers (None: any)"
+    )
 
     def wants(self, channel: SlackChannel) -> bool:
         """Whether discovery keeps a channel (deny wins over allow)."""
@@ -75,8 +89,95 @@ def _name_matches(pattern: str, name: str) -> bool:
     return pattern.lstrip("#") == name or re.fullmatch(pattern, name) is not None
 
 
+class _Deadline:
+    """Aborts one HTTP attempt that has not completed within ``seconds``. urllib's ``timeout`` is per socket
+    operation, so a server that trickles a byte every second never trips it (measured: a 1 s timeout against
+    such a server read on for minutes); a timer that shuts the attempt's socket down bounds the whole attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:
+            _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    # shutdown (not close) wakes a recv blocked in another thread; the socket may already be gone.
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _WatchedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _WatchedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        # The TLS handshake is bounded by the per-read timeout only; the deadline watches the wrapped socket.
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _WatchedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_WatchedHTTPConnection, req, deadline=self._deadline)  # type: ignore[arg-type]
+
+
+class _WatchedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline, context: Any) -> None:
+        super().__init__(context=context)
+        self._deadline = deadline
+        self._ssl_context = context
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(
+            _WatchedHTTPSConnection,  # type: ignore[arg-type]
+            req,
+            context=self._ssl_context,
+            deadline=self._deadline,
+        )
+
+
 class _CountingWebClient(WebClient):
-    """A WebClient that counts the Web API methods it calls."""
+    """A WebClient that counts the Web API methods it calls and bounds each HTTP attempt by ``timeout`` in all
+    (connect, headers and body), not only per socket read."""
 
     def __init__(self, *args: Any, stats: ApiStats, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -85,6 +186,37 @@ class _CountingWebClient(WebClient):
     def api_call(self, api_method: str, **kwargs: Any) -> Any:
         self.stats.calls[api_method] += 1
         return super().api_call(api_method, **kwargs)
+
+    def _perform_urllib_http_request_internal(self, url: str, req: urllib.request.Request) -> dict[str, Any]:
+        # slack-sdk 3.47's own version opens the request through urlopen with no hook for the socket; this one
+        # does the same through handlers whose connections the deadline can shut down. A TimeoutError is not one
+        # of the errors slack-sdk's connection retry handler retries, so a silent server costs one timeout.
+        if not url.lower().startswith("http"):
+            return super()._perform_urllib_http_request_internal(url, req)
+        deadline = _Deadline(self.timeout)
+        handlers: list[urllib.request.BaseHandler] = [
+            _WatchedHTTPHandler(deadline),
+            _WatchedHTTPSHandler(deadline, self.ssl),
+        ]
+        if self.proxy is not None:
+            if not isinstance(self.proxy, str):
+                raise SlackRequestError(f"Invalid proxy detected: {self.proxy} must be a str value")
+            handlers.insert(0, urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))
+        opener = urllib.request.build_opener(*handlers)
+        try:
+            with deadline:
+                resp = opener.open(req, timeout=self.timeout)
+                body: bytes = resp.read()
+        except HTTPError:
+            raise  # slack-sdk reads 429/5xx bodies itself and applies its retry handlers
+        except Exception as exc:
+            if deadline.expired:
+                raise TimeoutError(f"no complete answer within {self.timeout} s") from exc
+            raise
+        if resp.headers.get_content_type() == "application/gzip":
+            return {"status": resp.code, "headers": resp.headers, "body": body}
+        charset = resp.headers.get_content_charset() or "utf-8"
+        return {"status": resp.code, "headers": resp.headers, "body": body.decode(charset)}
 
 
 def _counted(handler_cls: type[RetryHandler], kind: str, stats: ApiStats, max_retry_count: int) -> RetryHandler:
@@ -187,6 +319,8 @@ class SlackApiReader:
         log: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
+        # The budget of the channel read in progress (read_days), spent by every request it makes.
+        self._budget: ReadBudget | None = None
         self.settings = settings or SlackSyncSettings()
         self._log = log or (lambda _msg: None)
         self._identity: tuple[str, str | None] | None = None
@@ -204,10 +338,29 @@ class SlackApiReader:
     # --- Web API plumbing -------------------------------------------------------------------
     def _call(self, method: str, where: str | None = None, **params: Any) -> dict[str, Any]:
         """Call a Web API method; ``where`` names the channel in error messages."""
+        budget = self._budget
+        if budget is not None:
+            budget.spend()
+        retries_before = self.stats.total_retries
         try:
             response = getattr(self.client, method.replace(".", "_"))(**params)
         except SlackApiError as exc:
             raise SlackAccessError(describe_slack_error(exc, method, self._describe(where))) from None
+        except (TimeoutError, URLError) as exc:
+            # A connect timeout arrives (after the connection retries) as a URLError around a TimeoutError.
+            if isinstance(exc, URLError) and not isinstance(exc.reason, TimeoutError):
+                raise
+            timeout = getattr(self.client, "timeout", "?")
+            raise GuardTripped(
+                f"{method} for {self._describe(where) or 'the workspace'} got no complete answer within {timeout} s "
+                "(RAG_API_TIMEOUT_SECONDS); it stays unsynced and is read again next time",
+                "timeout",
+            ) from None
+        finally:
+            # Retries are requests too: they spend the same rate-limit allowance the budget protects.
+            retried = self.stats.total_retries - retries_before
+            if budget is not None and retried:
+                budget.requests += retried
         return dict(response.data)
 
     def _describe(self, channel_id: str | None) -> str | None:
@@ -217,13 +370,22 @@ class SlackApiReader:
         return f"#{name} ({channel_id})" if name else channel_id
 
     def _pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[Any]:
-        """The items under ``key`` across a cursor-paged method's pages (records, or ids for members)."""
+        """The items under ``key`` across a cursor-paged method's pages (records, or ids for members); the one
+        place that follows cursors, so one guard per call stops a server whose cursor never ends."""
+        guard = PageGuard(method, self._describe(where) or "the workspace", page_cap=self.settings.page_cap)
         cursor: str | None = None
         while True:
             limit = self.settings.page_size if method in _MESSAGE_METHODS else LISTING_PAGE_SIZE
             data = self._call(method, where, **params, limit=limit, cursor=cursor)
-            yield from data.get(key) or []
+            items = data.get(key) or []
+            yield from items
             cursor = (data.get("response_metadata") or {}).get("next_cursor") or None
+            try:
+                guard.page(len(items), cursor)
+            except GuardTripped as exc:
+                if cursor and cursor[:60] not in str(exc):
+                    raise GuardTripped(f"{exc} (last cursor {cursor[:60]!r})", exc.guard) from None
+                raise
             if not cursor:
                 return
 
@@ -333,10 +495,24 @@ class SlackApiReader:
     def read_days(self, channel_id: str, days: Iterable[str]) -> ChannelRead:
         """Threads of a channel with activity on any of ``days`` (UTC, YYYY-MM-DD)."""
         wanted = sorted(set(days))
-        out = ChannelRead()
         if not wanted:
-            return out
+            return ChannelRead()
+        per_day = self.settings
+        self._budget = ReadBudget(
+            self._describe(channel_id) or channel_id,
+            per_day.requests_per_day * len(wanted) if per_day.requests_per_day else None,
+            per_day.seconds_per_day * len(wanted) if per_day.seconds_per_day else None,
+        )
+        try:
+            return self._read_days(channel_id, wanted)
+        finally:
+            self._budget = None
+
+    def _read_days(self, channel_id: str, wanted: list[str]) -> ChannelRead:
+        out = ChannelRead()
         channel = self.channel(channel_id)
+        if self._budget is not None:  # the channel's name is known now, for the budget's message
+            self._budget.where = self._describe(channel_id) or channel_id
         start = day_start(wanted[0])
         end = day_start(wanted[-1]) + DAY
         window_start = start - self.settings.lookback_days * DAY

@@ -25,8 +25,10 @@ What it reproduces (request paths and shapes as surveyed in ``shared/notes/slack
   archived projects only with ``status=archived`` (Cloud
   ``project/search``) or ``includeArchived`` (``project``); permission schemes (``BROWSE_PROJECTS`` grants to groups and
   project roles) and role actors.
-* Fault injection: HTTP 429 with ``Retry-After``, 500/503, 401/403/404, and dropped connections; every request is
-  recorded (:attr:`JiraEmulator.requests`).
+* Fault injection: HTTP 429 with ``Retry-After``, 500/503, 401/403/404, dropped connections, a server that never
+  answers (``silent``) and one that answers one byte per second (``trickle``); broken paging per project
+  (:meth:`JiraEmulator.break_paging`: a repeated ``nextPageToken``, an ignored ``startAt``, endless empty pages);
+  every request is recorded (:attr:`JiraEmulator.requests`).
 
 Usage::
 
@@ -67,7 +69,11 @@ __all__ = [
     "RecordedRequest",
 ]
 
-FAULT_KINDS = frozenset({"429", "500", "503", "drop", "401", "403", "404"})
+FAULT_KINDS = frozenset({"429", "500", "503", "drop", "401", "403", "404", "silent", "trickle"})
+# How search paging can break (break_paging): a cursor bug or a caching proxy handing out one token forever, a
+# Server/DC that ignores startAt, or pages that stay empty yet promise more.
+PAGING_FAULTS = frozenset({"repeat_token", "ignore_start", "empty_pages"})
+TRICKLE_SECONDS_PER_BYTE = 1.0
 JSON_CONTENT_TYPE = "application/json;charset=UTF-8"
 GONE_MESSAGE = (
     "The requested API has been removed. Please migrate to the /rest/api/3/search/jql API. "
@@ -104,6 +110,7 @@ class _Fault:
     path: str | None
     remaining: int
     retry_after: float
+    match: str | None = None
 
 
 class _ApiError(Exception):
@@ -170,6 +177,9 @@ class JiraEmulator(LocalHttpService):
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []  # tracebacks of handler crashes (answered 500)
         self._faults: list[_Fault] = []
+        self._paging_faults: dict[str | None, str] = {}
+        # Set on stop, so a silent or trickling handler ends with the emulator instead of holding its thread.
+        self._stopping = threading.Event()
         self._record_lock = threading.Lock()
         super().__init__()
         get, post, both = ("GET",), ("POST",), ("GET", "POST")
@@ -202,11 +212,40 @@ class JiraEmulator(LocalHttpService):
 
     # -- faults and recording -------------------------------------------------------------------------------------
 
-    def inject(self, kind: str, *, path: str | None = None, times: int = 1, retry_after: float = 0) -> None:
-        """Make the next ``times`` requests (whose path contains ``path`` if given, else any) fail: ``"429"`` (with
-        ``Retry-After``: ``retry_after`` rounded up to whole seconds), ``"500"``/``"503"``, ``"401"``/``"403"``/
-        ``"404"`` (JSON ``errorMessages``), or ``"drop"`` (socket closed without a response). Injections queue up;
-        a request takes the first pending one that matches it."""
+    def start(self) -> None:
+        self._stopping.clear()
+        super().start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        super().stop()
+
+    def break_paging(self, mode: str, project: str | None = None) -> None:
+        """Break search paging for ``project``'s queries (every query when None) until :meth:`clear_faults`:
+        ``"repeat_token"`` (Cloud: every page hands out the same ``nextPageToken`` with ``isLast: false``),
+        ``"ignore_start"`` (Server: every page is the first, ``startAt: 0``), ``"empty_pages"`` (no issues, and
+        more promised: a fresh token with ``isLast: false``, or ``total`` beyond ``startAt``)."""
+        if mode not in PAGING_FAULTS:
+            raise ValueError(f"unknown paging fault {mode!r}; expected one of {sorted(PAGING_FAULTS)}")
+        with self._record_lock:
+            self._paging_faults[project] = mode
+
+    def _paging_fault(self, jql: str) -> str | None:
+        with self._record_lock:
+            for project, mode in self._paging_faults.items():
+                if project is None or f'project = "{project}"' in jql:
+                    return mode
+        return None
+
+    def inject(
+        self, kind: str, *, path: str | None = None, times: int = 1, retry_after: float = 0, match: str | None = None
+    ) -> None:
+        """Make the next ``times`` requests (whose path contains ``path`` and, if ``match`` is given, one of whose
+        parameters, e.g. the JQL, contains ``match``) fail: ``"429"`` (with ``Retry-After``: ``retry_after`` rounded
+        up to whole seconds), ``"500"``/``"503"``, ``"401"``/``"403"``/``"404"`` (JSON ``errorMessages``), ``"drop"``
+        (socket closed without a response), ``"silent"`` (the connection is accepted and never answered, until the
+        emulator stops) or ``"trickle"`` (the real answer, one byte per second). Injections queue up; a request
+        takes the first pending one that matches it."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; expected one of {sorted(FAULT_KINDS)}")
         if times < 1:
@@ -214,12 +253,13 @@ class JiraEmulator(LocalHttpService):
         if retry_after < 0:
             raise ValueError("retry_after must be >= 0")
         with self._record_lock:
-            self._faults.append(_Fault(kind, path, times, retry_after))
+            self._faults.append(_Fault(kind, path, times, retry_after, match))
 
     def clear_faults(self) -> None:
-        """Forget every pending injected fault."""
+        """Forget every pending injected fault and broken paging."""
         with self._record_lock:
             self._faults.clear()
+            self._paging_faults.clear()
 
     def pending_faults(self) -> int:
         """How many injected failures are still to be served."""
@@ -245,9 +285,11 @@ class JiraEmulator(LocalHttpService):
         with self._record_lock:
             self.requests.clear()
 
-    def _take_fault(self, path: str) -> _Fault | None:
+    def _take_fault(self, path: str, params: Mapping[str, str]) -> _Fault | None:
         with self._record_lock:
             for fault in self._faults:
+                if fault.match is not None and not any(fault.match in v for v in params.values()):
+                    continue
                 if fault.path is None or fault.path in path:
                     fault.remaining -= 1
                     if fault.remaining <= 0:
@@ -266,10 +308,15 @@ class JiraEmulator(LocalHttpService):
         with self._record_lock:
             self.requests.append(record)
 
-        fault = self._take_fault(path)
+        fault = self._take_fault(path, params)
         if fault is not None:
-            if fault.kind == "drop":
+            if fault.kind in ("drop", "silent"):
+                if fault.kind == "silent":
+                    self._stopping.wait()
                 request.close_connection = True
+                return
+            if fault.kind == "trickle":
+                self._trickle(request, record, path, params)
                 return
             headers = {"Retry-After": str(math.ceil(fault.retry_after))} if fault.kind == "429" else {}
             error = _ApiError(int(fault.kind), _FAULT_MESSAGES[fault.kind], headers)
@@ -292,6 +339,25 @@ class JiraEmulator(LocalHttpService):
             _send_json(request, record, 500, {"errorMessages": ["Internal emulator error"], "errors": {}})
             return
         _send_json(request, record, 200, body)
+
+    def _trickle(
+        self, request: BaseHTTPRequestHandler, record: RecordedRequest, path: str, params: dict[str, str]
+    ) -> None:
+        """The real answer (status line, headers, body) written one byte per second: every socket read of the
+        client gets a byte well within any read timeout, so only a deadline on the whole request stops it."""
+        with self.site.lock:
+            body = json.dumps(self._dispatch(request.command, path, params)).encode()
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {JSON_CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n"
+        record.status = 200
+        request.close_connection = True
+        try:
+            for byte in head.encode() + body:
+                if self._stopping.wait(TRICKLE_SECONDS_PER_BYTE):
+                    return
+                request.wfile.write(bytes([byte]))
+                request.wfile.flush()
+        except OSError:
+            return  # the client gave up
 
     def _authenticate(self, header: str | None) -> tuple[str, bool]:
         if not header:
@@ -530,12 +596,15 @@ class JiraEmulator(LocalHttpService):
         limit = min(self._int(params, "maxResults", 50), cap)
         start = self._int(params, "startAt", 0)
         found = self._matching(params.get("jql") or "")
-        page = found[start : start + limit]
+        fault = self._paging_fault(params.get("jql") or "")
+        if fault == "ignore_start":
+            start = 0
+        page = [] if fault == "empty_pages" else found[start : start + limit]
         return {
             "expand": "schema,names",
             "startAt": start,
             "maxResults": limit,
-            "total": len(found),
+            "total": len(found) + (start + limit + 1 if fault == "empty_pages" else 0),
             "issues": [self._search_result(issue, call.version, selection) for issue in page],
         }
 
@@ -550,7 +619,8 @@ class JiraEmulator(LocalHttpService):
             raise _ApiError(400, "The 'maxResults' parameter must be greater than 0.")
         start = _decode_page_token(params.get("nextPageToken"))
         found = self._matching(params.get("jql") or "")
-        page = found[start : start + limit]
+        fault = self._paging_fault(params.get("jql") or "")
+        page = [] if fault == "empty_pages" else found[start : start + limit]
         out: dict[str, Any] = {"issues": []}
         for issue in page:
             if selection.id_only:
@@ -564,6 +634,11 @@ class JiraEmulator(LocalHttpService):
         out["isLast"] = end >= len(found)
         if not out["isLast"]:
             out["nextPageToken"] = _encode_page_token(end)
+        if fault == "repeat_token":
+            # A cursor bug or a caching proxy: the second page's token, forever.
+            out["isLast"], out["nextPageToken"] = False, _encode_page_token(limit)
+        elif fault == "empty_pages":
+            out["isLast"], out["nextPageToken"] = False, _encode_page_token(start + 1)
         return out
 
     def _approximate_count(self, call: _Call) -> dict[str, Any]:

@@ -18,6 +18,10 @@ What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jir
   summaries (``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``) computed live from the
   current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, and dropped connections; every request is recorded.
+  Faulty servers (for the paging guards and timeouts): ``repeat_cursor`` (the first page again, with the same
+  ``next_cursor`` every time, as a proxy caching one page), ``empty_pages`` (no items but ``has_more`` and a fresh
+  cursor, forever), ``silent`` (accepts the request and never answers) and ``trickle`` (answers one byte per
+  ``trickle_interval`` seconds); a fault can be limited to one channel and last for every request (``count=None``).
 * Opt-in rate limits per method (``rate_limits={"conversations.history": RateLimit(1, 60.0)}``): at most ``requests``
   answered requests per window of wall time, others get HTTP 429 ``ratelimited`` with ``Retry-After`` (e.g. the 2025
   "1 request per minute" regime, with a window shrunk to something a test or benchmark can wait for).
@@ -66,7 +70,17 @@ __all__ = [
     "SlackEmulator",
 ]
 
-FAULT_KINDS = frozenset({"429", "500", "503", "drop"})
+FAULT_KINDS = frozenset({"429", "500", "503", "drop", "repeat_cursor", "empty_pages", "silent", "trickle"})
+# What a repeating server hands out as its next cursor (a valid-looking cursor no real page ever gives).
+REPEATED_CURSOR = "cmVwZWF0OmZvcmV2ZXI="
+# The key that holds a paged method's items, emptied by ``empty_pages``.
+_PAGED_ITEMS = {
+    "conversations.list": "channels",
+    "conversations.history": "messages",
+    "conversations.replies": "messages",
+    "conversations.members": "members",
+    "users.list": "members",
+}
 # Thread summary fields the server computes; stored values (e.g. from an export) are never trusted.
 _REPLY_FIELDS = ("reply_count", "reply_users", "reply_users_count", "latest_reply", "replies")
 
@@ -93,8 +107,9 @@ class SlackApiFailure(Exception):
 class _Fault:
     kind: str
     method: str | None
-    remaining: int
+    remaining: int | None  # None: every matching request
     retry_after: int
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ class SlackEmulator(LocalHttpService):
         default_limit: int = 100,
         token: str = "xoxb-test-token",
         rate_limits: Mapping[str, RateLimit] | None = None,
+        silent_seconds: float = 300.0,
+        trickle_interval: float = 1.0,
     ) -> None:
         self.workspace = workspace
         self.rate_limits: dict[str, RateLimit] = dict(rate_limits or {})
@@ -133,6 +150,11 @@ class SlackEmulator(LocalHttpService):
         self.token = token
         self.requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
+        # A silent or trickling answer ends at the latest when the emulator stops, so a test never waits on it.
+        self.silent_seconds = silent_seconds
+        self.trickle_interval = trickle_interval
+        self._stopping = threading.Event()
+        self._empty_pages = 0
         self._record_lock = threading.Lock()
         super().__init__()
         self._last_post_ts = Decimal(0)
@@ -160,18 +182,39 @@ class SlackEmulator(LocalHttpService):
         """``http://127.0.0.1:PORT/api/`` (only once started)."""
         return f"{self.origin}/api/"
 
+    def start(self) -> None:
+        self._stopping.clear()
+        super().start()
+
+    def stop(self) -> None:
+        # Wakes the handlers of silent and trickling faults before the server waits for its threads.
+        self._stopping.set()
+        super().stop()
+
     # -- faults and recording -----------------------------------------------------------------------------------
 
-    def inject(self, kind: str, *, method: str | None = None, count: int = 1, retry_after: int = 0) -> None:
-        """Make the next ``count`` requests (to ``method`` if given, else any) fail: ``"429"`` (with
-        ``Retry-After: retry_after``), ``"500"``/``"503"``, or ``"drop"`` (socket closed without a response).
-        Injections queue up; a request takes the first pending one that matches it."""
+    def inject(
+        self,
+        kind: str,
+        *,
+        method: str | None = None,
+        count: int | None = 1,
+        retry_after: int = 0,
+        channel: str | None = None,
+    ) -> None:
+        """Make the next ``count`` requests (None: every one; to ``method`` and about ``channel`` if given, else any)
+        fail: ``"429"`` (with ``Retry-After: retry_after``), ``"500"``/``"503"``, ``"drop"`` (socket closed without a
+        response), ``"repeat_cursor"``/``"empty_pages"`` (paged methods only), ``"silent"`` (no answer for
+        ``silent_seconds``) or ``"trickle"`` (the answer one byte per ``trickle_interval``). Injections queue up; a
+        request takes the first pending one that matches it."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; expected one of {sorted(FAULT_KINDS)}")
-        if count < 1:
-            raise ValueError("count must be >= 1")
+        if count is not None and count < 1:
+            raise ValueError("count must be >= 1 (or None for every request)")
+        if kind in ("repeat_cursor", "empty_pages") and method not in _PAGED_ITEMS:
+            raise ValueError(f"{kind} needs a paged method: one of {sorted(_PAGED_ITEMS)}")
         with self._record_lock:
-            self._faults.append(_Fault(kind, method, count, retry_after))
+            self._faults.append(_Fault(kind, method, count, retry_after, channel))
 
     def clear_faults(self) -> None:
         """Forget every pending injected fault."""
@@ -183,13 +226,16 @@ class SlackEmulator(LocalHttpService):
         with self._record_lock:
             return [r for r in self.requests if r.status == 200 and (method is None or r.method == method)]
 
-    def _take_fault(self, method: str) -> _Fault | None:
+    def _take_fault(self, method: str, params: dict[str, str]) -> _Fault | None:
         with self._record_lock:
             for fault in self._faults:
-                if fault.method is None or fault.method == method:
-                    fault.remaining -= 1
-                    if fault.remaining <= 0:
-                        self._faults.remove(fault)
+                if (fault.method is None or fault.method == method) and (
+                    fault.channel is None or fault.channel == params.get("channel")
+                ):
+                    if fault.remaining is not None:
+                        fault.remaining -= 1
+                        if fault.remaining <= 0:
+                            self._faults.remove(fault)
                     return fault
         return None
 
@@ -223,8 +269,16 @@ class SlackEmulator(LocalHttpService):
         method = split.path[len("/api/") :] if split.path.startswith("/api/") else split.path
         record = self._record(method, params)
 
-        fault = self._take_fault(method)
+        fault = self._take_fault(method, params)
         if fault is not None:
+            if fault.kind in ("repeat_cursor", "empty_pages", "trickle"):
+                self._serve_faulty_answer(request, record, method, params, fault.kind)
+                return
+            if fault.kind == "silent":
+                # Reads the request, then says nothing until the client gives up (or the emulator stops).
+                self._stopping.wait(self.silent_seconds)
+                request.close_connection = True
+                return
             if fault.kind == "drop":
                 record.status = 0
                 request.close_connection = True
@@ -244,6 +298,40 @@ class SlackEmulator(LocalHttpService):
             _respond(request, record, 404, {"ok": False, "error": "unknown_method"})
             return
         _respond(request, record, 200, self._dispatch(method, params, request.headers.get("Authorization")))
+
+    def _serve_faulty_answer(
+        self, request: BaseHTTPRequestHandler, record: RecordedRequest, method: str, params: dict[str, str], kind: str
+    ) -> None:
+        authorization = request.headers.get("Authorization")
+        if kind == "trickle":
+            body = json.dumps(self._dispatch(method, params, authorization)).encode()
+            record.status = 200
+            request.send_response(200)
+            request.send_header("Content-Type", "application/json; charset=utf-8")
+            request.send_header("Content-Length", str(len(body)))
+            request.end_headers()
+            for offset in range(len(body)):
+                try:
+                    request.wfile.write(body[offset : offset + 1])
+                    request.wfile.flush()
+                except OSError:  # the client gave up
+                    return
+                if self._stopping.wait(self.trickle_interval):
+                    return
+            return
+        # The cursor is dropped so the server answers its first page, as a caching proxy or a cursor bug would.
+        answer = self._dispatch(method, {k: v for k, v in params.items() if k != "cursor"}, authorization)
+        if answer.get("ok"):
+            if kind == "repeat_cursor":
+                cursor = REPEATED_CURSOR
+            else:
+                answer[_PAGED_ITEMS[method]] = []
+                with self._record_lock:
+                    self._empty_pages += 1
+                    cursor = _encode_cursor("empty", self._empty_pages)
+            answer["has_more"] = True
+            answer["response_metadata"] = {"next_cursor": cursor}
+        _respond(request, record, 200, answer)
 
     def _dispatch(self, method: str, params: dict[str, str], authorization: str | None) -> dict[str, Any]:
         token = params.get("token")

@@ -13,8 +13,15 @@ from pydantic import Field
 from rag_pipeline import settings
 from rag_pipeline.defs.offline import file_version
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira_api import JiraAccessError, JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.jira_api import (
+    JiraAccessError,
+    JiraApiReader,
+    JiraSyncSettings,
+    JiraTimeoutError,
+    build_jira_client,
+)
 from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 
 JIRA_API_POOL = "jira_api"
@@ -58,7 +65,17 @@ class JiraResource(JiraSourceResource):
         default=8, description="Retries per request on 429 (Retry-After), 5xx and dropped connections"
     )
     backoff_seconds: float = Field(default=1.0, description="Exponential backoff factor when no Retry-After is given")
-    timeout_seconds: int = Field(default=30, description="HTTP timeout per request")
+    timeout_seconds: int = Field(
+        default=30,
+        description="Connect and read timeout of each request, and its total deadline (RAG_API_TIMEOUT_SECONDS)",
+    )
+    page_cap: int = Field(default=DEFAULT_PAGE_CAP, description="Pages per paged call (RAG_API_PAGE_CAP)")
+    requests_per_partition: int = Field(
+        default=5_000, description="Requests a project's read may make per day it covers (RAG_API_REQUEST_BUDGET)"
+    )
+    seconds_per_partition: int = Field(
+        default=3_600, description="Seconds a project's read may take per day it covers (RAG_API_SECONDS_BUDGET)"
+    )
 
     def sync_settings(self) -> JiraSyncSettings:
         return JiraSyncSettings(
@@ -72,6 +89,9 @@ class JiraResource(JiraSourceResource):
             project_deny=tuple(self.project_deny),
             include_archived=self.include_archived,
             resolve_permission_groups=self.resolve_permission_groups,
+            page_cap=self.page_cap,
+            requests_per_partition=self.requests_per_partition,
+            seconds_per_partition=self.seconds_per_partition,
         )
 
     def reader(self, log: Callable[[str], None] | None = None) -> JiraApiReader:
@@ -95,12 +115,21 @@ class JiraResource(JiraSourceResource):
         reader = self.reader(log)
         out = SourceRead()
         issues_fetched = comment_pages = 0
+        guards_tripped: dict[str, str] = {}
         for project, days in sorted(days_by_project.items()):
             try:
                 read = reader.read_days(project, days)
+            except GuardTripped as exc:
+                # A faulty server (a cursor that loops, a read past its budget) fails this project alone; nothing
+                # of its partial read is kept, so none of its partitions is recorded as synced.
+                out.failed[project] = str(exc)
+                guards_tripped[project] = exc.guard
+                continue
             except JiraAccessError as exc:
                 # One project's access problem never stops the others from being read.
                 out.failed[project] = str(exc)
+                if isinstance(exc, JiraTimeoutError):
+                    guards_tripped[project] = "timeout"
                 continue
             out.documents.extend(read.documents)
             out.problems.extend(read.problems)
@@ -114,6 +143,7 @@ class JiraResource(JiraSourceResource):
             "overlap_minutes": self.overlap_minutes,
             "page_size": self.page_size,
             "jira_mode": "cloud" if self.cloud else "server",
+            "guards_tripped": guards_tripped,
         }
         return out
 

@@ -13,14 +13,16 @@ from rag_pipeline.defs.jira.resources import JiraDumpResource, JiraResource
 from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects
 from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.settings import JiraApiSettings, Settings
+from rag_pipeline.settings import ApiLimits, JiraApiSettings, Settings
 from rag_pipeline.sources.problems import SourceError
 
 _log = logging.getLogger(__name__)
 
 
-def jira_api_resource(api: JiraApiSettings) -> JiraResource:
-    """The live Jira connector; secrets stay EnvVars (Cloud: JIRA_API_TOKEN, Server/DC: JIRA_PAT)."""
+def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> JiraResource:
+    """The live Jira connector; secrets stay EnvVars (Cloud: JIRA_API_TOKEN, Server/DC: JIRA_PAT). ``limits`` bound
+    every read (timeouts, page cap, per-partition budgets)."""
+    limits = limits or ApiLimits()
     return JiraResource(
         url=api.url,
         cloud=api.cloud,
@@ -30,6 +32,10 @@ def jira_api_resource(api: JiraApiSettings) -> JiraResource:
         site=api.site,
         page_size=api.page_size,
         overlap_minutes=api.overlap_minutes,
+        timeout_seconds=limits.timeout_seconds,
+        page_cap=limits.page_cap,
+        requests_per_partition=limits.requests_per_partition,
+        seconds_per_partition=limits.seconds_per_partition,
     )
 
 
@@ -69,7 +75,7 @@ def jira_spec(settings: Settings) -> SourceSpec:
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="jira_dump",
         offline_resource=JiraDumpResource(path=str(settings.jira_dump)),
-        live_resource=jira_api_resource(settings.jira_api) if settings.jira_api else None,
+        live_resource=jira_api_resource(settings.jira_api, settings.api_limits) if settings.jira_api else None,
         live=build_jira_reconciliation(keys, discovery),
         api_tag="jira-api",
         select_live_containers=select_projects,

@@ -13,6 +13,7 @@ from pydantic import Field
 from rag_pipeline import settings
 from rag_pipeline.defs.offline import file_version
 from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.slack_api import (
     SlackAccessError,
     SlackApiReader,
@@ -51,7 +52,16 @@ class SlackResource(SlackSourceResource):
     rate_limit_retries: int = Field(default=50, description="Attempts per call while Slack answers 429 (Retry-After)")
     server_error_retries: int = Field(default=5, description="Attempts per call on HTTP 500/503")
     connection_retries: int = Field(default=5, description="Attempts per call on dropped connections")
-    timeout_seconds: int = Field(default=30, description="HTTP timeout per request")
+    timeout_seconds: int = Field(
+        default=30, description="Seconds each HTTP request may take to connect and to answer in full"
+    )
+    page_cap: int = Field(default=DEFAULT_PAGE_CAP, description="Pages per paged call before the read stops")
+    requests_per_partition: int | None = Field(
+        default=None, description="Requests a channel's read may make per day it covers (None: no budget)"
+    )
+    seconds_per_partition: int | None = Field(
+        default=None, description="Seconds a channel's read may take per day it covers (None: no budget)"
+    )
 
     def sync_settings(self) -> SlackSyncSettings:
         return SlackSyncSettings(
@@ -62,6 +72,9 @@ class SlackResource(SlackSourceResource):
             include_archived=self.include_archived,
             channel_allow=tuple(self.channel_allow),
             channel_deny=tuple(self.channel_deny),
+            page_cap=self.page_cap,
+            requests_per_day=self.requests_per_partition,
+            seconds_per_day=self.seconds_per_partition,
         )
 
     def reader(self, log: Callable[[str], None] | None = None) -> SlackApiReader:
@@ -83,12 +96,16 @@ class SlackResource(SlackSourceResource):
         reader = self.reader(log)
         out = SourceRead()
         threads_fetched = 0
+        guards_tripped: dict[str, str] = {}
         for channel_id, days in sorted(days_by_channel.items()):
             try:
                 read = reader.read_days(channel_id, days)
-            except SlackAccessError as exc:
-                # One channel's access problem never stops the others from being read.
+            except (SlackAccessError, GuardTripped) as exc:
+                # One channel's access problem or faulty answers never stop the others from being read; the
+                # failed channel's partitions are not materialized, so the next run reads them again.
                 out.failed[channel_id] = str(exc)
+                if isinstance(exc, GuardTripped):
+                    guards_tripped[channel_id] = exc.guard
                 continue
             out.documents.extend(read.documents)
             out.problems.extend(read.problems)
@@ -100,6 +117,8 @@ class SlackResource(SlackSourceResource):
             "threads_fetched": threads_fetched,
             "lookback_days": self.lookback_days,
             "page_size": self.page_size,
+            "page_cap": self.page_cap,
+            "guards_tripped": guards_tripped,
         }
         return out
 

@@ -13,19 +13,24 @@ from rag_pipeline.defs.slack.reconciliation import build_slack_reconciliation
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
 from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.settings import Settings, SlackApiSettings
+from rag_pipeline.settings import ApiLimits, Settings, SlackApiSettings
 from rag_pipeline.sources.problems import SourceError
 
 _log = logging.getLogger(__name__)
 
 
-def slack_api_resource(api: SlackApiSettings) -> SlackResource:
+def slack_api_resource(api: SlackApiSettings, limits: ApiLimits | None = None) -> SlackResource:
     """The live Slack connector; the token stays an EnvVar, resolved only inside a run."""
+    limits = limits or ApiLimits()
     return SlackResource(
         token=dg.EnvVar("SLACK_BOT_TOKEN"),
         base_url=api.base_url,
         page_size=api.page_size,
         lookback_days=api.lookback_days,
+        timeout_seconds=limits.timeout_seconds,
+        page_cap=limits.page_cap,
+        requests_per_partition=limits.requests_per_partition,
+        seconds_per_partition=limits.seconds_per_partition,
     )
 
 
@@ -74,7 +79,7 @@ def slack_spec(settings: Settings) -> SourceSpec:
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="slack_export",
         offline_resource=SlackExportResource(path=str(settings.slack_export)),
-        live_resource=slack_api_resource(settings.slack_api) if settings.slack_api else None,
+        live_resource=slack_api_resource(settings.slack_api, settings.api_limits) if settings.slack_api else None,
         live=build_slack_reconciliation(keys, discovery),
         api_tag="slack-api",
         select_live_containers=select_channels,
