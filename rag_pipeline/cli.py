@@ -61,6 +61,9 @@ def _quiet_libraries() -> None:
     # warning can land before or after the one line that already says so.
     warnings.filterwarnings("ignore", message="Failed to obtain server version", category=UserWarning)
     logging.getLogger("dagster").setLevel(logging.WARNING)
+    # Shortened children are expected with the default model (400-token children, 256-token input) and are
+    # counted in each run's child-chunk metadata (clamped_to_model_limit); once per run on stderr is noise.
+    logging.getLogger("rag_pipeline.text.chunking").setLevel(logging.ERROR)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
