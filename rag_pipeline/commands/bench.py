@@ -30,7 +30,7 @@ from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense import load_dense_encoder, load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 Progressor = Callable[[str, int, int], None]
@@ -165,19 +165,10 @@ def _load_eval_sets(paths: list[Path]) -> list[tuple[EvalSetMeta, list[EvalQuery
     return sets
 
 
-def _load_or_defer(model: str) -> DenseEncoder | Callable[[], DenseEncoder]:
-    """The loaded model, or (when it cannot load) its loader, so the retriever reports the failure and
-    falls back to BM25 as it does for a search."""
-    try:
-        return load_dense_encoder(model)
-    except Exception:
-        return lambda: load_dense_encoder(model)
-
-
 def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
     eval_sets = _load_eval_sets(args.eval_set)
     # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
-    dense = _load_or_defer(settings.dense_model)
+    dense = load_or_defer(lambda: load_dense_encoder(settings.dense_model))
     with open_index(settings) as store:
         retriever = Retriever(
             store,

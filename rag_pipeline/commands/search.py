@@ -20,7 +20,7 @@ from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder, load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 
@@ -82,17 +82,13 @@ def _prepare_dense(model: str, query: str, cache: EmbeddingCache) -> DenseEncode
 
     A model that cannot be loaded or run is handed to the retriever as a loader that raises: dense modes
     then fall back to BM25 with the usual warning, as when the retriever loads the model itself."""
-    try:
+
+    def load() -> DenseEncoder:
         encoder = load_dense_encoder(model)
         QueryEmbeddingCache(encoder, persistent=cache).get(query)
-    except Exception as exc:  # any failure degrades to BM25 inside the retriever, with its warning
-        error = exc
+        return encoder
 
-        def unavailable() -> DenseEncoder:
-            raise error
-
-        return unavailable
-    return encoder
+    return load_or_defer(load)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

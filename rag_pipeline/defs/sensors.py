@@ -8,14 +8,10 @@ import dagster as dg
 
 from rag_pipeline.defs.source_spec import OfflineSource, SourceSpec
 from rag_pipeline.sources.identifiers import is_valid_container_id
+from rag_pipeline.sources.problems import shown
 
 # Enough to act on; a listing full of bad ids must not turn the tick log or the cursor into a dump.
 MAX_REPORTED_SKIPS = 20
-
-
-def shown_id(value: object) -> str:
-    """An id as a report shows it: quoted (so blanks and separators are visible) and cut short."""
-    return repr(value)[:80]
 
 
 def skipped_note(what: str, skipped: Sequence[str]) -> str | None:
@@ -55,7 +51,7 @@ def build_offline_source_discovery_sensor(specs: Sequence[SourceSpec]) -> dg.Sen
             # The readers validate ids too; this keeps a key that could name a path out of the instance whatever
             # reader (or future source) produced it.
             containers = sorted(c for c in found if is_valid_container_id(c))
-            invalid = sorted(shown_id(c) for c in found if not is_valid_container_id(c))
+            invalid = sorted(shown(c) for c in found if not is_valid_container_id(c))
             cursor[spec.containers_label] = containers
             if invalid:
                 skipped[spec.containers_label] = invalid[:MAX_REPORTED_SKIPS]

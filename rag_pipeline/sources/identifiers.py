@@ -33,3 +33,10 @@ def check_container_id(value: object, what: str) -> str:
         f"{what} {shown} is not a valid id: use 1-{MAX_CONTAINER_ID_LENGTH} letters, digits, '_' or '-', "
         "starting with a letter or digit"
     )
+
+
+def display_name(value: object, fallback: str, limit: int) -> str:
+    """A container's name as a listing gave it, fit for logs, run tags and messages: printable characters only
+    (a crafted name cannot break a log line), at most ``limit`` characters, else ``fallback``."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in value) if isinstance(value, str) else ""
+    return text[:limit] or fallback

@@ -38,7 +38,7 @@ from urllib3.util import Retry
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.jira_dump import issue_document_id, issue_to_document, parse_jira_time, project_group
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
@@ -405,12 +405,6 @@ class ProjectDiscovery:
     problems: list[RecordProblem] = field(default_factory=list)
 
 
-def _display_name(value: object, fallback: str) -> str:
-    """A project name fit for logs, tags and messages: printable characters only, at most Jira's 80."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in value) if isinstance(value, str) else ""
-    return text[:MAX_PROJECT_NAME_LENGTH] or fallback
-
-
 @dataclass
 class ProjectRead:
     """Issues of one project for a set of days, and where each belongs."""
@@ -525,13 +519,13 @@ class JiraApiReader:
             )
         out = ProjectDiscovery()
         for number, p in enumerate(listed or [], start=1):
-            name = _display_name(p.get("name"), "?")
+            name = display_name(p.get("name"), "", MAX_PROJECT_NAME_LENGTH)
             try:
-                key = check_container_id(p.get("key"), f"Jira project key of {name!r}")
+                key = check_container_id(p.get("key"), f"Jira project key of {name or '?'!r}")
             except InvalidIdentifier as exc:
                 out.problems.append(RecordProblem(f"jira project listing entry {number}", str(exc)))
                 continue
-            project = JiraProject(key, str(p.get("id", "")), _display_name(p.get("name"), key), bool(p.get("archived")))
+            project = JiraProject(key, str(p.get("id", "")), name or key, bool(p.get("archived")))
             if self.settings.wants(project):
                 out.projects.append(project)
         return out

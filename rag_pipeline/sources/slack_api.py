@@ -31,7 +31,12 @@ from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import DAY, day_of, day_start
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, is_valid_container_id
+from rag_pipeline.sources.identifiers import (
+    InvalidIdentifier,
+    check_container_id,
+    display_name,
+    is_valid_container_id,
+)
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.slack_threads import (
@@ -439,7 +444,7 @@ class SlackApiReader:
         for number, raw in enumerate(listed, start=1):
             raw_id = raw.get("id")
             if not is_valid_container_id(raw_id):
-                name = _display_name(raw.get("name"), "?")
+                name = display_name(raw.get("name"), "?", MAX_CHANNEL_NAME_LENGTH)
                 try:
                     check_container_id(raw_id, f"Slack channel id of #{name}")
                 except InvalidIdentifier as exc:
@@ -459,7 +464,7 @@ class SlackApiReader:
     def _remember(self, raw: Mapping[str, Any]) -> SlackChannel:
         channel = SlackChannel(
             id=check_container_id(raw.get("id"), "Slack channel id"),
-            name=_display_name(raw.get("name"), raw["id"]),
+            name=display_name(raw.get("name"), raw["id"], MAX_CHANNEL_NAME_LENGTH),
             is_private=bool(raw.get("is_private")),
             is_archived=bool(raw.get("is_archived")),
         )
@@ -603,12 +608,6 @@ class SlackApiReader:
         listed = self.replies(channel_id, thread_ts) if messages is None else messages
         by_ts = group_threads(listed).get(thread_ts)
         return self._builder.build(channel, thread_ts, by_ts) if by_ts else None
-
-
-def _display_name(value: object, fallback: str) -> str:
-    """A channel name fit for logs, tags and messages: printable characters only, at most Slack's 80."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in value) if isinstance(value, str) else ""
-    return text[:MAX_CHANNEL_NAME_LENGTH] or fallback
 
 
 def _partition_day(doc: Document, by_ts: Mapping[str, Mapping[str, Any]], days: set[str]) -> str | None:

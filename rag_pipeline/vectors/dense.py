@@ -100,6 +100,21 @@ def usage_since(encoder: DenseEncoder, before: dict[str, float]) -> dict[str, fl
     return {k: round(v - before.get(k, 0), 9) for k, v in now.items()}
 
 
+def load_or_defer(load: Callable[[], DenseEncoder]) -> DenseEncoder | Callable[[], DenseEncoder]:
+    """``load()`` now, before the caller takes the embedded index (it admits one process at a time, and a
+    model load takes seconds). When loading fails, a loader that raises the same error: a retriever given it
+    reports the failure and falls back to BM25, as when it loads the model itself."""
+    try:
+        return load()
+    except Exception as exc:  # any failure degrades to BM25 inside the retriever, with its warning
+        error = exc
+
+        def unavailable() -> DenseEncoder:
+            raise error
+
+        return unavailable
+
+
 def load_dense_encoder(name: str = DEFAULT_DENSE_MODEL) -> DenseEncoder:
     """Load a dense encoder by bundled name, local folder path (both cached per process) or
     ``openai:<model>[@dimensions]`` (a fresh client, which reads OPENAI_API_KEY/OPENAI_BASE_URL now)."""

@@ -32,7 +32,7 @@ from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer
 
 LLM_ARM = "llm_reranked"
 _COMMON: dict[str, Any] = dict(group_name="evaluation", owners=["team:rag-platform"])
@@ -42,16 +42,6 @@ def eval_arm_names(llm_rerank_model: str | None) -> list[str]:
     """The evaluated arms; the LLM-graded one exists where a chat model is configured (it costs API
     calls per query and candidate)."""
     return [*MODES, *([LLM_ARM] if llm_rerank_model else [])]
-
-
-def _dense_before_opening(dense_embedder: DenseEmbedderResource) -> DenseEncoder | Callable[[], DenseEncoder]:
-    """The dense model, loaded before the index is opened: the embedded index admits one process at a
-    time, so loading (seconds) while holding it would make every search wait. A model that cannot load
-    is handed over unloaded, so the retriever reports it and falls back to BM25 as usual."""
-    try:
-        return dense_embedder.encoder()
-    except Exception:
-        return dense_embedder.encoder
 
 
 def _retriever(
@@ -179,7 +169,7 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         evaluation: EvaluationResource,
     ) -> dg.MaterializeResult:
         examples = []
-        dense = _dense_before_opening(dense_embedder)
+        dense = load_or_defer(dense_embedder.encoder)
         with qdrant.open() as store:
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             for path in evaluation.eval_set_paths():
@@ -237,7 +227,7 @@ def retrieval_eval_asset(
         metadata: dict[str, Any] = {"arm": arm}
         llm = evaluation.llm_reranker() if arm == LLM_ARM else None
         rows = []
-        dense = _dense_before_opening(dense_embedder)
+        dense = load_or_defer(dense_embedder.encoder)
         with qdrant.open() as store:
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             for path in evaluation.eval_set_paths():
