@@ -29,6 +29,8 @@ from rag_pipeline.index.store import (
     SearchFilter,
     StorePoint,
     filter_spec,
+    scroll_indexed_documents,
+    scroll_point_refs,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
@@ -135,23 +137,12 @@ class ClientVectorStore:
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
         if not document_ids or not self.client.collection_exists(collection):
             return []
-        refs: list[PointRef] = []
-        for i in range(0, len(document_ids), 512):
-            flt = SearchFilter(document_ids=tuple(document_ids[i : i + 512]))
-            records = self._scroll(collection, flt, ["document_id", "version"])
-            refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
-        return refs
+        return scroll_point_refs(self._scroll, collection, document_ids)
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if not self.client.collection_exists(self.names.parents):
             return {}
-        records = self._scroll(self.names.parents, flt, ["document_id", "version", "content_hash"])
-        return {
-            r.payload["document_id"]: IndexedDocument(
-                r.payload["document_id"], float(r.payload["version"]), r.payload["content_hash"]
-            )
-            for r in records
-        }
+        return scroll_indexed_documents(self._scroll, self.names.parents, flt)
 
     def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str]) -> Iterator[Any]:
         """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -152,6 +152,33 @@ class Fusion:
 
 
 DEFAULT_FUSION = Fusion()
+
+
+# Reads the points of a collection matching a filter, with only the named payload fields: each engine's scroll.
+Scroll = Callable[[str, SearchFilter | None, list[str]], Iterable[Any]]
+# Documents per filter when listing points by document id (keeps each filter's match list small).
+_IDS_PER_FILTER = 512
+
+
+def scroll_point_refs(scroll: Scroll, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
+    """Every point of ``collection`` belonging to ``document_ids``, with the version that wrote it."""
+    refs: list[PointRef] = []
+    for i in range(0, len(document_ids), _IDS_PER_FILTER):
+        flt = SearchFilter(document_ids=tuple(document_ids[i : i + _IDS_PER_FILTER]))
+        records = scroll(collection, flt, ["document_id", "version"])
+        refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
+    return refs
+
+
+def scroll_indexed_documents(scroll: Scroll, parents: str, flt: SearchFilter | None) -> dict[str, IndexedDocument]:
+    """Every document with a parent point matching ``flt``, by id, as the index holds it."""
+    records = scroll(parents, flt, ["document_id", "version", "content_hash"])
+    return {
+        r.payload["document_id"]: IndexedDocument(
+            r.payload["document_id"], float(r.payload["version"]), r.payload["content_hash"]
+        )
+        for r in records
+    }
 
 
 class VectorStore(Protocol):
