@@ -12,6 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.index_info import check_dense_model
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
@@ -84,3 +85,24 @@ def reconciliation_output(
     if done.failed:
         raise dg.Failure(description="; ".join(done.failed.values()), metadata=metadata, allow_retries=False)
     return dg.MaterializeResult(metadata=metadata)
+
+
+def live_definitions(
+    source: str,
+    reconciliation: dg.AssetsDefinition,
+    discovery_sensor: dg.SensorDefinition,
+    cron: str,
+    job_description: str,
+    schedule_description: str,
+) -> LiveDefinitions:
+    """A live source's reconciliation asset with its job (``<source>_reconciliation_job``) and daily schedule
+    (``<source>_reconciliation_schedule``, UTC), plus its discovery sensor."""
+    job = dg.define_asset_job(f"{source}_reconciliation_job", selection=[reconciliation], description=job_description)
+    schedule = dg.ScheduleDefinition(
+        name=f"{source}_reconciliation_schedule",
+        job=job,
+        cron_schedule=cron,
+        execution_timezone="UTC",
+        description=schedule_description,
+    )
+    return LiveDefinitions(reconciliation, job, schedule, discovery_sensor)

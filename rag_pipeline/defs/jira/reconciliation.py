@@ -11,7 +11,7 @@ from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.partitions import JIRA_PROJECTS
-from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
+from rag_pipeline.defs.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.store import IndexedDocument
@@ -59,17 +59,11 @@ def build_jira_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefini
         done = reconcile_containers(SOURCE, projects, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
         return reconciliation_output(done, "projects", len(projects), reader.stats, started)
 
-    job = dg.define_asset_job(
-        "jira_reconciliation_job",
-        selection=[jira_reconciliation],
-        description="Removes Jira issues deleted at the source and rewrites issues moved to another project.",
+    return live_definitions(
+        "jira",
+        jira_reconciliation,
+        discovery_sensor,
+        cron="30 3 * * *",
+        job_description="Removes Jira issues deleted at the source and rewrites issues moved to another project.",
+        schedule_description="Daily Jira reconciliation (deletions and moves) at 03:30 UTC.",
     )
-
-    schedule = dg.ScheduleDefinition(
-        name="jira_reconciliation_schedule",
-        job=job,
-        cron_schedule="30 3 * * *",
-        execution_timezone="UTC",
-        description="Daily Jira reconciliation (deletions and moves) at 03:30 UTC.",
-    )
-    return LiveDefinitions(jira_reconciliation, job, schedule, discovery_sensor)

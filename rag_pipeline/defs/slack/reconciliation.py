@@ -10,7 +10,7 @@ from pydantic import Field
 from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.partitions import SLACK_CHANNELS
-from rag_pipeline.defs.reconciliation import reconcile_containers, reconciliation_output
+from rag_pipeline.defs.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.source_spec import LiveDefinitions
@@ -63,17 +63,11 @@ def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefin
         done = reconcile_containers(SOURCE, channels, plan, qdrant, dense_embedder, chunking, bm25, context.log.error)
         return reconciliation_output(done, "channels", len(channels), reader.stats, started)
 
-    job = dg.define_asset_job(
-        "slack_reconciliation_job",
-        selection=[slack_reconciliation],
-        description="Removes Slack threads deleted at the source and rewrites threads whose replies were deleted.",
+    return live_definitions(
+        "slack",
+        slack_reconciliation,
+        discovery_sensor,
+        cron="0 3 * * *",
+        job_description="Removes Slack threads deleted at the source and rewrites threads whose replies were deleted.",
+        schedule_description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
     )
-
-    schedule = dg.ScheduleDefinition(
-        name="slack_reconciliation_schedule",
-        job=job,
-        cron_schedule="0 3 * * *",
-        execution_timezone="UTC",
-        description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
-    )
-    return LiveDefinitions(slack_reconciliation, job, schedule, discovery_sensor)
