@@ -1,6 +1,5 @@
-"""Shared body of the raw documents assets: select a source's documents for the run's partitions."""
-
-from __future__ import annotations
+"""The raw documents asset every source has: read the run's partitions from the source resource, then
+select and check each document for its partition."""
 
 import time
 from collections.abc import Mapping, Sequence
@@ -9,7 +8,9 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from rag_pipeline.defs.partitions import multi_key
+from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS
+from rag_pipeline.defs.chain import IO_MANAGER_KEY
+from rag_pipeline.defs.partitions import days_by_container, multi_key
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem
@@ -122,3 +123,42 @@ def _preview(frames: dict[str, pd.DataFrame], rows: int = 5) -> str:
     head = pd.concat(nonempty).head(rows)[["document_id", "title", "updated"]]
     head["title"] = head["title"].str.slice(0, 80)
     return head.to_markdown(index=False)
+
+
+def build_raw_documents_asset(
+    *,
+    name: str,
+    source: str,
+    pool: str,
+    partitions_def: dg.MultiPartitionsDefinition,
+    automation_condition: dg.AutomationCondition,
+    max_document_chars: int,
+    failed_label: str,
+    description: str,
+) -> dg.AssetsDefinition:
+    """A source's raw documents asset: reads through the ``<source>_source`` resource (its live API or its
+    offline file), one step for a whole partition range, holding the source's API ``pool``."""
+    resource_key = f"{source}_source"
+
+    @dg.asset(
+        name=name,
+        partitions_def=partitions_def,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        io_manager_key=IO_MANAGER_KEY,
+        group_name=source,
+        kinds={source, "parquet"},
+        owners=["team:rag-platform"],
+        pool=pool,
+        automation_condition=automation_condition,
+        freshness_policy=RAW_FRESHNESS,
+        retry_policy=API_RETRY,
+        required_resource_keys={resource_key},
+        description=description,
+    )
+    def raw_documents(context: dg.AssetExecutionContext) -> dg.Output:
+        started = time.perf_counter()
+        reader = getattr(context.resources, resource_key)
+        read = reader.read_partitions(days_by_container(partitions_def, context.partition_keys), context.log.info)
+        return source_read_output(context, partitions_def, read, started, failed_label, max_document_chars)
+
+    return raw_documents
