@@ -11,6 +11,7 @@ Dagster resources receive ``EnvVar``s, so a token never lands in a run's config,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,6 +30,16 @@ BUNDLED_JIRA_SITE = "jira.appcelerator.org"
 DEFAULT_PARTITION_START = "2004-01-01"
 DEFAULT_RAW_SYNC_CRON = "0 * * * *"
 DEFAULT_EVAL_CRON = "0 6 * * *"
+# Scheduled sync: history a new channel/project starts with, how long after midnight the previous day is
+# read again, and the longest range one run reads (a longer backlog is read range after range).
+DEFAULT_INITIAL_HISTORY_DAYS = 90
+DEFAULT_SYNC_SETTLE_HOURS = 2
+DEFAULT_SYNC_MAX_RANGE_DAYS = 30
+# Slack's Tier 3 (conversations.history/replies) allows ~50 requests/minute; apps outside the Marketplace
+# created since May 2025 get 1 request/minute with at most 15 items per page.
+SLACK_TIER3_REQUESTS_PER_MINUTE = 50
+SLACK_NON_MARKETPLACE_REQUESTS_PER_MINUTE = 1
+SLACK_NON_MARKETPLACE_PAGE_SIZE = 15
 # A document longer than this is truncated (and reported): one 5 MB message would otherwise become
 # ~12,000 chunks. Long Jira issues with all their comments stay far below it.
 DEFAULT_MAX_DOCUMENT_CHARS = 500_000
@@ -140,11 +151,29 @@ class NotificationSettings(_Frozen):
     webserver_url: str = "http://127.0.0.1:3000"
 
 
+class SourceSyncSettings(_Frozen):
+    """The scheduled sync of one live source."""
+
+    enabled: bool = True  # RAG_<SOURCE>_SYNC_ENABLED: off defines none of its sensors and schedules
+    cron: str = DEFAULT_RAW_SYNC_CRON  # <SOURCE>_SYNC_CRON, else RAG_RAW_SYNC_CRON
+    initial_history_days: int = DEFAULT_INITIAL_HISTORY_DAYS  # <SOURCE>_INITIAL_HISTORY_DAYS
+    requests_per_minute: int | None = None  # the API's budget (SLACK_REQUESTS_PER_MINUTE); None: no budget
+
+
 class AutomationSettings(_Frozen):
     """When the daemon runs things by itself."""
 
     raw_sync_cron: str = DEFAULT_RAW_SYNC_CRON
     eval_cron: str = DEFAULT_EVAL_CRON
+    settle_hours: int = DEFAULT_SYNC_SETTLE_HOURS
+    max_range_days: int = DEFAULT_SYNC_MAX_RANGE_DAYS
+    slack: SourceSyncSettings = SourceSyncSettings(requests_per_minute=SLACK_TIER3_REQUESTS_PER_MINUTE)
+    jira: SourceSyncSettings = SourceSyncSettings()
+
+    def sync(self, source: str) -> SourceSyncSettings:
+        """The scheduled sync settings of ``source`` ("slack" or "jira")."""
+        found: SourceSyncSettings = getattr(self, source)
+        return found
 
 
 class Settings(_Frozen):
@@ -191,6 +220,11 @@ class Settings(_Frozen):
         """Sources fed by their live API in this configuration."""
         return tuple(n for n, s in (("slack", self.slack_api), ("jira", self.jira_api)) if s is not None)
 
+    @property
+    def synced_sources(self) -> tuple[str, ...]:
+        """Live sources whose scheduled sync is switched on (the daemon syncs them by itself)."""
+        return tuple(n for n in self.live_sources if self.automation.sync(n).enabled)
+
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
     """A variable's value; unset and empty are the same (``FOO=`` in an .env file means unset)."""
@@ -221,6 +255,30 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be one of 1/0, true/false, yes/no, on/off; got {raw!r}")
+
+
+_CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
+_CRON_ALIASES = {"@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
+
+
+def _cron(env: Mapping[str, str], name: str, default: str) -> str:
+    """A five-field cron expression (the Dagster layer parses it fully; this catches what is plainly not one)."""
+    value = _get(env, name) or default
+    fields = value.split()
+    if not (value in _CRON_ALIASES or (len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields))):
+        raise SettingsError(f"{name} must be a cron expression such as '0 * * * *', got {value!r}")
+    return value
+
+
+def _source_sync(env: Mapping[str, str], source: str, cron: str, requests_per_minute: int | None) -> SourceSyncSettings:
+    upper = source.upper()
+    return SourceSyncSettings(
+        enabled=_flag(env, f"RAG_{upper}_SYNC_ENABLED", default=True),
+        cron=_cron(env, f"{upper}_SYNC_CRON", cron),
+        initial_history_days=_int(env, f"{upper}_INITIAL_HISTORY_DAYS", DEFAULT_INITIAL_HISTORY_DAYS, minimum=1)
+        or DEFAULT_INITIAL_HISTORY_DAYS,
+        requests_per_minute=requests_per_minute,
+    )
 
 
 def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
@@ -262,6 +320,14 @@ def _from_env(env: Mapping[str, str]) -> Settings:
             webserver_url=_get(env, "DAGSTER_WEBSERVER_URL") or "http://127.0.0.1:3000",
         )
     home = _get(env, "DAGSTER_HOME")
+    raw_sync_cron = _cron(env, "RAG_RAW_SYNC_CRON", DEFAULT_RAW_SYNC_CRON)
+    # A page size of 15 is the non-Marketplace regime, whose limit is 1 request a minute.
+    slack_page_size = slack_api.page_size if slack_api else 200
+    slack_rpm_default = (
+        SLACK_NON_MARKETPLACE_REQUESTS_PER_MINUTE
+        if slack_page_size <= SLACK_NON_MARKETPLACE_PAGE_SIZE
+        else SLACK_TIER3_REQUESTS_PER_MINUTE
+    )
     return Settings(
         data_dir=_path(env, "RAG_DATA_DIR", Path(".rag_data").resolve()),
         # In a checkout the eval sets sit next to the package.
@@ -291,7 +357,14 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         ),
         notifications=notifications,
         automation=AutomationSettings(
-            raw_sync_cron=_get(env, "RAG_RAW_SYNC_CRON") or DEFAULT_RAW_SYNC_CRON,
-            eval_cron=_get(env, "RAG_EVAL_CRON") or DEFAULT_EVAL_CRON,
+            raw_sync_cron=raw_sync_cron,
+            eval_cron=_cron(env, "RAG_EVAL_CRON", DEFAULT_EVAL_CRON),
+            settle_hours=_int(env, "RAG_SYNC_SETTLE_HOURS", DEFAULT_SYNC_SETTLE_HOURS) or 0,
+            max_range_days=_int(env, "RAG_SYNC_MAX_RANGE_DAYS", DEFAULT_SYNC_MAX_RANGE_DAYS, minimum=1)
+            or DEFAULT_SYNC_MAX_RANGE_DAYS,
+            slack=_source_sync(
+                env, "slack", raw_sync_cron, _int(env, "SLACK_REQUESTS_PER_MINUTE", slack_rpm_default, minimum=1)
+            ),
+            jira=_source_sync(env, "jira", raw_sync_cron, None),
         ),
     )

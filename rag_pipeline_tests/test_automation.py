@@ -15,9 +15,6 @@ from rag_pipeline_tests.pipeline import settings_for
 
 ARMS = eval_arm_names(None)
 
-CHAIN_SUFFIXES = ("parent_chunks", "child_chunks", "dense_vectors", "sparse_vectors", "qdrant_points")
-
-
 @pytest.fixture
 def defs(monkeypatch) -> dg.Definitions:
     for name in ("SLACK_BOT_TOKEN", "JIRA_URL", "RAG_NOTIFY_SLACK_CHANNEL"):
@@ -29,39 +26,35 @@ def _requested(result, asset: str) -> set[str]:
     return {str(k) for k in result.get_requested_partitions(dg.AssetKey(asset))}
 
 
-def test_raw_latest_day_hourly_downstream_eager_and_eval_daily(defs: dg.Definitions) -> None:
+def test_raw_assets_wait_for_their_sync_sensor_downstream_is_eager_and_eval_daily(defs: dg.Definitions) -> None:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(slack_channels.name, ["C1", "C2"])
         instance.add_dynamic_partitions(jira_projects.name, ["P1"])
         first = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, evaluation_time=datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
         )
-        assert first.total_requested == 0  # no cron tick has passed since the first look
+        assert first.total_requested == 0
         tick = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, cursor=first.cursor,
             evaluation_time=datetime(2026, 11, 21, 11, 0, 30, tzinfo=UTC),
         )  # fmt: skip
-        # The latest day of every channel and project, nothing older ...
-        assert _requested(tick, "slack_threads") == {"C1|2026-11-21", "C2|2026-11-21"}
-        assert _requested(tick, "jira_issues") == {"2026-11-21|P1"}
-        # ... and the same partitions all the way down, eagerly, in the same tick.
-        for suffix in CHAIN_SUFFIXES:
-            assert _requested(tick, f"slack_{suffix}") == {"C1|2026-11-21", "C2|2026-11-21"}
-            assert _requested(tick, f"jira_{suffix}") == {"2026-11-21|P1"}
-        assert _requested(tick, "retrieval_eval") == set()  # 11:00 is not the eval's tick
-        assert tick.total_requested == 3 * 6
-
-        quiet = dg.evaluate_automation_conditions(
+        # The raw assets have no cron condition any more: the sync sensors own their range runs.
+        assert tick.total_requested == 0
+        # A raw partition materialized by anything (a sync run, a hand materialization) is followed eagerly.
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("slack_threads", partition="C1|2026-11-21")
+        )
+        eager = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, cursor=tick.cursor,
             evaluation_time=datetime(2026, 11, 21, 11, 20, tzinfo=UTC),
         )  # fmt: skip
-        assert quiet.total_requested == 0  # between ticks nothing new
+        assert _requested(eager, "slack_parent_chunks") == {"C1|2026-11-21"}
+        assert _requested(eager, "slack_threads") == set() and _requested(eager, "jira_issues") == set()
         morning = dg.evaluate_automation_conditions(
-            defs=defs, instance=instance, cursor=quiet.cursor,
+            defs=defs, instance=instance, cursor=eager.cursor,
             evaluation_time=datetime(2026, 11, 22, 6, 0, 30, tzinfo=UTC),
         )  # fmt: skip
         assert _requested(morning, "retrieval_eval") == set(ARMS)
-        assert _requested(morning, "slack_threads") == {"C1|2026-11-22", "C2|2026-11-22"}  # the new day
 
 
 def test_eval_sets_sensor_requests_every_arm_when_a_file_changes(defs, tmp_path: Path, monkeypatch) -> None:

@@ -1,8 +1,8 @@
-"""When things run by themselves: raw sources re-sync their latest day on a cron, everything
-downstream follows eagerly, the evaluation runs daily and whenever an eval set changes, and
-freshness and retry policies say what "late" and "transient" mean.
+"""When things run by themselves: each live source's sync sensor (``defs/sync.py``) requests range runs
+of its whole chain, anything materialized by hand is followed eagerly downstream, the evaluation runs
+daily and whenever an eval set changes, and freshness and retry policies say what "late" and
+"transient" mean.
 
-Declarative automation needs the daemon and the default automation condition sensor turned on.
 The crons come from settings, so the conditions are built by functions.
 """
 
@@ -12,11 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
-
-
-def raw_sync_condition(cron: str) -> dg.AutomationCondition:
-    """The latest day of every channel/project, each cron tick (today's partition keeps filling up)."""
-    return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
 
 
 def daily_eval_condition(cron: str) -> dg.AutomationCondition:
@@ -31,6 +26,18 @@ INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=27)
 # API-bound steps: the HTTP layers already retry 429/5xx per request; this covers a whole step dying
 # (a connection reset mid-run, a restarted proxy). Access errors raise Failure(allow_retries=False).
 API_RETRY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def build_automation_condition_sensor(running: bool) -> dg.AutomationConditionSensorDefinition:
+    """The sensor that evaluates the automation conditions (eager chains, the daily evaluation): RUNNING from
+    the first start where a live source syncs by itself, else STOPPED (an offline demo runs nothing alone)."""
+    return dg.AutomationConditionSensorDefinition(
+        "default_automation_condition_sensor",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
+        description="Evaluates every asset's automation condition: downstream assets follow a materialized raw "
+        "partition eagerly and retrieval_eval runs daily (RAG_EVAL_CRON).",
+    )
 
 
 def eval_set_hashes(folder: Path) -> dict[str, str]:

@@ -3,6 +3,7 @@ select and check each document for its partition."""
 
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -11,6 +12,7 @@ import pandas as pd
 from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS
 from rag_pipeline.defs.chain import IO_MANAGER_KEY
 from rag_pipeline.defs.partitions import days_by_container, multi_key
+from rag_pipeline.defs.sync_runs import API_CALLS_TAG, SYNC_FROM_TAG
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem
@@ -103,6 +105,25 @@ def source_read_output(
     )
 
 
+def sync_lag_metadata(documents: Sequence[Document], sync_from: str | None) -> dict[str, Any]:
+    """How long the documents that changed since the run's watermark waited to be read: the lag from their
+    source timestamp (latest activity) to now, p50 and max, and the newest source timestamp read."""
+    if not documents:
+        return {}
+    now = datetime.now(UTC)
+    newest = max(d.updated for d in documents)
+    out: dict[str, Any] = {"newest_source_timestamp": newest.astimezone(UTC).isoformat(timespec="seconds")}
+    if sync_from is None:
+        return out  # initial history: its age is not a lag
+    since = datetime.fromisoformat(sync_from)
+    lags = sorted((now - d.updated).total_seconds() for d in documents if d.updated > since)
+    if lags:
+        out["sync_lag_p50_seconds"] = round(lags[len(lags) // 2], 1)
+        out["sync_lag_max_seconds"] = round(lags[-1], 1)
+        out["documents_since_watermark"] = len(lags)
+    return out
+
+
 def _day_range(partitions_def: dg.MultiPartitionsDefinition) -> tuple[str, str]:
     """The first and last day of the partitions' date dimension (the last one moves with the clock)."""
     daily = partitions_def.get_partitions_def_for_dimension("date")
@@ -131,13 +152,13 @@ def build_raw_documents_asset(
     source: str,
     pool: str,
     partitions_def: dg.MultiPartitionsDefinition,
-    automation_condition: dg.AutomationCondition,
     max_document_chars: int,
     failed_label: str,
     description: str,
 ) -> dg.AssetsDefinition:
     """A source's raw documents asset: reads through the ``<source>_source`` resource (its live API or its
-    offline file), one step for a whole partition range, holding the source's API ``pool``."""
+    offline file), one step for a whole partition range, holding the source's API ``pool``. It has no
+    automation condition: a live source's sync sensor requests its range runs (``defs/sync.py``)."""
     resource_key = f"{source}_source"
 
     @dg.asset(
@@ -149,7 +170,6 @@ def build_raw_documents_asset(
         kinds={source, "parquet"},
         owners=["team:rag-platform"],
         pool=pool,
-        automation_condition=automation_condition,
         freshness_policy=RAW_FRESHNESS,
         retry_policy=API_RETRY,
         required_resource_keys={resource_key},
@@ -159,6 +179,11 @@ def build_raw_documents_asset(
         started = time.perf_counter()
         reader = getattr(context.resources, resource_key)
         read = reader.read_partitions(days_by_container(partitions_def, context.partition_keys), context.log.info)
+        calls = read.metadata.get("api_calls")
+        if isinstance(calls, int):
+            # The sync planner estimates the next run's requests from this run's (Slack's request budget).
+            context.instance.add_run_tags(context.run_id, {API_CALLS_TAG: str(calls)})
+        read.metadata.update(sync_lag_metadata(read.documents, context.run.tags.get(SYNC_FROM_TAG)))
         return source_read_output(context, partitions_def, read, started, failed_label, max_document_chars)
 
     return raw_documents

@@ -104,5 +104,7 @@ def live_definitions(
         cron_schedule=cron,
         execution_timezone="UTC",
         description=schedule_description,
+        # Defined only where the source is configured and its sync switched on: it runs from the first start.
+        default_status=dg.DefaultScheduleStatus.RUNNING,
     )
     return LiveDefinitions(reconciliation, job, schedule, discovery_sensor)

@@ -9,7 +9,6 @@ from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 
 def build_jira_issues(
     partitions_def: dg.MultiPartitionsDefinition,
-    automation_condition: dg.AutomationCondition,
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.AssetsDefinition:
     """The ``jira_issues`` asset over (day, project) partitions."""
@@ -18,7 +17,6 @@ def build_jira_issues(
         source="jira",
         pool=JIRA_API_POOL,
         partitions_def=partitions_def,
-        automation_condition=automation_condition,
         max_document_chars=max_document_chars,
         failed_label="projects_failed",
         description="Jira issues of the partition's project updated on the partition's day (UTC): summary, "

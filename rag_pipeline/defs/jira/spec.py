@@ -5,7 +5,6 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.automation import raw_sync_condition
 from rag_pipeline.defs.chain import ChainKeys, build_source_chain
 from rag_pipeline.defs.jira.assets import build_jira_issues
 from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
@@ -62,10 +61,8 @@ def jira_spec(settings: Settings) -> SourceSpec:
     """Jira: (day, project) partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "project", jira_projects)
     keys = ChainKeys("jira", "jira_issues")
-    raw = build_jira_issues(
-        partitions, raw_sync_condition(settings.automation.raw_sync_cron), settings.max_document_chars
-    )
-    discovery = build_jira_project_discovery_sensor(partitions, keys)
+    raw = build_jira_issues(partitions, settings.max_document_chars)
+    discovery = build_jira_project_discovery_sensor(keys)
     return SourceSpec(
         name="jira",
         containers_label="projects",

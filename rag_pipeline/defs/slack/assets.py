@@ -9,7 +9,6 @@ from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 
 def build_slack_threads(
     partitions_def: dg.MultiPartitionsDefinition,
-    automation_condition: dg.AutomationCondition,
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS,
 ) -> dg.AssetsDefinition:
     """The ``slack_threads`` asset over (day, channel) partitions."""
@@ -18,7 +17,6 @@ def build_slack_threads(
         source="slack",
         pool=SLACK_API_POOL,
         partitions_def=partitions_def,
-        automation_condition=automation_condition,
         max_document_chars=max_document_chars,
         failed_label="channels_failed",
         description="Slack threads with activity on the partition's day (UTC) in the partition's channel: root and "

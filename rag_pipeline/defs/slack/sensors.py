@@ -1,35 +1,32 @@
-"""Channel discovery: new Slack channels become partitions and get their latest day synced."""
+"""Channel discovery: new Slack channels become partitions; the sync sensor gives them their history."""
 
 import json
-from datetime import UTC, datetime
 
 import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
-from rag_pipeline.defs.partitions import SLACK_CHANNELS, multi_key, slack_channels
+from rag_pipeline.defs.partitions import SLACK_CHANNELS, slack_channels
 from rag_pipeline.defs.sensors import MAX_REPORTED_SKIPS, report_skips, skipped_note
 from rag_pipeline.defs.slack.resources import SlackResource
 
 
-def build_slack_channel_discovery_sensor(
-    partitions_def: dg.MultiPartitionsDefinition, keys: ChainKeys
-) -> dg.SensorDefinition:
-    """Discovery of new channels: they become partitions and their latest day is requested."""
+def build_slack_channel_discovery_sensor(keys: ChainKeys) -> dg.SensorDefinition:
+    """Discovery of new channels: they become partitions (``slack_sync_sensor`` requests their history)."""
 
     @dg.sensor(
         minimum_interval_seconds=3600,
         asset_selection=keys.all,
+        default_status=dg.DefaultSensorStatus.RUNNING,
         description="Lists the workspace's channels (public ones the bot is in, and private ones it was invited to; "
         "archived skipped by default; allow/deny lists from the slack resource), adds new ones as `slack_channels` "
-        "partitions and requests their latest day. Public channels the bot is not in and listings with an invalid "
-        "id are skipped and reported in the tick.",
+        "partitions (the sync sensor then requests their initial history). Public channels the bot is not in and "
+        "listings with an invalid id are skipped and reported in the tick.",
     )
     def slack_channel_discovery_sensor(context: dg.SensorEvaluationContext, slack: SlackResource) -> dg.SensorResult:
         discovery = slack.reader(context.log.info).discover()
         channels = discovery.channels
         known = set(context.instance.get_dynamic_partitions(SLACK_CHANNELS))
         new = [c for c in channels if c.id not in known]
-        today = datetime.now(UTC).strftime("%Y-%m-%d")
         not_member = [f"#{c.name} ({c.id})" for c in discovery.not_member]
         invalid = [str(p) for p in discovery.problems]
         notes = report_skips(
@@ -44,14 +41,6 @@ def build_slack_channel_discovery_sensor(
             cursor["skipped"] = {"not_member": not_member[:MAX_REPORTED_SKIPS], "invalid": invalid[:MAX_REPORTED_SKIPS]}
         return dg.SensorResult(
             dynamic_partitions_requests=[slack_channels.build_add_request([c.id for c in new])] if new else [],
-            run_requests=[
-                dg.RunRequest(
-                    run_key=f"slack-discovered:{c.id}",
-                    partition_key=multi_key(partitions_def, today, c.id),
-                    tags={"rag/channel_name": c.name},
-                )
-                for c in new
-            ],
             cursor=json.dumps(cursor),
             skip_reason=None if new else "; ".join(["no new channels", *notes]),
         )

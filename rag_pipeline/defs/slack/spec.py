@@ -5,7 +5,6 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.automation import raw_sync_condition
 from rag_pipeline.defs.chain import ChainKeys, build_source_chain
 from rag_pipeline.defs.partitions import day_by_container_partitions, slack_channels
 from rag_pipeline.defs.slack.assets import build_slack_threads
@@ -66,10 +65,8 @@ def slack_spec(settings: Settings) -> SourceSpec:
     """Slack: (day, channel) partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "channel", slack_channels)
     keys = ChainKeys("slack", "slack_threads")
-    raw = build_slack_threads(
-        partitions, raw_sync_condition(settings.automation.raw_sync_cron), settings.max_document_chars
-    )
-    discovery = build_slack_channel_discovery_sensor(partitions, keys)
+    raw = build_slack_threads(partitions, settings.max_document_chars)
+    discovery = build_slack_channel_discovery_sensor(keys)
     return SourceSpec(
         name="slack",
         containers_label="channels",
