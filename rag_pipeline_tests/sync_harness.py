@@ -30,9 +30,7 @@ class SyncHarness:
 
     def __post_init__(self) -> None:
         self.defs = build_definitions(self.settings)
-        self.spec: SourceSpec = next(
-            s for s in _specs(self.settings) if s.name == self.source
-        )
+        self.spec: SourceSpec = next(s for s in _specs(self.settings) if s.name == self.source)
         self.sensor = build_sync_sensor(
             self.spec,
             self.settings.automation.sync(self.source).cron,

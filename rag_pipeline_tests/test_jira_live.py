@@ -398,7 +398,9 @@ def _live_resources(data_dir: Path, emu: JiraEmulator, **overrides) -> dict:
     return res
 
 
-def test_discovery_sensor_adds_projects_and_requests_their_latest_day(crafted: JiraEmulator, tmp_path: Path) -> None:
+def test_discovery_sensor_adds_projects_and_leaves_their_runs_to_the_sync_sensor(
+    crafted: JiraEmulator, tmp_path: Path
+) -> None:
     with dg.instance_for_test() as instance:
         res = _live_resources(tmp_path, crafted, project_deny=["NEW"])
         result = jira_project_discovery_sensor(
@@ -406,7 +408,7 @@ def test_discovery_sensor_adds_projects_and_requests_their_latest_day(crafted: J
         )
         added = result.dynamic_partitions_requests[0].partition_keys
         assert sorted(added) == ["OPS", "SEC"]
-        assert sorted(r.partition_key.keys_by_dimension["project"] for r in result.run_requests) == ["OPS", "SEC"]
+        assert not result.run_requests  # jira_sync_sensor requests their initial history
         instance.add_dynamic_partitions(jira_projects.name, added)
         again = jira_project_discovery_sensor(
             dg.build_sensor_context(instance=instance, resources={"jira": res["jira"]})

@@ -29,13 +29,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "sync",
         help="sync days of live Slack or Jira into the index (through the Dagster assets, in-process)",
         description="Discovers the Slack channels or Jira projects the connector can read, registers them as "
-        "partitions and materializes the source's chain for every (day, container) from --start to --end (one run "
-        "per container, so one that cannot be read fails alone), then reconciles deletions (and, for Jira, moves) "
-        "for those containers. Slack needs SLACK_BOT_TOKEN (SLACK_API_BASE_URL for a proxy or emulator); Jira needs "
+        "partitions and materializes the source's chain for every (day, container) from --start to --end, or from "
+        "each container's watermark through today (one run per container, so one that cannot be read fails alone), "
+        "then reconciles deletions (and, for Jira, moves) for those containers. Slack needs SLACK_BOT_TOKEN "
+        "(SLACK_API_BASE_URL for a proxy or emulator); Jira needs "
         "JIRA_URL and JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center, JIRA_CLOUD=0).",
     )
     sync.add_argument("--source", required=True, choices=sorted(_REQUIRED_ENV), help="the live source to sync")
-    sync.add_argument("--start", required=True, type=iso_day, help="first UTC day, YYYY-MM-DD")
+    sync.add_argument(
+        "--start",
+        default=None,
+        type=iso_day,
+        help="first UTC day, YYYY-MM-DD (default: each container from its watermark, as the daemon's sync does; "
+        "a container never synced gets its initial history, SLACK_/JIRA_INITIAL_HISTORY_DAYS)",
+    )
     sync.add_argument("--end", default=None, type=iso_day, help="last UTC day, YYYY-MM-DD (default: today)")
     sync.add_argument(
         "--channel", action="append", default=[], help="Slack channel name or id (repeatable; default: all discovered)"
@@ -88,7 +95,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         option = "--project" if args.source == "slack" else "--channel"
         raise CommandError(f"{option} does not apply to --source {args.source}")
     end = args.end or time.strftime("%Y-%m-%d", time.gmtime())  # the runner's default: today (UTC)
-    if end < args.start:
+    if args.start is not None and end < args.start:
         raise CommandError(f"--end {end} is before --start {args.start}" + ("" if args.end else " (today, UTC)"))
     writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
     if settings.dagster_home is not None:

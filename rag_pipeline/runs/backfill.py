@@ -23,12 +23,10 @@ import dagster as dg
 
 from rag_pipeline.defs.partitions import multi_key
 from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.defs.sync_runs import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
-    RANGE_END_TAG,
-    RANGE_START_TAG,
-    SOURCE_TAG,
     enable_range_batching,
     ensure_dagster_home,
     range_tags,

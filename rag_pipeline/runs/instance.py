@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.defs.sync_runs import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.settings import Settings
 
 # The runners' own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that
@@ -44,9 +45,6 @@ run_monitoring:
 # echoes events: the instance's event log (the UI) still records every event and step log message.
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
-SOURCE_TAG = "rag/source"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def ensure_dagster_home(settings: Settings) -> Path:

@@ -1,7 +1,10 @@
 """``rag-pipeline sync``: materializes a live source's chain for a range of days, in-process, on the
-same Dagster instance as the demo, then reconciles deletions for the synced containers.
+same Dagster instance as the demo and the daemon, then reconciles deletions for the synced containers.
 
-One run per container (Slack channel, Jira project), so a container that cannot be read fails alone.
+One run per container (Slack channel, Jira project), so a container that cannot be read fails alone. The
+runs carry the same tags as the sync sensor's: without ``--start`` each container continues from its
+watermark (a new one gets its initial history), and a range through today that starts at or before the
+watermark moves it, so a hand sync and the schedule never disagree about what is synced.
 """
 
 from __future__ import annotations
@@ -9,22 +12,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.partitions import multi_key
+from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.defs.sync_runs import SOURCE_TAG, SYNCED_THROUGH_TAG, container_runs, sync_tags
 from rag_pipeline.runs.execution import execute_run, runner_instance
-from rag_pipeline.runs.instance import (
-    QUIET_RUN_CONFIG,
-    SOURCE_TAG,
-    enable_range_batching,
-    ensure_dagster_home,
-    range_tags,
-)
+from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, enable_range_batching, ensure_dagster_home
 from rag_pipeline.runs.metadata import failure_message, step_metadata
+from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
+from rag_pipeline.scheduling.watermarks import container_state
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.days import days_between
 from rag_pipeline.sources.problems import SourceError
 
 
@@ -65,10 +65,42 @@ class SyncSummary:
         return out
 
 
+# A container's backlog longer than this many capped ranges is left to the next sync (or the sensor).
+MAX_RANGES_PER_CONTAINER = 50
+
+
+def _ranges(
+    instance: dg.DagsterInstance,
+    spec: SourceSpec,
+    container: str,
+    policy: SyncPolicy,
+    now: datetime,
+    start: str | None,
+    end: str,
+) -> RangeRequest | None:
+    """The next range of a container: ``start``..``end`` when given (it moves the watermark only when it
+    reaches today and starts at or before it), else from the container's watermark through today."""
+    state = container_state(container, container_runs(instance, spec, container))
+    if start is None:
+        found = next_range(state, now, now, policy)
+        return found if isinstance(found, RangeRequest) else None
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    moves = last == day_of(now) and (state.watermark is None or first <= day_of(state.watermark))
+    return RangeRequest(
+        container=container,
+        start=first,
+        end=last,
+        sync_from=state.watermark,
+        synced_through=now,
+        reason="sync command" if moves else "sync command (past range)",
+        estimated_requests=0,
+    )
+
+
 def run_sync(
     settings: Settings,
     source: str,
-    start: str,
+    start: str | None = None,
     end: str | None = None,
     containers: Sequence[str] = (),
     resource: dg.ConfigurableResource | None = None,
@@ -76,9 +108,9 @@ def run_sync(
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> SyncSummary:
     """Sync days ``start``..``end`` (default: today) of a live source for the named containers
-    (Slack channels or Jira projects; default: all discovered). ``resource`` replaces the configured
-    API resource (tests, benchmarks)."""
-    from rag_pipeline.definitions import build_resources, source_specs
+    (Slack channels or Jira projects; default: all discovered); without ``start``, each container from its
+    watermark (or its initial history). ``resource`` replaces the configured API resource (tests, benchmarks)."""
+    from rag_pipeline.definitions import build_resources, source_specs, sync_policy
 
     specs = source_specs(settings)
     spec = specs[source]
@@ -86,40 +118,43 @@ def run_sync(
         raise SourceError(f"the live {source} API is not configured")
     enable_range_batching()
     started = time.perf_counter()
-    end = end or time.strftime("%Y-%m-%d", time.gmtime())
-    days = days_between(start, end)
-    if start < settings.partition_start:
+    now = datetime.now(UTC)
+    end = end or now.strftime("%Y-%m-%d")
+    if start is not None and start < settings.partition_start:
         raise SourceError(f"--start {start} is before the first partition day {settings.partition_start}")
+    policy = sync_policy(settings, source)
     ensure_dagster_home(settings)
     resources = build_resources(settings, specs)
     if resource is not None:
         resources[source] = resources[spec.source_resource_key] = resource
     selected = spec.select_live_containers(resources[source], containers)
-    summary = SyncSummary(source, days[0], days[-1], containers=[name for _, name in selected])
+    summary = SyncSummary(source, start or end, end, containers=[name for _, name in selected])
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
     with runner_instance() as instance:
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
         for done, (container, name) in enumerate(selected, start=1):
-            result = execute_run(
-                chain_job,
-                instance,
-                tags=range_tags(
-                    str(multi_key(spec.partitions, days[0], container)),
-                    str(multi_key(spec.partitions, days[-1], container)),
-                    **{SOURCE_TAG: spec.api_tag},
-                ),
-                raise_on_error=False,
-                run_config=QUIET_RUN_CONFIG,
-            )
-            summary.runs += 1
-            raw = step_metadata(result, spec.keys.raw)
-            summary.api_calls += int(raw.get("api_calls", 0))
-            summary.retries += int(raw.get("api_retries", 0))
-            if result.success:
+            for _ in range(MAX_RANGES_PER_CONTAINER):
+                request = _ranges(instance, spec, container, policy, now, start, end)
+                if request is None:
+                    break
+                summary.start = min(summary.start, request.start.isoformat())
+                tags = sync_tags(spec, request, now)
+                if request.reason.endswith("(past range)"):
+                    del tags[SYNCED_THROUGH_TAG]  # a past range never moves the watermark
+                result = execute_run(
+                    chain_job, instance, tags=tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+                )
+                summary.runs += 1
+                raw = step_metadata(result, spec.keys.raw)
+                summary.api_calls += int(raw.get("api_calls", 0))
+                summary.retries += int(raw.get("api_retries", 0))
+                if not result.success:
+                    summary.failed[name] = failure_message(result) or f"the sync run for {name} failed"
+                    break
                 summary.documents += int(raw.get("documents", 0))
                 summary.documents_updated += int(step_metadata(result, spec.keys.points).get("documents_written", 0))
-            else:
-                summary.failed[name] = failure_message(result) or f"the sync run for {name} failed"
+                if start is not None:
+                    break  # an explicit range is one run
             if on_progress:
                 on_progress(source, done, len(selected))
         synced = [cid for cid, name in selected if name not in summary.failed]
