@@ -41,7 +41,8 @@ def main() -> int:
         emu.workspace.post(F.GENERAL_CHANNEL, {"ts": ts, "user": "U0ALICE001", "text": QUERY})
         home = Path(tmp) / "home"
         home.mkdir()
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        # The project's own instance configuration (pools of one step, run monitoring), as an operator starts it.
+        (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("JIRA_", "RAG_", "SLACK_", "DAGSTER_"))},
             "DAGSTER_HOME": str(home),

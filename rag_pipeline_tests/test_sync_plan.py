@@ -49,6 +49,9 @@ def test_watermark_rules_settle_cap_in_flight_and_failures() -> None:
     # At the next tick it is tried again, from the unmoved watermark.
     later = next_range(container_state("C1", [ok, failed]), NEXT + timedelta(seconds=30), NEXT, POLICY)
     assert isinstance(later, RangeRequest) and later.sync_from == ok.synced_through
+    # Dagster's run retry keeps the tags: its success clears the failure it retried.
+    retried = _run("C1", RunState.SUCCESS, failed.planned_at, NOW)
+    assert container_state("C1", [ok, failed, retried]).last_failure is None
     # Many failures never lose the watermark: it comes from the successful runs only.
     assert container_state("C1", [ok, failed, failed]).watermark == ok.synced_through
 

@@ -74,7 +74,8 @@ def container_state(container: str, runs: Iterable[SyncRun]) -> ContainerState:
     last_success = succeeded[-1] if succeeded else None
     failures = [r for r in mine if r.state is RunState.FAILURE]
     last_failure = failures[-1] if failures else None
-    if last_failure is not None and last_success is not None and last_failure.planned_at < last_success.planned_at:
+    # A run retried by Dagster keeps its tags: a success planned at the same instant as a failure is its retry.
+    if last_failure is not None and last_success is not None and last_failure.planned_at <= last_success.planned_at:
         last_failure = None
     in_flight = [r for r in mine if r.state is RunState.IN_FLIGHT]
     return ContainerState(
