@@ -94,6 +94,18 @@ def test_live_sources_and_their_options() -> None:
     assert settings.qdrant.engine == "qdrant-client:server" and settings.qdrant.shards == 4
     assert settings.notifications is not None and settings.notifications.token_env == "SLACK_BOT_TOKEN"
     assert settings.automation.raw_sync_cron == "*/30 * * * *"
+    # Each source's sync cron defaults to the shared one; 15 per page is Slack's 1-request-a-minute regime.
+    assert settings.automation.sync("jira").cron == settings.automation.sync("slack").cron == "*/30 * * * *"
+    assert settings.automation.slack.requests_per_minute == 1 and settings.automation.jira.requests_per_minute is None
+    assert settings.synced_sources == ("slack", "jira")
+    own = Settings.from_env(
+        {**env, "SLACK_SYNC_CRON": "0 */6 * * *", "RAG_JIRA_SYNC_ENABLED": "off", "SLACK_PAGE_SIZE": "200",
+         "JIRA_INITIAL_HISTORY_DAYS": "7", "RAG_SYNC_SETTLE_HOURS": "0"}
+    )  # fmt: skip
+    assert own.automation.slack.cron == "0 */6 * * *" and own.automation.jira.cron == "*/30 * * * *"
+    assert own.synced_sources == ("slack",) and own.live_sources == ("slack", "jira")
+    assert own.automation.slack.requests_per_minute == 50 and own.automation.jira.initial_history_days == 7
+    assert own.automation.settle_hours == 0
     # Secrets are never copied into the settings, only whether they are set.
     assert "secret-value" not in settings.model_dump_json()
     assert settings.offline().live_sources == ()
@@ -107,6 +119,9 @@ def test_live_sources_and_their_options() -> None:
         ({"QDRANT_SHARDS": "0"}, "QDRANT_SHARDS must be at least 1, got 0"),
         ({"JIRA_URL": "https://j", "JIRA_CLOUD": "maybe"}, "JIRA_CLOUD must be one of"),
         ({"JIRA_URL": "https://j", "JIRA_PAGE_SIZE": "1.5"}, "JIRA_PAGE_SIZE must be a whole number, got '1.5'"),
+        ({"JIRA_SYNC_CRON": "every hour"}, "JIRA_SYNC_CRON must be a cron expression"),
+        ({"SLACK_INITIAL_HISTORY_DAYS": "0"}, "SLACK_INITIAL_HISTORY_DAYS must be at least 1, got 0"),
+        ({"RAG_SLACK_SYNC_ENABLED": "sometimes"}, "RAG_SLACK_SYNC_ENABLED must be one of"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
