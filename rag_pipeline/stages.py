@@ -123,6 +123,7 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "title": doc["title"],
             "url": doc["url"],
             "acl": json.loads(doc["acl"]),
+            "authors": _authors(doc.get("authors")),
             "created": doc["created"],
             "updated": doc["updated"],
             "version": float(doc["version"]),
@@ -190,6 +191,11 @@ def index_documents_directly(
     sparse = sparse_children(children, bm25)
     report = index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
     return DirectIndexReport(report, stats, len(parents), len(children))
+
+
+def _authors(value: str | None) -> list[str]:
+    """The document's authors (a JSON list in the documents frame; missing in frames written before the column)."""
+    return [str(a) for a in json.loads(value)] if isinstance(value, str) and value else []
 
 
 def _link_payload(metadata: str | None) -> dict[str, list[str]]:

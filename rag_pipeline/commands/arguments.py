@@ -53,6 +53,13 @@ def query_text(value: str) -> str:
     return value
 
 
+def author_name(value: str) -> str:
+    """An author to filter on, matched exactly as the index holds it (an empty one could match nothing)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the author is empty")
+    return value
+
+
 def iso_day(value: str) -> str:
     """A UTC day as ``YYYY-MM-DD``."""
     try:

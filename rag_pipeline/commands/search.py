@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rag_pipeline.commands.arguments import positive_int, query_text
+from rag_pipeline.commands.arguments import author_name, positive_int, query_text
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.definitions import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model
@@ -110,6 +110,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 top_k=args.top_k,
                 sources=args.source,
                 containers=args.container,
+                authors=args.author,
                 updated_from=args.since,
                 updated_to=args.until,
                 min_score=args.min_score,
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -146,7 +148,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         table.add_column(column, overflow="fold")
     for i, r in enumerate(response.results, start=1):
         snippet = " ".join(r.child_text.split())[:240]
-        table.add_row(str(i), f"{r.score:.4f}", f"{r.document_id}\n{r.url or ''}", f"[bold]{r.title}[/]\n{snippet}")
+        document = "\n".join(part for part in (r.document_id, r.url, ", ".join(r.authors)) if part)
+        table.add_row(str(i), f"{r.score:.4f}", escape(document), f"[bold]{r.title}[/]\n{snippet}")
     console.print(table)
     if not response.results:
         console.print("no results (the principal may not be allowed to read any match; try --groups)")
@@ -169,6 +172,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--top-k", type=positive_int, default=10, help="results to return (default: %(default)s)")
     search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
     search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
+    search.add_argument(
+        "--author",
+        action="append",
+        type=author_name,
+        help="only documents this person wrote in, by the name results show under authors (Slack/Jira display "
+        "name, exact; repeatable: any of them)",
+    )
     search.add_argument("--since", default=None, help="documents active on or after this ISO date")
     search.add_argument("--until", default=None, help="documents active before this ISO date")
     search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")

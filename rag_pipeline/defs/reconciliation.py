@@ -1,5 +1,5 @@
 """Shared body of the reconciliation assets: plan each container against the index, apply the plans
-(rewrites before removals), and describe what changed."""
+(rewrites and ACL updates before removals), and describe what changed."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.vectors.cache import EmbeddingCache
 
 
 @dataclass
@@ -51,13 +52,19 @@ def reconcile_containers(
             except SourceError as exc:
                 failed[container] = str(exc)
                 log(str(exc))
-        encoder = dense_embedder.encoder()
-        cache = dense_embedder.cache()
+        caches: list[EmbeddingCache] = []
+
+        def writers() -> IndexWriters:
+            # Only a rewrite embeds: ACL updates and removals never load the dense model.
+            encoder = dense_embedder.encoder()
+            caches.append(dense_embedder.cache())
+            return IndexWriters(chunking.chunker(encoder), encoder, bm25.encoder(), caches[-1])
+
         try:
-            writers = IndexWriters(chunking.chunker(encoder), encoder, bm25.encoder(), cache)
             result = apply_plans(store, plans, writers)
         finally:
-            cache.close()
+            for cache in caches:
+                cache.close()
     return Reconciliation(result, failed)
 
 
@@ -68,7 +75,9 @@ def reconciliation_output(
     changes, then fails so the gap is seen."""
     result = done.result
     changes = pd.DataFrame(
-        [("removed", d) for d in result.removed] + [("rewritten", d) for d in result.rewritten],
+        [("removed", d) for d in result.removed]
+        + [("rewritten", d) for d in result.rewritten]
+        + [("acl updated", d) for d in result.acl_updated],
         columns=["change", "document_id"],
     )
     metadata: dict[str, Any] = {
@@ -77,6 +86,7 @@ def reconciliation_output(
         "documents_checked": result.checked,
         "documents_removed": len(result.removed),
         "documents_rewritten": len(result.rewritten),
+        "documents_acl_updated": len(result.acl_updated),
         "changes": dg.MetadataValue.md(changes.head(50).to_markdown(index=False) if len(changes) else "none"),
         "api_calls": stats.api_calls,
         "api_retries": stats.total_retries,

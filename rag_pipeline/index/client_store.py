@@ -29,6 +29,7 @@ from rag_pipeline.index.store import (
     SearchFilter,
     StorePoint,
     filter_spec,
+    id_batches,
     scroll_indexed_documents,
     scroll_point_refs,
 )
@@ -65,6 +66,10 @@ class ClientVectorStore:
         return cls(client, **kwargs)
 
     def create_collections(self, dense_dimension: int) -> None:
+        for existing in (self.names.children, self.names.parents):
+            if self.client.collection_exists(existing):
+                # A collection created before a field was indexed (``authors``) gets the index it lacks.
+                self._create_indexes(existing, skip=set(self.client.get_collection(existing).payload_schema))
         if not self.client.collection_exists(self.names.children):
             self.client.create_collection(
                 self.names.children,
@@ -94,17 +99,20 @@ class ClientVectorStore:
     def record_index_info(self, info: dict[str, Any]) -> None:
         self.client.update_collection(self.names.children, metadata=info)
 
-    def _create_indexes(self, collection: str) -> None:
+    def _create_indexes(self, collection: str, skip: set[str] | None = None) -> None:
         schema = (
             [(f, models.PayloadSchemaType.KEYWORD) for f in KEYWORD_FIELDS]
             + [(f, models.PayloadSchemaType.BOOL) for f in BOOL_FIELDS]
             + [(f, models.PayloadSchemaType.DATETIME) for f in DATETIME_FIELDS]
             + [(f, models.PayloadSchemaType.FLOAT) for f in FLOAT_FIELDS]
         )
+        missing = [(field, kind) for field, kind in schema if field not in (skip or set())]
+        if not missing or (skip is not None and _is_local(self.client)):
+            return  # local mode keeps no indexes (so never lists any): asking again on every write is pointless
         with warnings.catch_warnings():
             # Local mode accepts payload indexes but ignores them (and warns); servers build them.
             warnings.simplefilter("ignore", UserWarning)
-            for field, kind in schema:
+            for field, kind in missing:
                 self.client.create_payload_index(collection, field, field_schema=kind)
 
     def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
@@ -133,6 +141,12 @@ class ClientVectorStore:
         if document_ids:
             flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
             self.client.delete(collection, models.FilterSelector(filter=flt), wait=True)
+
+    def set_document_payload(self, collection: str, document_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        # set_payload replaces the given top-level keys (a new ``acl`` replaces the old object whole).
+        for batch in id_batches(document_ids):
+            selector = models.FilterSelector(filter=_filter(SearchFilter(document_ids=batch)))
+            self.client.set_payload(collection, payload, points=selector, wait=True)
 
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
         if not document_ids or not self.client.collection_exists(collection):

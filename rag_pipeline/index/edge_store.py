@@ -33,6 +33,7 @@ from rag_pipeline.index.store import (
     SearchFilter,
     StorePoint,
     filter_spec,
+    id_batches,
     scroll_indexed_documents,
     scroll_point_refs,
 )
@@ -46,6 +47,13 @@ _PAGE = 1024
 # qdrant-edge-py 0.9.0 never matches a bool (MatchValue(True) and (False) both count 0, indexed or not),
 # so this engine mirrors ``acl.public`` into a keyword field and filters on that instead.
 _PUBLIC_MIRROR = "acl_public"
+# Every payload index a shard gets: the filtered fields, plus the mirror.
+_FIELD_INDEXES: tuple[tuple[str, qe.PayloadSchemaType], ...] = (
+    *((f, qe.PayloadSchemaType.Keyword) for f in (*KEYWORD_FIELDS, _PUBLIC_MIRROR)),
+    *((f, qe.PayloadSchemaType.Bool) for f in BOOL_FIELDS),
+    *((f, qe.PayloadSchemaType.Datetime) for f in DATETIME_FIELDS),
+    *((f, qe.PayloadSchemaType.Float) for f in FLOAT_FIELDS),
+)
 
 
 class EdgeVectorStore:
@@ -80,12 +88,13 @@ class EdgeVectorStore:
                 if (self.path / name / _CONFIG_FILE).exists():
                     shard = qe.EdgeShard.load(str(self.path / name))
                     self._shards[name] = shard
-                    # Shards written before the mirror existed: without its index every ACL-filtered query
-                    # would read payloads point by point (measured: 10-50× slower).
-                    if _PUBLIC_MIRROR not in shard.info().payload_schema:
-                        shard.update(
-                            qe.UpdateOperation.create_field_index(_PUBLIC_MIRROR, qe.PayloadSchemaType.Keyword)
-                        )
+                    # Shards written before a field was indexed (the ``acl.public`` mirror, ``authors``): without
+                    # its index every query filtering on it reads payloads point by point (measured for the
+                    # mirror: 10-50× slower).
+                    indexed = shard.info().payload_schema
+                    for field, kind in _FIELD_INDEXES:
+                        if field not in indexed:
+                            shard.update(qe.UpdateOperation.create_field_index(field, kind))
         except Exception as exc:
             # Never keep one shard of two: the next attempt (or the caller) starts from a closed store.
             self._close_shards()
@@ -123,14 +132,8 @@ class EdgeVectorStore:
         folder = self.path / name
         folder.mkdir(parents=True, exist_ok=True)
         shard = qe.EdgeShard.create(str(folder), config)
-        for field in (*KEYWORD_FIELDS, _PUBLIC_MIRROR):
-            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-        for field in BOOL_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Bool))
-        for field in DATETIME_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Datetime))
-        for field in FLOAT_FIELDS:
-            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float))
+        for field, kind in _FIELD_INDEXES:
+            shard.update(qe.UpdateOperation.create_field_index(field, kind))
         return shard
 
     def _shard(self, collection: str) -> qe.EdgeShard:
@@ -167,6 +170,15 @@ class EdgeVectorStore:
             flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
             assert flt is not None  # a non-empty id list always makes a filter
             self._shard(collection).update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def set_document_payload(self, collection: str, document_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        # One operation per batch of documents: all points of a document change together. ``_payload`` keeps
+        # the ``acl.public`` mirror in step with a new ``acl``.
+        shard = self._shard(collection)
+        for batch in id_batches(document_ids):
+            flt = _filter(SearchFilter(document_ids=batch))
+            assert flt is not None  # a non-empty id list always makes a filter
+            shard.update(qe.UpdateOperation.set_payload_by_filter(flt, _payload(payload)))
 
     # --- reads -------------------------------------------------------------------------------
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:

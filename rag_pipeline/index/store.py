@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -14,7 +14,7 @@ SPARSE_VECTOR = "bm25"
 RRF_K = 60
 
 # Payload fields that filters use; engines that support payload indexes create these.
-KEYWORD_FIELDS = ("document_id", "source", "container", "parent_id", "acl.users", "acl.groups")
+KEYWORD_FIELDS = ("document_id", "source", "container", "parent_id", "acl.users", "acl.groups", "authors")
 BOOL_FIELDS = ("acl.public",)
 DATETIME_FIELDS = ("created", "updated")
 FLOAT_FIELDS = ("version",)
@@ -61,12 +61,34 @@ class PointRef:
 
 
 @dataclass(frozen=True)
+class IndexedAcl:
+    """The ``acl`` payload of a document's points, order-free (Slack lists a channel's members in no fixed
+    order, so two listings of the same members must compare equal)."""
+
+    public: bool = False
+    users: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_payload(cls, value: Any) -> IndexedAcl | None:
+        """The ``acl`` payload value as written (``{"public", "users", "groups"}``); None when absent."""
+        if not isinstance(value, dict):
+            return None
+        return cls(
+            public=bool(value.get("public")),
+            users=frozenset(str(u) for u in value.get("users") or ()),
+            groups=frozenset(str(g) for g in value.get("groups") or ()),
+        )
+
+
+@dataclass(frozen=True)
 class IndexedDocument:
-    """A document as the index holds it: the version and content hash its points were written with."""
+    """A document as the index holds it: the version, content hash and ACL its points were written with."""
 
     document_id: str
     version: float
     content_hash: str
+    acl: IndexedAcl | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,9 @@ class SearchFilter:
     document_ids: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
     containers: tuple[str, ...] | None = None
+    # Documents with any of these authors (payload ``authors``: the names a source gives, e.g. Slack display
+    # names, Jira display names).
+    authors: tuple[str, ...] | None = None
     acl: AclCondition | None = None
     # ISO-8601 bounds on the document's last activity (payload ``updated``): [updated_from, updated_to).
     updated_from: str | None = None
@@ -121,7 +146,12 @@ def filter_spec(flt: SearchFilter | None) -> FilterSpec:
         return FilterSpec()
     must = [
         Condition(key, any_of=tuple(values))
-        for key, values in (("document_id", flt.document_ids), ("source", flt.sources), ("container", flt.containers))
+        for key, values in (
+            ("document_id", flt.document_ids),
+            ("source", flt.sources),
+            ("container", flt.containers),
+            ("authors", flt.authors),
+        )
         if values is not None
     ]
     if flt.updated_from is not None or flt.updated_to is not None:
@@ -160,22 +190,30 @@ Scroll = Callable[[str, SearchFilter | None, list[str]], Iterable[Any]]
 _IDS_PER_FILTER = 512
 
 
+def id_batches(document_ids: Sequence[str]) -> Iterator[tuple[str, ...]]:
+    """``document_ids`` in slices small enough for one filter each."""
+    for i in range(0, len(document_ids), _IDS_PER_FILTER):
+        yield tuple(document_ids[i : i + _IDS_PER_FILTER])
+
+
 def scroll_point_refs(scroll: Scroll, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
     """Every point of ``collection`` belonging to ``document_ids``, with the version that wrote it."""
     refs: list[PointRef] = []
-    for i in range(0, len(document_ids), _IDS_PER_FILTER):
-        flt = SearchFilter(document_ids=tuple(document_ids[i : i + _IDS_PER_FILTER]))
-        records = scroll(collection, flt, ["document_id", "version"])
+    for batch in id_batches(document_ids):
+        records = scroll(collection, SearchFilter(document_ids=batch), ["document_id", "version"])
         refs.extend(PointRef(str(r.id), r.payload["document_id"], float(r.payload["version"])) for r in records)
     return refs
 
 
 def scroll_indexed_documents(scroll: Scroll, parents: str, flt: SearchFilter | None) -> dict[str, IndexedDocument]:
     """Every document with a parent point matching ``flt``, by id, as the index holds it."""
-    records = scroll(parents, flt, ["document_id", "version", "content_hash"])
+    records = scroll(parents, flt, ["document_id", "version", "content_hash", "acl"])
     return {
         r.payload["document_id"]: IndexedDocument(
-            r.payload["document_id"], float(r.payload["version"]), r.payload["content_hash"]
+            r.payload["document_id"],
+            float(r.payload["version"]),
+            r.payload["content_hash"],
+            IndexedAcl.from_payload(r.payload.get("acl")),
         )
         for r in records
     }
@@ -203,6 +241,11 @@ class VectorStore(Protocol):
     def delete_ids(self, collection: str, ids: Sequence[str]) -> None: ...
 
     def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None: ...
+
+    def set_document_payload(self, collection: str, document_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        """Replace the top-level ``payload`` keys on every point of ``document_ids`` (other keys and the
+        vectors stay): an ACL change without re-embedding."""
+        ...
 
     def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]: ...
 

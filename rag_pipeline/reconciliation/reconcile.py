@@ -1,5 +1,7 @@
 """Applying a reconciliation: documents that vanished at the source leave the index, documents
-whose content changed without a newer timestamp (a deleted reply) are rewritten.
+whose content changed without a newer timestamp (a deleted reply) are rewritten, and documents whose
+readers changed (a member added to or removed from a private channel) get the new ACL in place: the
+``acl`` payload of their points is replaced, nothing is re-chunked or re-embedded.
 
 A deletion leaves no timestamp, so a rewritten document gets the stored version plus one
 microsecond (Slack's ts resolution): newer than what the index holds, older than any real later
@@ -8,11 +10,13 @@ activity, so a later sync still wins and a re-run of an old partition still lose
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rag_pipeline.index.store import IndexedDocument, VectorStore
-from rag_pipeline.sources.document import Document, epoch_to_datetime
+from rag_pipeline.index.store import IndexedAcl, IndexedDocument, VectorStore
+from rag_pipeline.sources.document import Acl, Document, epoch_to_datetime
 from rag_pipeline.stages import DirectIndexReport, documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -29,6 +33,8 @@ class ReconcilePlan:
     container: str
     remove: list[str] = field(default_factory=list)
     rewrite: list[Document] = field(default_factory=list)
+    # Documents whose content is unchanged but whose readers changed: document id -> the ACL they need now.
+    acl_updates: dict[str, Acl] = field(default_factory=dict)
     checked: int = 0
 
 
@@ -38,8 +44,19 @@ class ReconcileResult:
 
     removed: list[str] = field(default_factory=list)
     rewritten: list[str] = field(default_factory=list)
+    acl_updated: list[str] = field(default_factory=list)
     checked: int = 0
     index: DirectIndexReport | None = None
+
+
+def acl_differs(stored: IndexedDocument, acl: Acl) -> bool:
+    """Whether the index holds other readers for the document than ``acl`` (member order does not count)."""
+    return stored.acl != IndexedAcl(acl.public, frozenset(acl.users), frozenset(acl.groups))
+
+
+def acl_payload(acl: Acl) -> dict[str, object]:
+    """The ``acl`` payload value exactly as a write of the document stores it (``stages.document_points``)."""
+    return {"acl": json.loads(acl.model_dump_json())}
 
 
 def newer_than_stored(doc: Document, stored: IndexedDocument) -> Document:
@@ -60,18 +77,35 @@ class IndexWriters:
     cache: EmbeddingCache | None = None
 
 
-def apply_plans(store: VectorStore, plans: Sequence[ReconcilePlan], writers: IndexWriters) -> ReconcileResult:
-    """Rewrite changed documents (new points before old ones go), then remove vanished ones."""
+def apply_plans(
+    store: VectorStore, plans: Sequence[ReconcilePlan], writers: IndexWriters | Callable[[], IndexWriters]
+) -> ReconcileResult:
+    """Rewrite changed documents (new points before old ones go), give documents whose readers changed
+    their new ACL, then remove vanished ones. ``writers`` may be a loader: it is called only when a document
+    has to be rewritten, so a run that changes ACLs or removes documents never loads the dense model."""
     result = ReconcileResult(checked=sum(p.checked for p in plans))
     rewrite = [d for p in plans for d in p.rewrite]
     if rewrite:
-        result.index = index_documents_directly(
-            store, documents_frame(rewrite), writers.chunker, writers.encoder, writers.bm25, writers.cache
-        )
+        w = writers if isinstance(writers, IndexWriters) else writers()
+        result.index = index_documents_directly(store, documents_frame(rewrite), w.chunker, w.encoder, w.bm25, w.cache)
         result.rewritten = [d.id for d in rewrite]
+    result.acl_updated = update_acls(store, {k: v for p in plans for k, v in p.acl_updates.items()})
     remove = [doc_id for p in plans for doc_id in p.remove]
     if remove:
         for collection in (store.names.children, store.names.parents):
             store.delete_documents(collection, remove)
         result.removed = remove
     return result
+
+
+def update_acls(store: VectorStore, updates: dict[str, Acl]) -> list[str]:
+    """Replace the ``acl`` payload of every point of each document, one filtered update per ACL and batch of
+    documents. Children first: reconciliation reads a document's ACL from its parents, so a run stopped
+    halfway is found again (and finished) by the next one."""
+    by_acl: dict[Acl, list[str]] = defaultdict(list)
+    for doc_id, acl in updates.items():
+        by_acl[acl].append(doc_id)
+    for acl, doc_ids in by_acl.items():
+        for collection in (store.names.children, store.names.parents):
+            store.set_document_payload(collection, sorted(doc_ids), acl_payload(acl))
+    return sorted(updates)

@@ -3,7 +3,9 @@
 Threads whose root history no longer lists are removed (a tombstoned root still lists, so its
 thread stays). Threads re-listed within the lookback are rebuilt from their current messages;
 where the content differs from the index (a deleted reply, an edit nothing else picked up) the
-thread is rewritten.
+thread is rewritten. Every other indexed thread of the channel, however old, is compared with the
+channel's ACL now (private: its members; shared: its external members): a thread whose readers
+changed gets the new ACL without being re-read or re-embedded.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 from rag_pipeline.index.store import IndexedDocument
-from rag_pipeline.reconciliation.reconcile import ReconcilePlan, newer_than_stored
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan, acl_differs, newer_than_stored
 from rag_pipeline.sources.days import DAY
 from rag_pipeline.sources.slack_api import SlackApiReader
 from rag_pipeline.sources.slack_threads import thread_document_id
@@ -42,4 +44,10 @@ def plan_channel(
             plan.remove.append(doc_id)
         elif current.content_hash != stored.content_hash:
             plan.rewrite.append(newer_than_stored(current, stored))
+    # One ACL for the whole channel, read now (conversations.info, and conversations.members where it matters).
+    acl = reader.channel(channel_id).acl(reader.team_id)
+    settled = set(plan.remove) | {d.id for d in plan.rewrite}  # rewritten threads carry the new ACL already
+    for doc_id in sorted(set(indexed) & set(listed) - settled):
+        if acl_differs(indexed[doc_id], acl):
+            plan.acl_updates[doc_id] = acl
     return plan

@@ -48,6 +48,7 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> lis
             child_text=payload.get("text", ""),
             parent_id=payload.get("parent_id", hit.id),
             updated=payload.get("updated"),
+            authors=list(payload.get("authors") or []),
             acl=payload.get("acl") or {},
         )
     counts: dict[str, int] = {}

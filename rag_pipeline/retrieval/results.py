@@ -25,6 +25,7 @@ class SearchResult:
     parent_id: str
     parent_text: str = ""
     updated: str | None = None
+    authors: list[str] = field(default_factory=list)
     acl: dict[str, Any] = field(default_factory=dict)
     matching_children: int = 1
     signals: dict[str, float] = field(default_factory=dict)
@@ -42,6 +43,7 @@ class SearchResult:
             "parent_id": self.parent_id,
             "parent_text": self.parent_text,
             "updated": self.updated,
+            "authors": self.authors,
         }
 
 

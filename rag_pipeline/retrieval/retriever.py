@@ -125,16 +125,21 @@ class Retriever:
         updated_to: str | None = None,
         min_score: float | None = None,
         exclude: Iterable[str] = (),
+        authors: Iterable[str] | None = None,
         with_parent_text: bool = True,
         reranker: Reranker | None = None,
     ) -> SearchResponse:
-        """Search as ``principal`` (required: use ``Principal.all_documents_for_evaluation()`` to skip ACLs)."""
+        """Search as ``principal`` (required: use ``Principal.all_documents_for_evaluation()`` to skip ACLs) for
+        the ``top_k`` best documents (at least 1); ``authors`` keeps documents by any of them."""
         if principal is None:
             raise ValueError("a search needs a principal (user id + groups); evaluation passes the all-documents one")
         if not query.strip():
             raise ValueError("query is empty")
+        if top_k < 1:
+            # A slice would take it: top_k=-1 returned every result but the last.
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
         exclude = tuple(exclude)
-        flt = search_filter(principal, sources, containers, updated_from, updated_to)
+        flt = search_filter(principal, sources, containers, updated_from, updated_to, authors)
         response = SearchResponse(results=[], requested_mode=mode, mode=mode)
         started = time.perf_counter()
         if mode not in ("vector", "bm25", "hybrid", "reranked"):
@@ -288,11 +293,13 @@ def search_filter(
     containers: Iterable[str] | None = None,
     updated_from: str | None = None,
     updated_to: str | None = None,
+    authors: Iterable[str] | None = None,
 ) -> SearchFilter:
     """The index filter for a search: scope plus the principal's ACL."""
     return SearchFilter(
         sources=tuple(sources) if sources else None,
         containers=tuple(containers) if containers else None,
+        authors=tuple(authors) if authors else None,
         acl=principal.acl_condition(),
         updated_from=updated_from,
         updated_to=updated_to,

@@ -173,6 +173,7 @@ def run_sync(
             meta = step_metadata(result, asset_name)
             summary.documents_removed = int(meta.get("documents_removed", 0))
             summary.documents_updated += int(meta.get("documents_rewritten", 0))
+            summary.documents_updated += int(meta.get("documents_acl_updated", 0))
             summary.api_calls += int(meta.get("api_calls", 0))
             summary.retries += int(meta.get("api_retries", 0))
             if not result.success:

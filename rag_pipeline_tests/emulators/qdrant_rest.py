@@ -1,6 +1,6 @@
 """A recording stand-in for a Qdrant server's REST API, enough for collection setup: it answers the
-calls qdrant-client makes to create collections and payload indexes and records them, so tests can
-check what server mode sends (no Qdrant server binary is available offline)."""
+calls qdrant-client makes to create and describe collections and to create payload indexes and records
+them, so tests can check what server mode sends (no Qdrant server binary is available offline)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class QdrantCall:
 
 
 class QdrantRestRecorder(LocalHttpService):
-    """Serves ``/``, collection exists/create/get and payload-index creation over HTTP on 127.0.0.1."""
+    """Serves ``/``, collection exists/create/info and payload-index creation over HTTP on 127.0.0.1."""
 
     thread_name = "qdrant-recorder"
     http_methods = ("GET", "PUT", "POST")
@@ -52,7 +52,31 @@ class QdrantRestRecorder(LocalHttpService):
         if (match := re.fullmatch(r"/collections/([^/]+)", path)) and method == "PUT":
             self.collections[match.group(1)] = {"config": body}
             return 200, {"result": True, "status": "ok", "time": 0}
+        if (match := re.fullmatch(r"/collections/([^/]+)", path)) and method == "GET":
+            if match.group(1) not in self.collections:
+                return 404, {"status": {"error": f"Collection `{match.group(1)}` doesn't exist!"}, "time": 0}
+            return 200, {"result": self._info(self.collections[match.group(1)]), "status": "ok", "time": 0}
         return 404, {"status": {"error": f"not emulated: {method} {path}"}, "time": 0}
+
+    @staticmethod
+    def _info(collection: dict[str, Any]) -> dict[str, Any]:
+        """The least of a collection's info qdrant-client accepts, with the payload indexes recorded so far."""
+        config = collection["config"] or {}
+        return {
+            "status": "green",
+            "optimizer_status": "ok",
+            "segments_count": 1,
+            "points_count": 0,
+            "config": {
+                "params": {k: config[k] for k in ("vectors", "sparse_vectors", "shard_number") if k in config},
+                "hnsw_config": {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000},
+                "optimizer_config": {"default_segment_number": 0, "flush_interval_sec": 5},
+                "metadata": config.get("metadata"),
+            },
+            "payload_schema": {
+                field: {"data_type": kind, "points": 0} for field, kind in collection.get("indexes", {}).items()
+            },
+        }
 
     def _serve(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)

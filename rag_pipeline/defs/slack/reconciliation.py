@@ -1,5 +1,6 @@
 """Slack reconciliation: threads deleted at the source leave the index; threads whose replies
-were deleted (or edited quietly) within the lookback are rewritten."""
+were deleted (or edited quietly) within the lookback are rewritten; threads of a channel whose members
+changed (private channels, external members of shared ones) get the new ACL in place."""
 
 import time
 from collections.abc import Mapping
@@ -41,7 +42,8 @@ def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefin
         retry_policy=API_RETRY,
         description="Compares every discovered channel's indexed threads with what Slack lists now: removes threads "
         "whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback whose "
-        "messages changed without a newer timestamp (deleted replies).",
+        "messages changed without a newer timestamp (deleted replies); gives every indexed thread of a channel "
+        "whose members changed (private channels) the channel's ACL now, without re-embedding.",
     )
     def slack_reconciliation(
         context: dg.AssetExecutionContext,
@@ -68,6 +70,7 @@ def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefin
         slack_reconciliation,
         discovery_sensor,
         cron="0 3 * * *",
-        job_description="Removes Slack threads deleted at the source and rewrites threads whose replies were deleted.",
+        job_description="Removes Slack threads deleted at the source, rewrites threads whose replies were deleted "
+        "and updates the ACL of threads in channels whose members changed.",
         schedule_description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
     )
