@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from rag_pipeline_tests import slack_fixtures as F  # noqa: E402
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator  # noqa: E402
 
+TOKEN = "xoxb-bench-token"
 QUERY = "zebra migration runbook for the blue cluster"
 
 
@@ -35,7 +36,10 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench/results/daemon_first_sync.json"), help="JSON results file")
     args = parser.parse_args()
     bin_dir = Path(sys.executable).parent
-    with tempfile.TemporaryDirectory() as tmp, SlackEmulator(F.crafted_workspace()) as emu:
+    with (
+        tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp,
+        SlackEmulator(F.crafted_workspace(), token=TOKEN) as emu,
+    ):
         posted = datetime.now(UTC) - timedelta(hours=1)
         ts = f"{posted.timestamp():.6f}"
         emu.workspace.post(F.GENERAL_CHANNEL, {"ts": ts, "user": "U0ALICE001", "text": QUERY})
@@ -47,7 +51,7 @@ def main() -> int:
             **{k: v for k, v in os.environ.items() if not k.startswith(("JIRA_", "RAG_", "SLACK_", "DAGSTER_"))},
             "DAGSTER_HOME": str(home),
             "RAG_DATA_DIR": str(Path(tmp) / "data"),
-            "SLACK_BOT_TOKEN": "xoxb-bench",
+            "SLACK_BOT_TOKEN": TOKEN,
             "SLACK_API_BASE_URL": emu.base_url,
             "SLACK_SYNC_CRON": "0 */6 * * *",
         }
@@ -56,34 +60,58 @@ def main() -> int:
             [str(bin_dir / "dagster-daemon"), "run", "-m", "rag_pipeline.definitions"],
             env=env,
             cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=open(Path(tmp) / "daemon.log", "w"),  # noqa: SIM115
+            stdout=open(Path(tmp) / "daemon.log", "w"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
         )
-        found_at = None
+        found_at = indexed_at = None
+        run_times: dict[str, float] = {}
         try:
-            while time.perf_counter() - started < args.timeout:
-                time.sleep(3)
-                done = subprocess.run(
-                    [str(bin_dir / "rag-pipeline"), "search", QUERY, "--json", "--top-k", "3"],
-                    env={**env, "RAG_STORE_WAIT_SECONDS": "1"},
-                    cwd=ROOT,
-                    capture_output=True,
-                    text=True,
-                )
-                if done.returncode == 0 and ts in done.stdout:
-                    found_at = time.perf_counter() - started
-                    break
+            # Watch the instance (cheap) instead of polling with searches, which would compete with the run for the
+            # two cores; once the channel's sync run succeeded, one search confirms the message is found.
+            os.environ["DAGSTER_HOME"] = str(home)
+            import dagster as dg
+
+            from rag_pipeline.defs.sync_runs import CONTAINER_TAG
+
+            with dg.DagsterInstance.get() as instance:
+                while time.perf_counter() - started < args.timeout and indexed_at is None:
+                    time.sleep(1)
+                    records = instance.get_run_records(
+                        dg.RunsFilter(tags={CONTAINER_TAG: F.GENERAL_CHANNEL}, statuses=[dg.DagsterRunStatus.SUCCESS])
+                    )
+                    if records:
+                        indexed_at = time.perf_counter() - started
+                        record = records[0]
+                        epoch = time.time() - indexed_at  # wall clock of the daemon's start
+                        run_times = {
+                            "run_created_s": round(record.create_timestamp.timestamp() - epoch, 1),
+                            "run_started_s": round((record.start_time or 0) - epoch, 1),
+                            "run_ended_s": round((record.end_time or 0) - epoch, 1),
+                        }
+            done = subprocess.run(
+                [str(bin_dir / "rag-pipeline"), "search", QUERY, "--json", "--top-k", "3", "--all-documents"],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
+            if indexed_at is not None and done.returncode == 0 and ts in done.stdout:
+                found_at = time.perf_counter() - started
         finally:
             daemon.terminate()
             daemon.wait(30)
         result = {
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "slack_sync_cron": env["SLACK_SYNC_CRON"],
-            "seconds_to_first_message_searchable": round(found_at, 1) if found_at else None,
+            "seconds_to_sync_run_success": round(indexed_at, 1) if indexed_at else None,
+            **run_times,
+            "seconds_to_search_confirmed": round(found_at, 1) if found_at else None,
             "target_seconds": 120,
             "api_calls": len(emu.calls()),
-            "note": "includes the daemon's start, the code location's load, discovery, the sync sensor's first "
-            "evaluation, the run's launch and the embedding model's load; the poll (a search process) adds up to ~8 s",
+            "note": "seconds from starting `dagster-daemon run`: the daemon's start, the code location's load, "
+            "discovery, the sync sensor's first evaluation, the run's launch (a subprocess loading the code location "
+            "and the embedding model) and its steps; the confirming search starts after the run succeeded and loads "
+            "the model again",
         }
         if found_at is None:
             result["daemon_log_tail"] = (Path(tmp) / "daemon.log").read_text()[-3000:]
