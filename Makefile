@@ -29,7 +29,8 @@ browser:
 		($(SUDO) apt-get update -qq && \
 		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
-# The default suite, then the slow one (the Dagster UI in a real browser; screenshots in test-artifacts/).
+# The default suite, then the slow one (the Dagster UI in a real browser with screenshots in test-artifacts/,
+# the minute-long scheduled-sync, crash and concurrency runs, the simulated week).
 test: $(BIN)/.installed postgres-server browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy  # the whole package; strict on the domain packages (pyproject.toml [tool.mypy])

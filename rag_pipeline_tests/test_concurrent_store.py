@@ -280,6 +280,7 @@ def test_a_wait_past_the_limit_fails_with_a_clear_message(
     holder.finish()
 
 
+@pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
 def test_four_searches_during_a_full_refresh_all_answer_and_the_points_step_waits(
     processes: Processes, index_env: dict[str, str], tmp_path: Path
 ) -> None:

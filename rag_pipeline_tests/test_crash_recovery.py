@@ -417,6 +417,7 @@ def _index(data: Path) -> dict[str, object]:
         }
 
 
+@pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
 def test_kill_9_at_three_steps_then_rerun_gives_the_clean_index(tmp_path: Path) -> None:
     private = {"2024-03-01": [{"type": "message", "user": "U3", "text": "private plans", "ts": ts(D1 + 700)}]}
     export = write_slack_export(tmp_path / "slack_export", basic_days(), private)

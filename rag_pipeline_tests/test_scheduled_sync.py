@@ -55,6 +55,7 @@ def _ranges(requests: list[dg.RunRequest]) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+@pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
 def test_first_evaluation_requests_history_then_each_tick_reads_from_the_watermark(slack: SlackEmulator) -> None:
     with dg.instance_for_test() as instance:
         h = SyncHarness(settings_for(), "slack", instance, now=_at("2024-03-12 10:00:30"))
@@ -90,6 +91,7 @@ def test_first_evaluation_requests_history_then_each_tick_reads_from_the_waterma
         assert _ranges(h.plan())[F.GENERAL_CHANNEL] == ("2024-03-13", "2024-03-13", "tick")
 
 
+@pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
 def test_outage_catch_up_is_capped_carried_and_failures_wait_for_the_next_tick(
     slack: SlackEmulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
