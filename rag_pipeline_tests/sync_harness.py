@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import dagster as dg
+from dagster._core.definitions.sensor_definition import SensorExecutionData
 
 from rag_pipeline.definitions import build_definitions, sync_policy
 from rag_pipeline.defs.source_spec import SourceSpec
@@ -40,7 +41,7 @@ class SyncHarness:
         self.job = self.defs.resolve_implicit_global_asset_job_def()
         self.cursors: dict[str, str | None] = {}
 
-    def _evaluate(self, sensor: dg.SensorDefinition) -> dg.SensorResult | None:
+    def _evaluate(self, sensor: dg.SensorDefinition) -> SensorExecutionData:
         with dg.build_sensor_context(
             instance=self.instance,
             cursor=self.cursors.get(sensor.name),
