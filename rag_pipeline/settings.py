@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,6 +27,9 @@ BUNDLED_JIRA_DUMP = BUNDLED_DATA_DIR / "jira_appcelerator" / "issues.jsonl.gz"
 BUNDLED_SLACK_TEAM = "T0UBUNTU"
 BUNDLED_SLACK_DOMAIN = "ubuntu.slack.com"
 BUNDLED_JIRA_SITE = "jira.appcelerator.org"
+# Date formats of Jira CSV exports, tried in turn ("|"-separated): the instance's display format, by default
+# Jira's "dd/MMM/yy h:mm a" ("30/Sep/21 5:20 PM") or its 24-hour variant ("30/Sep/21 17:20").
+DEFAULT_JIRA_CSV_DATE_FORMAT = "%d/%b/%y %I:%M %p|%d/%b/%y %H:%M"
 # Earliest partition day: the bundled Slack export starts in November 2004.
 DEFAULT_PARTITION_START = "2004-01-01"
 DEFAULT_RAW_SYNC_CRON = "0 * * * *"
@@ -73,6 +77,11 @@ class DataPaths(_Frozen):
     @property
     def embedding_cache(self) -> Path:
         return self.root / "embedding_cache.sqlite"
+
+    @property
+    def source_identities(self) -> Path:
+        """The workspace/site each offline source was indexed as (one per source per data folder)."""
+        return self.root / "source_identities.json"
 
     @property
     def reports(self) -> Path:
@@ -187,6 +196,15 @@ class Settings(_Frozen):
     llm_rerank_model: str | None = None
     slack_export: Path = BUNDLED_SLACK_EXPORT
     jira_dump: Path = BUNDLED_JIRA_DUMP
+    # Jira's own CSV export (one or more files); when given, the offline Jira source reads them, not the dump.
+    jira_csv: tuple[Path, ...] = ()
+    jira_csv_date_format: str = DEFAULT_JIRA_CSV_DATE_FORMAT
+    jira_csv_delimiter: str = ","
+    # Whose data the offline sources are, where the data does not say (SLACK_TEAM_ID, SLACK_WORKSPACE_DOMAIN,
+    # JIRA_SITE; --slack-team, --slack-domain, --jira-site). The offline_* properties add the bundled data's.
+    slack_team: str | None = None
+    slack_domain: str | None = None
+    jira_site: str | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
     store_wait_seconds: int = DEFAULT_STORE_WAIT_SECONDS
     qdrant: QdrantSettings = QdrantSettings()
@@ -204,6 +222,29 @@ class Settings(_Frozen):
     @property
     def paths(self) -> DataPaths:
         return DataPaths(root=self.data_dir)
+
+    # The bundled data names no workspace or site: its identity is the default for it alone; a team's own export
+    # gets its identity from its data or the settings, or its read fails naming the flag.
+    @property
+    def offline_slack_team(self) -> str | None:
+        return self.slack_team or (BUNDLED_SLACK_TEAM if self.slack_export == BUNDLED_SLACK_EXPORT else None)
+
+    @property
+    def offline_slack_domain(self) -> str | None:
+        return self.slack_domain or (BUNDLED_SLACK_DOMAIN if self.slack_export == BUNDLED_SLACK_EXPORT else None)
+
+    @property
+    def offline_jira_site(self) -> str | None:
+        bundled = self.jira_dump == BUNDLED_JIRA_DUMP and not self.jira_csv
+        return self.jira_site or (BUNDLED_JIRA_SITE if bundled else None)
+
+    def with_offline_sources(self, **given: Any) -> Settings:
+        """The same settings with the offline sources and identities given on the command line (None: keep)."""
+        update = {k: v for k, v in given.items() if v not in (None, ())}
+        unknown = set(update) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"not settings: {', '.join(sorted(unknown))}")
+        return self.model_copy(update=update)
 
     def with_data_dir(self, data_dir: str | Path | None) -> Settings:
         """The same settings on another data folder (``--data-dir``); ``None`` keeps this one."""
@@ -281,6 +322,15 @@ def _source_sync(env: Mapping[str, str], source: str, cron: str, requests_per_mi
     )
 
 
+def _delimiter(env: Mapping[str, str], name: str) -> str:
+    value = _get(env, name) or ","
+    if value == "\\t":
+        value = "\t"
+    if len(value) != 1:
+        raise SettingsError(f"{name} must be one character (e.g. ; or \\t), got {value!r}")
+    return value
+
+
 def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
     raw = _get(env, name)
     return Path(raw).expanduser().resolve() if raw else default
@@ -320,6 +370,9 @@ def _from_env(env: Mapping[str, str]) -> Settings:
             webserver_url=_get(env, "DAGSTER_WEBSERVER_URL") or "http://127.0.0.1:3000",
         )
     home = _get(env, "DAGSTER_HOME")
+    slack_export = _path(env, "RAG_SLACK_EXPORT", BUNDLED_SLACK_EXPORT)
+    jira_dump = _path(env, "RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP)
+    jira_csv = tuple(Path(p).expanduser().resolve() for p in (_get(env, "RAG_JIRA_CSV") or "").split(os.pathsep) if p)
     raw_sync_cron = _cron(env, "RAG_RAW_SYNC_CRON", DEFAULT_RAW_SYNC_CRON)
     # A page size of 15 is the non-Marketplace regime, whose limit is 1 request a minute.
     slack_page_size = slack_api.page_size if slack_api else 200
@@ -336,8 +389,14 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         partition_start=_get(env, "RAG_PARTITION_START") or DEFAULT_PARTITION_START,
         dense_model=_get(env, "RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
-        slack_export=_path(env, "RAG_SLACK_EXPORT", BUNDLED_SLACK_EXPORT),
-        jira_dump=_path(env, "RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP),
+        slack_export=slack_export,
+        jira_dump=jira_dump,
+        jira_csv=jira_csv,
+        jira_csv_date_format=_get(env, "RAG_JIRA_CSV_DATE_FORMAT") or DEFAULT_JIRA_CSV_DATE_FORMAT,
+        jira_csv_delimiter=_delimiter(env, "RAG_JIRA_CSV_DELIMITER"),
+        slack_team=_get(env, "SLACK_TEAM_ID"),
+        slack_domain=_get(env, "SLACK_WORKSPACE_DOMAIN"),
+        jira_site=_get(env, "JIRA_SITE"),
         max_document_chars=_int(env, "RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
         or DEFAULT_MAX_DOCUMENT_CHARS,
         store_wait_seconds=_int(env, "RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,

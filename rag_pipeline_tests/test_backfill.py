@@ -54,6 +54,9 @@ def small_sources(tmp_path: Path, slack_export: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("RAG_EVAL_DIR", str(tmp_path / "eval_sets"))
     monkeypatch.setenv("RAG_SLACK_EXPORT", str(slack_export))
     monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
+    # Crafted data names no workspace or site: give the ones the expected ids use.
+    monkeypatch.setenv("SLACK_TEAM_ID", "T0UBUNTU")
+    monkeypatch.setenv("JIRA_SITE", site)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     return tmp_path / "data"
 
@@ -174,6 +177,7 @@ def test_documents_dated_outside_the_partitions_are_reported_not_fatal(
         ],
     )
     monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
+    monkeypatch.setenv("JIRA_SITE", "jira.example.com")
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     summary = run_backfill(settings_for(tmp_path / "data"), sources=("jira",)).as_dict()["per_source"]["jira"]
     assert summary["documents"] == 1 and summary["documents_outside_partitions"] == 2

@@ -217,7 +217,7 @@ def test_a_step_failure_in_the_demo_is_one_line(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "qdrant").mkdir(parents=True)
     (data / "qdrant" / "rag_children.index.json").write_text(json.dumps({"dense_model": "another-model"}))
-    env = _clean_env(RAG_JIRA_DUMP=str(_tiny_jira_dump(tmp_path)))
+    env = _clean_env(RAG_JIRA_DUMP=str(_tiny_jira_dump(tmp_path)), JIRA_SITE="jira.example.com")
     done = _run_cli(["demo", "--source", "jira", "--no-eval", "--data-dir", str(data)], env)
     assert done.returncode == USAGE, done.stderr
     line = _one_error_line(done.stderr)
@@ -251,12 +251,12 @@ def test_dagster_step_wrappers_are_unwrapped_to_the_user_error() -> None:
 def test_an_unexpected_error_is_one_line_with_a_hint_and_a_traceback_with_debug(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    import rag_pipeline.commands.demo as demo
+    import rag_pipeline.commands.index as index
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(demo, "run_backfill", broken)
+    monkeypatch.setattr(index, "run_backfill", broken)
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     argv = ["demo", "--no-eval", "--data-dir", str(tmp_path)]
     assert main(argv) == FAILURE
@@ -271,12 +271,12 @@ def test_an_unexpected_error_is_one_line_with_a_hint_and_a_traceback_with_debug(
 
 
 def test_an_interrupt_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
-    import rag_pipeline.commands.demo as demo
+    import rag_pipeline.commands.index as index
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(demo, "run_backfill", interrupted)
+    monkeypatch.setattr(index, "run_backfill", interrupted)
     assert main(["demo", "--no-eval", "--data-dir", str(tmp_path)]) == INTERRUPTED
     assert _one_error_line(capsys.readouterr().err) == "error: interrupted"
 

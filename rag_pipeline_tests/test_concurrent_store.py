@@ -219,6 +219,7 @@ def index_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = {
         "RAG_DATA_DIR": str(root / "data"),
         "RAG_JIRA_DUMP": str(dump),
+        "JIRA_SITE": SITE,
         "RAG_EVAL_DIR": str(root / "eval_sets"),
         "RAG_STORE_WAIT_SECONDS": str(WAIT_SECONDS),
     }

@@ -425,6 +425,7 @@ def test_kill_9_at_three_steps_then_rerun_gives_the_clean_index(tmp_path: Path) 
         **os.environ,
         "RAG_SLACK_EXPORT": str(export),
         "RAG_JIRA_DUMP": str(tmp_path / "no_jira.jsonl.gz"),
+        "SLACK_TEAM_ID": "T0TEST",
         "RAG_EVAL_DIR": str(tmp_path / "no_eval_sets"),
         "PYTHONPATH": str(ROOT),
         "CRASH_MARKER": str(tmp_path / "paused"),

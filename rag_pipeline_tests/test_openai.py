@@ -196,6 +196,7 @@ def test_search_bench_and_evaluation_use_the_model_the_index_was_built_with(
         [jira_issue("1", "AI-1", "2024-03-01T10:00:00.000+0000", "the embedder runs on the OpenAI API")],
     )
     monkeypatch.setenv("RAG_JIRA_DUMP", str(dump))
+    monkeypatch.setenv("JIRA_SITE", "ai.test")
     monkeypatch.setenv("RAG_DENSE_MODEL", model)
     evals = tmp_path / "eval_sets"
     meta = EvalSetMeta(name="ai", description="", source="t", license="-", attribution="-", queries=1, sources=["jira"])

@@ -135,3 +135,29 @@ def test_the_command_line_reports_a_bad_variable_in_one_line(monkeypatch, capsys
     monkeypatch.setenv("QDRANT_REPLICAS", "two")
     assert main(["search", "anything"]) == 2
     assert capsys.readouterr().err.strip() == "error: QDRANT_REPLICAS must be a whole number, got 'two'"
+
+
+def test_offline_identity_is_the_bundled_one_only_for_the_bundled_data(tmp_path: Path) -> None:
+    bundled = Settings.from_env({})
+    assert (bundled.offline_slack_team, bundled.offline_slack_domain) == ("T0UBUNTU", "ubuntu.slack.com")
+    assert bundled.offline_jira_site == "jira.appcelerator.org"
+    own = Settings.from_env({"RAG_SLACK_EXPORT": str(tmp_path / "x"), "RAG_JIRA_DUMP": str(tmp_path / "y.gz")})
+    assert (own.offline_slack_team, own.offline_slack_domain, own.offline_jira_site) == (None, None, None)
+    given = Settings.from_env(
+        {
+            "RAG_SLACK_EXPORT": str(tmp_path / "x"),
+            "SLACK_TEAM_ID": "T0ACME",
+            "SLACK_WORKSPACE_DOMAIN": "acme.slack.com",
+            "JIRA_SITE": "jira.acme.com",
+            "RAG_JIRA_CSV": f"{tmp_path / 'a.csv'}:{tmp_path / 'b.csv'}",
+            "RAG_JIRA_CSV_DELIMITER": ";",
+        }
+    )
+    assert (given.offline_slack_team, given.offline_slack_domain) == ("T0ACME", "acme.slack.com")
+    assert given.offline_jira_site == "jira.acme.com"
+    assert given.jira_csv == (tmp_path / "a.csv", tmp_path / "b.csv") and given.jira_csv_delimiter == ";"
+    # A CSV export replaces the bundled dump, so the bundled site is no longer implied.
+    assert Settings.from_env({"RAG_JIRA_CSV": str(tmp_path / "a.csv")}).offline_jira_site is None
+    with pytest.raises(SettingsError, match="RAG_JIRA_CSV_DELIMITER must be one character"):
+        Settings.from_env({"RAG_JIRA_CSV_DELIMITER": ";;"})
+    assert Settings.from_env({"RAG_JIRA_CSV_DELIMITER": "\\t"}).jira_csv_delimiter == "\t"

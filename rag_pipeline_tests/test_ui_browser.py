@@ -67,6 +67,9 @@ def _slice_data(folder: Path) -> dict[str, str]:
     return {
         "RAG_SLACK_EXPORT": str(export),
         "RAG_JIRA_DUMP": str(dump),
+        "SLACK_TEAM_ID": "T0UBUNTU",
+        "SLACK_WORKSPACE_DOMAIN": "ubuntu.slack.com",
+        "JIRA_SITE": "jira.appcelerator.org",
         "RAG_EVAL_DIR": str(folder / "eval_sets"),
         "RAG_DATA_DIR": str(folder / "data"),
     }

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
+from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity
 from rag_pipeline.sources.source_read import SourceRead
 
 if TYPE_CHECKING:
@@ -26,6 +27,14 @@ class OfflineSource(Protocol):
 
     @property
     def path(self) -> str: ...
+
+    def input_paths(self) -> list[str]:
+        """Every file or folder it reads (what a change of the source is detected on)."""
+        ...
+
+    def identity(self) -> SlackIdentity | JiraIdentity:
+        """Whose data it is (from the data or the resource's config); IdentityError naming the flag if unknown."""
+        ...
 
     def read(self) -> Any: ...
 

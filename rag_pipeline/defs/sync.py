@@ -8,7 +8,6 @@ past a cron tick the backlog from each watermark, otherwise one range per contai
 cron only says when a container is behind; nothing waits for a tick to pass *between* two evaluations.
 """
 
-
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -85,8 +84,7 @@ def build_sync_sensor(
         description=f"Syncs every {spec.name} {spec.containers_label[:-1]} that is behind its cron `{cron}` (UTC): "
         f"one range run per container from its watermark's day (less a {policy.settle} settle window) through today, "
         f"at most {policy.max_range_days} days per run; a new one first gets {policy.initial_history_days} days of "
-        "history. Watermarks are the `rag/synced_through` tags of its successful runs; the cursor shows them."
-        + budget,
+        "history. Watermarks are the `rag/synced_through` tags of its successful runs; the cursor shows them." + budget,
     )
     def sync_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         now = clock()
@@ -156,7 +154,9 @@ def build_gap_check(spec: SourceSpec) -> dg.AssetChecksDefinition:
         return dg.AssetCheckResult(
             passed=not gaps,
             severity=dg.AssetCheckSeverity.ERROR,
-            description=None if not gaps else f"{sum(len(d) for d in gaps.values())} missing day(s) in {len(gaps)} "
+            description=None
+            if not gaps
+            else f"{sum(len(d) for d in gaps.values())} missing day(s) in {len(gaps)} "
             f"{spec.containers_label}: " + "; ".join(f"{c}: {', '.join(d[:5])}" for c, d in sorted(gaps.items())),
             metadata={
                 spec.containers_label: len(watermark_day),

@@ -33,6 +33,7 @@ from rag_pipeline.runs.instance import (
 )
 from rag_pipeline.runs.metadata import materialization_metadata
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity, claim_identities
 
 FINGERPRINT_TAG = "rag/source_fingerprint"
 # Measured on the bundled Jira project AC (full refresh): 53 runs over 493 partitions took 78 s,
@@ -99,6 +100,7 @@ class BackfillSummary:
     seconds: float
     dagster_home: str
     data_dir: str
+    identities: dict[str, dict[str, str | None]] = field(default_factory=dict)  # per source: team/domain or site
 
     def as_dict(self) -> dict[str, Any]:
         total = lambda name: sum(getattr(s, name) for s in self.sources.values())  # noqa: E731
@@ -122,16 +124,19 @@ class BackfillSummary:
             },
             "dagster_home": self.dagster_home,
             "data_dir": self.data_dir,
+            "identities": self.identities,
         }
 
 
-def _fingerprint(path: str) -> str:
-    digest = hashlib.sha256()
-    target = Path(path)
-    files = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
-    for file in files:
-        digest.update(str(file.relative_to(target) if target.is_dir() else file.name).encode())
-        digest.update(file.read_bytes())
+def _fingerprint(paths: list[str], identity: SlackIdentity | JiraIdentity) -> str:
+    """What the source's documents follow from: its files and whose data it is read as."""
+    digest = hashlib.sha256(repr(identity).encode())
+    for path in paths:
+        target = Path(path)
+        files = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
+        for file in files:
+            digest.update(str(file.relative_to(target) if target.is_dir() else file.name).encode())
+            digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -157,6 +162,8 @@ def run_backfill(
         raise ValueError(f"unknown source(s) {', '.join(unknown)}: choose from {', '.join(specs)}")
     # The demo always reads the offline sources, even where a live API is configured.
     resources = build_resources(settings, specs, live=False)
+    identities = {source: specs[source].offline_resource.identity() for source in sources}
+    claim_identities(settings.paths.source_identities, identities)
     summaries: dict[str, SourceSummary] = {}
     with runner_instance() as instance:
         for source in sources:
@@ -166,7 +173,13 @@ def run_backfill(
             summaries[source] = _backfill_source(
                 instance, spec, job, _partition_days(settings), bridge_days, full_refresh, on_progress
             )
-    return BackfillSummary(summaries, time.perf_counter() - started, str(home), str(settings.data_dir))
+    return BackfillSummary(
+        summaries,
+        time.perf_counter() - started,
+        str(home),
+        str(settings.data_dir),
+        {source: dict(vars(identity)) for source, identity in identities.items()},
+    )
 
 
 def _partition_days(settings: Settings) -> tuple[date, date]:
@@ -200,7 +213,7 @@ def _backfill_source(
             file=sys.stderr,
         )
     instance.add_dynamic_partitions(spec.containers_name, sorted(days))
-    fingerprint = _fingerprint(spec.offline_resource.path)
+    fingerprint = _fingerprint(spec.offline_resource.input_paths(), spec.offline_resource.identity())
     done = set() if full_refresh else _completed_ranges(instance, spec.name, fingerprint)
     segments = segments_for(spec.name, days, bridge_days)
     total_partitions = sum(s.days for s in segments)

@@ -46,7 +46,6 @@ run_monitoring:
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
-
 def ensure_dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME if set, else ``<data dir>/dagster_home`` (created with the runners' instance config).
 

@@ -141,9 +141,7 @@ def run_sync(
                 tags = sync_tags(spec, request, now)
                 if request.reason.endswith("(past range)"):
                     del tags[SYNCED_THROUGH_TAG]  # a past range never moves the watermark
-                result = execute_run(
-                    chain_job, instance, tags=tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
-                )
+                result = execute_run(chain_job, instance, tags=tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
                 summary.runs += 1
                 raw = step_metadata(result, spec.keys.raw)
                 summary.api_calls += int(raw.get("api_calls", 0))

@@ -8,7 +8,7 @@ import dagster as dg
 from rag_pipeline.defs.chain import ChainKeys, build_source_chain
 from rag_pipeline.defs.jira.assets import build_jira_issues
 from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
-from rag_pipeline.defs.jira.resources import JiraDumpResource, JiraResource
+from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
 from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects
 from rag_pipeline.defs.source_spec import SourceSpec
@@ -71,9 +71,21 @@ def jira_spec(settings: Settings) -> SourceSpec:
         keys=keys,
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="jira_dump",
-        offline_resource=JiraDumpResource(path=str(settings.jira_dump)),
+        offline_resource=_offline_resource(settings),
         live_resource=jira_api_resource(settings.jira_api, settings.api_limits) if settings.jira_api else None,
         live=build_jira_reconciliation(keys, discovery),
         api_tag="jira-api",
         select_live_containers=select_projects,
     )
+
+
+def _offline_resource(settings: Settings) -> JiraCsvResource | JiraDumpResource:
+    """Jira's CSV export where one is given (RAG_JIRA_CSV, --jira-csv), else the JSON-lines dump."""
+    if settings.jira_csv:
+        return JiraCsvResource(
+            paths=[str(p) for p in settings.jira_csv],
+            site=settings.offline_jira_site,
+            date_format=settings.jira_csv_date_format,
+            delimiter=settings.jira_csv_delimiter,
+        )
+    return JiraDumpResource(path=str(settings.jira_dump), site=settings.offline_jira_site)

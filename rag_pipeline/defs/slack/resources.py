@@ -10,9 +10,9 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline import settings
 from rag_pipeline.defs.offline import file_version
 from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.identity import SlackIdentity, resolve_slack_identity
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.slack_api import (
     SlackAccessError,
@@ -124,14 +124,25 @@ class SlackResource(SlackSourceResource):
 
 
 class SlackExportResource(SlackSourceResource):
-    """An offline Slack export (folder or zip) read through the same partitioned assets as the API."""
+    """An offline Slack export (folder or zip) read through the same partitioned assets as the API.
+
+    Its workspace comes from the export (team ids on users and messages, hosts in permalinks), else from
+    ``team_id``/``workspace_domain`` (SLACK_TEAM_ID, SLACK_WORKSPACE_DOMAIN); a read fails naming the flag when
+    neither says."""
 
     path: str
-    team_id: str = settings.BUNDLED_SLACK_TEAM
-    workspace_domain: str | None = settings.BUNDLED_SLACK_DOMAIN
+    team_id: str | None = Field(default=None, description="Workspace team id where the export names none")
+    workspace_domain: str | None = Field(default=None, description="Workspace host, e.g. acme.slack.com")
+
+    def input_paths(self) -> list[str]:
+        return [self.path]
+
+    def identity(self) -> SlackIdentity:
+        return _slack_identity(self.path, self.team_id, self.workspace_domain, file_version(self.path))
 
     def read(self) -> SlackRead:
-        return _read_slack(self.path, self.team_id, self.workspace_domain, file_version(self.path))
+        identity = self.identity()
+        return _read_slack(self.path, identity.team_id, identity.domain, file_version(self.path))
 
     def read_partitions(
         self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
@@ -139,6 +150,11 @@ class SlackExportResource(SlackSourceResource):
         read = self.read()
         documents = [d for d in read.documents if d.container in days_by_channel]
         return SourceRead(documents=documents, problems=list(read.problems))
+
+
+@lru_cache(maxsize=4)
+def _slack_identity(path: str, team_id: str | None, domain: str | None, _mtime: float) -> SlackIdentity:
+    return resolve_slack_identity(path, team_id, domain)
 
 
 # A backfill runs many steps in one process; parse each source file once per version of it.

@@ -75,7 +75,11 @@ def slack_spec(settings: Settings) -> SourceSpec:
         keys=keys,
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="slack_export",
-        offline_resource=SlackExportResource(path=str(settings.slack_export)),
+        offline_resource=SlackExportResource(
+            path=str(settings.slack_export),
+            team_id=settings.offline_slack_team,
+            workspace_domain=settings.offline_slack_domain,
+        ),
         live_resource=slack_api_resource(settings.slack_api, settings.api_limits) if settings.slack_api else None,
         live=build_slack_reconciliation(keys, discovery),
         api_tag="slack-api",
