@@ -109,7 +109,7 @@ def build_resources(
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=str(settings.paths.parquet)),
         "dense_embedder": dense_embedder_resource(settings),
         "chunking": ChunkingResource(),
-        "bm25": Bm25Resource(),
+        "bm25": Bm25Resource(tokenizer=settings.bm25_tokenizer),
         "qdrant": qdrant_resource(settings),
         **sources,
         **({"slack_notifications": slack_notification_resource(notifications)} if notifications else {}),

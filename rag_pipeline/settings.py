@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -193,6 +193,9 @@ class Settings(_Frozen):
     dagster_home: Path | None = None
     partition_start: str = DEFAULT_PARTITION_START
     dense_model: str = DEFAULT_DENSE_MODEL
+    # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
+    # Japanese, Chinese and Korean too); the index records it and refuses the other.
+    bm25_tokenizer: Literal["word", "multilingual"] = "word"
     llm_rerank_model: str | None = None
     slack_export: Path = BUNDLED_SLACK_EXPORT
     jira_dump: Path = BUNDLED_JIRA_DUMP
@@ -322,6 +325,13 @@ def _source_sync(env: Mapping[str, str], source: str, cron: str, requests_per_mi
     )
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> Any:
+    value = (_get(env, name) or default).lower()
+    if value not in choices:
+        raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def _delimiter(env: Mapping[str, str], name: str) -> str:
     value = _get(env, name) or ","
     if value == "\\t":
@@ -388,6 +398,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dagster_home=Path(home).resolve() if home else None,
         partition_start=_get(env, "RAG_PARTITION_START") or DEFAULT_PARTITION_START,
         dense_model=_get(env, "RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
+        bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         slack_export=slack_export,
         jira_dump=jira_dump,

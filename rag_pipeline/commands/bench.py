@@ -15,7 +15,7 @@ from rich.console import Console
 from rag_pipeline.commands.arguments import at_least, existing_file, existing_folder, positive_int, writable_folder
 from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.commands.search import open_index, retriever_config
+from rag_pipeline.commands.search import bm25_encoder, open_index, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
@@ -96,8 +96,9 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
     writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
     dataset = load_beir(directory, args.split)
     encoder = load_dense_encoder(settings.dense_model)
-    avg_len = corpus_avg_len(dataset, name) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
-    bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len))
+    tokenizer = args.bm25_tokenizer or settings.bm25_tokenizer
+    avg_len = corpus_avg_len(dataset, name, tokenizer) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
+    bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len, tokenizer=tokenizer))
     chunking = ChunkingConfig(
         parent_tokens=args.parent_tokens,
         parent_overlap=min(200, args.parent_tokens // 10),
@@ -123,7 +124,8 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
         console.print(
             f"indexed {report.documents} documents → {report.children} child chunks in "
             f"{time.perf_counter() - started:.0f} s ({report.embeddings_computed} embedded, "
-            f"{report.embeddings_cached} from cache); BM25 k1={args.bm25_k1} b={args.bm25_b} avg_len={avg_len:.1f}",
+            f"{report.embeddings_cached} from cache); BM25 k1={args.bm25_k1} b={args.bm25_b} avg_len={avg_len:.1f} "
+            f"tokenizer={tokenizer}",
             highlight=False,
         )
         retriever = Retriever(
@@ -172,6 +174,7 @@ def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progresso
     with open_index(settings) as store:
         retriever = Retriever(
             store,
+            bm25_encoder(settings),
             dense=dense,
             config=retriever_config(args),
             persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
@@ -249,6 +252,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     beir.add_argument("--train-split", default="train", help="split the reranker learns from (default: %(default)s)")
     beir.add_argument("--bm25-k1", type=float, default=1.2, help="BM25 k1 (default: %(default)s)")
     beir.add_argument("--bm25-b", type=float, default=0.75, help="BM25 b (default: %(default)s)")
+    beir.add_argument(
+        "--bm25-tokenizer",
+        choices=["word", "multilingual"],
+        default=None,
+        help="BM25 tokenizer (default: RAG_BM25_TOKENIZER, else word); multilingual segments Japanese, Chinese, Korean",
+    )
     beir.add_argument(
         "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"
     )

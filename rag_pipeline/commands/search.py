@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from rag_pipeline.commands.arguments import author_name, positive_int, query_text
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.definitions import qdrant_resource
-from rag_pipeline.index.index_info import check_dense_model
+from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import CollectionNames, VectorStore
 from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.retrieval.principal import Principal
@@ -21,8 +21,12 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder, load_or_defer
-from rag_pipeline.vectors.sparse import Bm25Encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
+
+def bm25_encoder(settings: Settings) -> Bm25Encoder:
+    """The query-side BM25 encoder of the configured terms (RAG_BM25_TOKENIZER), as the index's writes use."""
+    return Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
 
 def _print_wait(message: str) -> None:
     # stderr, so that `--json` output on stdout stays one JSON document.
@@ -47,6 +51,7 @@ def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait)
     resource = qdrant_resource(settings).process_config_and_initialize()
     with resource.open(on_wait=on_wait, label=process_label()) as store:
         check_dense_model(store, settings.dense_model)
+        check_sparse_terms(store, bm25_encoder(settings).terms_id)
         yield store
 
 
@@ -99,7 +104,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     reranker = load_current_reranker(paths.reranker)
     cache = EmbeddingCache(paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings.dense_model, args.query, cache)
-    bm25 = Bm25Encoder()
+    bm25 = bm25_encoder(settings)
     try:
         with open_index(settings) as store:
             retriever = Retriever(store, bm25, dense=dense, reranker=reranker, config=config, persistent_cache=cache)

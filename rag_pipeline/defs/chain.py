@@ -18,7 +18,7 @@ from rag_pipeline.defs.automation import INDEX_FRESHNESS
 from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
 from rag_pipeline.defs.metadata import length_stats
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
-from rag_pipeline.index.index_info import claim_dense_model
+from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
 from rag_pipeline.stages import (
     CHILD_COLUMNS,
@@ -305,6 +305,7 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         context: dg.AssetExecutionContext,
         qdrant: QdrantResource,
         dense_embedder: DenseEmbedderResource,
+        bm25: Bm25Resource,
         documents: dict[str, pd.DataFrame],
         parents: dict[str, pd.DataFrame],
         children: dict[str, pd.DataFrame],
@@ -322,6 +323,8 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
         with qdrant.open() as store:
             store.create_collections(dimension)
+            # Sparse first: on an index that records a dense model but no terms, the terms are the legacy ones.
+            claim_sparse_terms(store, bm25.encoder().terms_id)
             claim_dense_model(store, dense_embedder.model)
             report = index_documents(store, inputs, dimension)
             children_total = store.count(store.names.children)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.source_spec import LiveDefinitions
-from rag_pipeline.index.index_info import check_dense_model
+from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 from rag_pipeline.sources.api_stats import ApiStats
@@ -44,6 +44,7 @@ def reconcile_containers(
     failed: dict[str, str] = {}
     with qdrant.open() as store:
         check_dense_model(store, dense_embedder.model)
+        check_sparse_terms(store, bm25.encoder().terms_id)
         plans = []
         for container in containers:
             try:

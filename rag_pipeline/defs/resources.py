@@ -61,9 +61,10 @@ class Bm25Resource(dg.ConfigurableResource):
     k1: float = 1.2
     b: float = 0.75
     avg_len: float = 256.0
+    tokenizer: str = Field(default="word", description="word, or multilingual for Japanese/Chinese/Korean text")
 
     def encoder(self) -> Bm25Encoder:
-        return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len))
+        return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len, tokenizer=self.tokenizer))
 
 
 class QdrantResource(dg.ConfigurableResource):

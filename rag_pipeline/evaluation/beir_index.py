@@ -27,9 +27,10 @@ class BeirIndexReport:
     bm25_avg_len: float
 
 
-def corpus_avg_len(dataset: BeirDataset, name: str) -> float:
+def corpus_avg_len(dataset: BeirDataset, name: str, tokenizer: str = "word") -> float:
     """Mean document length in BM25 tokens: BM25's own avgdl for a fixed corpus."""
-    return statistics.fmean(token_counts([d.text for d in beir_documents(dataset, name)]) or [1])
+    texts = [d.text for d in beir_documents(dataset, name)]
+    return statistics.fmean(token_counts(texts, tokenizer=tokenizer) or [1])
 
 
 def build_beir_index(

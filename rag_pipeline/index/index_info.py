@@ -1,8 +1,10 @@
-"""The index remembers which dense model wrote it, so nothing queries it with another model's vectors.
+"""The index remembers which dense model and which BM25 terms wrote it, so nothing queries it with another's.
 
 Vectors of two models live in different spaces: a query embedded by model B against points written by
-model A returns noise without any error (and the vector and hybrid arms quietly degrade). The first
-write records the model; every later write and every search checks it.
+model A returns noise without any error (and the vector and hybrid arms quietly degrade). Likewise BM25
+term ids from another tokenizer match nothing (the word tokenizer's query terms never hit a Japanese
+document segmented by the multilingual one). The first write records both; every later write and every
+search checks them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 from rag_pipeline.index.store import VectorStore
 
 DENSE_MODEL_KEY = "dense_model"
+SPARSE_TERMS_KEY = "sparse_terms"
+# What indexes written before the sparse terms were recorded hold (they do record their dense model).
+LEGACY_SPARSE_TERMS = "word/english"
 
 
 class IndexModelMismatch(ValueError):
@@ -44,3 +49,36 @@ def check_dense_model(store: VectorStore, model: str) -> None:
     recorded = indexed_dense_model(store)
     if recorded is not None and recorded != model:
         raise _mismatch(recorded, model)
+
+
+def _sparse_mismatch(recorded: str, configured: str) -> IndexModelMismatch:
+    return IndexModelMismatch(
+        f"the index's BM25 terms are {recorded!r} (tokenizer/language) but {configured!r} is configured "
+        f"(RAG_BM25_TOKENIZER): set RAG_BM25_TOKENIZER={recorded.split('/')[0]} to use this index, or build a new "
+        "one in another data folder (--data-dir / RAG_DATA_DIR) or Qdrant collection prefix"
+    )
+
+
+def indexed_sparse_terms(store: VectorStore) -> str | None:
+    """The BM25 terms (tokenizer/language) the index was built with (None for an empty index)."""
+    info = store.index_info()
+    value = info.get(SPARSE_TERMS_KEY)
+    if value:
+        return str(value)
+    return LEGACY_SPARSE_TERMS if info.get(DENSE_MODEL_KEY) else None
+
+
+def claim_sparse_terms(store: VectorStore, terms: str) -> None:
+    """Before a write: record ``terms`` on a new index, refuse one built with other terms."""
+    recorded = indexed_sparse_terms(store)
+    if recorded is not None and recorded != terms:
+        raise _sparse_mismatch(recorded, terms)
+    if store.index_info().get(SPARSE_TERMS_KEY) != terms:
+        store.record_index_info({SPARSE_TERMS_KEY: terms})
+
+
+def check_sparse_terms(store: VectorStore, terms: str) -> None:
+    """Before a search: refuse to encode queries with other terms than the index's."""
+    recorded = indexed_sparse_terms(store)
+    if recorded is not None and recorded != terms:
+        raise _sparse_mismatch(recorded, terms)

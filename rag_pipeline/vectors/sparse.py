@@ -5,15 +5,24 @@ per term; the Qdrant collection applies the IDF modifier at query time, so IDF s
 partitions add documents and nothing is ever refit. Tokenization (lowercasing, English stopwords,
 Snowball stemming) and term hashing are Qdrant's own ``Bm25`` (from qdrant-edge-py), so index-time
 and query-time processing are the same code and match what a Qdrant server would do.
+
+Two tokenizers: ``word`` (Qdrant's default; splits on non-word characters, so Japanese or Chinese text,
+written without spaces, becomes a few sentence-long "terms" that no query matches) and ``multilingual``
+(Qdrant's ``Multilingual``: dictionary segmentation of Japanese, Chinese and Korean, words elsewhere). The
+tokenizer is part of :attr:`Bm25Encoder.model_id`, which the index records, so documents and queries are
+always encoded alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field
-from qdrant_edge import Bm25, Bm25Config
+from qdrant_edge import Bm25, Bm25Config, TokenizerType
+
+_TOKENIZERS = {"word": TokenizerType.Word, "multilingual": TokenizerType.Multilingual}
 
 
 class Bm25Params(BaseModel):
@@ -22,7 +31,8 @@ class Bm25Params(BaseModel):
     k1: float = Field(1.2, ge=0)
     b: float = Field(0.75, ge=0, le=1)
     avg_len: float = Field(256.0, gt=0)
-    language: str = "english"
+    language: str = "english"  # stopwords and stemmer of Latin-script words
+    tokenizer: Literal["word", "multilingual"] = "word"
 
 
 @dataclass(frozen=True)
@@ -39,12 +49,21 @@ class Bm25Encoder:
     def __init__(self, params: Bm25Params | None = None) -> None:
         self.params = params or Bm25Params()
         p = self.params
-        self._model = Bm25(Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language))
+        self._model = Bm25(
+            Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language, tokenizer=_TOKENIZERS[p.tokenizer])
+        )
 
     @property
     def model_id(self) -> str:
         p = self.params
-        return f"qdrant-bm25(k1={p.k1},b={p.b},avg_len={p.avg_len},lang={p.language})"
+        tokenizer = "" if p.tokenizer == "word" else f",tokenizer={p.tokenizer}"  # word: the ids indexes already hold
+        return f"qdrant-bm25(k1={p.k1},b={p.b},avg_len={p.avg_len},lang={p.language}{tokenizer})"
+
+    @property
+    def terms_id(self) -> str:
+        """What decides the term ids (tokenizer and stemming language): documents and queries must agree on it;
+        k1, b and avg_len only change document weights."""
+        return f"{self.params.tokenizer}/{self.params.language}"
 
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
         return [self._convert(self._model.embed_document(t)) for t in texts]
@@ -57,14 +76,14 @@ class Bm25Encoder:
         return SparseVector(indices=list(vector.indices), values=[float(v) for v in vector.values])  # type: ignore[attr-defined]
 
 
-def token_counts(texts: Sequence[str], language: str = "english") -> list[int]:
+def token_counts(texts: Sequence[str], language: str = "english", tokenizer: str = "word") -> list[int]:
     """Each text's length in BM25 tokens (after stopwords and stemming), the ``dl`` BM25 normalises by.
 
     Qdrant's Bm25 does not expose its tokenizer, so this runs it with b = 0, where a term's weight is
     ``tf·(k1+1)/(tf+k1)``, and inverts that to recover ``tf``; the lengths sum the term counts.
     """
     k1 = 1.2
-    model = Bm25(Bm25Config(k=k1, b=0.0, avg_len=1.0, language=language))
+    model = Bm25(Bm25Config(k=k1, b=0.0, avg_len=1.0, language=language, tokenizer=_TOKENIZERS[tokenizer]))
     counts = []
     for text in texts:
         weights = model.embed_document(text).values

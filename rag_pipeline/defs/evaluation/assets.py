@@ -27,7 +27,7 @@ from rag_pipeline.evaluation.run_files import (
 )
 from rag_pipeline.evaluation.runner import rerank_examples, run_arm
 from rag_pipeline.evaluation.summary import EvalSummary
-from rag_pipeline.index.index_info import check_dense_model
+from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
@@ -52,9 +52,11 @@ def _retriever(
     evaluation: EvaluationResource,
 ) -> Retriever:
     check_dense_model(store, dense_embedder.model)
+    encoder = bm25.encoder()
+    check_sparse_terms(store, encoder.terms_id)
     return Retriever(
         store,
-        bm25.encoder(),
+        encoder,
         dense=dense,
         config=evaluation.retriever_config(),
         persistent_cache=dense_embedder.cache(),
