@@ -318,9 +318,10 @@ class _Generator:
             messages.append(self.message(root.ts, f"{channel} history root"))
             last = at
             for _ in range(rng.choice((0, 0, 1, 2))):
-                last = self.unique(last + timedelta(minutes=rng.uniform(5, 300)))
-                if last >= created:
-                    break
+                candidate = last + timedelta(minutes=rng.uniform(5, 300))
+                if candidate >= created:
+                    break  # not posted: the history ends at the channel's creation
+                last = self.unique(candidate)
                 reply = _Reply(root, _ts(last), last)
                 root.replies.append(reply)
                 messages.append(self.message(reply.ts, f"{channel} history reply", thread_ts=root.ts))
