@@ -5,6 +5,7 @@ error naming the flag where neither says, and one identity per source per data f
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -100,7 +101,10 @@ def test_an_export_without_identity_needs_the_flag_and_the_folder_keeps_one_work
     assert f"Slack export {anonymous} does not say which team id" in error and "--slack-team" in error
     # With the flag it is indexed under that workspace; without a host its threads get no links (and say so).
     assert main(["index", "--slack-export", str(anonymous), "--slack-team", "T0ANON", "--data-dir", str(data)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    # Off a terminal, the embedding step's progress is a log line with its rate (the bar on a terminal).
+    assert re.search(r"slack embedding \(chunks\): (\d+)/\1 \(100%\), [\d.]+/s", captured.err), captured.err
     assert "Slack workspace T0ANON, no links (no workspace host found; pass --slack-domain)" in out
     hits = _search(capsys, data, "thread", "slack:T0ANON:members")
     assert hits and all(h["url"] is None for h in hits)

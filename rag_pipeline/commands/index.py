@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from rag_pipeline.commands.arguments import existing_input, non_negative_int, wr
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, run_backfill
 from rag_pipeline.settings import Settings
+from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +141,7 @@ def index_sources(args: argparse.Namespace, settings: Settings, console: Console
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("partitions"),
+        TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
         console=console,
         disable=args.json or not console.is_terminal,
@@ -146,19 +150,51 @@ def index_sources(args: argparse.Namespace, settings: Settings, console: Console
 
         def on_progress(source: str, done: int, total: int) -> None:
             if source not in tasks:
-                tasks[source] = progress.add_task(source, total=total)
+                tasks[source] = progress.add_task(source, total=total, unit="partitions")
             progress.update(tasks[source], completed=done)
             if not console.is_terminal and not args.json:
                 console.print(f"{source}: {done}/{total} partitions", highlight=False)
 
-        summary = run_backfill(
-            settings,
-            bridge_days=args.bridge_days,
-            full_refresh=args.full_refresh,
-            sources=tuple(args.source),
-            on_progress=on_progress,
-        )
+        def on_step_progress(update: ProgressUpdate) -> None:
+            # The run's own step reports (every tenth or 30 s): a bar on a terminal, the line in a log.
+            if console.is_terminal:
+                key = f"step:{update.what}"
+                if key not in tasks:
+                    tasks[key] = progress.add_task(update.what, total=update.total, unit="")
+                progress.update(tasks[key], completed=update.done, total=update.total, unit=update.speed())
+            elif not args.json:
+                console.print(update.line(), highlight=False)
+
+        with step_progress(on_step_progress):
+            summary = run_backfill(
+                settings,
+                bridge_days=args.bridge_days,
+                full_refresh=args.full_refresh,
+                sources=tuple(args.source),
+                on_progress=on_progress,
+            )
     return summary.as_dict()
+
+
+@contextmanager
+def step_progress(callback: Callable[[ProgressUpdate], None]) -> Iterator[None]:
+    """Pass the progress that in-process steps publish (``rag_pipeline.progress``) to ``callback``."""
+
+    class _Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            update = getattr(record, PROGRESS_FIELD, None)
+            if isinstance(update, ProgressUpdate):
+                callback(update)
+
+    handler = _Handler(level=logging.INFO)
+    previous = PROGRESS_LOGGER.level
+    PROGRESS_LOGGER.addHandler(handler)
+    PROGRESS_LOGGER.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        PROGRESS_LOGGER.removeHandler(handler)
+        PROGRESS_LOGGER.setLevel(previous)
 
 
 # The summary: (title, key in the per-source figures).

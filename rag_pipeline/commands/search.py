@@ -28,6 +28,7 @@ def bm25_encoder(settings: Settings) -> Bm25Encoder:
     """The query-side BM25 encoder of the configured terms (RAG_BM25_TOKENIZER), as the index's writes use."""
     return Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
 
+
 def _print_wait(message: str) -> None:
     # stderr, so that `--json` output on stdout stays one JSON document.
     print(message, file=sys.stderr, flush=True)

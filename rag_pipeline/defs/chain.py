@@ -32,6 +32,7 @@ from rag_pipeline.stages import (
     sparse_children,
 )
 from rag_pipeline.vectors.dense import usage_since, usage_snapshot
+from rag_pipeline.vectors.progress import ThroughputReporter
 
 IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
@@ -220,8 +221,10 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         encoder = dense_embedder.encoder()
         cache = dense_embedder.cache()
         usage_before = usage_snapshot(encoder)
+        # Progress in the run log at least every tenth or 30 s (and for an in-process CLI, on its logger).
+        progress = ThroughputReporter(f"{source} embedding (chunks)", lambda update: context.log.info(update.line()))
         try:
-            dense, stats = embed_children(frame, encoder, cache)
+            dense, stats = embed_children(frame, encoder, cache, on_progress=progress)
         finally:
             cache.close()
         usage = usage_since(encoder, usage_before)
