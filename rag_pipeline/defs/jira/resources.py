@@ -12,7 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline import settings
-from rag_pipeline.defs.offline import file_version
+from rag_pipeline.defs.offline import containers_of, file_version
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.identity import JiraIdentity, jira_sites, resolve_jira_identity
 from rag_pipeline.sources.jira_api import (
@@ -170,9 +170,7 @@ class JiraDumpResource(JiraSourceResource):
     def read_partitions(
         self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        read = self.read()
-        documents = [d for d in read.documents if d.container in days_by_project]
-        return SourceRead(documents=documents, problems=list(read.problems))
+        return containers_of(self.read(), days_by_project)
 
 
 class JiraCsvResource(JiraSourceResource):
@@ -204,9 +202,7 @@ class JiraCsvResource(JiraSourceResource):
     def read_partitions(
         self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        read = self.read()
-        documents = [d for d in read.documents if d.container in days_by_project]
-        return SourceRead(documents=documents, problems=list(read.problems))
+        return containers_of(self.read(), days_by_project)
 
 
 @lru_cache(maxsize=2)

@@ -10,7 +10,7 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.defs.offline import file_version
+from rag_pipeline.defs.offline import containers_of, file_version
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.identity import SlackIdentity, resolve_slack_identity
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
@@ -147,9 +147,7 @@ class SlackExportResource(SlackSourceResource):
     def read_partitions(
         self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        read = self.read()
-        documents = [d for d in read.documents if d.container in days_by_channel]
-        return SourceRead(documents=documents, problems=list(read.problems))
+        return containers_of(self.read(), days_by_channel)
 
 
 @lru_cache(maxsize=4)
