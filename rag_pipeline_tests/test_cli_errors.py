@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,6 +35,19 @@ def _one_error_line(err: str) -> str:
     assert len(lines) == 1, err
     assert lines[0].startswith("error: "), err
     return lines[0]
+
+
+# The embedding step's progress lines ("jira embedding (chunks): 1/1 (100%), 27.8/s") are the command's own
+# output on stderr, printed before a later step fails.
+_PROGRESS_LINE = re.compile(r"^\w+ embedding \(\w+\): \d+/\d+")
+
+
+def _error_after_progress(err: str) -> str:
+    """The last line of ``err``, an ``error:`` line, with only progress lines before it."""
+    *before, last = err.strip().splitlines()
+    assert all(_PROGRESS_LINE.match(line) for line in before), err
+    assert last.startswith("error: "), err
+    return last
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -220,7 +234,7 @@ def test_a_step_failure_in_the_demo_is_one_line(tmp_path: Path) -> None:
     env = _clean_env(RAG_JIRA_DUMP=str(_tiny_jira_dump(tmp_path)), JIRA_SITE="jira.example.com")
     done = _run_cli(["demo", "--source", "jira", "--no-eval", "--data-dir", str(data)], env)
     assert done.returncode == USAGE, done.stderr
-    line = _one_error_line(done.stderr)
+    line = _error_after_progress(done.stderr)
     assert "built with dense model 'another-model'" in line and "RAG_DENSE_MODEL" in line
     _assert_quiet(done.stderr)
 
