@@ -82,7 +82,12 @@ def qdrant_resource(settings: Settings) -> QdrantResource:
 
 
 def dense_embedder_resource(settings: Settings) -> DenseEmbedderResource:
-    return DenseEmbedderResource(model=settings.dense_model, cache_path=str(settings.paths.embedding_cache))
+    return DenseEmbedderResource(
+        model=settings.dense_model,
+        cache_path=str(settings.paths.embedding_cache),
+        backend=settings.dense_backend,
+        device=settings.dense_device,
+    )
 
 
 def slack_notification_resource(notifications: NotificationSettings) -> SlackNotificationResource:

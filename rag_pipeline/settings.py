@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL
+from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
@@ -77,6 +77,11 @@ class DataPaths(_Frozen):
     @property
     def embedding_cache(self) -> Path:
         return self.root / "embedding_cache.sqlite"
+
+    @property
+    def model_cache(self) -> Path:
+        """Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights."""
+        return self.root / "models"
 
     @property
     def source_identities(self) -> Path:
@@ -193,6 +198,10 @@ class Settings(_Frozen):
     dagster_home: Path | None = None
     partition_start: str = DEFAULT_PARTITION_START
     dense_model: str = DEFAULT_DENSE_MODEL
+    # How local dense models run: OpenVINO on the CPU (same vectors, less CPU) with torch as the reference and
+    # fallback; on a CUDA/MPS device, torch there.
+    dense_backend: Literal["auto", "openvino", "torch"] = "auto"
+    dense_device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
     # Japanese, Chinese and Korean too); the index records it and refuses the other.
     bm25_tokenizer: Literal["word", "multilingual"] = "word"
@@ -221,6 +230,10 @@ class Settings(_Frozen):
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read every configuration variable once (``env`` defaults to ``os.environ``)."""
         return _from_env(os.environ if env is None else env)
+
+    def load_dense_encoder(self) -> DenseEncoder:
+        """The configured dense model on the configured backend and device (cached per process)."""
+        return load_dense_encoder(self.dense_model, self.dense_backend, self.dense_device, self.paths.model_cache)
 
     @property
     def paths(self) -> DataPaths:
@@ -398,6 +411,8 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dagster_home=Path(home).resolve() if home else None,
         partition_start=_get(env, "RAG_PARTITION_START") or DEFAULT_PARTITION_START,
         dense_model=_get(env, "RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
+        dense_backend=_choice(env, "RAG_DENSE_BACKEND", ("auto", "openvino", "torch"), "auto"),
+        dense_device=_choice(env, "RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
         bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         slack_export=slack_export,

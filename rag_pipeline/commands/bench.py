@@ -30,7 +30,7 @@ from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import load_dense_encoder, load_or_defer
+from rag_pipeline.vectors.dense import load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 Progressor = Callable[[str, int, int], None]
@@ -95,7 +95,7 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
     # The embedding cache lives there; SQLite would otherwise fail with "unable to open database file".
     writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
     dataset = load_beir(directory, args.split)
-    encoder = load_dense_encoder(settings.dense_model)
+    encoder = settings.load_dense_encoder()
     tokenizer = args.bm25_tokenizer or settings.bm25_tokenizer
     avg_len = corpus_avg_len(dataset, name, tokenizer) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
     bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len, tokenizer=tokenizer))
@@ -170,7 +170,7 @@ def _load_eval_sets(paths: list[Path]) -> list[tuple[EvalSetMeta, list[EvalQuery
 def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
     eval_sets = _load_eval_sets(args.eval_set)
     # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
-    dense = load_or_defer(lambda: load_dense_encoder(settings.dense_model))
+    dense = load_or_defer(settings.load_dense_encoder)
     with open_index(settings) as store:
         retriever = Retriever(
             store,

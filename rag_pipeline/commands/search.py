@@ -20,7 +20,7 @@ from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder, load_dense_encoder, load_or_defer
+from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 
@@ -82,7 +82,7 @@ def principal_from_args(args: argparse.Namespace) -> Principal:
     return Principal(user_id=args.user, groups=groups)
 
 
-def _prepare_dense(model: str, query: str, cache: EmbeddingCache) -> DenseEncoder | Callable[[], DenseEncoder]:
+def _prepare_dense(settings: Settings, query: str, cache: EmbeddingCache) -> DenseEncoder | Callable[[], DenseEncoder]:
     """The dense model, loaded, with the query already embedded into the embedding cache (where the
     retriever finds it), so that loading the model (seconds) never happens while the index is held.
 
@@ -90,7 +90,7 @@ def _prepare_dense(model: str, query: str, cache: EmbeddingCache) -> DenseEncode
     then fall back to BM25 with the usual warning, as when the retriever loads the model itself."""
 
     def load() -> DenseEncoder:
-        encoder = load_dense_encoder(model)
+        encoder = settings.load_dense_encoder()
         QueryEmbeddingCache(encoder, persistent=cache).get(query)
         return encoder
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
     reranker = load_current_reranker(paths.reranker)
     cache = EmbeddingCache(paths.embedding_cache)
-    dense = None if args.mode == "bm25" else _prepare_dense(settings.dense_model, args.query, cache)
+    dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
     bm25 = bm25_encoder(settings)
     try:
         with open_index(settings) as store:

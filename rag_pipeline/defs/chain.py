@@ -31,7 +31,7 @@ from rag_pipeline.stages import (
     index_documents,
     sparse_children,
 )
-from rag_pipeline.vectors.dense import usage_since, usage_snapshot
+from rag_pipeline.vectors.dense import encoder_backend, usage_since, usage_snapshot
 from rag_pipeline.vectors.progress import ThroughputReporter
 
 IO_MANAGER_KEY = "parquet_io_manager"
@@ -235,6 +235,7 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             metadata={
                 "partitions": len(context.partition_keys),
                 "model": encoder.model_id,
+                "backend": encoder_backend(encoder),
                 "dimension": encoder.dimension,
                 "vectors": len(dense),
                 "dagster/row_count": len(dense),

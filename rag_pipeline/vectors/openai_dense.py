@@ -70,6 +70,8 @@ def parse_openai_model(name: str) -> tuple[str, int | None]:
 class OpenAIEmbeddingEncoder:
     """A :class:`~rag_pipeline.vectors.dense.DenseEncoder` on the OpenAI embeddings API."""
 
+    backend = "openai"
+
     def __init__(
         self,
         model: str = "text-embedding-3-small",

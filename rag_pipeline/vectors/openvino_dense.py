@@ -1,0 +1,176 @@
+"""The same sentence-transformers vectors through OpenVINO, at a fraction of torch's CPU cost.
+
+The model is converted once from its local weights (torch, the reference path, does the tracing) and the
+OpenVINO IR is kept under a cache folder keyed by the weights and the runtime version, so later processes
+load it in a second without importing torch. Tokenization, truncation, pooling and normalization are the
+sentence-transformers model's own settings, so the vectors match the reference (cosine ≥ 0.999, the
+tolerance the embedding cache relies on: it keys vectors on the model id, not on the backend).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import uuid
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# Vectors further than this from the reference would need their own embedding-cache key.
+COSINE_TOLERANCE = 0.999
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class UnsupportedModel(ValueError):
+    """The model's pipeline is not one this backend reproduces (the caller falls back to torch)."""
+
+
+def _pipeline(path: Path) -> tuple[str, bool]:
+    """Pooling mode and whether vectors are normalized, read from the sentence-transformers folder."""
+    modules = json.loads((path / "modules.json").read_text())
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+    if kinds[:2] != ["Transformer", "Pooling"] or not set(kinds[2:]) <= {"Normalize"}:
+        raise UnsupportedModel(f"{path}: modules {kinds} (only Transformer, Pooling[, Normalize] are converted)")
+    pooling = json.loads((path / modules[1]["path"] / "config.json").read_text())
+    modes = [k.removeprefix("pooling_mode_").removesuffix("_tokens") for k, v in pooling.items() if v is True]
+    if modes not in (["mean"], ["cls_token"], ["cls"]):
+        raise UnsupportedModel(f"{path}: pooling {modes} (only mean or CLS pooling is converted)")
+    return ("mean" if modes == ["mean"] else "cls"), "Normalize" in kinds
+
+
+def _max_seq_length(path: Path, tokenizer: Any) -> int:
+    config = path / "sentence_bert_config.json"
+    if config.exists():
+        value = json.loads(config.read_text()).get("max_seq_length")
+        if value:
+            return int(value)
+    return int(tokenizer.model_max_length)
+
+
+def _weights_digest(path: Path) -> str:
+    """Names, sizes and modification times of the model's files: a changed model gets a fresh conversion."""
+    parts = sorted(f"{p.relative_to(path)}:{p.stat().st_size}:{int(p.stat().st_mtime)}" for p in path.rglob("*"))
+    return hashlib.sha256("\n".join(p for p in parts if p).encode()).hexdigest()[:16]
+
+
+def _convert(path: Path, target: Path, tokenizer: Any) -> None:
+    """Trace the Hugging Face encoder with torch and save it as OpenVINO IR (atomically: a crash leaves none)."""
+    import openvino as ov
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    # Tracing warns about shape-dependent Python branches that are constant for an encoder with an attention
+    # mask (the vector test checks every length); a user's terminal should not see them.
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    model = AutoModel.from_pretrained(str(path)).eval()
+    example = tokenizer(
+        ["a short example", "a longer example text of a few more words"], padding=True, return_tensors="pt"
+    )
+    example = {k: v for k, v in example.items() if k in _INPUTS}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        converted = ov.convert_model(model, example_input=example)
+    # A private folder per converter, renamed into place: two processes converting at once both succeed, and
+    # a crash mid-way leaves no half-written model under the final name.
+    temporary = target.with_name(f"{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    temporary.mkdir(parents=True)
+    try:
+        ov.save_model(converted, str(temporary / "model.xml"), compress_to_fp16=False)
+        temporary.rename(target)
+    except OSError:
+        if not (target / "model.xml").exists():
+            raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def cpu_supports_bf16() -> bool:
+    """Whether OpenVINO's CPU plugin runs bf16 natively here (AVX-512 BF16 or AMX); elsewhere it emulates it."""
+    import openvino as ov
+
+    return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+class OpenVinoEncoder:
+    """A sentence-transformers folder run by OpenVINO on the CPU (bf16 where the CPU has it natively)."""
+
+    backend = "openvino"
+
+    def __init__(
+        self,
+        model_id: str,
+        path: str | Path,
+        cache_dir: str | Path,
+        batch_size: int = 8,
+        threads: int | None = None,
+        precision: str | None = None,
+    ) -> None:
+        import openvino as ov
+        from transformers import AutoTokenizer
+
+        folder = Path(path)
+        self.model_id = model_id
+        self.batch_size = batch_size
+        self._pooling, self._normalize = _pipeline(folder)
+        self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.max_tokens = _max_seq_length(folder, self._tokenizer)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "--", model_id.strip("/"))[-80:]
+        ir = Path(cache_dir) / f"{slug}-{_weights_digest(folder)}-openvino-{ov.__version__.split('-')[0]}"
+        if not (ir / "model.xml").exists():
+            log.info("converting %s to OpenVINO under %s (once)", model_id, ir)
+            ir.parent.mkdir(parents=True, exist_ok=True)
+            _convert(folder, ir, self._tokenizer)
+        self.precision = precision or ("bf16" if cpu_supports_bf16() else "f32")
+        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": self.precision, "PERFORMANCE_HINT": "LATENCY"}
+        if threads:
+            config["INFERENCE_NUM_THREADS"] = threads
+        core = ov.Core()
+        model = core.read_model(str(ir / "model.xml"))
+        self._inputs = [name for name in _INPUTS if any(name in i.get_names() for i in model.inputs)]
+        self._compiled = core.compile_model(model, "CPU", config)
+        self.dimension = int(self._compiled.outputs[0].get_partial_shape()[2].get_length())
+        self._lock = threading.Lock()
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def count_tokens(self, text: str) -> int:
+        """Length in the model's own tokenizer, special tokens included (what max_seq_length counts)."""
+        return len(self._tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        # Longest first, as sentence-transformers does: similar lengths per batch waste little on padding.
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        with self._lock:
+            for start in range(0, len(texts), self.batch_size):
+                rows = order[start : start + self.batch_size]
+                vectors[rows] = self._encode_batch([texts[i] for i in rows])
+        return vectors
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        batch = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="np")
+        hidden = np.asarray(self._compiled({name: batch[name] for name in self._inputs})[0], dtype=np.float32)
+        if self._pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = batch["attention_mask"][..., None].astype(np.float32)
+            pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        if self._normalize:
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled

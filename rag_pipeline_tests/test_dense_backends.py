@@ -1,0 +1,144 @@
+"""Dense backends: OpenVINO gives torch's vectors, converts once, falls back to torch; device selection."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_pipeline.settings import Settings, SettingsError
+from rag_pipeline.vectors import dense, openvino_dense
+from rag_pipeline.vectors.dense import (
+    SentenceTransformerEncoder,
+    encoder_backend,
+    load_dense_encoder,
+    resolve_device,
+)
+from rag_pipeline.vectors.openvino_dense import COSINE_TOLERANCE, OpenVinoEncoder, UnsupportedModel
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
+
+
+def _scifact_texts(n: int) -> list[str]:
+    texts = []
+    with SCIFACT.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            texts.append(f"{record['title']}\n{record['text']}")
+            if len(texts) == n:
+                return texts
+    return texts
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def openvino_encoder(model_cache: Path) -> OpenVinoEncoder:
+    return OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+
+
+def test_openvino_gives_the_reference_vectors_within_tolerance(openvino_encoder: OpenVinoEncoder) -> None:
+    reference = SentenceTransformerEncoder("all-MiniLM-L6-v2", dense._minilm_path())
+    # Whole abstracts, several longer than the model's 256 tokens: truncation must match too.
+    texts = [*_scifact_texts(40), "", "x", "日本語のテキストも同じトークナイザで"]
+    ours, theirs = openvino_encoder.encode_documents(texts), reference.encode_documents(texts)
+    assert ours.shape == theirs.shape == (len(texts), 384)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    cosine = (ours * theirs).sum(axis=1)
+    assert cosine.min() >= COSINE_TOLERANCE, cosine.min()
+    assert any(reference.count_tokens(t) > reference.max_tokens for t in texts)
+    assert (openvino_encoder.max_tokens, openvino_encoder.dimension) == (reference.max_tokens, reference.dimension)
+    assert [openvino_encoder.count_tokens(t) for t in texts] == [reference.count_tokens(t) for t in texts]
+    # Batch composition (sorted by length, padded per batch) never changes a text's vector.
+    alone = openvino_encoder.encode_queries([texts[3]])
+    assert float(alone[0] @ ours[3]) > 0.99999
+
+
+def test_the_conversion_happens_once_per_cache_folder(
+    openvino_encoder: OpenVinoEncoder, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    converted = [p for p in model_cache.iterdir() if (p / "model.xml").exists()]
+    assert len(converted) == 1 and "openvino" in converted[0].name
+    assert not [p for p in model_cache.iterdir() if ".partial" in p.name]
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(openvino_dense, "_convert", refuse)
+    again = OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+    assert np.allclose(again.encode_queries(["hello"]), openvino_encoder.encode_queries(["hello"]), atol=1e-6)
+
+
+def test_auto_falls_back_to_torch_when_openvino_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import fails as if the package were not installed
+    dense._load_local_encoder.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.dense"):
+            encoder = load_dense_encoder(backend="auto", device="cpu", model_cache=tmp_path)
+        assert isinstance(encoder, SentenceTransformerEncoder)
+        assert encoder_backend(encoder) == "torch (cpu)"
+        assert "OpenVINO unavailable" in caplog.text and "ModuleNotFoundError" in caplog.text
+        with pytest.raises(ImportError):
+            load_dense_encoder(backend="openvino", device="cpu", model_cache=tmp_path)
+    finally:
+        dense._load_local_encoder.cache_clear()
+
+
+def test_auto_picks_an_accelerator_torch_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("auto") == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+
+
+def test_openvino_on_an_accelerator_and_unknown_names_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="runs on the CPU, not cuda"):
+        load_dense_encoder(backend="openvino", device="cuda", model_cache=tmp_path)
+    with pytest.raises(ValueError, match="unknown dense backend 'onnx'"):
+        load_dense_encoder(backend="onnx")
+    with pytest.raises(ValueError, match="unknown dense device 'tpu'"):
+        load_dense_encoder(device="tpu")
+
+
+def test_a_pipeline_openvino_cannot_reproduce_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "max-pooled"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": True})
+    )
+    with pytest.raises(UnsupportedModel, match="max-pooled: pooling"):
+        openvino_dense._pipeline(folder)
+
+
+def test_backend_and_device_come_from_the_environment(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"RAG_DATA_DIR": str(tmp_path), "RAG_DENSE_BACKEND": "torch", "RAG_DENSE_DEVICE": "cpu"}
+    )
+    assert (settings.dense_backend, settings.dense_device) == ("torch", "cpu")
+    assert settings.paths.model_cache == tmp_path / "models"
+    assert isinstance(settings, Settings)
+    with pytest.raises(SettingsError, match="RAG_DENSE_BACKEND"):
+        Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_DENSE_BACKEND": "onnx"})
