@@ -64,6 +64,7 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         eval_dir=str(settings.eval_dir),
         reports_dir=str(settings.paths.reports),
         llm_reranker_model=settings.llm_rerank_model,
+        exact_dense=settings.eval_exact_dense,
     )
 
 
@@ -77,6 +78,10 @@ def qdrant_resource(settings: Settings) -> QdrantResource:
         collection_prefix=q.collection_prefix,
         shard_number=q.shards,
         replication_factor=q.replicas,
+        hnsw_m=q.hnsw_m,
+        hnsw_ef_construct=q.hnsw_ef_construct,
+        hnsw_ef=q.hnsw_ef,
+        exact_dense=q.exact_dense,
         store_wait_seconds=settings.store_wait_seconds,
     )
 

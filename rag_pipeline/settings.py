@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rag_pipeline.index.store import DenseSearch
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -120,6 +121,17 @@ class QdrantSettings(_Frozen):
     shards: int | None = None
     replicas: int | None = None
     collection_prefix: str = "rag"
+    # Dense search: HNSW with these parameters, or exact (RAG_DENSE_EXACT) for every search.
+    hnsw_m: int = DenseSearch.m
+    hnsw_ef_construct: int = DenseSearch.ef_construct
+    hnsw_ef: int = DenseSearch.hnsw_ef
+    exact_dense: bool = False
+
+    @property
+    def dense_search(self) -> DenseSearch:
+        return DenseSearch(
+            exact=self.exact_dense, hnsw_ef=self.hnsw_ef, m=self.hnsw_m, ef_construct=self.hnsw_ef_construct
+        )
 
     @property
     def engine(self) -> str:
@@ -206,6 +218,8 @@ class Settings(_Frozen):
     # Japanese, Chinese and Korean too); the index records it and refuses the other.
     bm25_tokenizer: Literal["word", "multilingual"] = "word"
     llm_rerank_model: str | None = None
+    # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
+    eval_exact_dense: bool = False
     slack_export: Path = BUNDLED_SLACK_EXPORT
     jira_dump: Path = BUNDLED_JIRA_DUMP
     # Jira's own CSV export (one or more files); when given, the offline Jira source reads them, not the dump.
@@ -415,6 +429,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dense_device=_choice(env, "RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
         bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
+        eval_exact_dense=_flag(env, "RAG_EVAL_EXACT_DENSE", False),
         slack_export=slack_export,
         jira_dump=jira_dump,
         jira_csv=jira_csv,
@@ -431,6 +446,11 @@ def _from_env(env: Mapping[str, str]) -> Settings:
             api_key_set=bool(_get(env, "QDRANT_API_KEY")),
             shards=_int(env, "QDRANT_SHARDS", None, minimum=1),
             replicas=_int(env, "QDRANT_REPLICAS", None, minimum=1),
+            hnsw_m=_int(env, "RAG_HNSW_M", DenseSearch.m, minimum=4) or DenseSearch.m,
+            hnsw_ef_construct=_int(env, "RAG_HNSW_EF_CONSTRUCT", DenseSearch.ef_construct, minimum=4)
+            or DenseSearch.ef_construct,
+            hnsw_ef=_int(env, "RAG_HNSW_EF", DenseSearch.hnsw_ef, minimum=1) or DenseSearch.hnsw_ef,
+            exact_dense=_flag(env, "RAG_DENSE_EXACT", False),
         ),
         slack_api=slack_api,
         jira_api=jira_api,

@@ -81,6 +81,8 @@ def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
     assert children["model_token_limit"] == 256
     assert points["documents_written"] == 21 and points["collection_parents_points"] >= 21
     assert points["collection_children_points"] == children["child_chunks"]
+    assert dense["backend"] == "openvino (f32)" or dense["backend"].startswith("openvino (bf16")
+    assert points["dense_search"] == "hnsw (m=16, ef_construct=100, ef=128)" and points["optimize_seconds"] >= 0
     checks = result.get_asset_check_evaluations()
     assert {c.check_name for c in checks} == {"parents_have_text", "children_have_text", "children_have_parents"}
     assert all(c.passed for c in checks)

@@ -15,6 +15,7 @@ from rag_pipeline_tests.pipeline import settings_for
 
 ARMS = eval_arm_names(None)
 
+
 @pytest.fixture
 def defs(monkeypatch) -> dg.Definitions:
     for name in ("SLACK_BOT_TOKEN", "JIRA_URL", "RAG_NOTIFY_SLACK_CHANNEL"):
@@ -41,9 +42,7 @@ def test_raw_assets_wait_for_their_sync_sensor_downstream_is_eager_and_eval_dail
         # The raw assets have no cron condition any more: the sync sensors own their range runs.
         assert tick.total_requested == 0
         # A raw partition materialized by anything (a sync run, a hand materialization) is followed eagerly.
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization("slack_threads", partition="C1|2026-11-21")
-        )
+        instance.report_runless_asset_event(dg.AssetMaterialization("slack_threads", partition="C1|2026-11-21"))
         eager = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, cursor=tick.cursor,
             evaluation_time=datetime(2026, 11, 21, 11, 20, tzinfo=UTC),

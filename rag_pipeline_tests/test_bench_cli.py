@@ -44,6 +44,7 @@ def test_bench_beir_json_shape_and_report(tmp_path: Path, capsys) -> None:
     assert main([*argv, "--extra-reranker", "fixed"]) == 0
     figures = json.loads(capsys.readouterr().out)
     assert figures["queries"] == 2 and figures["documents"] == 6
+    assert figures["dense_search"] == "hnsw (m=16, ef_construct=100, ef=128)"
     assert set(figures["arms"]) == {"vector", "bm25", "hybrid", "reranked", "reranked[fixed-weights]"}
     for name, arm in figures["arms"].items():
         assert set(arm) >= {"ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100", "p50_ms", "p95_ms", "ci95"}
@@ -56,3 +57,8 @@ def test_bench_beir_json_shape_and_report(tmp_path: Path, capsys) -> None:
     # Second run: the embedding cache in --data-dir serves every chunk.
     assert main(["bench", "--beir", str(beir), "--arms", "bm25", "hybrid", "--data-dir", str(tmp_path / "data")]) == 0
     assert "| hybrid" in capsys.readouterr().out
+    # Exact dense search on request, said in the output; six documents rank the same either way.
+    assert main([*argv, "--arms", "vector", "--exact-dense"]) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert exact["dense_search"] == "exact"
+    assert exact["arms"]["vector"]["ndcg@10"] == figures["arms"]["vector"]["ndcg@10"]

@@ -322,6 +322,7 @@ def assert_matches_snapshot(snapshot: Mapping[str, Any], path: Path) -> None:
 
 # --- the tests ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_definitions_match_snapshot(case: str, tmp_path: Path) -> None:
     snapshot = definitions_snapshot(load_definitions(CASES[case], tmp_path / "data"))

@@ -48,9 +48,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("eval_data")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("slack_channels", ["C0UBUNTU00"])
-        result = dg.materialize(
-            SLACK_ASSETS, instance=instance, resources=resources(data), partition_key=PARTITION
-        )
+        result = dg.materialize(SLACK_ASSETS, instance=instance, resources=resources(data), partition_key=PARTITION)
         assert result.success
     return data
 
@@ -100,8 +98,14 @@ def _resources(data: Path, eval_folder: Path, **overrides) -> dict:
 
 
 def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
+    exact = res["evaluation"].exact_dense
     for arm in arms:
-        assert dg.materialize([retrieval_eval], instance=instance, resources=res, partition_key=arm).success
+        done = dg.materialize([retrieval_eval], instance=instance, resources=res, partition_key=arm)
+        assert done.success
+        # Every arm says which dense search it ran on: the index's HNSW unless the evaluation asked for exact.
+        assert _meta(done, "retrieval_eval")["dense_search"] == (
+            "exact" if exact else "hnsw (m=16, ef_construct=100, ef=128)"
+        )
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
 
 
@@ -140,6 +144,13 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         again = _evaluate(instance, res, arms=["bm25"])
         assert _checks(again)["no_regression"].passed
         assert _checks(again)["no_regression"].metadata["compared_arms"].value == 8
+
+        # The evaluation may ask for exact dense search (reported per arm, see _evaluate): on an index this small
+        # the engine scans its one plain segment either way, so the vector arm scores exactly as before.
+        exact = _evaluate(instance, _resources(indexed, eval_sets, exact_dense=True), arms=["vector"])
+        assert _checks(exact)["no_regression"].passed
+        exact_summary = json.loads((indexed / "reports" / "latest_summary.json").read_text())
+        assert exact_summary["slice"]["arms"]["vector"]["means"] == first["slice"]["arms"]["vector"]["means"]
 
         # Degrade the vector arm (its dense model cannot load, so it falls back to BM25): the regression
         # check must trip when the vector arm was better than BM25 by more than the tolerance.

@@ -12,8 +12,9 @@ from rag_pipeline_tests.emulators.qdrant_rest import QdrantRestRecorder
 
 def test_server_mode_creates_collections_and_payload_indexes(tmp_path, monkeypatch) -> None:
     with QdrantRestRecorder() as server:
-        for name, value in {"QDRANT_URL": server.url, "QDRANT_API_KEY": "qdrant-secret", "QDRANT_SHARDS": "4",
-                            "QDRANT_REPLICAS": "2"}.items():  # fmt: skip
+        env = {"QDRANT_URL": server.url, "QDRANT_API_KEY": "qdrant-secret", "QDRANT_SHARDS": "4",
+               "QDRANT_REPLICAS": "2", "RAG_HNSW_M": "24", "RAG_HNSW_EF_CONSTRUCT": "150"}  # fmt: skip
+        for name, value in env.items():
             monkeypatch.setenv(name, value)
         qdrant = pipeline.resources(tmp_path)["qdrant"]
         assert isinstance(qdrant.api_key, dg.EnvVar)  # the key stays an environment variable in config
@@ -26,6 +27,7 @@ def test_server_mode_creates_collections_and_payload_indexes(tmp_path, monkeypat
     assert set(server.collections) == {children, parents}
     config = server.collections[children]["config"]
     assert config["shard_number"] == 4 and config["replication_factor"] == 2
+    assert config["hnsw_config"] == {"m": 24, "ef_construct": 150, "full_scan_threshold": 10_000}
     assert config["vectors"]["dense"]["size"] == 384 and config["sparse_vectors"]["bm25"]["modifier"] == "idf"
     expected = (
         {f: "keyword" for f in KEYWORD_FIELDS}

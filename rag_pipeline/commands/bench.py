@@ -108,7 +108,9 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
     cache = EmbeddingCache(settings.paths.embedding_cache)
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rag-bench-")))
-        store = stack.enter_context(EdgeVectorStore(folder, CollectionNames.with_prefix(name)))
+        store = stack.enter_context(
+            EdgeVectorStore(folder, CollectionNames.with_prefix(name), dense_search=settings.qdrant.dense_search)
+        )
         started = time.perf_counter()
         report = build_beir_index(
             dataset,
@@ -121,6 +123,9 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
             on_progress=lambda d, t: progress("embed", d, t),
             split_at_model_limit=not args.truncate_at_model_limit,
         )
+        built = time.perf_counter()
+        store.optimize()  # the HNSW graph, as the pipeline's points step builds it
+        console.print(f"dense search: {store.dense_search.describe()} (built in {time.perf_counter() - built:.0f} s)")
         console.print(
             f"indexed {report.documents} documents → {report.children} child chunks in "
             f"{time.perf_counter() - started:.0f} s ({report.embeddings_computed} embedded, "
@@ -188,6 +193,8 @@ def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progresso
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
+    if args.exact_dense:
+        settings = settings.model_copy(update={"qdrant": settings.qdrant.model_copy(update={"exact_dense": True})})
     if args.out:  # checked first: the report is written after minutes of benchmarking
         writable_folder(Path(args.out), "report folder", "--out")
     with task_bars(console) as progress:
@@ -198,7 +205,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             write_report(result.summary, result.per_query, out, title=f"Retrieval benchmark: {result.name}")
             console.print(f"report written to {out}", highlight=False)
     if args.json:
-        shapes = {r.name: r.summary.cli_json() for r in results}
+        described = {"dense_search": settings.qdrant.dense_search.describe()}
+        shapes = {r.name: {**r.summary.cli_json(), **described} for r in results}
         print(json.dumps(next(iter(shapes.values())) if len(shapes) == 1 else shapes, indent=2))
         return 0
     for result in results:
@@ -240,6 +248,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--folds", type=at_least(2), default=5, help="cross-fitting folds on eval sets (default: %(default)s)"
     )
     bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
+    bench.add_argument(
+        "--exact-dense",
+        action="store_true",
+        help="exact dense search instead of the index's HNSW graph (default: RAG_DENSE_EXACT, else HNSW)",
+    )
     bench.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
     bench.add_argument(
         "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"

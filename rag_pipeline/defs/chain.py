@@ -331,6 +331,11 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             claim_sparse_terms(store, bm25.encoder().terms_id)
             claim_dense_model(store, dense_embedder.model)
             report = index_documents(store, inputs, dimension)
+            # The HNSW graph over what was written (and deleted points out of BM25's statistics): blocking, so
+            # the next search finds the index built; quick while the new points fit the plain segment.
+            optimize_started = time.perf_counter()
+            store.optimize()
+            optimize_seconds = time.perf_counter() - optimize_started
             children_total = store.count(store.names.children)
             parents_total = store.count(store.names.parents)
         if report.documents_skipped_older:
@@ -346,6 +351,8 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
                 "documents_skipped_older": report.documents_skipped_older,
                 "points_written": report.points_upserted,
                 "points_removed": report.points_removed,
+                "dense_search": store.dense_search.describe(),
+                "optimize_seconds": round(optimize_seconds, 3),
                 "collection_children_points": children_total,
                 "collection_parents_points": parents_total,
                 "elapsed_seconds": round(time.perf_counter() - started, 3),

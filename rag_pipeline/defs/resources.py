@@ -11,7 +11,7 @@ from pydantic import Field
 
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.index.store import CollectionNames, DenseSearch, VectorStore
 from rag_pipeline.index.store_lock import log as store_lock_log
 from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS
@@ -87,6 +87,13 @@ class QdrantResource(dg.ConfigurableResource):
     replication_factor: int | None = Field(
         default=None, description="Copies of each shard on a cluster (QDRANT_REPLICAS); needs as many nodes"
     )
+    hnsw_m: int = Field(default=DenseSearch.m, description="HNSW edges per node for new collections (RAG_HNSW_M)")
+    hnsw_ef_construct: int = Field(
+        default=DenseSearch.ef_construct,
+        description="HNSW build candidates for new collections (RAG_HNSW_EF_CONSTRUCT)",
+    )
+    hnsw_ef: int = Field(default=DenseSearch.hnsw_ef, description="HNSW candidates per query (RAG_HNSW_EF)")
+    exact_dense: bool = Field(default=False, description="Exact dense search instead of HNSW (RAG_DENSE_EXACT)")
     store_wait_seconds: float = Field(
         default=DEFAULT_STORE_WAIT_SECONDS,
         description="How long a step waits for another process holding the embedded index (RAG_STORE_WAIT_SECONDS)",
@@ -97,8 +104,11 @@ class QdrantResource(dg.ConfigurableResource):
         return "qdrant-client:server" if self.url else "qdrant-edge"
 
     @contextmanager
-    def open(self, on_wait: Callable[[str], None] | None = None, label: str | None = None) -> Iterator[VectorStore]:
-        """Open the store for one step and always close it.
+    def open(
+        self, on_wait: Callable[[str], None] | None = None, label: str | None = None, exact: bool | None = None
+    ) -> Iterator[VectorStore]:
+        """Open the store for one step and always close it; ``exact`` overrides ``exact_dense`` (an evaluation
+        that wants exact dense search).
 
         The embedded engine admits one opener per folder: while a search or another run holds it, this
         waits up to ``store_wait_seconds`` and reports the wait every few seconds (``on_wait``; by default the
@@ -106,6 +116,12 @@ class QdrantResource(dg.ConfigurableResource):
         such lock.
         """
         names = CollectionNames.with_prefix(self.collection_prefix)
+        dense_search = DenseSearch(
+            exact=self.exact_dense if exact is None else exact,
+            hnsw_ef=self.hnsw_ef,
+            m=self.hnsw_m,
+            ef_construct=self.hnsw_ef_construct,
+        )
         store: VectorStore
         if self.url:
             store = ClientVectorStore.connect(
@@ -114,6 +130,7 @@ class QdrantResource(dg.ConfigurableResource):
                 names=names,
                 shard_number=self.shard_number,
                 replication_factor=self.replication_factor,
+                dense_search=dense_search,
             )
         else:
             step_label, step_log = _current_step()
@@ -123,6 +140,7 @@ class QdrantResource(dg.ConfigurableResource):
                 wait_seconds=self.store_wait_seconds,
                 on_wait=on_wait or step_log,
                 label=label or step_label,
+                dense_search=dense_search,
             )
         try:
             yield store

@@ -22,6 +22,7 @@ from rag_pipeline.index.store import (
     SPARSE_VECTOR,
     CollectionNames,
     Condition,
+    DenseSearch,
     Fusion,
     Hit,
     IndexedDocument,
@@ -47,9 +48,11 @@ class ClientVectorStore:
         names: CollectionNames | None = None,
         shard_number: int | None = None,
         replication_factor: int | None = None,
+        dense_search: DenseSearch | None = None,
     ) -> None:
         self.client = client
         self.names = names or CollectionNames()
+        self.dense_search = dense_search or DenseSearch()
         self.shard_number = shard_number
         self.replication_factor = replication_factor
         self.engine = "qdrant-client:local" if _is_local(client) else "qdrant-client:server"
@@ -77,6 +80,11 @@ class ClientVectorStore:
                     DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)
                 },
                 sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                hnsw_config=models.HnswConfigDiff(
+                    m=self.dense_search.m,
+                    ef_construct=self.dense_search.ef_construct,
+                    full_scan_threshold=self.dense_search.full_scan_threshold_kb,
+                ),
                 shard_number=self.shard_number,
                 replication_factor=self.replication_factor,
             )
@@ -185,6 +193,15 @@ class ClientVectorStore:
             for r in self.client.retrieve(collection, list(ids), with_payload=True)
         ]
 
+    def optimize(self) -> bool:
+        """Nothing to do: a server builds its HNSW graphs in the background (and local mode has none)."""
+        return False
+
+    def _dense_params(self) -> models.SearchParams:
+        if self.dense_search.exact:
+            return models.SearchParams(exact=True)
+        return models.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
+
     def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
         response = self.client.query_points(
             self.names.children,
@@ -193,7 +210,7 @@ class ClientVectorStore:
             limit=limit,
             query_filter=_filter(flt),
             with_payload=True,
-            search_params=models.SearchParams(exact=True),
+            search_params=self._dense_params(),
         )
         return _hits(response.points)
 
@@ -226,7 +243,7 @@ class ClientVectorStore:
                     using=DENSE_VECTOR,
                     limit=prefetch_limit,
                     filter=qfilter,
-                    params=models.SearchParams(exact=True),
+                    params=self._dense_params(),
                 ),
                 models.Prefetch(
                     query=models.SparseVector(indices=sparse.indices, values=sparse.values),

@@ -26,6 +26,7 @@ from rag_pipeline.index.store import (
     SPARSE_VECTOR,
     CollectionNames,
     Condition,
+    DenseSearch,
     Fusion,
     Hit,
     IndexedDocument,
@@ -69,13 +70,16 @@ class EdgeVectorStore:
         wait_seconds: float = 0.0,
         on_wait: Callable[[str], None] | None = None,
         label: str | None = None,
+        dense_search: DenseSearch | None = None,
     ) -> None:
         """Open (or prepare) the store under ``path``, waiting up to ``wait_seconds`` while another opener
         holds the folder (``on_wait`` gets a progress line every few seconds; past the limit
         :class:`~rag_pipeline.index.store_lock.StoreBusyError`). ``label`` names this opener in other
-        processes' messages (default: the program and its subcommand)."""
+        processes' messages (default: the program and its subcommand). ``dense_search``: HNSW (default) or
+        exact, and the graph's parameters for collections this store creates."""
         self.path = Path(path)
         self.names = names or CollectionNames()
+        self.dense_search = dense_search or DenseSearch()
         self._shards: dict[str, qe.EdgeShard] = {}
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_folder(
@@ -108,6 +112,11 @@ class EdgeVectorStore:
             config = qe.EdgeConfig(
                 vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)},
                 sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                hnsw_config=qe.HnswIndexConfig(
+                    m=self.dense_search.m,
+                    ef_construct=self.dense_search.ef_construct,
+                    full_scan_threshold=self.dense_search.full_scan_threshold_kb,
+                ),
             )
             self._shards[self.names.children] = self._create(self.names.children, config)
         if self.names.parents not in self._shards:
@@ -160,6 +169,15 @@ class EdgeVectorStore:
         if point.sparse is not None:
             vectors[SPARSE_VECTOR] = qe.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
         return vectors
+
+    def optimize(self) -> bool:
+        """Build the HNSW graph over what was written and drop deleted points (which otherwise still count
+        in BM25's IDF); blocks until done. Segments below the indexing threshold stay plain (scanned exactly),
+        so on a small index this is quick. True when anything changed."""
+        changed = False
+        for shard in self._shards.values():
+            changed = bool(shard.optimize()) or changed
+        return changed
 
     def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
         if ids:
@@ -217,7 +235,7 @@ class EdgeVectorStore:
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
             filter=_filter(flt),
             with_payload=True,
-            params=qe.SearchParams(exact=True),
+            params=self._dense_params(),
         )
         return self._hits(request)
 
@@ -245,7 +263,7 @@ class EdgeVectorStore:
                 limit=prefetch_limit,
                 query=qe.Query.Nearest([float(x) for x in dense], using=DENSE_VECTOR),
                 filter=edge_filter,
-                params=qe.SearchParams(exact=True),
+                params=self._dense_params(),
             ),
             qe.Prefetch(
                 limit=prefetch_limit,
@@ -259,6 +277,11 @@ class EdgeVectorStore:
             limit=limit, prefetches=prefetches, query=_fusion(fusion), filter=edge_filter, with_payload=True
         )
         return self._hits(request)
+
+    def _dense_params(self) -> qe.SearchParams:
+        if self.dense_search.exact:
+            return qe.SearchParams(exact=True)
+        return qe.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
 
     def _hits(self, request: qe.QueryRequest) -> list[Hit]:
         if self.names.children not in self._shards:

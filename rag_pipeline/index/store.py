@@ -21,6 +21,26 @@ FLOAT_FIELDS = ("version",)
 
 
 @dataclass(frozen=True)
+class DenseSearch:
+    """How dense queries are answered: the engine's HNSW graph (default) or an exact scan of every point.
+
+    ``m`` and ``ef_construct`` shape the graph when a collection is created (Qdrant's defaults); ``hnsw_ef`` is
+    the candidate list per query (more: higher recall, slower). Segments smaller than
+    ``full_scan_threshold_kb`` of vectors, and filters matching fewer points than that, are scanned exactly by
+    the engine anyway, so small indexes and narrow ACLs lose nothing to HNSW."""
+
+    exact: bool = False
+    hnsw_ef: int = 128
+    m: int = 16
+    ef_construct: int = 100
+    full_scan_threshold_kb: int = 10_000
+
+    def describe(self) -> str:
+        """What a report says about the dense search it ran with."""
+        return "exact" if self.exact else f"hnsw (m={self.m}, ef_construct={self.ef_construct}, ef={self.hnsw_ef})"
+
+
+@dataclass(frozen=True)
 class CollectionNames:
     """Names of the child (searchable) and parent (text) collections."""
 
@@ -225,8 +245,14 @@ class VectorStore(Protocol):
 
     engine: str
     names: CollectionNames
+    dense_search: DenseSearch
 
     def create_collections(self, dense_dimension: int) -> None: ...
+
+    def optimize(self) -> bool:
+        """Build search structures over what was written (blocking where the engine does not do it in the
+        background); True when anything changed."""
+        ...
 
     def index_info(self) -> dict[str, Any]:
         """What the index records about how it was built (e.g. ``dense_model``); {} before the first write."""

@@ -72,8 +72,8 @@ def _convert(path: Path, target: Path, tokenizer: Any) -> None:
 
     # Tracing warns about shape-dependent Python branches that are constant for an encoder with an attention
     # mask (the vector test checks every length); a user's terminal should not see them.
-    transformers_logging.set_verbosity_error()
-    transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     model = AutoModel.from_pretrained(str(path)).eval()
     example = tokenizer(
         ["a short example", "a longer example text of a few more words"], padding=True, return_tensors="pt"

@@ -230,7 +230,8 @@ def retrieval_eval_asset(
         llm = evaluation.llm_reranker() if arm == LLM_ARM else None
         rows = []
         dense = load_or_defer(dense_embedder.encoder)
-        with qdrant.open() as store:
+        with qdrant.open(exact=evaluation.exact_dense or None) as store:
+            metadata["dense_search"] = store.dense_search.describe()
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)

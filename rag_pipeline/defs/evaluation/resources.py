@@ -32,6 +32,11 @@ class EvaluationResource(dg.ConfigurableResource):
     regression_tolerance: float = Field(default=0.03, description="Allowed nDCG@10 drop per arm vs the previous report")
     rerank_depth: int = Field(default=50, description="Hybrid documents the reranker rescores")
     rrf_k: int = Field(default=60, description="RRF constant (Qdrant's default is 2)")
+    exact_dense: bool = Field(
+        default=False,
+        description="Score the dense and hybrid arms with exact dense search instead of the index's HNSW "
+        "(RAG_EVAL_EXACT_DENSE): the quality of the model alone, without the graph's approximation",
+    )
     llm_reranker_model: str | None = Field(
         default=None,
         description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)",

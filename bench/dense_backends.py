@@ -1,0 +1,132 @@
+"""Dense backends on this machine: CPU cost per chunk, agreement with torch, and the vector arm's quality.
+
+    .venv/bin/python bench/dense_backends.py                    # 1,000 SciFact abstracts, then SciFact nDCG@10
+    .venv/bin/python bench/dense_backends.py --texts 300 --no-quality
+
+Speed: the same texts through torch fp32 (the reference) and OpenVINO (f32, and bf16 where the CPU runs it
+natively), each twice in alternation, best of two; CPU ms per chunk counts every thread of the process, which
+varies less with other load than wall time. Agreement: cosine of each text's vector against torch's.
+Quality: ``rag-pipeline bench --beir <scifact> --arms vector`` once per backend, each in its own data folder
+(the embedding cache keys on the model, not the backend, so a shared folder would not re-embed).
+Results: bench/results/dense_backends.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rag_pipeline.vectors import dense  # noqa: E402
+from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
+
+SCIFACT = ROOT.parent / "shared" / "data" / "beir_scifact"
+
+
+def scifact_texts(n: int) -> list[str]:
+    texts = []
+    with (SCIFACT / "corpus.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            texts.append(f"{record['title']}\n{record['text']}")
+            if len(texts) == n:
+                break
+    return texts
+
+
+def timed(encoder: Any, texts: list[str]) -> tuple[np.ndarray, float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    vectors = encoder.encode_documents(texts)
+    return vectors, (time.process_time() - cpu) * 1000 / len(texts), (time.perf_counter() - wall) * 1000 / len(texts)
+
+
+def speed(texts: list[str], model_cache: Path) -> dict[str, Any]:
+    encoders: dict[str, Any] = {"torch fp32": dense.SentenceTransformerEncoder("ref", dense._minilm_path())}
+    encoders["openvino f32"] = OpenVinoEncoder("ref", dense._minilm_path(), model_cache, precision="f32")
+    if cpu_supports_bf16():
+        encoders["openvino bf16"] = OpenVinoEncoder("ref", dense._minilm_path(), model_cache, precision="bf16")
+    for encoder in encoders.values():
+        encoder.encode_documents(texts[:16])  # first-call allocation is not the steady state
+    best: dict[str, dict[str, float]] = {}
+    vectors: dict[str, np.ndarray] = {}
+    for _ in range(2):
+        for name, encoder in encoders.items():
+            vectors[name], cpu_ms, wall_ms = timed(encoder, texts)
+            previous = best.get(name, {"cpu_ms_per_chunk": float("inf"), "wall_ms_per_chunk": float("inf")})
+            best[name] = {
+                "cpu_ms_per_chunk": round(min(cpu_ms, previous["cpu_ms_per_chunk"]), 1),
+                "wall_ms_per_chunk": round(min(wall_ms, previous["wall_ms_per_chunk"]), 1),
+            }
+            print(f"{name}: {cpu_ms:.1f} CPU ms/chunk, {wall_ms:.1f} wall ms/chunk", flush=True)
+    reference = vectors["torch fp32"]
+    for name, figures in best.items():
+        cosine = (vectors[name] * reference).sum(axis=1)
+        figures["cosine_min"] = round(float(cosine.min()), 6)
+        figures["cosine_mean"] = round(float(cosine.mean()), 6)
+        figures["cpu_cost_vs_torch"] = round(figures["cpu_ms_per_chunk"] / best["torch fp32"]["cpu_ms_per_chunk"], 3)
+    return best
+
+
+def quality(backend: str, work: Path) -> dict[str, Any]:
+    data_dir = work / backend
+    command = [str(Path(sys.executable).parent / "rag-pipeline"), "bench", "--beir", str(SCIFACT)]
+    command += ["--arms", "vector", "--json", "--data-dir", str(data_dir)]
+    env = {**os.environ, "RAG_DENSE_BACKEND": backend, "RAG_DENSE_DEVICE": "cpu"}
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    figures = json.loads(done.stdout)
+    vector = figures["arms"]["vector"]
+    return {
+        "seconds": round(time.perf_counter() - started, 1),
+        "vector_ndcg@10": round(vector["ndcg@10"], 4),
+        "vector_recall@100": round(vector["recall@100"], 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--texts", type=int, default=1000, help="SciFact abstracts timed per backend")
+    parser.add_argument("--no-quality", action="store_true", help="skip the SciFact nDCG@10 runs (minutes each)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "dense_backends.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        result: dict[str, Any] = {
+            "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "bf16_native": cpu_supports_bf16(),
+            "texts": args.texts,
+            "speed": speed(scifact_texts(args.texts), work / "models"),
+        }
+        if not args.no_quality:
+            scifact = {backend: quality(backend, work) for backend in ("torch", "openvino")}
+            scifact["ndcg@10_difference"] = round(
+                scifact["openvino"]["vector_ndcg@10"] - scifact["torch"]["vector_ndcg@10"], 4
+            )
+            result["scifact"] = scifact
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()

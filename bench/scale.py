@@ -1,0 +1,251 @@
+"""Search at scale on the embedded engine: synthetic points shaped like the real index, 100k and more.
+
+    .venv/bin/python bench/scale.py                                  # 100k and 300k child points
+    .venv/bin/python bench/scale.py --points 1000000 --queries 200   # hours on 2 cores: the HNSW build
+
+Each point is what ``index_documents`` writes for a child chunk: a 384-d unit dense vector, a BM25 sparse
+vector (~60 terms from a Zipf vocabulary of 30k, TF-saturated weights, IDF at query time) and the payload
+(document/parent ids, source, container, ACL with users and groups, timestamps, ~400 characters of text).
+Dense vectors come in topics, as real text does: 2,000 topic centres on the sphere with Zipf-sized topics,
+each point its centre plus noise (uniform random vectors would be HNSW's worst case and nothing like text).
+ACL groups: every point is in one long-tail group; 10 % also carry ``sel-10`` and 1 % ``sel-1``, so the
+hybrid+ACL query can be run at 100 %, 10 % and 1 % selectivity.
+
+Per N: load (upsert) and HNSW build (``optimize``) time, peak RSS, disk; p50/p95 over ``--queries`` of dense
+(HNSW and exact), BM25, hybrid, and hybrid+ACL at each selectivity; HNSW recall@10 against exact search
+(unfiltered and at 10 %). All through ``EdgeVectorStore``, the project's embedded engine.
+Results: bench/results/scale.json (merged per N, so sizes can be run one at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rag_pipeline.index.edge_store import EdgeVectorStore  # noqa: E402
+from rag_pipeline.index.store import AclCondition, DenseSearch, SearchFilter, StorePoint  # noqa: E402
+from rag_pipeline.vectors.sparse import SparseVector  # noqa: E402
+
+DIM = 384
+VOCABULARY = 30_000
+TERMS_PER_POINT = 60
+TOPICS = 2_000
+BATCH = 2_048
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+class Corpus:
+    """Deterministic synthetic child points, generated batch by batch (1M points never sit in memory)."""
+
+    def __init__(self, seed: int = 7) -> None:
+        rng = np.random.default_rng(seed)
+        self.centres = _unit(rng.standard_normal((TOPICS, DIM)))
+        sizes = 1.0 / np.arange(1, TOPICS + 1) ** 0.8
+        self.topic_p = sizes / sizes.sum()
+        ranks = np.arange(1, VOCABULARY + 1)
+        term_p = 1.0 / ranks**1.07
+        term_p[:50] = 0  # the stopwords BM25 drops
+        self.term_p = term_p / term_p.sum()
+        group_p = 1.0 / np.arange(1, 1001) ** 1.1
+        self.group_p = group_p / group_p.sum()
+        self.seed = seed
+
+    def batch(self, start: int, size: int) -> list[StorePoint]:
+        rng = np.random.default_rng((self.seed, start))
+        topics = rng.choice(TOPICS, size=size, p=self.topic_p)
+        dense = _unit(self.centres[topics] + rng.standard_normal((size, DIM)).astype(np.float32) * 0.045)
+        groups = rng.choice(1000, size=size, p=self.group_p)
+        selector = rng.random(size)
+        points = []
+        for i in range(size):
+            n = start + i
+            terms = np.unique(rng.choice(VOCABULARY, size=TERMS_PER_POINT, p=self.term_p))
+            tf = rng.integers(1, 4, size=len(terms))
+            weights = tf * 2.2 / (tf + 1.2)  # BM25 TF saturation, k1 = 1.2, document at the average length
+            acl_groups = [f"group-{groups[i]}"] + (["sel-10"] if selector[i] < 0.10 else [])
+            acl_groups += ["sel-1"] if selector[i] < 0.01 else []
+            document = n // 5
+            points.append(
+                StorePoint(
+                    id=str(uuid.UUID(int=n + 1)),
+                    payload={
+                        "document_id": f"doc-{document}",
+                        "parent_id": f"parent-{document}",
+                        "source": "slack" if document % 2 else "jira",
+                        "container": f"C{document % 300:04d}",
+                        "acl": {"public": False, "users": [f"U{document % 5000:05d}"], "groups": acl_groups},
+                        "created": "2024-01-01T00:00:00+00:00",
+                        "updated": "2024-06-01T00:00:00+00:00",
+                        "version": float(n),
+                        "text": "synthetic chunk text " * 19,
+                    },
+                    dense=dense[i].tolist(),
+                    sparse=SparseVector(indices=[int(t) for t in terms], values=[float(w) for w in weights]),
+                )
+            )
+        return points
+
+    def queries(self, count: int) -> list[tuple[list[float], SparseVector]]:
+        """Dense queries near a real point of the corpus; sparse queries of 6 of that point's terms."""
+        rng = np.random.default_rng(self.seed + 1)
+        picked = []
+        for start in rng.integers(0, 50_000, size=count):
+            point = self.batch(int(start), 1)[0]
+            assert point.dense is not None and point.sparse is not None
+            noisy = _unit(np.asarray(point.dense) + rng.standard_normal(DIM) * 0.03)
+            chosen = rng.choice(point.sparse.indices, size=min(6, len(point.sparse.indices)), replace=False)
+            picked.append((noisy.tolist(), SparseVector(indices=sorted(int(t) for t in chosen), values=[1.0] * 6)))
+        return picked
+
+
+def _peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _disk_mb(folder: Path) -> float:
+    return round(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20, 1)
+
+
+def _latency(run: Callable[[Any], Any], queries: list[Any]) -> dict[str, float]:
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        run(query)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return {
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
+    }
+
+
+def _recall(store: EdgeVectorStore, exact: EdgeVectorStore, queries: list[Any], flt: SearchFilter | None) -> float:
+    found = []
+    for dense, _ in queries:
+        truth = {h.id for h in exact.search_dense(dense, 10, flt)}
+        got = {h.id for h in store.search_dense(dense, 10, flt)}
+        found.append(len(truth & got) / max(1, len(truth)))
+    return round(float(np.mean(found)), 4)
+
+
+def run_size(n: int, queries: int, work: Path, search: DenseSearch) -> dict[str, Any]:
+    corpus = Corpus()
+    folder = work / f"n{n}"
+    shutil.rmtree(folder, ignore_errors=True)
+    result: dict[str, Any] = {
+        "points": n,
+        "hnsw": {"m": search.m, "ef_construct": search.ef_construct, "ef": search.hnsw_ef},
+    }
+    with EdgeVectorStore(folder, dense_search=search) as store:
+        store.create_collections(DIM)
+        started = time.perf_counter()
+        for start in range(0, n, BATCH):
+            store.upsert(store.names.children, corpus.batch(start, min(BATCH, n - start)))
+            if (start // BATCH) % 50 == 0:
+                print(f"  {n}: {start + BATCH:,} points loaded, {time.perf_counter() - started:.0f} s", flush=True)
+        result["load_seconds"] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        store.optimize()
+        result["hnsw_build_seconds"] = round(time.perf_counter() - started, 1)
+        print(
+            f"  {n}: loaded in {result['load_seconds']} s, HNSW built in {result['hnsw_build_seconds']} s", flush=True
+        )
+    result["disk_mb"] = _disk_mb(folder)
+    picked = corpus.queries(queries)
+    acl = {
+        "100%": None,
+        "10%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-10",))),
+        "1%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-1",))),
+    }
+    started = time.perf_counter()
+    with EdgeVectorStore(folder, dense_search=search) as store:
+        result["open_seconds"] = round(time.perf_counter() - started, 2)
+        latency = {
+            "dense_hnsw": _latency(lambda q: store.search_dense(q[0], 10), picked),
+            "bm25": _latency(lambda q: store.search_sparse(q[1], 10), picked),
+            "hybrid": _latency(lambda q: store.search_hybrid(q[0], q[1], 10), picked),
+        }
+        for share, flt in acl.items():
+            latency[f"hybrid_acl_{share}"] = _latency(
+                lambda q, f=flt: store.search_hybrid(q[0], q[1], 10, flt=f), picked
+            )
+        exact_search = DenseSearch(exact=True)
+        store.dense_search = exact_search
+        latency["dense_exact"] = _latency(lambda q: store.search_dense(q[0], 10), picked)
+        store.dense_search = search
+        exact = _ExactView(store)
+        result["recall@10"] = {
+            "unfiltered": _recall(store, exact, picked, None),
+            "acl_10%": _recall(store, exact, picked, acl["10%"]),
+            "acl_1%": _recall(store, exact, picked, acl["1%"]),
+        }
+    result["latency"] = latency
+    result["peak_rss_mb"] = _peak_rss_mb()
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+class _ExactView:
+    """The same open store answering dense queries by exact search (one opener per folder)."""
+
+    def __init__(self, store: EdgeVectorStore) -> None:
+        self.store = store
+
+    def search_dense(self, dense: list[float], limit: int, flt: SearchFilter | None) -> list[Any]:
+        previous = self.store.dense_search
+        self.store.dense_search = DenseSearch(exact=True)
+        try:
+            return self.store.search_dense(dense, limit, flt)
+        finally:
+            self.store.dense_search = previous
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--points", type=int, nargs="+", default=[100_000, 300_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--ef", type=int, default=DenseSearch().hnsw_ef, help="hnsw_ef at search time")
+    parser.add_argument("--m", type=int, default=DenseSearch().m)
+    parser.add_argument("--ef-construct", type=int, default=DenseSearch().ef_construct)
+    parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    args = parser.parse_args()
+    if len(args.points) > 1:
+        # One process per size: peak RSS is per process, and each size's figure must be its own.
+        for n in args.points:
+            command = [sys.executable, __file__, "--points", str(n), "--queries", str(args.queries)]
+            command += ["--ef", str(args.ef), "--m", str(args.m), "--ef-construct", str(args.ef_construct)]
+            command += ["--out", str(args.out)] + (["--work", str(args.work)] if args.work else [])
+            subprocess.run(command, check=True)
+        return
+    search = DenseSearch(m=args.m, ef_construct=args.ef_construct, hnsw_ef=args.ef)
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    with tempfile.TemporaryDirectory(dir=args.work) as scratch:
+        for n in args.points:
+            print(f"{n:,} points", flush=True)
+            results[str(n)] = run_size(n, args.queries, Path(scratch), search)
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
+            print(json.dumps(results[str(n)], indent=2), flush=True)
+
+
+if __name__ == "__main__":
+    main()
