@@ -20,6 +20,7 @@ Results: bench/results/scale.json (merged per N, so sizes can be run one at a ti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import shutil
@@ -147,7 +148,7 @@ def _recall(store: EdgeVectorStore, exact: EdgeVectorStore, queries: list[Any], 
     return round(float(np.mean(found)), 4)
 
 
-def run_size(n: int, queries: int, work: Path, search: DenseSearch) -> dict[str, Any]:
+def run_size(n: int, queries: int, work: Path, search: DenseSearch, extra_ef: list[int]) -> dict[str, Any]:
     corpus = Corpus()
     folder = work / f"n{n}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -188,16 +189,20 @@ def run_size(n: int, queries: int, work: Path, search: DenseSearch) -> dict[str,
             latency[f"hybrid_acl_{share}"] = _latency(
                 lambda q, f=flt: store.search_hybrid(q[0], q[1], 10, flt=f), picked
             )
-        exact_search = DenseSearch(exact=True)
-        store.dense_search = exact_search
+        store.dense_search = DenseSearch(exact=True)
         latency["dense_exact"] = _latency(lambda q: store.search_dense(q[0], 10), picked)
-        store.dense_search = search
         exact = _ExactView(store)
-        result["recall@10"] = {
-            "unfiltered": _recall(store, exact, picked, None),
-            "acl_10%": _recall(store, exact, picked, acl["10%"]),
-            "acl_1%": _recall(store, exact, picked, acl["1%"]),
-        }
+        result["recall@10"] = {}
+        for ef in sorted({search.hnsw_ef, *extra_ef}):
+            store.dense_search = dataclasses.replace(search, hnsw_ef=ef)
+            if ef != search.hnsw_ef:
+                latency[f"dense_hnsw_ef{ef}"] = _latency(lambda q: store.search_dense(q[0], 10), picked)
+            result["recall@10"][f"ef{ef}"] = {
+                "unfiltered": _recall(store, exact, picked, None),
+                "acl_10%": _recall(store, exact, picked, acl["10%"]),
+                "acl_1%": _recall(store, exact, picked, acl["1%"]),
+            }
+        store.dense_search = search
     result["latency"] = latency
     result["peak_rss_mb"] = _peak_rss_mb()
     shutil.rmtree(folder, ignore_errors=True)
@@ -224,6 +229,9 @@ def main() -> None:
     parser.add_argument("--points", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ef", type=int, default=DenseSearch().hnsw_ef, help="hnsw_ef at search time")
+    parser.add_argument(
+        "--also-ef", type=int, nargs="*", default=[64, 256], help="more hnsw_ef values: recall, latency"
+    )
     parser.add_argument("--m", type=int, default=DenseSearch().m)
     parser.add_argument("--ef-construct", type=int, default=DenseSearch().ef_construct)
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
@@ -234,6 +242,7 @@ def main() -> None:
         for n in args.points:
             command = [sys.executable, __file__, "--points", str(n), "--queries", str(args.queries)]
             command += ["--ef", str(args.ef), "--m", str(args.m), "--ef-construct", str(args.ef_construct)]
+            command += ["--also-ef", *map(str, args.also_ef)]
             command += ["--out", str(args.out)] + (["--work", str(args.work)] if args.work else [])
             subprocess.run(command, check=True)
         return
@@ -242,7 +251,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.work) as scratch:
         for n in args.points:
             print(f"{n:,} points", flush=True)
-            results[str(n)] = run_size(n, args.queries, Path(scratch), search)
+            results[str(n)] = run_size(n, args.queries, Path(scratch), search, args.also_ef)
             args.out.write_text(json.dumps(results, indent=2) + "\n")
             print(json.dumps(results[str(n)], indent=2), flush=True)
 

@@ -203,28 +203,14 @@ class JiraCsvReader:
         """Every issue of the given projects (all when None); bad rows are reported, not fatal. An issue id
         seen twice is kept once, in its newest version (ties: the later file or row), and reported."""
         out = JiraRead()
-        kept: dict[str, tuple[str, Document]] = {}
         for location, issue in self.issues(projects, out.problems):
             try:
                 doc = _unknown_link_ids(issue_to_document(issue, self.site))
             except Exception as exc:  # one issue's data never ends the read
                 out.problems.append(RecordProblem(location, describe(exc)))
                 continue
-            previous = kept.get(doc.id)
-            if previous is not None:
-                newer = doc.version >= previous[1].version
-                out.problems.append(
-                    RecordProblem(
-                        location,
-                        f"issue id {doc.id.rsplit(':', 1)[-1]} also at {previous[0]}; kept the "
-                        + ("copy in this row (newer or equal)" if newer else "other row's newer copy"),
-                    )
-                )
-                if not newer:
-                    continue
-            kept[doc.id] = (location, doc)
-        out.documents = [doc for _, doc in kept.values()]
-        return out
+            out.keep_newest(location, doc, "in this row", "other row's")
+        return out.finish()
 
     def key_to_document_id(self) -> dict[str, str]:
         """Issue key -> document id, for turning key-based eval sets into document ids."""

@@ -76,6 +76,29 @@ class JiraRead:
 
     documents: list[Document] = field(default_factory=list)
     problems: list[RecordProblem] = field(default_factory=list)
+    _kept: dict[str, tuple[str, Document]] = field(default_factory=dict, repr=False)
+
+    def keep_newest(self, location: str, doc: Document, here: str, there: str) -> None:
+        """Keep ``doc`` unless an issue with its id and a newer version was read before (ties: this one), and
+        report the duplicate; ``here``/``there`` name this copy and the earlier one in the report."""
+        previous = self._kept.get(doc.id)
+        if previous is not None:
+            newer = doc.version >= previous[1].version
+            self.problems.append(
+                RecordProblem(
+                    location,
+                    f"issue id {doc.id.rsplit(':', 1)[-1]} also at {previous[0]}; kept the "
+                    + (f"copy {here} (newer or equal)" if newer else f"{there} newer copy"),
+                )
+            )
+            if not newer:
+                return
+        self._kept[doc.id] = (location, doc)
+
+    def finish(self) -> JiraRead:
+        """The kept issues become ``documents``, in the order their ids were first read."""
+        self.documents = [doc for _, doc in self._kept.values()]
+        return self
 
 
 _FENCED = re.compile(r"(```.*?```)", re.S)
@@ -283,7 +306,6 @@ class JiraDumpReader:
         seen twice is kept once, in its newest version (ties: the later line), and reported."""
         wanted = set(projects) if projects is not None else None
         out = JiraRead()
-        kept: dict[str, tuple[str, Document]] = {}
         for location, issue in self._issues(out.problems):
             try:
                 project = issue["fields"]["project"]["key"]
@@ -298,21 +320,8 @@ class JiraDumpReader:
             except Exception as exc:  # one issue's data never ends the read
                 out.problems.append(RecordProblem(_with_key(location, issue), describe(exc)))
                 continue
-            previous = kept.get(doc.id)
-            if previous is not None:
-                newer = doc.version >= previous[1].version
-                out.problems.append(
-                    RecordProblem(
-                        location,
-                        f"issue id {doc.id.rsplit(':', 1)[-1]} also at {previous[0]}; kept the "
-                        + ("copy on this line (newer or equal)" if newer else "earlier line's newer copy"),
-                    )
-                )
-                if not newer:
-                    continue
-            kept[doc.id] = (location, doc)
-        out.documents = [doc for _, doc in kept.values()]
-        return out
+            out.keep_newest(location, doc, "on this line", "earlier line's")
+        return out.finish()
 
     def key_to_document_id(self) -> dict[str, str]:
         """Issue key -> document id, for turning key-based eval sets into document ids."""
