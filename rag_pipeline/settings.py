@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rag_pipeline.index.store import DenseSearch
-from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DEFAULT_MODEL_CACHE, DenseEncoder, load_dense_encoder
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
@@ -78,11 +78,6 @@ class DataPaths(_Frozen):
     @property
     def embedding_cache(self) -> Path:
         return self.root / "embedding_cache.sqlite"
-
-    @property
-    def model_cache(self) -> Path:
-        """Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights."""
-        return self.root / "models"
 
     @property
     def source_identities(self) -> Path:
@@ -214,6 +209,9 @@ class Settings(_Frozen):
     # fallback; on a CUDA/MPS device, torch there.
     dense_backend: Literal["auto", "openvino", "torch"] = "auto"
     dense_device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    # Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights and shared by
+    # every data folder of the user (RAG_MODEL_CACHE; default: the user's cache folder).
+    model_cache: Path = DEFAULT_MODEL_CACHE
     # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
     # Japanese, Chinese and Korean too); the index records it and refuses the other.
     bm25_tokenizer: Literal["word", "multilingual"] = "word"
@@ -247,7 +245,7 @@ class Settings(_Frozen):
 
     def load_dense_encoder(self) -> DenseEncoder:
         """The configured dense model on the configured backend and device (cached per process)."""
-        return load_dense_encoder(self.dense_model, self.dense_backend, self.dense_device, self.paths.model_cache)
+        return load_dense_encoder(self.dense_model, self.dense_backend, self.dense_device, self.model_cache)
 
     @property
     def paths(self) -> DataPaths:
@@ -295,6 +293,11 @@ class Settings(_Frozen):
     def synced_sources(self) -> tuple[str, ...]:
         """Live sources whose scheduled sync is switched on (the daemon syncs them by itself)."""
         return tuple(n for n in self.live_sources if self.automation.sync(n).enabled)
+
+
+def _user_cache(env: Mapping[str, str]) -> Path:
+    """The user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
+    return Path(_get(env, "XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
@@ -427,6 +430,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dense_model=_get(env, "RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
         dense_backend=_choice(env, "RAG_DENSE_BACKEND", ("auto", "openvino", "torch"), "auto"),
         dense_device=_choice(env, "RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
+        model_cache=_path(env, "RAG_MODEL_CACHE", _user_cache(env) / "rag_pipeline" / "models"),
         bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         eval_exact_dense=_flag(env, "RAG_EVAL_EXACT_DENSE", False),

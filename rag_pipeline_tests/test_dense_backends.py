@@ -138,7 +138,12 @@ def test_backend_and_device_come_from_the_environment(tmp_path: Path) -> None:
         {"RAG_DATA_DIR": str(tmp_path), "RAG_DENSE_BACKEND": "torch", "RAG_DENSE_DEVICE": "cpu"}
     )
     assert (settings.dense_backend, settings.dense_device) == ("torch", "cpu")
-    assert settings.paths.model_cache == tmp_path / "models"
+    # One conversion serves every data folder: the user's cache folder unless RAG_MODEL_CACHE says otherwise.
+    assert Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "XDG_CACHE_HOME": "/x"}).model_cache == Path(
+        "/x/rag_pipeline/models"
+    )
+    moved = Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_MODEL_CACHE": str(tmp_path / "m")})
+    assert moved.model_cache == tmp_path / "m"
     assert isinstance(settings, Settings)
     with pytest.raises(SettingsError, match="RAG_DENSE_BACKEND"):
         Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_DENSE_BACKEND": "onnx"})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -32,11 +31,12 @@ class DenseEmbedderResource(dg.ConfigurableResource):
         default="auto", description="auto (OpenVINO on the CPU, torch elsewhere), openvino or torch (RAG_DENSE_BACKEND)"
     )
     device: str = Field(default="auto", description="auto, cpu, cuda or mps (RAG_DENSE_DEVICE)")
+    model_cache: str | None = Field(
+        default=None, description="Folder of converted models (RAG_MODEL_CACHE; default: the user's cache folder)"
+    )
 
     def encoder(self) -> DenseEncoder:
-        # Converted models sit next to the embedding cache, in the data folder.
-        model_cache = Path(self.cache_path).parent / "models"
-        return load_dense_encoder(self.model, self.backend, self.device, model_cache)
+        return load_dense_encoder(self.model, self.backend, self.device, self.model_cache)
 
     def cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.cache_path)
