@@ -92,7 +92,7 @@ def dense_embedder_resource(settings: Settings) -> DenseEmbedderResource:
         cache_path=str(settings.paths.embedding_cache),
         backend=settings.dense_backend,
         device=settings.dense_device,
-        model_cache=str(settings.model_cache),
+        model_cache=str(settings.model_cache) if settings.model_cache else None,
     )
 
 

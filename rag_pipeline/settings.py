@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rag_pipeline.index.store import DenseSearch
-from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DEFAULT_MODEL_CACHE, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
@@ -211,7 +211,7 @@ class Settings(_Frozen):
     dense_device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     # Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights and shared by
     # every data folder of the user (RAG_MODEL_CACHE; default: the user's cache folder).
-    model_cache: Path = DEFAULT_MODEL_CACHE
+    model_cache: Path | None = None
     # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
     # Japanese, Chinese and Korean too); the index records it and refuses the other.
     bm25_tokenizer: Literal["word", "multilingual"] = "word"

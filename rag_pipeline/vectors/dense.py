@@ -95,8 +95,11 @@ BUNDLED_MODELS: dict[str, tuple[str, Callable[[], str]]] = {
 }
 BACKENDS = ("auto", "openvino", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# Where converted models (OpenVINO IR) are kept when the caller names no folder.
-DEFAULT_MODEL_CACHE = Path.home() / ".cache" / "rag_pipeline" / "models"
+
+
+def default_model_cache() -> Path:
+    """Where converted models (OpenVINO IR) are kept when the caller names no folder."""
+    return Path.home() / ".cache" / "rag_pipeline" / "models"
 
 
 def encoder_backend(encoder: DenseEncoder) -> str:
@@ -155,7 +158,7 @@ def load_dense_encoder(
         raise ValueError(f"unknown dense backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if device not in DEVICES:
         raise ValueError(f"unknown dense device {device!r}: use one of {', '.join(DEVICES)}")
-    return _load_local_encoder(name, backend, device, str(model_cache or DEFAULT_MODEL_CACHE))
+    return _load_local_encoder(name, backend, device, str(model_cache or default_model_cache()))
 
 
 def resolve_device(device: str) -> str:
