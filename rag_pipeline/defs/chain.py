@@ -334,7 +334,9 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             # The HNSW graph over what was written (and deleted points out of BM25's statistics): blocking, so
             # the next search finds the index built; quick while the new points fit the plain segment.
             optimize_started = time.perf_counter()
-            store.optimize()
+            context.log.info(f"optimizing the index (HNSW graph, {store.dense_search.describe()})")
+            if store.optimize():
+                context.log.info(f"index optimized in {time.perf_counter() - optimize_started:.1f} s")
             optimize_seconds = time.perf_counter() - optimize_started
             children_total = store.count(store.names.children)
             parents_total = store.count(store.names.parents)
