@@ -8,8 +8,9 @@ vector (~60 terms from a Zipf vocabulary of 30k, TF-saturated weights, IDF at qu
 (document/parent ids, source, container, ACL with users and groups, timestamps, ~400 characters of text).
 Dense vectors come in topics, as real text does: 2,000 topic centres on the sphere with Zipf-sized topics,
 each point its centre plus noise (uniform random vectors would be HNSW's worst case and nothing like text).
-ACL groups: every point is in one long-tail group; 10 % also carry ``sel-10`` and 1 % ``sel-1``, so the
-hybrid+ACL query can be run at 100 %, 10 % and 1 % selectivity.
+ACL groups: every point is in ``everyone`` and one long-tail group; 10 % also carry ``sel-10`` and 1 %
+``sel-1``, so the hybrid+ACL query (the reader's groups, public or named user, as every search filters) runs
+at 100 %, 10 % and 1 % selectivity.
 
 Per N: load (upsert) and HNSW build (``optimize``) time, peak RSS, disk; p50/p95 over ``--queries`` of dense
 (HNSW and exact), BM25, hybrid, and hybrid+ACL at each selectivity; HNSW recall@10 against exact search
@@ -82,7 +83,7 @@ class Corpus:
             terms = np.unique(rng.choice(VOCABULARY, size=TERMS_PER_POINT, p=self.term_p))
             tf = rng.integers(1, 4, size=len(terms))
             weights = tf * 2.2 / (tf + 1.2)  # BM25 TF saturation, k1 = 1.2, document at the average length
-            acl_groups = [f"group-{groups[i]}"] + (["sel-10"] if selector[i] < 0.10 else [])
+            acl_groups = ["everyone", f"group-{groups[i]}"] + (["sel-10"] if selector[i] < 0.10 else [])
             acl_groups += ["sel-1"] if selector[i] < 0.01 else []
             document = n // 5
             points.append(
@@ -173,7 +174,7 @@ def run_size(n: int, queries: int, work: Path, search: DenseSearch, extra_ef: li
     result["disk_mb"] = _disk_mb(folder)
     picked = corpus.queries(queries)
     acl = {
-        "100%": None,
+        "100%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("everyone",))),
         "10%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-10",))),
         "1%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-1",))),
     }

@@ -30,6 +30,8 @@ class DenseSearch:
     the engine anyway, so small indexes and narrow ACLs lose nothing to HNSW."""
 
     exact: bool = False
+    # 128: at 100k-300k text-like points it keeps 0.986-0.996 of the exact top 10 (0.96-0.975 under a 10 % ACL);
+    # 256 keeps 0.99 under the ACL but nearly doubles the filtered hybrid query (9.5 -> 17.6 ms p50 at 100k).
     hnsw_ef: int = 128
     m: int = 16
     ef_construct: int = 100
