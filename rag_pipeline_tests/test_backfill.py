@@ -115,6 +115,8 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
     assert refresh["points"] == first["points"]
 
 
+# Slow suite (22 s): a second full demo run for its table; the JSON demo test above stays in the default suite.
+@pytest.mark.slow
 def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     summary = run_backfill(settings_for(small_sources), sources=("jira",))
     assert summary.as_dict()["documents"] == 2

@@ -160,6 +160,8 @@ print(json.dumps(out))
 """
 
 
+# Slow suite (35 s): five eval-arm materializations; the other OpenAI tests cover the client in the default suite.
+@pytest.mark.slow
 def test_llm_reranked_is_a_fifth_dagster_eval_arm_when_configured(openai: OpenAIFake, request) -> None:
     import subprocess
     import sys
