@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,7 +37,28 @@ class DenseEncoder(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
 
-class SentenceTransformerEncoder:
+class LocalEncoder:
+    """What the local backends share: documents and queries encode alike (symmetric models), and lengths are
+    counted in the model's own tokenizer. Subclasses set ``_tokenizer`` and implement ``_encode``."""
+
+    _tokenizer: Any
+    dimension: int
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts)
+
+    def count_tokens(self, text: str) -> int:
+        """Length in the model's own tokenizer, special tokens included (what max_seq_length counts)."""
+        return len(self._tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class SentenceTransformerEncoder(LocalEncoder):
     """A sentence-transformers model from a local folder, run by torch (the reference vectors) on ``device``."""
 
     backend = "torch"
@@ -61,16 +82,6 @@ class SentenceTransformerEncoder:
             raise TypeError(f"{path}: the model declares no embedding dimension or maximum sequence length")
         self.dimension = int(dimension)
         self.max_tokens = int(max_tokens)
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
-
-    def count_tokens(self, text: str) -> int:
-        """Length in the model's own tokenizer, special tokens included (what max_seq_length counts)."""
-        return len(self._tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from rag_pipeline.vectors.dense import LocalEncoder
+
 log = logging.getLogger(__name__)
 
 # Vectors further than this from the reference would need their own embedding-cache key.
@@ -103,7 +105,7 @@ def cpu_supports_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
-class OpenVinoEncoder:
+class OpenVinoEncoder(LocalEncoder):
     """A sentence-transformers folder run by OpenVINO on the CPU (bf16 where the CPU has it natively)."""
 
     backend = "openvino"
@@ -142,16 +144,6 @@ class OpenVinoEncoder:
         self._compiled = core.compile_model(model, "CPU", config)
         self.dimension = int(self._compiled.outputs[0].get_partial_shape()[2].get_length())
         self._lock = threading.Lock()
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
-
-    def count_tokens(self, text: str) -> int:
-        """Length in the model's own tokenizer, special tokens included (what max_seq_length counts)."""
-        return len(self._tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
