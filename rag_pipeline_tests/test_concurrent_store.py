@@ -244,6 +244,9 @@ def _search(processes: Processes, name: str, query: str, mode: str) -> Started:
     return processes.rag(name, "search", query, "--mode", mode, "--all-documents", "--json")
 
 
+# Slow suite (~20 s of subprocess searches); the waiter, killed-holder and wait-past-the-limit tests
+# stay in the default suite.
+@pytest.mark.slow
 def test_two_concurrent_searches_both_answer(processes: Processes, index_env: dict[str, str], tmp_path: Path) -> None:
     """Both searches load their model, find the store held, wait, and answer once it is free."""
     release = tmp_path / "release"
