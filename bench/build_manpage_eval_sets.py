@@ -49,6 +49,7 @@ import sys
 import tempfile
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -724,6 +725,15 @@ def detect_licence(roff: str, body: str) -> str:
     return "UNSTATED_IN_PAGE"
 
 
+def files_stanzas(text: str) -> Iterator[tuple[str, list[str], str]]:
+    """Each ``Files:`` stanza of a DEP-5 copyright file: the stanza, its file patterns, its licence name."""
+    for stanza in re.split(r"\n\s*\n", text):
+        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", stanza, re.M)
+        lic = re.search(r"^License:\s*(.+)$", stanza, re.M)
+        if files and lic:
+            yield stanza, files.group(1).split(), lic.group(1).strip()
+
+
 def dep5_licence(package: Package, page_path: str, lang: str) -> str:
     """The ``License:`` of the machine-readable copyright stanza whose ``Files:`` match the upstream page path.
 
@@ -739,17 +749,12 @@ def dep5_licence(package: Package, page_path: str, lang: str) -> str:
     section = page_path.rsplit("/", 2)[-2]
     candidates = [f"man/{lang}/{section}/{page}", f"{lang}/{section}/{page}", page]
     licence = ""
-    for stanza in re.split(r"\n\s*\n", text):
-        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", stanza, re.M)
-        lic = re.search(r"^License:\s*(.+)$", stanza, re.M)
-        if not files or not lic:
-            continue
-        patterns = files.group(1).split()
+    for _, patterns, name in files_stanzas(text):
         matched = [p for p in patterns if any(fnmatch.fnmatchcase(c, p) for c in candidates)]
         if matched:
             # Only the catch-all matched: the stanza may not be about this page at all (upstream may keep it
             # elsewhere, e.g. xz-utils' src/scripts/*.1), so say so.
-            licence = lic.group(1).strip() + (" (Files: *)" if matched == ["*"] else "")
+            licence = name + (" (Files: *)" if matched == ["*"] else "")
     return licence
 
 
@@ -951,15 +956,10 @@ def _copyright_summary(package: Package, lang: str, kept: list[Page]) -> list[st
     lines.append(header.rstrip())
     wanted = {p.package_licence for p in kept if p.package == package}
     shown: set[str] = set()
-    for stanza in re.split(r"\n\s*\n", text):
-        files = re.search(r"^Files:(.*(?:\n[ \t].*)*)", stanza, re.M)
-        lic = re.search(r"^License:\s*(.+)$", stanza, re.M)
-        if not files or not lic:
-            continue
-        patterns = files.group(1).split()
+    for stanza, patterns, name in files_stanzas(text):
         if "*" in patterns or any(f"/{lang}/" in p for p in patterns):
             lines += ["", stanza.strip()]
-            shown.add(lic.group(1).strip())
+            shown.add(name)
     # The licence texts of the licences named above (stand-alone "License:" stanzas).
     for stanza in re.split(r"\n\s*\n", text):
         if stanza.startswith("License:"):
