@@ -193,8 +193,9 @@ def filter_spec(flt: SearchFilter | None) -> FilterSpec:
 class Fusion:
     """How hybrid search merges the dense and sparse candidate lists inside Qdrant.
 
-    ``rrf``: Σ w_i / (k + rank_i) with k pinned to 60 (Qdrant's own default is 2); ``weights``
-    (dense, sparse) gives weighted RRF. ``dbsf``: distribution-based score fusion (each list's
+    ``rrf``: Σ 1 / (k + rank_i) (rank from 0) with k pinned to 60 (Qdrant's own default is 2); ``weights``
+    (dense, sparse) gives Qdrant's weighted RRF, Σ 1 / ((rank_i + 1) / w_i + k − 1): a weight stretches or
+    shrinks its list's ranks. ``dbsf``: distribution-based score fusion (each list's
     scores normalised by mean ± 3σ, then summed).
     """
 

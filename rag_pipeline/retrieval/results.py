@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from rag_pipeline.index.store import Fusion
 
 Mode = Literal["vector", "bm25", "hybrid", "reranked"]
 MODES: tuple[Mode, ...] = ("vector", "bm25", "hybrid", "reranked")
@@ -56,3 +59,4 @@ class SearchResponse:
     mode: Mode
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    fusion: Fusion | None = None  # what hybrid fusion this search would use (per-source when learned)

@@ -20,9 +20,10 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder
-from rag_pipeline.vectors.sparse import Bm25Encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,19 @@ TIE_MARGIN = 16
 
 def _cut(hits: list[Hit], limit: int) -> list[Hit]:
     return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
+
+
+class SourceFusion(BaseModel):
+    """Weighted RRF for searches limited to one source (learned per source by cross-validation)."""
+
+    k: int = Field(60, ge=1)
+    dense_weight: float = Field(1.0, gt=0)
+    sparse_weight: float = Field(1.0, gt=0)
+
+    @property
+    def fusion(self) -> Fusion:
+        weights = None if self.dense_weight == self.sparse_weight == 1.0 else (self.dense_weight, self.sparse_weight)
+        return Fusion(method="rrf", k=self.k, weights=weights)
 
 
 class RetrieverConfig(BaseModel):
@@ -51,10 +65,24 @@ class RetrieverConfig(BaseModel):
     max_child_depth: int = Field(4000, ge=1, description="child depth is doubled up to this to fill top_k documents")
     rerank_depth: int = Field(50, ge=1, description="hybrid documents the reranker rescores")
     signal_depth: int = Field(400, ge=1, description="children searched among the candidates for rerank signals")
+    sparse_query: SparseQueryConfig = Field(
+        default_factory=SparseQueryConfig, description="how the BM25 and hybrid arms turn a query into BM25 terms"
+    )
+    fusion_by_source: dict[str, SourceFusion] = Field(
+        default_factory=dict, description="source → fusion of hybrid searches limited to that source"
+    )
 
     @property
     def fusion(self) -> Fusion:
         return Fusion(method=self.fusion_method, k=self.rrf_k, weights=self.rrf_weights)  # type: ignore[arg-type]
+
+    def fusion_for(self, sources: Sequence[str] | None) -> Fusion:
+        """A one-source search uses that source's learned fusion when there is one; others the global one."""
+        if sources is not None and len(set(sources)) == 1:
+            learned = self.fusion_by_source.get(next(iter(sources)))
+            if learned is not None:
+                return learned.fusion
+        return self.fusion
 
 
 def _dense_encoder(dense: DenseEncoder | Callable[[], DenseEncoder]) -> DenseEncoder:
@@ -139,8 +167,10 @@ class Retriever:
             # A slice would take it: top_k=-1 returned every result but the last.
             raise ValueError(f"top_k must be at least 1, got {top_k}")
         exclude = tuple(exclude)
+        sources = tuple(sources) if sources else None
         flt = search_filter(principal, sources, containers, updated_from, updated_to, authors)
         response = SearchResponse(results=[], requested_mode=mode, mode=mode)
+        response.fusion = self.config.fusion_for(sources)
         started = time.perf_counter()
         if mode not in ("vector", "bm25", "hybrid", "reranked"):
             raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
@@ -183,8 +213,12 @@ class Retriever:
                 return docs
             depth = min(depth * 2, self.config.max_child_depth)
 
+    def sparse_query(self, query: str) -> SparseVector:
+        """The BM25 query vector every arm uses (weighted as ``config.sparse_query`` says)."""
+        return sparse_query(self.bm25, query, self.config.sparse_query)
+
     def _bm25_hits(self, query: str, depth: int, flt: SearchFilter) -> list[Hit]:
-        return _cut(self.store.search_sparse(self.bm25.encode_query(query), depth + TIE_MARGIN, flt), depth)
+        return _cut(self.store.search_sparse(self.sparse_query(query), depth + TIE_MARGIN, flt), depth)
 
     def _dense_hits(self, mode: str, query: str, depth: int, flt: SearchFilter, response: SearchResponse) -> list[Hit]:
         try:
@@ -194,8 +228,9 @@ class Retriever:
             if mode == "vector":
                 return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
             prefetch = max(self.config.prefetch_limit, depth)
+            fusion = response.fusion or self.config.fusion
             hybrid = self.store.search_hybrid(
-                vector, self.bm25.encode_query(query), depth + TIE_MARGIN, prefetch, flt, self.config.fusion
+                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, fusion
             )
             return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
@@ -256,9 +291,7 @@ class Retriever:
         )
         # A fixed depth, so training candidates and scored candidates get comparable signals.
         limit = self.config.signal_depth
-        arms = {
-            "bm25": _cut(self.store.search_sparse(self.bm25.encode_query(query), limit + TIE_MARGIN, scoped), limit)
-        }
+        arms = {"bm25": _cut(self.store.search_sparse(self.sparse_query(query), limit + TIE_MARGIN, scoped), limit)}
         try:
             arms["dense"] = _cut(self.store.search_dense(self._query_vector(query), limit + TIE_MARGIN, scoped), limit)
         except Exception:  # missing dense signals are zeros

@@ -52,6 +52,7 @@ class Bm25Encoder:
         self._model = Bm25(
             Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language, tokenizer=_TOKENIZERS[p.tokenizer])
         )
+        self._counting: Bm25 | None = None
 
     @property
     def model_id(self) -> str:
@@ -71,6 +72,17 @@ class Bm25Encoder:
     def encode_query(self, text: str) -> SparseVector:
         return self._convert(self._model.embed_query(text))
 
+    def term_counts(self, text: str) -> dict[int, float]:
+        """Term id → how often the term occurs in ``text`` (after stopwords and stemming): what a weighted
+        query needs and Qdrant's ``embed_query`` (weight 1 per distinct term) does not give."""
+        if self._counting is None:
+            p = self.params
+            self._counting = Bm25(
+                Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=p.language, tokenizer=_TOKENIZERS[p.tokenizer])
+            )
+        vector = self._counting.embed_document(text)
+        return {int(i): _tf(float(w)) for i, w in zip(vector.indices, vector.values, strict=True)}
+
     @staticmethod
     def _convert(vector: object) -> SparseVector:
         return SparseVector(indices=list(vector.indices), values=[float(v) for v in vector.values])  # type: ignore[attr-defined]
@@ -82,10 +94,12 @@ def token_counts(texts: Sequence[str], language: str = "english", tokenizer: str
     Qdrant's Bm25 does not expose its tokenizer, so this runs it with b = 0, where a term's weight is
     ``tf·(k1+1)/(tf+k1)``, and inverts that to recover ``tf``; the lengths sum the term counts.
     """
-    k1 = 1.2
-    model = Bm25(Bm25Config(k=k1, b=0.0, avg_len=1.0, language=language, tokenizer=_TOKENIZERS[tokenizer]))
-    counts = []
-    for text in texts:
-        weights = model.embed_document(text).values
-        counts.append(round(sum(w * k1 / (k1 + 1 - w) for w in weights)))
-    return counts
+    model = Bm25(Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=language, tokenizer=_TOKENIZERS[tokenizer]))
+    return [round(sum(_tf(float(w)) for w in model.embed_document(text).values)) for text in texts]
+
+
+_K1 = 1.2  # of the counting model: with b = 0 a term's weight is tf·(k1+1)/(tf+k1)
+
+
+def _tf(weight: float) -> float:
+    return weight * _K1 / (_K1 + 1 - weight)

@@ -1,0 +1,175 @@
+"""Hybrid-quality levers: query splitting and cleaning, weighted BM25 queries, fusion learned out of fold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_pipeline.evaluation.fusion_tuning import (
+    FusionSetting,
+    QueryCandidates,
+    cross_validate,
+    fuse,
+    grid,
+    setting_scores,
+    text_folds,
+)
+from rag_pipeline.index.store import Fusion, Hit, SearchFilter
+from rag_pipeline.index.writer import write_documents
+from rag_pipeline.retrieval.query_text import prose, split_query
+from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
+from rag_pipeline.vectors.sparse import Bm25Encoder
+from rag_pipeline_tests.test_retrieval import CORPUS, TopicEncoder, document
+
+BM25 = Bm25Encoder()
+JIRA_DEV = Path(__file__).resolve().parents[1] / "eval_sets" / "jira_appcelerator_dev.jsonl"
+
+
+def _jira_query(key: str) -> str:
+    for line in JIRA_DEV.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["id"] == key:
+            return str(record["query"])
+    raise AssertionError(f"{key} not in the Jira dev set")
+
+
+def _terms(text: str) -> set[int]:
+    return set(BM25.encode_query(text).indices)
+
+
+def test_a_jira_issue_splits_into_its_summary_and_description() -> None:
+    parts = split_query(_jira_query("AC-1030"))
+    assert parts.title == "Icon in actionBar on Android doesn't work with SDK 4.0.0RC2"
+    assert parts.body.startswith("Details :")
+    # A one-line question (every Slack query) has no title; a long first line is not one either.
+    assert split_query("is anyone elses laptop spinning down the hard drive?").title == ""
+    assert split_query(" ".join(["word"] * 40) + "\nmore").title == ""
+
+
+def test_prose_drops_code_frames_urls_and_keeps_what_a_person_wrote() -> None:
+    text = _jira_query("AC-1030")
+    cleaned = prose(text)
+    assert "ActionBar id=" not in cleaned and "fontSize" not in cleaned  # inside {code}…{code}
+    assert "community.appcelerator.com" not in cleaned  # the link target goes …
+    assert "Icon in actionBar on Android doesn't work with SDK 4.0.0RC2" in cleaned  # … its label stays
+    assert "Please have a look on screen shot" in cleaned
+    trace = (
+        "Crash when opening the window\n"
+        "[ERROR] :  TiExceptionHandler: Uncaught TypeError: undefined is not an object\n"
+        "    at org.appcelerator.kroll.KrollRuntime.doRunModule(KrollRuntime.java:155)\n"
+        '  File "/usr/lib/python3/app.py", line 12, in main\n'
+        "3   Titanium   0x000000010a1b2c3d   -[TiApp start] + 42\n"
+        "see https://example.test/x?y=1 for more\n"
+        "{noformat}\nraw log line deadbeefdeadbeefdeadbeef\n{noformat}"
+    )
+    cleaned = prose(trace)
+    assert "Uncaught TypeError: undefined is not an object" in cleaned and "[ERROR]" not in cleaned
+    for gone in ("KrollRuntime", "app.py", "0x000000010a1b2c3d", "example.test", "raw log line"):
+        assert gone not in cleaned, gone
+    assert "see" in cleaned and "for more" in cleaned
+
+
+def test_plain_sparse_query_is_qdrants_own() -> None:
+    text = _jira_query("AC-1030")
+    assert sparse_query(BM25, text) == BM25.encode_query(text)
+
+
+def test_fielded_query_weighs_title_terms_above_body_terms_and_drops_code() -> None:
+    text = _jira_query("AC-1030")
+    config = SparseQueryConfig(mode="fielded", title_weight=2, body="prose")
+    vector = sparse_query(BM25, text, config)
+    weights = dict(zip(vector.indices, vector.values, strict=True))
+    title = _terms("Icon in actionBar on Android doesn't work with SDK 4.0.0RC2")
+    body = _terms(prose(split_query(text).body))  # the body repeats the title in a link label
+    assert title and all(weights[t] == pytest.approx(2.0 + (t in body)) for t in title)
+    (screen,) = _terms("screen")
+    assert weights[screen] == pytest.approx(1.0)  # a body word, once
+    for code_word in ("fontSize", "backgroundColor", "displayHomeAsUp"):
+        (term,) = _terms(code_word)
+        assert term not in weights, code_word
+        assert term in BM25.encode_query(text).indices  # the plain query has it
+
+
+def test_query_tf_saturates_at_k3_plus_one() -> None:
+    config = SparseQueryConfig(mode="fielded", title_weight=0, k3=1.2)
+    vector = sparse_query(BM25, "kernel " * 30 + "printer", config)
+    weights = dict(zip(vector.indices, vector.values, strict=True))
+    (kernel,), (printer,) = _terms("kernel"), _terms("printer")
+    assert weights[printer] == pytest.approx(1.0)
+    assert 2.0 < weights[kernel] < 2.2  # 30·2.2/31.2, not 30
+    # Nothing but markup left: the plain query rather than an empty one.
+    assert sparse_query(BM25, "{code}x = 1{code}", SparseQueryConfig(mode="fielded", body="prose")).indices
+
+
+@pytest.mark.parametrize("weights", [None, (1.4, 0.6), (0.5, 1.5)])
+@pytest.mark.parametrize("k", [2, 10, 60])
+def test_fuse_reproduces_the_engines_fusion(store, k: int, weights: tuple[float, float] | None) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    query = "kernel wifi driver"
+    dense = [float(x) for x in TopicEncoder().encode_queries([query])[0]]
+    sparse = BM25.encode_query(query)
+    flt = SearchFilter()
+    engine = store.search_hybrid(dense, sparse, 50, 50, flt, Fusion(k=k, weights=weights))
+    lists = [store.search_dense(dense, 50, flt), store.search_sparse(sparse, 50, flt)]
+    ours = fuse(lists, weights or (1.0, 1.0), k)
+    assert {h.id: pytest.approx(h.score, abs=1e-6) for h in engine} == {h.id: h.score for h in ours}
+    assert [h.score for h in ours] == sorted((h.score for h in ours), reverse=True)
+
+
+def _candidates(n: int, texts: list[str] | None = None) -> list[QueryCandidates]:
+    hit = Hit("c", 1.0, {"document_id": "d", "parent_id": "p"})
+    return [
+        QueryCandidates(f"q{i}", texts[i] if texts else f"query {i}", {"a": [hit]}, {"d": 1}, length=i)
+        for i in range(n)
+    ]
+
+
+def test_cross_validation_never_scores_a_query_with_a_setting_chosen_on_it() -> None:
+    candidates = _candidates(60)
+    folds = text_folds(candidates, 5)
+    settings = [FusionSetting(60, (("a", 1.0),)), FusionSetting(10, (("a", 1.0),))]
+    # Setting 0 is perfect on folds 1–4 and useless on fold 0; setting 1 the reverse, but weaker overall.
+    matrix = np.vstack([np.where(folds == 0, 0.0, 1.0), np.where(folds == 0, 1.0, 0.5)])
+    cv = cross_validate(candidates, settings, matrix=matrix, folds=5)
+    # Fold 0 is scored with what folds 1–4 prefer (setting 0): 0 there, though setting 1 would score 1.
+    assert np.all(cv.scores[folds == 0] == 0.0)
+    assert np.all(cv.scores[folds != 0] == 1.0)
+    assert cv.chosen[0]["all"] == settings[0]
+    # In-sample the best setting (0) would claim the same; out of fold can never exceed the oracle.
+    assert cv.mean <= matrix.max(axis=0).mean()
+
+
+def test_repeated_query_texts_share_a_fold() -> None:
+    texts = [f"question {i % 7}" for i in range(70)]
+    folds = text_folds(_candidates(70, texts), 5)
+    for i in range(70):
+        assert folds[i] == folds[i % 7]
+
+
+def test_length_aware_cross_validation_picks_per_bucket() -> None:
+    candidates = _candidates(100)  # lengths 0..99
+    settings = [FusionSetting(60, (("a", 1.0),)), FusionSetting(10, (("a", 1.0),))]
+    lengths = np.arange(100)
+    matrix = np.vstack([np.where(lengths < 50, 1.0, 0.0), np.where(lengths < 50, 0.0, 0.9)])
+    plain = cross_validate(candidates, settings, matrix=matrix)
+    aware = cross_validate(candidates, settings, matrix=matrix, length_aware=True)
+    assert aware.mean > 0.9 > plain.mean
+    assert all(p["short"] == settings[0] and p["long"] == settings[1] for p in aware.chosen)
+
+
+def test_grid_weights_sum_to_two_and_scores_come_from_the_lists() -> None:
+    settings = grid("dense", "bm25", ks=(60,), dense_shares=(0.3, 0.5, 0.8))
+    assert [s.weights for s in settings] == [
+        (("dense", 0.6), ("bm25", 1.4)),
+        (("dense", 1.0), ("bm25", 1.0)),
+        (("dense", 1.6), ("bm25", 0.4)),
+    ]
+    relevant = Hit("r", 1.0, {"document_id": "rel", "parent_id": "rp"})
+    other = Hit("o", 1.0, {"document_id": "other", "parent_id": "op"})
+    # Each list has one document on top: the weights decide which wins (equal weights: a tie, broken by id).
+    candidates = [QueryCandidates("q", "q", {"dense": [other], "bm25": [relevant]}, {"rel": 1})]
+    matrix = setting_scores(candidates, settings)[:, 0]
+    assert matrix == pytest.approx([1.0, 1 / np.log2(3), 1 / np.log2(3)])
