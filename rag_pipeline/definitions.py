@@ -65,6 +65,8 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         reports_dir=str(settings.paths.reports),
         llm_reranker_model=settings.llm_rerank_model,
         exact_dense=settings.eval_exact_dense,
+        sparse_query=settings.sparse_query,
+        learned_fusion=settings.learned_fusion,
     )
 
 

@@ -215,6 +215,11 @@ class Settings(_Frozen):
     # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
     # Japanese, Chinese and Korean too); the index records it and refuses the other.
     bm25_tokenizer: Literal["word", "multilingual"] = "word"
+    # How BM25 reads a query (RAG_SPARSE_QUERY): "fielded" weighs the title line up and drops code, stack
+    # frames and URLs from the body; "plain" is Qdrant's one weight per term. Search and evaluation alike.
+    sparse_query: Literal["plain", "fielded"] = "fielded"
+    # Hybrid searches limited to one source fuse with that source's learned RRF (RAG_LEARNED_FUSION).
+    learned_fusion: bool = True
     llm_rerank_model: str | None = None
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
     eval_exact_dense: bool = False
@@ -432,6 +437,8 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dense_device=_choice(env, "RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
         model_cache=_path(env, "RAG_MODEL_CACHE", _user_cache(env) / "rag_pipeline" / "models"),
         bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
+        sparse_query=_choice(env, "RAG_SPARSE_QUERY", ("plain", "fielded"), "fielded"),
+        learned_fusion=_flag(env, "RAG_LEARNED_FUSION", True),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         eval_exact_dense=_flag(env, "RAG_EVAL_EXACT_DENSE", False),
         slack_export=slack_export,

@@ -19,10 +19,12 @@ from rag_pipeline.evaluation.fusion_tuning import (
 )
 from rag_pipeline.index.store import Fusion, Hit, SearchFilter
 from rag_pipeline.index.writer import write_documents
+from rag_pipeline.retrieval.fusion import SourceFusion
 from rag_pipeline.retrieval.query_text import prose, split_query
+from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
 from rag_pipeline.vectors.sparse import Bm25Encoder
-from rag_pipeline_tests.test_retrieval import CORPUS, TopicEncoder, document
+from rag_pipeline_tests.test_retrieval import CORPUS, EVERYONE, TopicEncoder, document
 
 BM25 = Bm25Encoder()
 JIRA_DEV = Path(__file__).resolve().parents[1] / "eval_sets" / "jira_appcelerator_dev.jsonl"
@@ -173,3 +175,29 @@ def test_grid_weights_sum_to_two_and_scores_come_from_the_lists() -> None:
     candidates = [QueryCandidates("q", "q", {"dense": [other], "bm25": [relevant]}, {"rel": 1})]
     matrix = setting_scores(candidates, settings)[:, 0]
     assert matrix == pytest.approx([1.0, 1 / np.log2(3), 1 / np.log2(3)])
+
+
+def test_the_retriever_searches_with_the_weighted_query_and_the_sources_learned_fusion(store, monkeypatch) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    query = "printer\nwifi driver iwlwifi"  # title line: printer; body: a wifi problem
+    plain = Retriever(store, BM25, dense=TopicEncoder(), config=RetrieverConfig.chosen("plain", learned_fusion=False))
+    assert plain.search(query, "bm25", EVERYONE, top_k=1).results[0].document_id == "d2"
+    slack_fusion = SourceFusion(k=5, dense_weight=1.5, sparse_weight=0.5)
+    config = RetrieverConfig(
+        sparse_query=SparseQueryConfig(mode="fielded", title_weight=3), fusion_by_source={"slack": slack_fusion}
+    )
+    fielded = Retriever(store, BM25, dense=TopicEncoder(), config=config)
+    # The title's term now outweighs the body's two: the printer document comes first.
+    assert fielded.search(query, "bm25", EVERYONE, top_k=1).results[0].document_id == "d3"
+
+    calls: list[tuple] = []
+    original = store.search_hybrid
+    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    response = fielded.search(query, "hybrid", EVERYONE, sources=["slack"])
+    assert response.fusion == Fusion(method="rrf", k=5, weights=(1.5, 0.5)) == calls[-1][5]
+    assert calls[-1][1] == sparse_query(BM25, query, config.sparse_query)
+    # Several sources, or none named: the global fusion.
+    for sources in (None, ["slack", "jira"]):
+        response = fielded.search(query, "hybrid", EVERYONE, sources=sources)
+        assert response.fusion == Fusion() == calls[-1][5]
+    assert SourceFusion().fusion == Fusion()  # equal weights are plain RRF, not a weighted request

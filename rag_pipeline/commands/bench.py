@@ -15,7 +15,7 @@ from rich.console import Console
 from rag_pipeline.commands.arguments import at_least, existing_file, existing_folder, positive_int, writable_folder
 from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.commands.search import bm25_encoder, open_index, retriever_config
+from rag_pipeline.commands.search import add_query_options, bm25_encoder, open_index, retriever_config
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
@@ -23,7 +23,7 @@ from rag_pipeline.evaluation.evaluate import EvalResult, run_arms, summarize_out
 from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.runner import ArmOutcome, rerank_examples, run_arm
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames
+from rag_pipeline.index.store import CollectionNames, describe_fusion
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
 from rag_pipeline.retrieval.retriever import Retriever
@@ -137,7 +137,7 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
             store,
             bm25,
             dense=encoder,
-            config=retriever_config(args),
+            config=retriever_config(args, settings),
             persistent_cache=cache,
         )
         queries = beir_eval_queries(dataset, name)
@@ -181,7 +181,7 @@ def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progresso
             store,
             bm25_encoder(settings),
             dense=dense,
-            config=retriever_config(args),
+            config=retriever_config(args, settings),
             persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
         )
         results = []
@@ -205,8 +205,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             write_report(result.summary, result.per_query, out, title=f"Retrieval benchmark: {result.name}")
             console.print(f"report written to {out}", highlight=False)
     if args.json:
-        described = {"dense_search": settings.qdrant.dense_search.describe()}
-        shapes = {r.name: {**r.summary.cli_json(), **described} for r in results}
+        config = retriever_config(args, settings)
+        described = {
+            "dense_search": settings.qdrant.dense_search.describe(),
+            "sparse_query": config.sparse_query.describe(),
+        }
+        shapes = {
+            r.name: {**r.summary.cli_json(), **described, "fusion": describe_fusion(config.fusion_for(r.meta.sources))}
+            for r in results
+        }
         print(json.dumps(next(iter(shapes.values())) if len(shapes) == 1 else shapes, indent=2))
         return 0
     for result in results:
@@ -247,16 +254,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--folds", type=at_least(2), default=5, help="cross-fitting folds on eval sets (default: %(default)s)"
     )
-    bench.add_argument("--rrf-k", type=int, default=60, help="RRF constant (default: %(default)s)")
     bench.add_argument(
         "--exact-dense",
         action="store_true",
         help="exact dense search instead of the index's HNSW graph (default: RAG_DENSE_EXACT, else HNSW)",
     )
-    bench.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
-    bench.add_argument(
-        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
-    )
+    add_query_options(bench)
     bench.add_argument(
         "--rerank-depth", type=positive_int, default=50, help="hybrid documents reranked (default: %(default)s)"
     )

@@ -56,8 +56,9 @@ def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait)
         yield store
 
 
-def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
-    """Fusion and depth options shared by ``search`` and ``bench``."""
+def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverConfig:
+    """Fusion, query weighting and depth options shared by ``search`` and ``bench``. A fusion given on the
+    command line applies to every search; otherwise one-source searches use their source's learned fusion."""
     weights = None
     if args.rrf_weights:
         try:
@@ -65,11 +66,38 @@ def retriever_config(args: argparse.Namespace) -> RetrieverConfig:
         except ValueError:
             raise CommandError(f"--rrf-weights must be two numbers DENSE,SPARSE, got {args.rrf_weights!r}") from None
         weights = (dense, sparse)
-    return RetrieverConfig(
+    explicit = args.fusion != "rrf" or args.rrf_k is not None or weights is not None
+    return RetrieverConfig.chosen(
+        args.sparse_query or settings.sparse_query,
+        settings.learned_fusion and not explicit and not args.no_learned_fusion,
         fusion_method=args.fusion,
-        rrf_k=args.rrf_k,
+        rrf_k=args.rrf_k or 60,
         rrf_weights=weights,
         rerank_depth=getattr(args, "rerank_depth", 50),
+    )
+
+
+def add_query_options(parser: argparse.ArgumentParser) -> None:
+    """The fusion and BM25-query options of ``search`` and ``bench``."""
+    parser.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
+    parser.add_argument(
+        "--rrf-k", type=int, default=None, help="RRF constant for every search (default: learned per source, else 60)"
+    )
+    parser.add_argument(
+        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
+    )
+    parser.add_argument(
+        "--no-learned-fusion",
+        action="store_true",
+        help="plain RRF for one-source searches too (default: RAG_LEARNED_FUSION, on): the learned per-source "
+        "fusion is off whenever --fusion, --rrf-k or --rrf-weights is given",
+    )
+    parser.add_argument(
+        "--sparse-query",
+        choices=["plain", "fielded"],
+        default=None,
+        help="how BM25 reads the query: fielded weighs its title line up and drops code, stack frames and URLs; "
+        "plain gives every term weight 1 (default: RAG_SPARSE_QUERY, else fielded)",
     )
 
 
@@ -99,7 +127,7 @@ def _prepare_dense(settings: Settings, query: str, cache: EmbeddingCache) -> Den
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     paths = settings.paths
-    principal, config = principal_from_args(args), retriever_config(args)
+    principal, config = principal_from_args(args), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
     reranker = load_current_reranker(paths.reranker)
@@ -188,11 +216,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--since", default=None, help="documents active on or after this ISO date")
     search.add_argument("--until", default=None, help="documents active before this ISO date")
     search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
-    search.add_argument("--rrf-k", type=int, default=60, help="RRF constant for hybrid (default: %(default)s)")
-    search.add_argument("--fusion", choices=["rrf", "dbsf"], default="rrf", help="hybrid fusion (default: %(default)s)")
-    search.add_argument(
-        "--rrf-weights", default=None, help="weighted RRF as DENSE,SPARSE weights, e.g. 1,2 (default: equal)"
-    )
+    add_query_options(search)
     search.add_argument("--json", action="store_true", help="print results as JSON")
     search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     search.set_defaults(func=run)

@@ -207,6 +207,14 @@ class Fusion:
 DEFAULT_FUSION = Fusion()
 
 
+def describe_fusion(fusion: Fusion) -> str:
+    """``rrf(k=60)``, ``rrf(k=10, weights=1.2/0.8)`` or ``dbsf``: how reports name a fusion."""
+    if fusion.method == "dbsf":
+        return "dbsf"
+    weights = f", weights={fusion.weights[0]:g}/{fusion.weights[1]:g}" if fusion.weights else ""
+    return f"rrf(k={fusion.k}{weights})"
+
+
 # Reads the points of a collection matching a filter, with only the named payload fields: each engine's scroll.
 Scroll = Callable[[str, SearchFilter | None, list[str]], Iterable[Any]]
 # Documents per filter when listing points by document id (keeps each filter's match list small).

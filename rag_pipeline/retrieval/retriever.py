@@ -10,17 +10,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import cast
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
 from rag_pipeline.index.store import Fusion, Hit, SearchFilter, VectorStore
+from rag_pipeline.retrieval.fusion import LEARNED_FUSION, SourceFusion
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
-from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
+from rag_pipeline.retrieval.sparse_query import (
+    DEFAULT_SPARSE_QUERY,
+    SPARSE_QUERY_PRESETS,
+    SparseQueryConfig,
+    sparse_query,
+)
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
@@ -35,19 +41,6 @@ TIE_MARGIN = 16
 
 def _cut(hits: list[Hit], limit: int) -> list[Hit]:
     return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
-
-
-class SourceFusion(BaseModel):
-    """Weighted RRF for searches limited to one source (learned per source by cross-validation)."""
-
-    k: int = Field(60, ge=1)
-    dense_weight: float = Field(1.0, gt=0)
-    sparse_weight: float = Field(1.0, gt=0)
-
-    @property
-    def fusion(self) -> Fusion:
-        weights = None if self.dense_weight == self.sparse_weight == 1.0 else (self.dense_weight, self.sparse_weight)
-        return Fusion(method="rrf", k=self.k, weights=weights)
 
 
 class RetrieverConfig(BaseModel):
@@ -66,11 +59,28 @@ class RetrieverConfig(BaseModel):
     rerank_depth: int = Field(50, ge=1, description="hybrid documents the reranker rescores")
     signal_depth: int = Field(400, ge=1, description="children searched among the candidates for rerank signals")
     sparse_query: SparseQueryConfig = Field(
-        default_factory=SparseQueryConfig, description="how the BM25 and hybrid arms turn a query into BM25 terms"
+        default_factory=lambda: SPARSE_QUERY_PRESETS[DEFAULT_SPARSE_QUERY],
+        description="how the BM25 and hybrid arms turn a query into BM25 terms",
     )
     fusion_by_source: dict[str, SourceFusion] = Field(
-        default_factory=dict, description="source → fusion of hybrid searches limited to that source"
+        default_factory=lambda: dict(LEARNED_FUSION),
+        description="source → fusion of hybrid searches limited to that source (global fusion elsewhere)",
     )
+
+    @classmethod
+    def chosen(
+        cls, sparse_query: str = DEFAULT_SPARSE_QUERY, learned_fusion: bool = True, **fields: Any
+    ) -> RetrieverConfig:
+        """A config from the named settings (RAG_SPARSE_QUERY, RAG_LEARNED_FUSION) plus any other fields."""
+        if sparse_query not in SPARSE_QUERY_PRESETS:
+            raise ValueError(
+                f"unknown sparse query {sparse_query!r}; expected one of {', '.join(SPARSE_QUERY_PRESETS)}"
+            )
+        return cls(
+            sparse_query=SPARSE_QUERY_PRESETS[sparse_query],
+            fusion_by_source=dict(LEARNED_FUSION) if learned_fusion else {},
+            **fields,
+        )
 
     @property
     def fusion(self) -> Fusion:

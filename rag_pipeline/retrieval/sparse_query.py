@@ -36,6 +36,14 @@ class SparseQueryConfig(BaseModel):
         return f"fielded(title={self.title_weight:g},body={self.body_weight:g},k3={self.k3:g},body_text={self.body})"
 
 
+# Named query weightings (RAG_SPARSE_QUERY, --sparse-query). "fielded" is the one bench/hybrid_levers.py chose.
+SPARSE_QUERY_PRESETS: dict[str, SparseQueryConfig] = {
+    "plain": SparseQueryConfig(),
+    "fielded": SparseQueryConfig(mode="fielded", title_weight=2.0, body="prose", k3=1.2),
+}
+DEFAULT_SPARSE_QUERY = "fielded"
+
+
 def sparse_query(encoder: Bm25Encoder, text: str, config: SparseQueryConfig | None = None) -> SparseVector:
     """The BM25 query vector of ``text`` under ``config``; never empty when ``plain`` would not be."""
     config = config or SparseQueryConfig()

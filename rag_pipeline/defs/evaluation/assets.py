@@ -28,7 +28,7 @@ from rag_pipeline.evaluation.run_files import (
 from rag_pipeline.evaluation.runner import rerank_examples, run_arm
 from rag_pipeline.evaluation.summary import EvalSummary
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
-from rag_pipeline.index.store import VectorStore
+from rag_pipeline.index.store import VectorStore, describe_fusion
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
@@ -233,9 +233,13 @@ def retrieval_eval_asset(
         with qdrant.open(exact=evaluation.exact_dense or None) as store:
             metadata["dense_search"] = store.dense_search.describe()
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
+            if arm != "vector":
+                metadata["sparse_query"] = retriever.config.sparse_query.describe()
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
                 queries = load_eval_set(path)
+                if arm not in ("vector", "bm25"):
+                    metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
                 if llm is not None:
                     outcome = run_arm(
                         retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM

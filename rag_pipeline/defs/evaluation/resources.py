@@ -37,6 +37,15 @@ class EvaluationResource(dg.ConfigurableResource):
         description="Score the dense and hybrid arms with exact dense search instead of the index's HNSW "
         "(RAG_EVAL_EXACT_DENSE): the quality of the model alone, without the graph's approximation",
     )
+    sparse_query: str = Field(
+        default="fielded",
+        description="How BM25 reads a query (RAG_SPARSE_QUERY): fielded (title line weighted up, code and stack "
+        "frames dropped) or plain (one weight per term)",
+    )
+    learned_fusion: bool = Field(
+        default=True,
+        description="Hybrid arms of one-source eval sets fuse with that source's learned RRF (RAG_LEARNED_FUSION)",
+    )
     llm_reranker_model: str | None = Field(
         default=None,
         description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)",
@@ -56,7 +65,9 @@ class EvaluationResource(dg.ConfigurableResource):
         return paths
 
     def retriever_config(self) -> RetrieverConfig:
-        return RetrieverConfig(rerank_depth=self.rerank_depth, rrf_k=self.rrf_k)
+        return RetrieverConfig.chosen(
+            self.sparse_query, self.learned_fusion, rerank_depth=self.rerank_depth, rrf_k=self.rrf_k
+        )
 
     @property
     def runs_dir(self) -> Path:
