@@ -41,6 +41,7 @@ from rag_pipeline.evaluation.fusion_tuning import (
 from rag_pipeline.evaluation.runner import principal_of
 from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p
 from rag_pipeline.index.store import Hit, SearchFilter, VectorStore
+from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.retriever import search_filter
@@ -64,13 +65,19 @@ SPARSE_VARIANTS: dict[str, SparseQueryConfig] = {
 }
 
 
+def _slim(hits: list[Hit]) -> list[Hit]:
+    """Best first, cut to DEPTH, keeping only the payload grouping needs (texts would take gigabytes)."""
+    ranked = sorted(hits, key=lambda h: (-h.score, h.id))[:DEPTH]
+    keep = ("document_id", "parent_id")
+    return [Hit(h.id, h.score, {k: h.payload[k] for k in keep if k in h.payload}) for h in ranked]
+
+
 def _dense(store: VectorStore, vector: object, flt: SearchFilter) -> list[Hit]:
-    hits = store.search_dense([float(x) for x in vector], DEPTH + 16, flt)  # type: ignore[attr-defined]
-    return sorted(hits, key=lambda h: (-h.score, h.id))[:DEPTH]
+    return _slim(store.search_dense([float(x) for x in vector], DEPTH + 16, flt))  # type: ignore[attr-defined]
 
 
 def _sparse(store: VectorStore, vector: SparseVector, flt: SearchFilter) -> list[Hit]:
-    return sorted(store.search_sparse(vector, DEPTH + 16, flt), key=lambda h: (-h.score, h.id))[:DEPTH]
+    return _slim(store.search_sparse(vector, DEPTH + 16, flt))
 
 
 def collect(
@@ -98,6 +105,18 @@ def collect(
 
 def single_list(candidates: list[QueryCandidates], name: str) -> np.ndarray:
     return ndcg_at_10(candidates, {c.query_id: ranking(c.lists[name], c.exclude) for c in candidates})
+
+
+def document_level(candidates: list[QueryCandidates], names: list[str], k: int = 60) -> np.ndarray:
+    """RRF over each list's document ranking (best child per document) instead of over child chunks."""
+    rankings = {}
+    for c in candidates:
+        scores: dict[str, float] = {}
+        for name in names:
+            for rank, result in enumerate(documents_from_hits(c.lists[name], c.exclude)):
+                scores[result.document_id] = scores.get(result.document_id, 0.0) + 1.0 / (k + rank)
+        rankings[c.query_id] = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:100]
+    return ndcg_at_10(candidates, rankings)
 
 
 def row(scores: np.ndarray, baseline: np.ndarray, note: str = "") -> dict[str, object]:
@@ -144,6 +163,9 @@ def evaluate_set(candidates: list[QueryCandidates]) -> dict[str, object]:
     rows["hybrid learned k,weights,weighting"] = row(cv_all.scores, baseline, _chosen(cv_all))
     cv_len = cross_validate(candidates, all_settings, matrix=matrix, length_aware=True)
     rows["hybrid learned, length-aware"] = row(cv_len.scores, baseline, _chosen(cv_len))
+    rows["hybrid rrf k=60, fused per document"] = row(
+        document_level(candidates, ["dense", "bm25:plain"]), baseline, "each list grouped to documents before RRF"
+    )
     multi = [
         FusionSetting(k, (("dense", 1.0), ("bm25:plain", 1.0), ("dense:title", t), ("bm25:title", t)))
         for k in (20, 60)

@@ -201,3 +201,38 @@ def test_the_retriever_searches_with_the_weighted_query_and_the_sources_learned_
         response = fielded.search(query, "hybrid", EVERYONE, sources=sources)
         assert response.fusion == Fusion() == calls[-1][5]
     assert SourceFusion().fusion == Fusion()  # equal weights are plain RRF, not a weighted request
+
+
+def test_rerank_features_compare_the_querys_title_line_with_the_candidates_title() -> None:
+    from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
+    from rag_pipeline_tests.test_retrieval import _candidate
+
+    query = "Camera crashes on Android\nSteps: open the camera, rotate the device, the app exits with a stack trace."
+    c = [
+        _candidate("dup", 0.5, "Android camera crash", "x"),
+        _candidate("other", 0.6, "Rotate the device in the simulator", "x"),
+    ]
+    f = candidate_features(query, c, BM25)
+    coverage, jaccard = FEATURE_NAMES.index("query_title_coverage"), FEATURE_NAMES.index("query_title_jaccard")
+    assert f[0, coverage] == pytest.approx(1.0) and f[1, coverage] == 0.0  # camera, crash, android
+    assert f[0, jaccard] == pytest.approx(1.0) and f[1, jaccard] == 0.0
+    # A one-line query has no title line: the features are 0, not noise from the body.
+    g = candidate_features("android camera crash", c, BM25)
+    assert g[0, coverage] == 0.0 and g[0, jaccard] == 0.0
+
+
+def test_the_tuning_ranking_is_the_retrievers_document_ranking() -> None:
+    from rag_pipeline.evaluation.fusion_tuning import ranking
+    from rag_pipeline.retrieval.grouping import documents_from_hits
+
+    rng = np.random.default_rng(0)
+    hits = [
+        Hit(
+            f"c{i}",
+            float(rng.choice([0.1, 0.2, 0.3, rng.random()])),
+            {"document_id": f"d{i % 13 % 9}", "parent_id": f"p{i % 13}"},  # 13 parents in 9 documents
+        )
+        for i in range(200)
+    ]
+    expected = [(r.document_id, r.score) for r in documents_from_hits(hits, ["d3"])]
+    assert ranking(hits, ["d3"]) == expected and len(expected) == 8

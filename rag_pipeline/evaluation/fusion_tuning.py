@@ -22,7 +22,6 @@ import numpy as np
 
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.index.store import Hit
-from rag_pipeline.retrieval.grouping import documents_from_hits
 
 DEFAULT_KS: tuple[int, ...] = (2, 5, 10, 20, 40, 60, 100)
 DEFAULT_DENSE_SHARES: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -64,8 +63,15 @@ def fuse(lists: Sequence[Sequence[Hit]], weights: Sequence[float], k: int) -> li
 
 
 def ranking(hits: Sequence[Hit], exclude: Sequence[str] = (), depth: int = 100) -> list[tuple[str, float]]:
-    """Documents (best child each) in rank order, as the retriever returns them."""
-    return [(r.document_id, r.score) for r in documents_from_hits(hits, exclude)[:depth]]
+    """Documents in the retriever's order (score of the best child, ties by document id), without building
+    results: the grid ranks hundreds of thousands of lists."""
+    excluded = set(exclude)
+    best: dict[str, float] = {}
+    for hit in hits:
+        doc = hit.payload["document_id"]
+        if doc not in excluded and hit.score > best.get(doc, float("-inf")):
+            best[doc] = hit.score
+    return sorted(best.items(), key=lambda x: (-x[1], x[0]))[:depth]
 
 
 def ndcg_at_10(candidates: Sequence[QueryCandidates], rankings: Mapping[str, list[tuple[str, float]]]) -> np.ndarray:

@@ -3,7 +3,8 @@
 Signals come from the retriever (hybrid, dense and BM25 score and rank of the document's best
 child), plus field matches computed here with the same analyzer as the BM25 index (Qdrant's Bm25:
 lowercase, English stopwords, Snowball stems): how much of the query the title, the parent chunk
-and the best child cover, document length, recency within the candidate list, and source.
+and the best child cover, how much the query's own title line shares with the candidate's title,
+document length, recency within the candidate list, and source.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from datetime import datetime
 
 import numpy as np
 
+from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
-FEATURES_VERSION = "1"
+FEATURES_VERSION = "2"
 FEATURE_NAMES: tuple[str, ...] = (
     "hybrid_score",
     "hybrid_score_rel",
@@ -32,6 +34,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "parent_coverage",
     "child_coverage",
     "title_bm25_share",
+    "query_title_coverage",
+    "query_title_jaccard",
     "log_matching_children",
     "log_parent_words",
     "log_age_days",
@@ -58,6 +62,9 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
     if not candidates:
         return np.zeros((0, len(FEATURE_NAMES)))
     q_terms = _terms(encoder, query)
+    # A Jira query is a whole issue; its summary line against the candidate's title is what a person
+    # comparing two issues for duplicates looks at first.
+    q_title = _terms(encoder, split_query(query).title)
     q_size = max(len(q_terms), 1)
     sig = [c.signals for c in candidates]
     max_hybrid = max(s.get("hybrid_score", c.score) for s, c in zip(sig, candidates, strict=True)) or 1.0
@@ -87,6 +94,8 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
                 len(q_terms & parent_terms) / q_size,
                 len(q_terms & child_terms) / q_size,
                 title_hits / max(len(q_terms & parent_terms | q_terms & title_terms), 1),
+                len(q_title & title_terms) / max(len(q_title), 1),
+                len(q_title & title_terms) / max(len(q_title | title_terms), 1) if q_title else 0.0,
                 math.log1p(c.matching_children),
                 math.log1p(len((c.parent_text or c.child_text).split())),
                 math.log1p(max(newest - t, 0.0) / 86400.0) if newest is not None and t is not None else 0.0,
