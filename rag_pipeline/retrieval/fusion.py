@@ -27,7 +27,9 @@ class SourceFusion(BaseModel):
         return Fusion(method="rrf", k=self.k, weights=weights)
 
 
+# Slack: k=10 with dense 1.6 / BM25 0.4 was chosen in 4 of 5 folds (out-of-fold nDCG@10 0.672 vs 0.648 for
+# plain RRF, p = 0.03). Jira: once the query is fielded, no learned setting beat plain RRF out of fold (0.611
+# vs 0.610), so Jira keeps the global fusion.
 LEARNED_FUSION: dict[str, SourceFusion] = {
-    "slack": SourceFusion(k=10, dense_weight=1.2, sparse_weight=0.8),
-    "jira": SourceFusion(k=60, dense_weight=1.0, sparse_weight=1.0),
+    "slack": SourceFusion(k=10, dense_weight=1.6, sparse_weight=0.4),
 }

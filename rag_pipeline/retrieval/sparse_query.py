@@ -39,7 +39,7 @@ class SparseQueryConfig(BaseModel):
 # Named query weightings (RAG_SPARSE_QUERY, --sparse-query). "fielded" is the one bench/hybrid_levers.py chose.
 SPARSE_QUERY_PRESETS: dict[str, SparseQueryConfig] = {
     "plain": SparseQueryConfig(),
-    "fielded": SparseQueryConfig(mode="fielded", title_weight=2.0, body="prose", k3=1.2),
+    "fielded": SparseQueryConfig(mode="fielded", title_weight=4.0, body="prose", k3=1.2),
 }
 DEFAULT_SPARSE_QUERY = "fielded"
 
