@@ -97,13 +97,17 @@ def test_fielded_query_weighs_title_terms_above_body_terms_and_drops_code() -> N
 
 def test_query_tf_saturates_at_k3_plus_one() -> None:
     config = SparseQueryConfig(mode="fielded", title_weight=0, k3=1.2)
-    vector = sparse_query(BM25, "kernel " * 30 + "printer", config)
+    vector = sparse_query(BM25, "Boot report\n" + "kernel " * 30 + "printer", config)
     weights = dict(zip(vector.indices, vector.values, strict=True))
     (kernel,), (printer,) = _terms("kernel"), _terms("printer")
     assert weights[printer] == pytest.approx(1.0)
     assert 2.0 < weights[kernel] < 2.2  # 30·2.2/31.2, not 30
     # Nothing but markup left: the plain query rather than an empty one.
-    assert sparse_query(BM25, "{code}x = 1{code}", SparseQueryConfig(mode="fielded", body="prose")).indices
+    only_code = "Title\n{code}x = 1{code}"
+    assert sparse_query(BM25, only_code, SparseQueryConfig(mode="fielded", body="prose", title_weight=0)).indices
+    # A one-line question has no fields: it is read plainly whatever the mode.
+    one_line = "kernel kernel kernel panic {code}x{code}"
+    assert sparse_query(BM25, one_line, config) == BM25.encode_query(one_line)
 
 
 @pytest.mark.parametrize("weights", [None, (1.4, 0.6), (0.5, 1.5)])
@@ -236,3 +240,17 @@ def test_the_tuning_ranking_is_the_retrievers_document_ranking() -> None:
     ]
     expected = [(r.document_id, r.score) for r in documents_from_hits(hits, ["d3"])]
     assert ranking(hits, ["d3"]) == expected and len(expected) == 8
+
+
+def test_rerank_signals_search_the_title_line_alone(store) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    retriever = Retriever(store, BM25, dense=TopicEncoder())
+    # Title: a printer problem; body: kernel and wifi words. The title signals rank the printer document first.
+    candidates = retriever.rerank_candidates("printer offline\nkernel wifi driver iwlwifi after upgrade", EVERYONE, 4)
+    by_doc = {c.document_id: c.signals for c in candidates}
+    assert by_doc["d3"]["title_bm25_rank"] == 0 and by_doc["d3"]["title_bm25_score"] > 0
+    assert by_doc["d3"]["title_dense_rank"] == 0
+    assert by_doc["d3"]["dense_rank"] > 0  # the whole query is mostly about kernel and wifi
+    # One-line queries get no title signals (the reranker's title features stay 0).
+    for c in retriever.rerank_candidates("kernel wifi", EVERYONE, 4):
+        assert not any(name.startswith("title_") for name in c.signals)

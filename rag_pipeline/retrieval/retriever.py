@@ -19,6 +19,7 @@ from rag_pipeline.retrieval.fusion import LEARNED_FUSION, SourceFusion
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
+from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.sparse_query import (
@@ -140,9 +141,11 @@ class Retriever:
         return self._cache
 
     def embed_queries(self, queries: Sequence[str]) -> None:
-        """Warm the query cache in one batch (evaluation embeds all its queries up front)."""
+        """Warm the query cache in one batch (evaluation embeds all its queries up front), title lines too
+        (the reranker's title signals search with them)."""
         if self.query_cache is not None:
-            self.query_cache.get_many(list(queries))
+            titles = [t for t in (split_query(q).title for q in queries) if t]
+            self.query_cache.get_many(list(dict.fromkeys([*queries, *titles])))
 
     def _query_vector(self, query: str) -> list[float]:
         cache = self.query_cache
@@ -306,6 +309,18 @@ class Retriever:
             arms["dense"] = _cut(self.store.search_dense(self._query_vector(query), limit + TIE_MARGIN, scoped), limit)
         except Exception:  # missing dense signals are zeros
             arms["dense"] = []
+        # The query's title line alone (a Jira summary), searched both ways: duplicates share summaries more
+        # than they share descriptions. A query without a title line has no title signals (zeros, which a
+        # model trained on one-line queries ignores as constant).
+        title = split_query(query).title
+        if title:
+            sparse = self.bm25.encode_query(title)
+            arms["title_bm25"] = _cut(self.store.search_sparse(sparse, limit + TIE_MARGIN, scoped), limit)
+            try:
+                vector = self._query_vector(title)
+                arms["title_dense"] = _cut(self.store.search_dense(vector, limit + TIE_MARGIN, scoped), limit)
+            except Exception:
+                arms["title_dense"] = []
         # Children sharing a query term, counted at the fixed depth (a rerank feature).
         matches: dict[str, int] = {}
         for hit in arms["bm25"]:

@@ -36,6 +36,11 @@ FEATURE_NAMES: tuple[str, ...] = (
     "title_bm25_share",
     "query_title_coverage",
     "query_title_jaccard",
+    "title_dense_score",
+    "title_dense_score_gap",
+    "log_title_dense_rank",
+    "title_bm25_score_rel",
+    "log_title_bm25_rank",
     "log_matching_children",
     "log_parent_words",
     "log_age_days",
@@ -70,6 +75,8 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
     max_hybrid = max(s.get("hybrid_score", c.score) for s, c in zip(sig, candidates, strict=True)) or 1.0
     max_dense = max(s.get("dense_score", 0.0) for s in sig)
     max_bm25 = max(s.get("bm25_score", 0.0) for s in sig) or 1.0
+    max_title_dense = max(s.get("title_dense_score", 0.0) for s in sig)
+    max_title_bm25 = max(s.get("title_bm25_score", 0.0) for s in sig) or 1.0
     times = [_epoch(c.updated) for c in candidates]
     newest = max((t for t in times if t is not None), default=None)
     rows = []
@@ -96,6 +103,11 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
                 title_hits / max(len(q_terms & parent_terms | q_terms & title_terms), 1),
                 len(q_title & title_terms) / max(len(q_title), 1),
                 len(q_title & title_terms) / max(len(q_title | title_terms), 1) if q_title else 0.0,
+                s.get("title_dense_score", 0.0),
+                s.get("title_dense_score", 0.0) - max_title_dense,
+                math.log1p(s.get("title_dense_rank", 0.0)),
+                s.get("title_bm25_score", 0.0) / max_title_bm25,
+                math.log1p(s.get("title_bm25_rank", 0.0)),
                 math.log1p(c.matching_children),
                 math.log1p(len((c.parent_text or c.child_text).split())),
                 math.log1p(max(newest - t, 0.0) / 86400.0) if newest is not None and t is not None else 0.0,
