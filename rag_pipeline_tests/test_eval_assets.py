@@ -106,6 +106,16 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
         assert _meta(done, "retrieval_eval")["dense_search"] == (
             "exact" if exact else "hnsw (m=16, ef_construct=100, ef=128)"
         )
+        # And which BM25 query and fusion: the Slack-only set fuses with Slack's learned RRF, the set
+        # without a source (both sources) with the global one.
+        metadata = _meta(done, "retrieval_eval")
+        if arm != "vector":
+            assert metadata["sparse_query"] == "fielded(title=4,body=1,k3=1.2,body_text=prose)"
+        if arm in ("hybrid", "reranked"):
+            assert metadata["slice/fusion"] == "rrf(k=10, weights=1.6/0.4)"
+            assert metadata["slice_acl/fusion"] == "rrf(k=60)"
+        else:
+            assert "slice/fusion" not in metadata
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
 
 

@@ -254,3 +254,34 @@ def test_rerank_signals_search_the_title_line_alone(store) -> None:
     # One-line queries get no title signals (the reranker's title features stay 0).
     for c in retriever.rerank_candidates("kernel wifi", EVERYONE, 4):
         assert not any(name.startswith("title_") for name in c.signals)
+
+
+def test_command_line_fusion_overrides_the_learned_one_and_settings_pick_the_query(tmp_path: Path) -> None:
+    import argparse
+
+    from rag_pipeline.commands.search import add_query_options, retriever_config
+    from rag_pipeline.settings import Settings, SettingsError
+
+    parser = argparse.ArgumentParser()
+    add_query_options(parser)
+    settings = Settings.from_env({"RAG_DATA_DIR": str(tmp_path)})
+
+    def config(*argv: str, env_settings: Settings = settings) -> RetrieverConfig:
+        return retriever_config(parser.parse_args(list(argv)), env_settings)
+
+    default = config()
+    assert default.sparse_query.mode == "fielded" and default.fusion_for(["slack"]) == Fusion(k=10, weights=(1.6, 0.4))
+    assert default.fusion_for(["jira"]) == Fusion() == default.fusion_for(None)
+    # Any fusion on the command line applies to every search, Slack included.
+    assert config("--rrf-k", "30").fusion_for(["slack"]) == Fusion(k=30)
+    assert config("--rrf-weights", "2,1").fusion_for(["slack"]) == Fusion(weights=(2.0, 1.0))
+    assert config("--fusion", "dbsf").fusion_for(["slack"]).method == "dbsf"
+    assert config("--no-learned-fusion").fusion_for(["slack"]) == Fusion()
+    assert config("--sparse-query", "plain").sparse_query == SparseQueryConfig()
+    # The environment sets the defaults the flags override.
+    env = Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_SPARSE_QUERY": "plain", "RAG_LEARNED_FUSION": "0"})
+    assert config(env_settings=env).sparse_query == SparseQueryConfig()
+    assert config(env_settings=env).fusion_for(["slack"]) == Fusion()
+    assert config("--sparse-query", "fielded", env_settings=env).sparse_query.mode == "fielded"
+    with pytest.raises(SettingsError, match="RAG_SPARSE_QUERY"):
+        Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_SPARSE_QUERY": "bm42"})
