@@ -113,7 +113,7 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
             assert metadata["sparse_query"] == "fielded(title=4,body=1,k3=1.2,body_text=prose)"
         if arm in ("hybrid", "reranked"):
             assert metadata["slice/fusion"] == "rrf(k=10, weights=1.6/0.4)"
-            assert metadata["slice_acl/fusion"] == "rrf(k=60)"
+            assert metadata["slice_acl/fusion"] == "rrf(k=60, weights=1/1/0.5)"
         else:
             assert "slice/fusion" not in metadata
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)

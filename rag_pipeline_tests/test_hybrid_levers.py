@@ -17,7 +17,7 @@ from rag_pipeline.evaluation.fusion_tuning import (
     setting_scores,
     text_folds,
 )
-from rag_pipeline.index.store import Fusion, Hit, SearchFilter
+from rag_pipeline.index.store import Fusion, Hit, SearchFilter, describe_fusion
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.fusion import SourceFusion
 from rag_pipeline.retrieval.query_text import prose, split_query
@@ -271,7 +271,8 @@ def test_command_line_fusion_overrides_the_learned_one_and_settings_pick_the_que
 
     default = config()
     assert default.sparse_query.mode == "fielded" and default.fusion_for(["slack"]) == Fusion(k=10, weights=(1.6, 0.4))
-    assert default.fusion_for(["jira"]) == Fusion() == default.fusion_for(None)
+    assert default.fusion_for(["jira"]) == Fusion(k=10, weights=(1.0, 1.0, 0.5))
+    assert default.fusion_for(None) == Fusion(weights=(1.0, 1.0, 0.5)) == default.fusion_for(["slack", "jira"])
     # Any fusion on the command line applies to every search, Slack included.
     assert config("--rrf-k", "30").fusion_for(["slack"]) == Fusion(k=30)
     assert config("--rrf-weights", "2,1").fusion_for(["slack"]) == Fusion(weights=(2.0, 1.0))
@@ -285,3 +286,40 @@ def test_command_line_fusion_overrides_the_learned_one_and_settings_pick_the_que
     assert config("--sparse-query", "fielded", env_settings=env).sparse_query.mode == "fielded"
     with pytest.raises(SettingsError, match="RAG_SPARSE_QUERY"):
         Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_SPARSE_QUERY": "bm42"})
+
+
+def test_fuse_reproduces_the_engines_fusion_with_a_title_prefetch(store) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    encoder, flt = TopicEncoder(), SearchFilter()
+    dense, title = ([float(x) for x in v] for v in encoder.encode_queries(["kernel wifi driver", "printer"]))
+    sparse = BM25.encode_query("kernel wifi driver")
+    fusion = Fusion(k=10, weights=(1.0, 1.0, 0.5))
+    engine = store.search_hybrid(dense, sparse, 50, 50, flt, fusion, title)
+    lists = [store.search_dense(dense, 50, flt), store.search_sparse(sparse, 50, flt)]
+    lists.append(store.search_dense(title, 50, flt))
+    ours = fuse(lists, (1.0, 1.0, 0.5), 10)
+    assert {h.id: pytest.approx(h.score, abs=1e-6) for h in engine} == {h.id: h.score for h in ours}
+    assert describe_fusion(fusion) == "rrf(k=10, weights=1/1/0.5)"
+
+
+def test_the_title_line_is_embedded_and_searched_as_its_own_prefetch(store, monkeypatch) -> None:
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    # Qdrant's weights divide ranks, so a list dominates when the others' weights are small.
+    heavy_title = SourceFusion(k=2, dense_weight=0.05, sparse_weight=0.05, title_dense_weight=1.0)
+    config = RetrieverConfig.chosen("plain", learned_fusion=False).model_copy(
+        update={"fusion_by_source": {"*": heavy_title}}
+    )
+    retriever = Retriever(store, BM25, dense=TopicEncoder(), config=config)
+    calls: list[tuple] = []
+    original = store.search_hybrid
+    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    query = "printer\nkernel wifi driver iwlwifi after the kernel upgrade"
+    response = retriever.search(query, "hybrid", EVERYONE, top_k=1)
+    assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05, 1.0))
+    assert calls[-1][6] == pytest.approx(list(TopicEncoder().encode_queries(["printer"])[0]))
+    assert response.results[0].document_id == "d3"  # the title's topic wins with its weight
+    without = Retriever(store, BM25, dense=TopicEncoder(), config=RetrieverConfig.chosen("plain", False))
+    assert without.search(query, "hybrid", EVERYONE, top_k=1).results[0].document_id != "d3"
+    # A one-line query has no title: two prefetches, the title's weight dropped.
+    retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=1)
+    assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05)) and calls[-1][6] is None

@@ -233,24 +233,30 @@ class ClientVectorStore:
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
+        title_dense: Sequence[float] | None = None,
     ) -> list[Hit]:
         qfilter = _filter(flt)
+
+        def dense_prefetch(vector: Sequence[float]) -> models.Prefetch:
+            return models.Prefetch(
+                query=[float(x) for x in vector],
+                using=DENSE_VECTOR,
+                limit=prefetch_limit,
+                filter=qfilter,
+                params=self._dense_params(),
+            )
+
         response = self.client.query_points(
             self.names.children,
             prefetch=[
-                models.Prefetch(
-                    query=[float(x) for x in dense],
-                    using=DENSE_VECTOR,
-                    limit=prefetch_limit,
-                    filter=qfilter,
-                    params=self._dense_params(),
-                ),
+                dense_prefetch(dense),
                 models.Prefetch(
                     query=models.SparseVector(indices=sparse.indices, values=sparse.values),
                     using=SPARSE_VECTOR,
                     limit=prefetch_limit,
                     filter=qfilter,
                 ),
+                *([dense_prefetch(title_dense)] if title_dense is not None else []),
             ],
             query=_fusion(fusion),
             query_filter=qfilter,

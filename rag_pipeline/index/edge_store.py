@@ -256,15 +256,20 @@ class EdgeVectorStore:
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
+        title_dense: Sequence[float] | None = None,
     ) -> list[Hit]:
         edge_filter = _filter(flt)
-        prefetches = [
-            qe.Prefetch(
+
+        def dense_prefetch(vector: Sequence[float]) -> qe.Prefetch:
+            return qe.Prefetch(
                 limit=prefetch_limit,
-                query=qe.Query.Nearest([float(x) for x in dense], using=DENSE_VECTOR),
+                query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
                 filter=edge_filter,
                 params=self._dense_params(),
-            ),
+            )
+
+        prefetches = [
+            dense_prefetch(dense),
             qe.Prefetch(
                 limit=prefetch_limit,
                 query=qe.Query.Nearest(
@@ -272,6 +277,7 @@ class EdgeVectorStore:
                 ),
                 filter=edge_filter,
             ),
+            *([dense_prefetch(title_dense)] if title_dense is not None else []),
         ]
         request = qe.QueryRequest(
             limit=limit, prefetches=prefetches, query=_fusion(fusion), filter=edge_filter, with_payload=True

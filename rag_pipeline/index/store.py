@@ -201,7 +201,8 @@ class Fusion:
 
     method: Literal["rrf", "dbsf"] = "rrf"
     k: int = RRF_K
-    weights: tuple[float, float] | None = None
+    # (dense, sparse) or, with a title prefetch, (dense, sparse, title dense)
+    weights: tuple[float, ...] | None = None
 
 
 DEFAULT_FUSION = Fusion()
@@ -211,7 +212,7 @@ def describe_fusion(fusion: Fusion) -> str:
     """``rrf(k=60)``, ``rrf(k=10, weights=1.2/0.8)`` or ``dbsf``: how reports name a fusion."""
     if fusion.method == "dbsf":
         return "dbsf"
-    weights = f", weights={fusion.weights[0]:g}/{fusion.weights[1]:g}" if fusion.weights else ""
+    weights = ", weights=" + "/".join(f"{w:g}" for w in fusion.weights) if fusion.weights else ""
     return f"rrf(k={fusion.k}{weights})"
 
 
@@ -306,6 +307,10 @@ class VectorStore(Protocol):
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
-    ) -> list[Hit]: ...
+        title_dense: Sequence[float] | None = None,
+    ) -> list[Hit]:
+        """Dense and sparse prefetches fused; ``title_dense`` (the query's title line embedded) adds a third,
+        dense prefetch, and ``fusion.weights`` then has three entries."""
+        ...
 
     def close(self) -> None: ...

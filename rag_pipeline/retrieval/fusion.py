@@ -15,21 +15,44 @@ from rag_pipeline.index.store import Fusion
 
 
 class SourceFusion(BaseModel):
-    """Weighted RRF (Qdrant's: a weight divides its list's 1-based ranks) for one source."""
+    """Weighted RRF (Qdrant's: a weight divides its list's 1-based ranks) for one source.
+
+    ``title_dense_weight`` adds a third prefetch when the query has a title line: the title embedded on its
+    own and searched against the child vectors (field-aware dense retrieval from the query side).
+    """
 
     k: int = Field(60, ge=1)
     dense_weight: float = Field(1.0, gt=0)
     sparse_weight: float = Field(1.0, gt=0)
+    title_dense_weight: float | None = Field(None, gt=0)
 
     @property
     def fusion(self) -> Fusion:
+        if self.title_dense_weight is not None:
+            return Fusion(k=self.k, weights=(self.dense_weight, self.sparse_weight, self.title_dense_weight))
         weights = None if self.dense_weight == self.sparse_weight == 1.0 else (self.dense_weight, self.sparse_weight)
         return Fusion(method="rrf", k=self.k, weights=weights)
 
 
-# Slack: k=10 with dense 1.6 / BM25 0.4 was chosen in 4 of 5 folds (out-of-fold nDCG@10 0.672 vs 0.648 for
-# plain RRF, p = 0.03). Jira: once the query is fielded, no learned setting beat plain RRF out of fold (0.611
-# vs 0.610), so Jira keeps the global fusion.
+def without_title(fusion: Fusion) -> Fusion:
+    """The fusion of a query without a title line: the title prefetch's weight dropped."""
+    if fusion.weights is None or len(fusion.weights) < 3:
+        return fusion
+    dense, sparse = fusion.weights[:2]
+    return Fusion(method=fusion.method, k=fusion.k, weights=None if dense == sparse == 1.0 else (dense, sparse))
+
+
+# Searches over several sources, none named, or a source without its own setting.
+OTHER_SOURCES = "*"
+
+
+# Chosen by bench/hybrid_levers.py and the follow-up grid in docs/notes/hybrid_quality.md, out of fold:
+# - Slack: k=10 with dense 1.6 / BM25 0.4, chosen in 4 of 5 folds (0.672 vs 0.648 for plain RRF, p = 0.03).
+# - Jira: k=10 plus the title-line dense prefetch at 0.5, chosen in 5 of 5 folds (0.631 vs 0.610).
+# - Anything else: k=60 (one-line queries fuse exactly as before) plus the title prefetch at 0.5 (ACL set:
+#   0.720 vs 0.681).
 LEARNED_FUSION: dict[str, SourceFusion] = {
     "slack": SourceFusion(k=10, dense_weight=1.6, sparse_weight=0.4),
+    "jira": SourceFusion(k=10, title_dense_weight=0.5),
+    OTHER_SOURCES: SourceFusion(k=60, title_dense_weight=0.5),
 }

@@ -15,7 +15,7 @@ from typing import Any, cast
 from pydantic import BaseModel, Field
 
 from rag_pipeline.index.store import Fusion, Hit, SearchFilter, VectorStore
-from rag_pipeline.retrieval.fusion import LEARNED_FUSION, SourceFusion
+from rag_pipeline.retrieval.fusion import LEARNED_FUSION, OTHER_SOURCES, SourceFusion, without_title
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -55,7 +55,7 @@ class RetrieverConfig(BaseModel):
     prefetch_limit: int = Field(100, ge=1, description="minimum candidates per prefetch in hybrid search")
     fusion_method: str = Field("rrf", pattern="^(rrf|dbsf)$")
     rrf_k: int = Field(60, ge=1)
-    rrf_weights: tuple[float, float] | None = Field(None, description="(dense, sparse) weights for weighted RRF")
+    rrf_weights: tuple[float, ...] | None = Field(None, description="(dense, sparse) weights for weighted RRF")
     max_child_depth: int = Field(4000, ge=1, description="child depth is doubled up to this to fill top_k documents")
     rerank_depth: int = Field(50, ge=1, description="hybrid documents the reranker rescores")
     signal_depth: int = Field(400, ge=1, description="children searched among the candidates for rerank signals")
@@ -88,12 +88,13 @@ class RetrieverConfig(BaseModel):
         return Fusion(method=self.fusion_method, k=self.rrf_k, weights=self.rrf_weights)  # type: ignore[arg-type]
 
     def fusion_for(self, sources: Sequence[str] | None) -> Fusion:
-        """A one-source search uses that source's learned fusion when there is one; others the global one."""
+        """A one-source search uses that source's learned fusion, other searches the learned ``*`` entry;
+        without learned fusions (or without an entry) the global one."""
+        learned = None
         if sources is not None and len(set(sources)) == 1:
             learned = self.fusion_by_source.get(next(iter(sources)))
-            if learned is not None:
-                return learned.fusion
-        return self.fusion
+        learned = learned or self.fusion_by_source.get(OTHER_SOURCES)
+        return learned.fusion if learned is not None else self.fusion
 
 
 def _dense_encoder(dense: DenseEncoder | Callable[[], DenseEncoder]) -> DenseEncoder:
@@ -242,8 +243,12 @@ class Retriever:
                 return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
             prefetch = max(self.config.prefetch_limit, depth)
             fusion = response.fusion or self.config.fusion
+            title = split_query(query).title if fusion.weights is not None and len(fusion.weights) == 3 else ""
+            title_vector = self._query_vector(title) if title else None
+            if title_vector is None:
+                fusion = without_title(fusion)
             hybrid = self.store.search_hybrid(
-                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, fusion
+                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, fusion, title_vector
             )
             return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
