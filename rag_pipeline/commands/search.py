@@ -89,8 +89,9 @@ def add_query_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-learned-fusion",
         action="store_true",
-        help="plain RRF for one-source searches too (default: RAG_LEARNED_FUSION, on): the learned per-source "
-        "fusion is off whenever --fusion, --rrf-k or --rrf-weights is given",
+        help="plain RRF k=60 for every search instead of the learned fusions (Slack's weights, the title-line "
+        "prefetch of multi-line queries); also off whenever --fusion, --rrf-k or --rrf-weights is given "
+        "(default: RAG_LEARNED_FUSION, on)",
     )
     parser.add_argument(
         "--sparse-query",
