@@ -49,3 +49,4 @@ bench-retrieval: $(BIN)/.installed
 		--baseline hybrid --extra-reranker fixed --json --out bench/results/scifact_whole_abstracts \
 		> bench/results/scifact_whole_abstracts.json
 	$(BIN)/python bench/retrieval_bundled.py --data-dir /tmp/rag_bench
+	$(BIN)/python bench/hybrid_levers.py --data-dir /tmp/rag_bench
