@@ -218,7 +218,8 @@ class Settings(_Frozen):
     # How BM25 reads a query (RAG_SPARSE_QUERY): "fielded" weighs the title line up and drops code, stack
     # frames and URLs from the body; "plain" is Qdrant's one weight per term. Search and evaluation alike.
     sparse_query: Literal["plain", "fielded"] = "fielded"
-    # Hybrid searches limited to one source fuse with that source's learned RRF (RAG_LEARNED_FUSION).
+    # Hybrid searches use the learned fusions: per-source RRF and, for multi-line queries, the title line's
+    # dense prefetch (RAG_LEARNED_FUSION; off: plain RRF k=60).
     learned_fusion: bool = True
     llm_rerank_model: str | None = None
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.

@@ -58,7 +58,8 @@ def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait)
 
 def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverConfig:
     """Fusion, query weighting and depth options shared by ``search`` and ``bench``. A fusion given on the
-    command line applies to every search; otherwise one-source searches use their source's learned fusion."""
+    command line applies to every search; otherwise searches use the learned fusions (per source, and the
+    title-line prefetch of multi-line queries)."""
     weights = None
     if args.rrf_weights:
         try:

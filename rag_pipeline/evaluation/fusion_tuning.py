@@ -162,8 +162,3 @@ def cross_validate(
             out[test & members] = matrix[best, test & members]
         chosen.append(picks)
     return CrossValidated(out, chosen)
-
-
-def best_setting(matrix: np.ndarray, settings: Sequence[FusionSetting]) -> FusionSetting:
-    """The setting with the best mean over all queries (what to ship once CV says the lever helps)."""
-    return settings[int(np.argmax(matrix.mean(axis=1)))]

@@ -65,7 +65,8 @@ class RetrieverConfig(BaseModel):
     )
     fusion_by_source: dict[str, SourceFusion] = Field(
         default_factory=lambda: dict(LEARNED_FUSION),
-        description="source → fusion of hybrid searches limited to that source (global fusion elsewhere)",
+        description="source → fusion of hybrid searches limited to that source; '*' for every other search "
+        "(empty: the global fusion)",
     )
 
     @classmethod

@@ -61,7 +61,7 @@ def sparse_query(encoder: Bm25Encoder, text: str, config: SparseQueryConfig | No
         for term, tf in encoder.term_counts(body).items():
             saturated = tf * (config.k3 + 1) / (tf + config.k3) if config.k3 > 0 else 1.0
             weights[term] = config.body_weight * saturated
-    if parts.title and config.title_weight > 0:
+    if config.title_weight > 0:
         for term in encoder.encode_query(parts.title).indices:
             weights[term] = weights.get(term, 0.0) + config.title_weight
     if not weights:

@@ -94,8 +94,8 @@ def token_counts(texts: Sequence[str], language: str = "english", tokenizer: str
     Qdrant's Bm25 does not expose its tokenizer, so this runs it with b = 0, where a term's weight is
     ``tf·(k1+1)/(tf+k1)``, and inverts that to recover ``tf``; the lengths sum the term counts.
     """
-    model = Bm25(Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=language, tokenizer=_TOKENIZERS[tokenizer]))
-    return [round(sum(_tf(float(w)) for w in model.embed_document(text).values)) for text in texts]
+    encoder = Bm25Encoder(Bm25Params(language=language, tokenizer=tokenizer))
+    return [round(sum(encoder.term_counts(text).values())) for text in texts]
 
 
 _K1 = 1.2  # of the counting model: with b = 0 a term's weight is tf·(k1+1)/(tf+k1)

@@ -44,7 +44,8 @@ class EvaluationResource(dg.ConfigurableResource):
     )
     learned_fusion: bool = Field(
         default=True,
-        description="Hybrid arms of one-source eval sets fuse with that source's learned RRF (RAG_LEARNED_FUSION)",
+        description="Hybrid arms fuse with the learned RRF of the eval set's source and, for multi-line queries, "
+        "the title line's dense prefetch (RAG_LEARNED_FUSION); off: plain RRF k=60",
     )
     llm_reranker_model: str | None = Field(
         default=None,
