@@ -17,6 +17,7 @@ import pandas as pd
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
+from rag_pipeline.sources.jira_resolution import UNRESOLVED
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache
 from rag_pipeline.vectors.dense import DenseEncoder
@@ -128,7 +129,7 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "updated": doc["updated"],
             "version": float(doc["version"]),
             "content_hash": doc["content_hash"],
-            **_link_payload(doc.get("metadata")),
+            **_issue_payload(doc.get("metadata")),
         }
         parents = [
             StorePoint(
@@ -198,13 +199,20 @@ def _authors(value: str | None) -> list[str]:
     return [str(a) for a in json.loads(value)] if isinstance(value, str) and value else []
 
 
-def _link_payload(metadata: str | None) -> dict[str, list[str]]:
-    """Typed issue links as filterable payload: ``links`` holds ``"<relation>:<key>"`` (e.g.
-    ``"duplicates:AC-30"``, ``"is duplicated by:AC-23"``), ``link_types`` the link type names."""
-    links = (json.loads(metadata) if metadata else {}).get("links") or []
-    if not links:
-        return {}
-    return {
-        "links": sorted({f"{link.get('relation')}:{link.get('key')}" for link in links}),
-        "link_types": sorted({str(link.get("type")) for link in links}),
-    }
+def _issue_payload(metadata: str | None) -> dict[str, Any]:
+    """An issue's typed links and resolution as payload.
+
+    ``links`` holds ``"<relation>:<key>"`` (e.g. ``"duplicates:AC-30"``, ``"is duplicated by:AC-23"``),
+    ``link_types`` the link type names (both filterable). ``resolution`` is the issue's resolution name, or
+    ``"Unresolved"`` as Jira shows an open issue; the reranker reads it (an issue closed as a duplicate is
+    rarely the one a searcher wants). Documents whose source has no resolution (Slack) get no such key.
+    """
+    fields = json.loads(metadata) if metadata else {}
+    payload: dict[str, Any] = {}
+    if "resolution" in fields:
+        payload["resolution"] = fields["resolution"] or UNRESOLVED
+    links = fields.get("links") or []
+    if links:
+        payload["links"] = sorted({f"{link.get('relation')}:{link.get('key')}" for link in links})
+        payload["link_types"] = sorted({str(link.get("type")) for link in links})
+    return payload

@@ -528,6 +528,11 @@ def crafted_site(user_timezone: str = CRAFTED_TIMEZONE) -> JiraSite:
             description="Customers report checkout timeouts after 30 s. Same as the payment gateway latency issue.",
             comments=_two_comments(LINKED_DUPLICATE_ID, "2024-03-06", "Linked the original.", "Closing as dup."),
             status="Closed",
+            resolution={
+                "id": "3",
+                "name": "Duplicate",
+                "description": "The problem is a duplicate of an existing issue.",
+            },
             issuelinks=[
                 {
                     "id": DUPLICATE_LINK_ID,

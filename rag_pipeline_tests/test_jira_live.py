@@ -441,7 +441,12 @@ def test_materialize_partitions_then_reconcile_deletions_and_moves(crafted: Jira
             # Typed links are payload: "which issues duplicate OPS-8?" is a filter.
             duplicates = store.indexed_documents(SearchFilter(extra={"links": f"duplicates:{F.LINKED_ORIGINAL_KEY}"}))
             blocking = store.indexed_documents(SearchFilter(extra={"link_types": "Blocks"}))
+            # The resolution is payload too (a rerank feature): Jira's name, "Unresolved" for an open issue.
+            closed_as_duplicate = store.indexed_documents(SearchFilter(extra={"resolution": "Duplicate"}))
+            open_original = store.indexed_documents(SearchFilter(extra={"resolution": "Unresolved"}))
         assert set(duplicates) == {_doc_id(F.LINKED_DUPLICATE_ID)}
+        assert set(closed_as_duplicate) == {_doc_id(F.LINKED_DUPLICATE_ID)}
+        assert _doc_id(F.LINKED_ORIGINAL_ID) in open_original
         assert set(blocking) == {_doc_id(i) for i in F.LINKED_IDS}
         assert {moved, deleted, _doc_id(F.BOUNDARY_LATE_ID)} <= set(before)
 

@@ -50,6 +50,7 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> lis
             updated=payload.get("updated"),
             authors=list(payload.get("authors") or []),
             acl=payload.get("acl") or {},
+            resolution=payload.get("resolution"),
         )
     counts: dict[str, int] = {}
     for hit in hits:

@@ -30,6 +30,7 @@ class SearchResult:
     updated: str | None = None
     authors: list[str] = field(default_factory=list)
     acl: dict[str, Any] = field(default_factory=dict)
+    resolution: str | None = None  # a Jira issue's resolution name ("Unresolved" when open); None elsewhere
     matching_children: int = 1
     signals: dict[str, float] = field(default_factory=dict)
 
@@ -47,6 +48,7 @@ class SearchResult:
             "parent_text": self.parent_text,
             "updated": self.updated,
             "authors": self.authors,
+            "resolution": self.resolution,
         }
 
 

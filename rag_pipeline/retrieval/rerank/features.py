@@ -4,7 +4,8 @@ Signals come from the retriever (hybrid, dense and BM25 score and rank of the do
 child), plus field matches computed here with the same analyzer as the BM25 index (Qdrant's Bm25:
 lowercase, English stopwords, Snowball stems): how much of the query the title, the parent chunk
 and the best child cover, how much the query's own title line shares with the candidate's title,
-document length, recency within the candidate list, and source.
+document length, recency within the candidate list, an issue's resolution class (one closed as a duplicate
+is rarely the report a searcher wants; a fixed one usually is the canonical one), and source.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import numpy as np
 
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.sources.jira_resolution import resolution_class
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
-FEATURES_VERSION = "2"
+FEATURES_VERSION = "3"
 FEATURE_NAMES: tuple[str, ...] = (
     "hybrid_score",
     "hybrid_score_rel",
@@ -44,6 +46,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log_matching_children",
     "log_parent_words",
     "log_age_days",
+    "is_resolved_duplicate",
+    "is_resolved_fixed",
+    "is_unresolved",
     "is_slack",
     "is_jira",
 )
@@ -86,6 +91,7 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
         child_terms = _terms(encoder, c.child_text)
         hybrid = s.get("hybrid_score", c.score)
         title_hits = len(q_terms & title_terms)
+        resolved = resolution_class(c.resolution)
         rows.append(
             (
                 hybrid,
@@ -111,6 +117,9 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
                 math.log1p(c.matching_children),
                 math.log1p(len((c.parent_text or c.child_text).split())),
                 math.log1p(max(newest - t, 0.0) / 86400.0) if newest is not None and t is not None else 0.0,
+                1.0 if resolved == "duplicate" else 0.0,
+                1.0 if resolved == "fixed" else 0.0,
+                1.0 if resolved == "unresolved" else 0.0,
                 1.0 if c.source == "slack" else 0.0,
                 1.0 if c.source == "jira" else 0.0,
             )
