@@ -20,6 +20,8 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
 from rag_pipeline.retrieval.rerank.learned import (
+    MIN_TUNING_QUERIES,
+    REG_LAMBDA_GRID,
     MultiSignalReranker,
     RerankExample,
     cross_fit,
@@ -266,7 +268,7 @@ def _synthetic_examples(n: int, seed: int = 0) -> list[RerankExample]:
 def test_learned_reranker_learns_a_signal_and_cross_fitting_never_sees_the_query(tmp_path: Path) -> None:
     examples = _synthetic_examples(60)
     model = train_reranker(examples[:40], params={"n_estimators": 50, "min_child_samples": 2})
-    assert model.booster is not None and model.version.startswith("lambdarank-")
+    assert len(model.boosters) == 5 and model.version.startswith("lambdarank-")
     hits = 0
     for example in examples[40:]:
         scores = model.score(example.query, example.candidates)
@@ -282,7 +284,7 @@ def test_learned_reranker_learns_a_signal_and_cross_fitting_never_sees_the_query
         loaded.score(examples[41].query, examples[41].candidates),
         model.score(examples[41].query, examples[41].candidates),
     )
-    assert load_current_reranker(tmp_path / "none").booster is None
+    assert load_current_reranker(tmp_path / "none").boosters == []
     fitted = cross_fit(examples, folds=5, params={"n_estimators": 20, "min_child_samples": 2})
     assert len(fitted.models) == 5
     ids_by_text: dict[str, set[str]] = {}
@@ -394,3 +396,33 @@ def test_the_learned_reranker_learns_that_a_closed_duplicate_is_rarely_the_answe
     for example in examples[40:]:
         order = np.argsort(-np.asarray(model.score(example.query, example.candidates)))
         assert example.candidates[order[0]].resolution == "Fixed"
+
+
+def test_l2_is_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_path: Path) -> None:
+    examples = _synthetic_examples(60, seed=3)
+    params = {"n_estimators": 30, "min_child_samples": 2}
+    model = train_reranker(examples, params=params, bag=3)
+    scores = model.metadata["reg_lambda_inner_ndcg10"]
+    assert set(scores) == {str(v) for v in REG_LAMBDA_GRID} and all(0.0 < v <= 1.0 for v in scores.values())
+    chosen = model.metadata["params"]["reg_lambda"]
+    assert scores[str(chosen)] == max(scores.values())
+    assert len(model.boosters) == 3 and model.metadata["bag"] == 3
+    # Seeds differ, so the boosters do; their mean is the score, and a retrain gives the same model.
+    features = candidate_features(examples[0].query, examples[0].candidates, BM25)
+    each = [b.predict(features) for b in model.boosters]
+    assert not np.allclose(each[0], each[1])
+    assert np.allclose(model.score_features(features), np.mean(each, axis=0))
+    again = train_reranker(examples, params=params, bag=3)
+    assert again.version == model.version and np.allclose(
+        again.score_features(features), model.score_features(features)
+    )
+    model.save(tmp_path / "m")
+    assert np.allclose(
+        MultiSignalReranker.load(tmp_path / "m").score_features(features), model.score_features(features)
+    )
+    # A value given, or too few queries to tell values apart: no inner search.
+    assert (
+        train_reranker(examples, params={**params, "reg_lambda": 5.0}, bag=1).metadata["reg_lambda_inner_ndcg10"] == {}
+    )
+    few = train_reranker(examples[: MIN_TUNING_QUERIES - 1], params=params, bag=1)
+    assert few.metadata["reg_lambda_inner_ndcg10"] == {} and "reg_lambda" not in few.metadata["params"]

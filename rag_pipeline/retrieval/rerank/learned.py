@@ -41,17 +41,23 @@ LAMBDARANK_PARAMS: dict[str, Any] = {
     "subsample": 0.8,
     "subsample_freq": 1,
     "colsample_bytree": 0.8,
-    # L2 on leaf values: a few hundred training queries leave leaves of one or two relevant candidates, and
-    # every value from 3 to 30 scored higher under cross-fitting on all three dev sets (0.6558 → 0.6605 Jira,
-    # 0.685 → 0.701 Slack, 0.717 → 0.730 ACL at 10; docs/notes/hybrid_quality.md); 10 sits mid-plateau.
-    "reg_lambda": 10.0,
     "lambdarank_truncation_level": 20,
     "deterministic": True,
     "force_row_wise": True,
     "num_threads": 2,
     "verbose": -1,
 }
-MODEL_FILE = "model.txt"
+# L2 on leaf values, chosen per training set by an inner cross-validation over its own queries: the bundled
+# dev sets score higher with 10 (Slack +0.015, ACL +0.013, Jira +0.004 nDCG@10), SciFact with none (-0.006 at
+# 10), so no one value is right everywhere (docs/notes/hybrid_quality.md).
+REG_LAMBDA_GRID: tuple[float, ...] = (0.0, 3.0, 10.0, 30.0)
+TUNING_FOLDS = 4
+# Below this many labelled queries an inner fold is too small to tell the values apart: LightGBM's default.
+MIN_TUNING_QUERIES = 50
+# Boosters that differ only in their row and feature sampling seeds, averaged: one booster's nDCG@10 moved
+# by ±0.005 with the seed alone (SciFact 0.756–0.764), which hid real differences between feature sets.
+BAG = 5
+MODEL_FILE = "model-{}.txt"
 META_FILE = "reranker.json"
 
 
@@ -68,15 +74,15 @@ class RerankExample:
 
 @dataclass
 class MultiSignalReranker:
-    """Learned (LightGBM booster) or fixed-weight multi-signal reranker."""
+    """Learned (the mean of a bag of LightGBM boosters) or fixed-weight multi-signal reranker."""
 
-    booster: lgb.Booster | None = None
+    boosters: list[lgb.Booster] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     encoder: Bm25Encoder = field(default_factory=Bm25Encoder)
 
     @property
     def name(self) -> str:
-        if self.booster is None:
+        if not self.boosters:
             return "multi-signal(fixed-weights)"
         return f"multi-signal(lambdarank:{self.metadata.get('version', '?')})"
 
@@ -91,18 +97,20 @@ class MultiSignalReranker:
     def score_features(self, features: np.ndarray) -> np.ndarray:
         if len(features) == 0:
             return np.zeros(0)
-        if self.booster is None:
+        if not self.boosters:
             weights = np.array([FIXED_WEIGHTS.get(n, 0.0) for n in FEATURE_NAMES])
             weighted: np.ndarray = features @ weights
             return weighted
-        return np.asarray(self.booster.predict(features, num_threads=1), dtype=np.float64)
+        predictions = [np.asarray(b.predict(features, num_threads=1), dtype=np.float64) for b in self.boosters]
+        mean: np.ndarray = np.mean(predictions, axis=0)
+        return mean
 
     # --- persistence ------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        if self.booster is not None:
-            self.booster.save_model(str(directory / MODEL_FILE))
+        for i, booster in enumerate(self.boosters):
+            booster.save_model(str(directory / MODEL_FILE.format(i)))
         (directory / META_FILE).write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
         return directory
 
@@ -118,9 +126,13 @@ class MultiSignalReranker:
                 f"reranker at {directory} was trained on features {metadata.get('features')}; "
                 f"this code computes {list(FEATURE_NAMES)} — retrain it (materialize reranker_model)"
             )
-        model = directory / MODEL_FILE
-        booster = lgb.Booster(model_file=str(model)) if model.exists() else None
-        return cls(booster=booster, metadata=metadata)
+        boosters = []
+        for i in range(int(metadata.get("bag", 0))):
+            model = directory / MODEL_FILE.format(i)
+            if not model.exists():
+                raise FileNotFoundError(f"reranker at {directory} lacks {model.name}; materialize reranker_model")
+            boosters.append(lgb.Booster(model_file=str(model)))
+        return cls(boosters=boosters, metadata=metadata)
 
 
 def featurize(examples: Sequence[RerankExample], encoder: Bm25Encoder | None = None) -> None:
@@ -131,19 +143,66 @@ def featurize(examples: Sequence[RerankExample], encoder: Bm25Encoder | None = N
             example.features = candidate_features(example.query, example.candidates, encoder)
 
 
+def _matrix(examples: Sequence[RerankExample]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    x = np.vstack([e.features for e in examples])  # type: ignore[misc]
+    y = np.concatenate([np.asarray(e.labels, dtype=np.int32) for e in examples])
+    return x, y, [len(e.labels) for e in examples]
+
+
+def _fold_of(examples: Sequence[RerankExample], folds: int, seed: int) -> dict[str, int]:
+    """Query text → fold, so every example of one text lands in the same fold."""
+    texts = sorted({query_key(e.query) for e in examples})
+    order = np.random.default_rng(seed).permutation(len(texts))
+    return {texts[i]: n % folds for n, i in enumerate(order)}
+
+
+def choose_reg_lambda(
+    usable: Sequence[RerankExample],
+    params: dict[str, Any],
+    grid: Sequence[float] = REG_LAMBDA_GRID,
+    folds: int = TUNING_FOLDS,
+) -> tuple[float, dict[str, float]]:
+    """The L2 value whose models score the best mean nDCG@10 (LightGBM's, over each held-out query's
+    candidates) across ``folds`` inner folds of ``usable``; ties go to the smaller value."""
+    fold_of = _fold_of(usable, folds, seed=1)
+    scores: dict[str, float] = {}
+    for value in grid:
+        total, weight = 0.0, 0
+        for fold in range(folds):
+            train = [e for e in usable if fold_of[query_key(e.query)] != fold]
+            valid = [e for e in usable if fold_of[query_key(e.query)] == fold]
+            if not train or not valid:
+                continue
+            x, y, groups = _matrix(train)
+            xv, yv, gv = _matrix(valid)
+            model = lgb.LGBMRanker(**{**params, "reg_lambda": value})
+            model.fit(x, y, group=groups, eval_X=(xv,), eval_y=(yv,), eval_group=[gv], eval_at=[10])
+            total += model.evals_result_["valid_0"]["ndcg@10"][-1] * len(valid)
+            weight += len(valid)
+        scores[str(value)] = total / max(weight, 1)
+    best = max(grid, key=lambda v: (round(scores[str(v)], 6), -v))
+    return best, scores
+
+
 def train_reranker(
-    examples: Sequence[RerankExample], params: dict[str, Any] | None = None, trained_on: str = ""
+    examples: Sequence[RerankExample], params: dict[str, Any] | None = None, trained_on: str = "", bag: int = BAG
 ) -> MultiSignalReranker:
     """Fit LambdaRank on the examples that have at least one relevant candidate.
 
-    Falls back to fixed weights (and says so in the metadata) when no example has one.
+    Unless ``params`` sets ``reg_lambda``, its value is chosen from :data:`REG_LAMBDA_GRID` by an inner
+    cross-validation on these examples (with at least :data:`MIN_TUNING_QUERIES` of them); then ``bag`` boosters
+    are fitted with seeds 0… and averaged. Falls back to
+    fixed weights (and says so in the metadata) when no example has a relevant candidate.
     """
     featurize(examples)
     usable = [e for e in examples if any(label > 0 for label in e.labels)]
     params = {**LAMBDARANK_PARAMS, **(params or {})}
+    tuning: dict[str, float] = {}
+    if "reg_lambda" not in params and len(usable) >= MIN_TUNING_QUERIES:
+        params["reg_lambda"], tuning = choose_reg_lambda(usable, params)
     digest = hashlib.sha256(
         json.dumps(
-            [FEATURES_VERSION, params, sorted((e.query_id, tuple(e.labels)) for e in usable)], default=str
+            [FEATURES_VERSION, params, bag, sorted((e.query_id, tuple(e.labels)) for e in usable)], default=str
         ).encode()
     ).hexdigest()[:12]
     metadata: dict[str, Any] = {
@@ -154,17 +213,21 @@ def train_reranker(
         "training_query_ids": sorted(e.query_id for e in usable),
         "skipped_queries_without_relevant_candidates": len(examples) - len(usable),
         "params": params,
+        "bag": 0,
+        "reg_lambda_inner_ndcg10": tuning,
     }
     if not usable:
         return MultiSignalReranker(metadata={**metadata, "version": f"fixed-weights-{FEATURES_VERSION}"})
-    x = np.vstack([e.features for e in usable])  # type: ignore[misc]
-    y = np.concatenate([np.asarray(e.labels, dtype=np.int32) for e in usable])
-    groups = [len(e.labels) for e in usable]
-    model = lgb.LGBMRanker(**params)
-    model.fit(x, y, group=groups)
-    importance = dict(zip(FEATURE_NAMES, model.booster_.feature_importance("gain").tolist(), strict=True))
-    metadata.update(version=f"lambdarank-{digest}", feature_importance_gain=importance)
-    return MultiSignalReranker(booster=model.booster_, metadata=metadata)
+    x, y, groups = _matrix(usable)
+    boosters = []
+    for seed in range(bag):
+        model = lgb.LGBMRanker(**{**params, "seed": seed})
+        model.fit(x, y, group=groups)
+        boosters.append(model.booster_)
+    gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
+    importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
+    metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
+    return MultiSignalReranker(boosters=boosters, metadata=metadata)
 
 
 def query_key(text: str) -> str:
@@ -190,12 +253,9 @@ def cross_fit(
     examples: Sequence[RerankExample], folds: int = 5, seed: int = 0, params: dict[str, Any] | None = None
 ) -> CrossFit:
     """Assign query texts to folds and train one model per fold on the other folds' examples."""
-    texts = sorted({query_key(e.query) for e in examples})
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(texts))
-    fold_of = {texts[i]: n % folds for n, i in enumerate(order)}
+    fold_of = _fold_of(examples, folds, seed)
     models: dict[int, MultiSignalReranker] = {}
-    for fold in range(min(folds, len(texts))):
+    for fold in range(min(folds, len(fold_of))):
         train = [e for e in examples if fold_of[query_key(e.query)] != fold]
         models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}")
     return CrossFit(models, fold_of)
