@@ -160,7 +160,8 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         kinds={"lightgbm"},
         description="The learned multi-signal reranker (LightGBM LambdaRank over BM25, dense, fusion, field, recency "
         "and source features) trained on every labelled query of the eval sets; `rag-pipeline search --mode reranked` "
-        "uses it. Versioned by a hash of features, parameters and training labels.",
+        "uses it: five boosters with different sampling seeds, averaged, with the L2 weight chosen by an inner "
+        "cross-validation over the training queries. Versioned by a hash of features, parameters and training labels.",
         **_COMMON,
     )
     def reranker_model(
@@ -191,6 +192,12 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 "version": model.version,
                 "training_queries": model.metadata["training_queries"],
                 "skipped_queries": model.metadata["skipped_queries_without_relevant_candidates"],
+                "bag": model.metadata["bag"],
+                # LightGBM's default (0) when too few labelled queries to choose one by inner cross-validation
+                "reg_lambda": float(model.metadata["params"].get("reg_lambda", 0.0)),
+                "reg_lambda_inner_ndcg10": dg.MetadataValue.json(
+                    {k: round(float(v), 4) for k, v in model.metadata["reg_lambda_inner_ndcg10"].items()}
+                ),
                 "path": dg.MetadataValue.path(str(folder)),
                 "feature_importance": dg.MetadataValue.md(
                     "| feature | gain |\n|---|---|\n" + "\n".join(f"| {k} | {v:.1f} |" for k, v in top)
