@@ -30,7 +30,7 @@ from rag_pipeline.retrieval.rerank.learned import (
     train_reranker,
 )
 from rag_pipeline.retrieval.results import MODES, SearchResult
-from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.sources.jira_resolution import resolution_class
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.sparse import Bm25Encoder
@@ -426,3 +426,34 @@ def test_l2_is_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_
     )
     few = train_reranker(examples[: MIN_TUNING_QUERIES - 1], params=params, bag=1)
     assert few.metadata["reg_lambda_inner_ndcg10"] == {} and "reg_lambda" not in few.metadata["params"]
+
+
+def test_the_reranker_scores_the_candidates_it_was_trained_on_whatever_top_k(store) -> None:
+    """A deep evaluation search (top 100) fuses longer prefetch lists than a top-10 search, so its first
+    ``rerank_depth`` documents and their hybrid signals differ; the reranked head must be the training one."""
+    words = ["kernel", "wifi", "printer", "boot", "driver", "cups", "panic", "upgrade", "lunch", "minute"]
+    rng = np.random.default_rng(7)
+    corpus = {f"doc{i:02d}": [[" ".join(rng.choice(words, 4))]] for i in range(40)}
+    write_documents(store, [document(d, parents) for d, parents in corpus.items()])
+    config = RetrieverConfig(child_depth=1, children_per_result=1, prefetch_limit=1, rerank_depth=4)
+    retriever = Retriever(store, BM25, dense=TopicEncoder(), config=config)
+
+    class Spy:
+        name = "spy"
+
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, float, float]] = []
+
+        def score(self, query, candidates):
+            self.seen = [(c.document_id, c.signals["hybrid_rank"], c.signals["hybrid_score"]) for c in candidates]
+            return [0.0] * len(candidates)
+
+    query = "kernel panic after wifi driver upgrade"
+    trained = retriever.rerank_candidates(query, EVERYONE)
+    expected = [(c.document_id, c.signals["hybrid_rank"], c.signals["hybrid_score"]) for c in trained]
+    for top_k in (2, 4, 30):
+        spy = Spy()
+        response = retriever.search(query, "reranked", EVERYONE, top_k=top_k, reranker=spy)
+        assert response.mode == "reranked" and spy.seen == expected, top_k
+        ids = [r.document_id for r in response.results]
+        assert len(ids) == min(top_k, 40) and len(set(ids)) == len(ids)

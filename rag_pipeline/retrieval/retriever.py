@@ -191,8 +191,13 @@ class Retriever:
             raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
         if mode == "reranked":
             response.mode = "hybrid"
-            want = max(top_k, self.config.rerank_depth)
-            docs = self._documents("hybrid", query, want, flt, exclude, response)
+            # The head is searched exactly as the training candidates were (rerank_candidates): a deeper
+            # search fuses longer prefetch lists, which changes the candidates and their hybrid signals.
+            docs = self._documents("hybrid", query, self.config.rerank_depth, flt, exclude, response)
+            if top_k > self.config.rerank_depth and response.mode == "hybrid":
+                head = {d.document_id for d in docs[: self.config.rerank_depth]}
+                wider = self._documents("hybrid", query, top_k, flt, exclude, response)
+                docs = docs[: self.config.rerank_depth] + [d for d in wider if d.document_id not in head]
             response.seconds["search"] = time.perf_counter() - started
             chosen = reranker or self.reranker
             if chosen is None:
