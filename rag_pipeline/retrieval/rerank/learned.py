@@ -55,7 +55,7 @@ TUNING_FOLDS = 4
 # Below this many labelled queries an inner fold is too small to tell the values apart: LightGBM's default.
 MIN_TUNING_QUERIES = 50
 # Boosters that differ only in their row and feature sampling seeds, averaged: one booster's nDCG@10 moved
-# by ±0.005 with the seed alone (SciFact 0.756–0.764), which hid real differences between feature sets.
+# by ±0.005 with the seed alone (SciFact 0.753–0.764), which hid real differences between feature sets.
 BAG = 5
 MODEL_FILE = "model-{}.txt"
 META_FILE = "reranker.json"
