@@ -165,21 +165,21 @@ def choose_reg_lambda(
     """The L2 value whose models score the best mean nDCG@10 (LightGBM's, over each held-out query's
     candidates) across ``folds`` inner folds of ``usable``; ties go to the smaller value."""
     fold_of = _fold_of(usable, folds, seed=1)
+    splits = []  # (training matrix, held-out matrix) per fold, shared by every value of the grid
+    for fold in range(folds):
+        train = [e for e in usable if fold_of[query_key(e.query)] != fold]
+        valid = [e for e in usable if fold_of[query_key(e.query)] == fold]
+        if train and valid:
+            splits.append((_matrix(train), _matrix(valid)))
+    held_out = sum(len(valid[2]) for _, valid in splits)
     scores: dict[str, float] = {}
     for value in grid:
-        total, weight = 0.0, 0
-        for fold in range(folds):
-            train = [e for e in usable if fold_of[query_key(e.query)] != fold]
-            valid = [e for e in usable if fold_of[query_key(e.query)] == fold]
-            if not train or not valid:
-                continue
-            x, y, groups = _matrix(train)
-            xv, yv, gv = _matrix(valid)
+        total = 0.0
+        for (x, y, groups), (xv, yv, gv) in splits:
             model = lgb.LGBMRanker(**{**params, "reg_lambda": value})
             model.fit(x, y, group=groups, eval_X=(xv,), eval_y=(yv,), eval_group=[gv], eval_at=[10])
-            total += model.evals_result_["valid_0"]["ndcg@10"][-1] * len(valid)
-            weight += len(valid)
-        scores[str(value)] = total / max(weight, 1)
+            total += model.evals_result_["valid_0"]["ndcg@10"][-1] * len(gv)
+        scores[str(value)] = total / max(held_out, 1)
     best = max(grid, key=lambda v: (round(scores[str(v)], 6), -v))
     return best, scores
 
