@@ -18,8 +18,8 @@ from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
 from rag_pipeline.sources.jira_resolution import UNRESOLVED
-from rag_pipeline.text.chunking import Chunker
-from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache
+from rag_pipeline.text.chunking import Chunker, chunk_id
+from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache, query_side
 from rag_pipeline.vectors.dense import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
 
@@ -67,6 +67,39 @@ def embed_children(
             "document_id": children["document_id"].to_numpy(),
             "model": encoder.model_id,
             "vector": list(vectors) if len(children) else [],
+        },
+        columns=list(DENSE_COLUMNS),
+    )
+    return frame, stats
+
+
+def title_vector_id(document_id: str) -> str:
+    """The dense frame's row id for a document's title vector (never a chunk's id)."""
+    return chunk_id(document_id, "title", 0)
+
+
+def embed_titles(
+    documents: pd.DataFrame,
+    encoder: DenseEncoder,
+    cache: EmbeddingCache | None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, CacheStats]:
+    """Dense vectors of the documents' titles (rows of the dense frame, ids from :func:`title_vector_id`).
+
+    Titles are encoded on the query side: a title is matched against a query or a query's title line, a
+    symmetric task, and the query cache's key means a title already searched for is not encoded again.
+    Documents without a title get no row.
+    """
+    titled = documents[documents["title"].fillna("").str.strip() != ""]
+    vectors, stats = embed_with_cache(
+        list(titled["title"]), query_side(encoder.model_id), encoder.encode_queries, cache, on_progress=on_progress
+    )
+    frame = pd.DataFrame(
+        {
+            "chunk_id": [title_vector_id(d) for d in titled["document_id"]],
+            "document_id": titled["document_id"].to_numpy(),
+            "model": encoder.model_id,
+            "vector": list(vectors) if len(titled) else [],
         },
         columns=list(DENSE_COLUMNS),
     )
@@ -137,7 +170,9 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             )
             for r in _rows(parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))))
         ]
-        children = []
+        children: list[StorePoint] = []
+        # Only the first child carries the title: one title point per document.
+        title = dense.get(title_vector_id(doc_id))
         for r in _rows(children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS)))):
             if r.chunk_id not in dense or r.chunk_id not in sparse:
                 kind = "dense" if r.chunk_id not in dense else "sparse"
@@ -154,6 +189,7 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
                     },
                     dense=dense[r.chunk_id],
                     sparse=sparse[r.chunk_id],
+                    title=None if children else title,
                 )
             )
         out.append(DocumentPoints(doc_id, float(doc["version"]), parents, children))
@@ -189,6 +225,9 @@ def index_documents_directly(
     index, documents rewritten by reconciliation)."""
     parents, children = chunk_documents(documents, chunker)
     dense, stats = embed_children(children, encoder, cache, on_progress=on_progress)
+    titles, title_stats = embed_titles(documents, encoder, cache)
+    stats = CacheStats(stats.cached + title_stats.cached, stats.computed + title_stats.computed)
+    dense = pd.concat([dense, titles], ignore_index=True) if len(titles) else dense
     sparse = sparse_children(children, bm25)
     report = index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
     return DirectIndexReport(report, stats, len(parents), len(children))

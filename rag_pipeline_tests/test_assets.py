@@ -65,8 +65,10 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     assert points.pools == {"qdrant"}
     # Parallel Slack partitions share one API budget.
     assert graph.get(dg.AssetKey("slack_threads")).pools == {"slack_api"}
+    # The titles are embedded from the raw documents, next to the child chunks.
     assert {p.to_user_string() for p in graph.get(dg.AssetKey("slack_dense_vectors")).parent_entity_keys} == {
-        "slack_child_chunks"
+        "slack_child_chunks",
+        "slack_threads",
     }
 
 
@@ -77,7 +79,10 @@ def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
     raw, children = _meta(result, "slack_threads"), _meta(result, "slack_child_chunks")
     dense, points = _meta(result, "slack_dense_vectors"), _meta(result, "slack_qdrant_points")
     assert raw["documents"] == 21 and raw["bad_records"] == 0
-    assert children["child_chunks"] == dense["vectors"] == dense["embeddings_computed"] > 21
+    # One vector per child chunk, plus one per document title (the title prefetch of hybrid search).
+    assert dense["title_vectors"] == 21 and children["child_chunks"] > 21
+    assert dense["vectors"] == children["child_chunks"] + 21 == dense["embeddings_computed"]
+    assert points["title_vectors"] is True
     assert children["model_token_limit"] == 256
     assert points["documents_written"] == 21 and points["collection_parents_points"] >= 21
     assert points["collection_children_points"] == children["child_chunks"]
@@ -238,5 +243,6 @@ def test_io_manager_serves_a_runs_own_outputs_from_memory(tmp_path: Path, instan
     )
     assert result.success
     # A later run reads the raw partition from disk (once per consumer), everything else from memory again.
-    assert len(reads) == 3 and all(r.endswith("slack_threads/C0UBUNTU00/2004-11-16.parquet") for r in reads)
+    # Consumers: parent chunks, child chunks, dense vectors (the titles) and the points.
+    assert len(reads) == 4 and all(r.endswith("slack_threads/C0UBUNTU00/2004-11-16.parquet") for r in reads)
     assert _meta(result, "slack_qdrant_points")["points_removed"] == 0

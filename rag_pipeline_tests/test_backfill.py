@@ -76,7 +76,8 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
         assert key in first
     # Slack: 3 public threads + 1 private; Jira: 2 issues (the bad line is reported, not fatal).
     assert first["per_source"]["slack"]["documents"] == 4 and first["per_source"]["jira"]["documents"] == 2
-    assert first["embeddings_computed"] == first["child_chunks"] > 0
+    # Every child chunk and every document's title (6 documents, each with a title), embedded once.
+    assert first["embeddings_computed"] == first["child_chunks"] + 6 and first["child_chunks"] > 0
     assert first["points"] == first["parent_chunks"] + first["child_chunks"]
     # Jira days 03-01 and 03-04 share one run (gap of 2 empty days is bridged).
     assert first["per_source"]["jira"]["runs"] == 1 and first["per_source"]["jira"]["partitions"] == 4

@@ -17,9 +17,10 @@ from rag_pipeline.evaluation.fusion_tuning import (
     setting_scores,
     text_folds,
 )
-from rag_pipeline.index.store import Fusion, Hit, SearchFilter, describe_fusion
+from rag_pipeline.index.store import TITLE_VECTOR, DensePrefetch, Fusion, Hit, SearchFilter, describe_fusion
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.fusion import SourceFusion
+from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.query_text import prose, split_query
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
@@ -27,6 +28,8 @@ from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests.test_retrieval import CORPUS, EVERYONE, TopicEncoder, document
 
 BM25 = Bm25Encoder()
+# Titles that disagree with the text: d1's text is about kernels, its title about printers.
+TITLES = ("printer jams", "kernel wifi", "lunch menu", "wifi")
 JIRA_DEV = Path(__file__).resolve().parents[1] / "eval_sets" / "jira_appcelerator_dev.jsonl"
 
 
@@ -271,7 +274,7 @@ def test_command_line_fusion_overrides_the_learned_one_and_settings_pick_the_que
 
     default = config()
     assert default.sparse_query.mode == "fielded" and default.fusion_for(["slack"]) == Fusion(k=10, weights=(1.6, 0.4))
-    assert default.fusion_for(["jira"]) == Fusion(k=10, weights=(1.0, 1.0, 0.5))
+    assert default.fusion_for(["jira"]) == Fusion(k=10, weights=(1.0, 1.0, 0.5, 0.5, 0.5))
     assert default.fusion_for(None) == Fusion(weights=(1.0, 1.0, 0.5)) == default.fusion_for(["slack", "jira"])
     # Any fusion on the command line applies to every search, Slack included.
     assert config("--rrf-k", "30").fusion_for(["slack"]) == Fusion(k=30)
@@ -294,7 +297,7 @@ def test_fuse_reproduces_the_engines_fusion_with_a_title_prefetch(store) -> None
     dense, title = ([float(x) for x in v] for v in encoder.encode_queries(["kernel wifi driver", "printer"]))
     sparse = BM25.encode_query("kernel wifi driver")
     fusion = Fusion(k=10, weights=(1.0, 1.0, 0.5))
-    engine = store.search_hybrid(dense, sparse, 50, 50, flt, fusion, title)
+    engine = store.search_hybrid(dense, sparse, 50, 50, flt, fusion, [DensePrefetch(title)])
     lists = [store.search_dense(dense, 50, flt), store.search_sparse(sparse, 50, flt)]
     lists.append(store.search_dense(title, 50, flt))
     ours = fuse(lists, (1.0, 1.0, 0.5), 10)
@@ -316,10 +319,110 @@ def test_the_title_line_is_embedded_and_searched_as_its_own_prefetch(store, monk
     query = "printer\nkernel wifi driver iwlwifi after the kernel upgrade"
     response = retriever.search(query, "hybrid", EVERYONE, top_k=1)
     assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05, 1.0))
-    assert calls[-1][6] == pytest.approx(list(TopicEncoder().encode_queries(["printer"])[0]))
+    assert [p.using for p in calls[-1][6]] == ["dense"]
+    assert calls[-1][6][0].vector == pytest.approx(list(TopicEncoder().encode_queries(["printer"])[0]))
     assert response.results[0].document_id == "d3"  # the title's topic wins with its weight
     without = Retriever(store, BM25, dense=TopicEncoder(), config=RetrieverConfig.chosen("plain", False))
     assert without.search(query, "hybrid", EVERYONE, top_k=1).results[0].document_id != "d3"
     # A one-line query has no title: two prefetches, the title's weight dropped.
     retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=1)
-    assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05)) and calls[-1][6] is None
+    assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05)) and calls[-1][6] == []
+
+
+def _title_list(store, vector: list[float], flt: SearchFilter | None = None) -> list[Hit]:
+    """The title vector's own list: a hybrid search where the other two lists weigh (next to) nothing."""
+    hits = store.search_hybrid(
+        vector,
+        BM25.encode_query("zzz"),
+        100,
+        100,
+        flt,
+        Fusion(k=1, weights=(1e-6, 1e-6, 1.0)),
+        [DensePrefetch(vector, TITLE_VECTOR)],
+    )
+    return [h for h in hits if h.score > 1e-3]
+
+
+def test_the_title_vector_is_one_point_per_document_on_its_first_child(store) -> None:
+    write_documents(
+        store, [document(d, parents, title=t) for (d, parents), t in zip(CORPUS.items(), TITLES, strict=True)]
+    )
+    assert TITLE_VECTOR in store.dense_vector_names()
+    printer = [float(x) for x in TopicEncoder().encode_queries(["printer"])[0]]
+    title_hits = _title_list(store, printer)
+    # d1 has three children, but only its first carries the title: the title list holds one point per document.
+    assert sorted(h.payload["document_id"] for h in title_hits) == ["d1", "d2", "d3", "d4"]
+    assert all(h.payload["chunk"] == 0 for h in title_hits)
+    # The document titled about printers leads the title list, though its text is about kernels.
+    assert title_hits[0].payload["document_id"] == "d1"
+
+
+def test_the_document_title_prefetch_joins_jira_searches_with_the_engines_arithmetic(store, monkeypatch) -> None:
+    write_documents(
+        store,
+        [document(d, parents, title=t, source="jira") for (d, parents), t in zip(CORPUS.items(), TITLES, strict=True)],
+    )
+    encoder = TopicEncoder()
+    jira = SourceFusion(k=10, title_dense_weight=0.5, document_title_weight=0.5)
+    config = RetrieverConfig.chosen("plain", learned_fusion=False).model_copy(
+        update={"fusion_by_source": {"jira": jira}}
+    )
+    retriever = Retriever(store, BM25, dense=encoder, config=config)
+    calls: list[tuple] = []
+    original = store.search_hybrid
+    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    query = "printer\nkernel wifi driver iwlwifi after the kernel upgrade"
+    response = retriever.search(query, "hybrid", EVERYONE, top_k=4, sources=["jira"])
+    whole, title = ([float(x) for x in v] for v in encoder.encode_queries([query, "printer"]))
+    # Dense, BM25, the title line on the chunks, then the query and the title line on the document titles.
+    assert calls[-1][5] == Fusion(k=10, weights=(1.0, 1.0, 0.5, 0.5, 0.5)) == response.fusion
+    assert [(p.using, p.vector) for p in calls[-1][6]] == [
+        ("dense", pytest.approx(title)),
+        ("title", pytest.approx(whole)),
+        ("title", pytest.approx(title)),
+    ]
+    flt = SearchFilter(sources=("jira",), acl=EVERYONE.acl_condition())
+    lists = [
+        store.search_dense(whole, 100, flt),
+        store.search_sparse(sparse_query(BM25, query, config.sparse_query), 100, flt),
+        store.search_dense(title, 100, flt),
+        _title_list(store, whole, flt),
+        _title_list(store, title, flt),
+    ]
+    expected = fuse(lists, (1.0, 1.0, 0.5, 0.5, 0.5), 10)
+    assert [r.document_id for r in response.results] == [r.document_id for r in documents_from_hits(expected)]
+    # One-line queries search the document titles with the whole query only.
+    retriever.search("printer", "hybrid", EVERYONE, top_k=1, sources=["jira"])
+    assert calls[-1][5] == Fusion(k=10, weights=(1.0, 1.0, 0.5)) and [p.using for p in calls[-1][6]] == ["title"]
+    # Other sources' searches keep their fusion: no title-vector list.
+    retriever.search(query, "hybrid", EVERYONE, top_k=1, sources=["slack"])
+    assert calls[-1][6] == []
+
+
+def test_an_index_created_before_title_vectors_is_written_and_searched_without_them(tmp_path: Path) -> None:
+    import qdrant_edge as qe
+
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+    from rag_pipeline.index.store import DENSE_VECTOR, SPARSE_VECTOR, CollectionNames
+
+    names = CollectionNames()
+    # The child collection as an older release created it: dense and BM25 only.
+    folder = tmp_path / "qdrant" / names.children
+    folder.mkdir(parents=True)
+    old = qe.EdgeShard.create(
+        str(folder),
+        qe.EdgeConfig(
+            vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=4, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        ),
+    )
+    old.close()
+    with EdgeVectorStore(tmp_path / "qdrant") as store:
+        store.create_collections(4)
+        assert store.dense_vector_names() == {DENSE_VECTOR}
+        write_documents(store, [document(d, p, source="jira") for d, p in CORPUS.items()])  # titles dropped
+        jira = SourceFusion(k=10, title_dense_weight=0.5, document_title_weight=0.5)
+        config = RetrieverConfig.chosen("plain", False).model_copy(update={"fusion_by_source": {"jira": jira}})
+        retriever = Retriever(store, BM25, dense=TopicEncoder(), config=config)
+        response = retriever.search("printer\nkernel wifi", "hybrid", EVERYONE, top_k=4, sources=["jira"])
+        assert response.mode == "hybrid" and not response.warnings and len(response.results) == 4

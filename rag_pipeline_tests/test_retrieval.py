@@ -68,11 +68,13 @@ def _pid(*parts: object) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(map(str, parts))))
 
 
-def document(doc: str, parents: list[list[str]], acl: dict | None = None, title: str = "") -> DocumentPoints:
+def document(
+    doc: str, parents: list[list[str]], acl: dict | None = None, title: str = "", source: str = "slack"
+) -> DocumentPoints:
     encoder = TopicEncoder()
     base = {
         "document_id": doc,
-        "source": "slack",
+        "source": source,
         "container": "C1",
         "title": title or doc,
         "url": f"https://example.test/{doc}",
@@ -88,9 +90,11 @@ def document(doc: str, parents: list[list[str]], acl: dict | None = None, title:
             child_points.append(
                 StorePoint(
                     _pid(doc, "c", p, c),
-                    {**base, "level": "child", "parent_id": parent.id, "text": text},
+                    {**base, "level": "child", "parent_id": parent.id, "text": text, "chunk": len(child_points)},
                     dense=list(encoder._vec(text)),
                     sparse=BM25.encode_documents([text])[0],
+                    # As the pipeline writes it: the document's first child carries the title vector.
+                    title=None if child_points else list(encoder._vec(base["title"])),
                 )
             )
     return DocumentPoints(doc, 1.0, parent_points, child_points)

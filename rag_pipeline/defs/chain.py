@@ -19,6 +19,7 @@ from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partit
 from rag_pipeline.defs.metadata import length_stats
 from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
+from rag_pipeline.index.store import TITLE_VECTOR
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
 from rag_pipeline.stages import (
     CHILD_COLUMNS,
@@ -28,6 +29,7 @@ from rag_pipeline.stages import (
     IndexInputs,
     chunk_documents,
     embed_children,
+    embed_titles,
     index_documents,
     sparse_children,
 )
@@ -201,35 +203,47 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
 
 
 def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
-    """Dense embeddings of the child chunks, through the embedding cache."""
+    """Dense embeddings of the child chunks and of the document titles, through the embedding cache."""
     source = keys.source
 
     @dg.asset(
         name=keys.dense,
-        ins={"children": dg.AssetIn(keys.children)},
+        ins={"children": dg.AssetIn(keys.children), "documents": dg.AssetIn(keys.raw)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"pytorch", "parquet"},
-        description=f"Dense embeddings of {source} child chunks (local model by default), via the persistent "
-        "embedding cache keyed by (model, sha256 of text).",
+        description=f"Dense embeddings of {source} child chunks (local model by default), plus one per document "
+        "title (the title vector hybrid search can prefetch), via the persistent embedding cache keyed by "
+        "(model, sha256 of text).",
         **common,
     )
     def dense_vectors(
-        context: dg.AssetExecutionContext, dense_embedder: DenseEmbedderResource, children: dict[str, pd.DataFrame]
+        context: dg.AssetExecutionContext,
+        dense_embedder: DenseEmbedderResource,
+        children: dict[str, pd.DataFrame],
+        documents: dict[str, pd.DataFrame],
     ) -> dg.Output:
         started = time.perf_counter()
         frame = concat_partitions(children, CHILD_COLUMNS)
+        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
         encoder = dense_embedder.encoder()
         cache = dense_embedder.cache()
         usage_before = usage_snapshot(encoder)
         # Progress in the run log at least every tenth or 30 s (and for an in-process CLI, on its logger).
         progress = ThroughputReporter(f"{source} embedding (chunks)", lambda update: context.log.info(update.line()))
+        title_progress = ThroughputReporter(
+            f"{source} embedding (titles)", lambda update: context.log.info(update.line())
+        )
         try:
             dense, stats = embed_children(frame, encoder, cache, on_progress=progress)
+            titles, title_stats = embed_titles(docs, encoder, cache, on_progress=title_progress)
         finally:
             cache.close()
         usage = usage_since(encoder, usage_before)
         dense[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
+        titles[PARTITION_COLUMN] = titles["document_id"].map(partition_of_document(documents))
+        dense = pd.concat([dense, titles], ignore_index=True) if len(titles) else dense
         elapsed = time.perf_counter() - started
+        computed = stats.computed + title_stats.computed
         return dg.Output(
             split_partitions(dense, context.partition_keys, DENSE_COLUMNS),
             metadata={
@@ -239,8 +253,9 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
                 "dimension": encoder.dimension,
                 "vectors": len(dense),
                 "dagster/row_count": len(dense),
-                "embeddings_computed": stats.computed,
-                "embeddings_cached": stats.cached,
+                "title_vectors": len(titles),
+                "embeddings_computed": computed,
+                "embeddings_cached": stats.cached + title_stats.cached,
                 "chunks_per_second": round(stats.computed / elapsed, 2) if stats.computed else 0.0,
                 **usage,
                 "elapsed_seconds": round(elapsed, 3),
@@ -330,6 +345,12 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             # Sparse first: on an index that records a dense model but no terms, the terms are the legacy ones.
             claim_sparse_terms(store, bm25.encoder().terms_id)
             claim_dense_model(store, dense_embedder.model)
+            if TITLE_VECTOR not in store.dense_vector_names():
+                context.log.warning(
+                    "this index was created before document title vectors: titles are not written and hybrid "
+                    "search skips its title prefetches until the collections are re-created (remove the index "
+                    "folder, then re-index with --full-refresh)"
+                )
             report = index_documents(store, inputs, dimension)
             # The HNSW graph over what was written (and deleted points out of BM25's statistics): blocking, so
             # the next search finds the index built; quick while the new points fit the plain segment.
@@ -354,6 +375,7 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
                 "points_written": report.points_upserted,
                 "points_removed": report.points_removed,
                 "dense_search": store.dense_search.describe(),
+                "title_vectors": TITLE_VECTOR in store.dense_vector_names(),
                 "optimize_seconds": round(optimize_seconds, 3),
                 "collection_children_points": children_total,
                 "collection_parents_points": parents_total,

@@ -20,8 +20,10 @@ from rag_pipeline.index.store import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     SPARSE_VECTOR,
+    TITLE_VECTOR,
     CollectionNames,
     Condition,
+    DensePrefetch,
     DenseSearch,
     Fusion,
     Hit,
@@ -56,6 +58,8 @@ class ClientVectorStore:
         self.shard_number = shard_number
         self.replication_factor = replication_factor
         self.engine = "qdrant-client:local" if _is_local(client) else "qdrant-client:server"
+        # Looked up once: a search asks on every query, and a collection's vectors never change.
+        self._dense_names: frozenset[str] | None = None
 
     @classmethod
     def connect(
@@ -77,7 +81,8 @@ class ClientVectorStore:
             self.client.create_collection(
                 self.names.children,
                 vectors_config={
-                    DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)
+                    name: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)
+                    for name in (DENSE_VECTOR, TITLE_VECTOR)
                 },
                 sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 hnsw_config=models.HnswConfigDiff(
@@ -139,7 +144,17 @@ class ClientVectorStore:
             vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
         if point.sparse is not None:
             vectors[SPARSE_VECTOR] = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+        if point.title is not None and TITLE_VECTOR in self.dense_vector_names():
+            vectors[TITLE_VECTOR] = [float(x) for x in point.title]
         return vectors
+
+    def dense_vector_names(self) -> frozenset[str]:
+        if self._dense_names is None:
+            if not self.client.collection_exists(self.names.children):
+                return frozenset()
+            vectors = self.client.get_collection(self.names.children).config.params.vectors
+            self._dense_names = frozenset(vectors) if isinstance(vectors, dict) else frozenset({DENSE_VECTOR})
+        return self._dense_names
 
     def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
         if ids:
@@ -233,14 +248,14 @@ class ClientVectorStore:
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
-        title_dense: Sequence[float] | None = None,
+        extra: Sequence[DensePrefetch] = (),
     ) -> list[Hit]:
         qfilter = _filter(flt)
 
-        def dense_prefetch(vector: Sequence[float]) -> models.Prefetch:
+        def dense_prefetch(vector: Sequence[float], using: str = DENSE_VECTOR) -> models.Prefetch:
             return models.Prefetch(
                 query=[float(x) for x in vector],
-                using=DENSE_VECTOR,
+                using=using,
                 limit=prefetch_limit,
                 filter=qfilter,
                 params=self._dense_params(),
@@ -256,7 +271,7 @@ class ClientVectorStore:
                     limit=prefetch_limit,
                     filter=qfilter,
                 ),
-                *([dense_prefetch(title_dense)] if title_dense is not None else []),
+                *(dense_prefetch(p.vector, p.using) for p in extra),
             ],
             query=_fusion(fusion),
             query_filter=qfilter,

@@ -24,8 +24,10 @@ from rag_pipeline.index.store import (
     FLOAT_FIELDS,
     KEYWORD_FIELDS,
     SPARSE_VECTOR,
+    TITLE_VECTOR,
     CollectionNames,
     Condition,
+    DensePrefetch,
     DenseSearch,
     Fusion,
     Hit,
@@ -81,6 +83,7 @@ class EdgeVectorStore:
         self.names = names or CollectionNames()
         self.dense_search = dense_search or DenseSearch()
         self._shards: dict[str, qe.EdgeShard] = {}
+        self._dense_names: frozenset[str] | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_folder(
             self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait
@@ -109,8 +112,9 @@ class EdgeVectorStore:
     # --- collections -------------------------------------------------------------------------
     def create_collections(self, dense_dimension: int) -> None:
         if self.names.children not in self._shards:
+            dense = qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)
             config = qe.EdgeConfig(
-                vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)},
+                vectors={DENSE_VECTOR: dense, TITLE_VECTOR: dense},
                 sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
                 hnsw_config=qe.HnswIndexConfig(
                     m=self.dense_search.m,
@@ -122,6 +126,16 @@ class EdgeVectorStore:
         if self.names.parents not in self._shards:
             config = qe.EdgeConfig(sparse_vectors={_PLACEHOLDER_VECTOR: qe.EdgeSparseVectorParams()})
             self._shards[self.names.parents] = self._create(self.names.parents, config)
+
+    def dense_vector_names(self) -> frozenset[str]:
+        if self._dense_names is None:
+            config = self.path / self.names.children / _CONFIG_FILE
+            # qdrant-edge's shard info has no vector config; the shard's own config file does.
+            vectors = json.loads(config.read_text()).get("vectors", {}) if config.exists() else None
+            if vectors is None:
+                return frozenset()
+            self._dense_names = frozenset(vectors)
+        return self._dense_names
 
     @property
     def _info_path(self) -> Path:
@@ -168,6 +182,8 @@ class EdgeVectorStore:
             vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
         if point.sparse is not None:
             vectors[SPARSE_VECTOR] = qe.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+        if point.title is not None and TITLE_VECTOR in self.dense_vector_names():
+            vectors[TITLE_VECTOR] = [float(x) for x in point.title]
         return vectors
 
     def optimize(self) -> bool:
@@ -256,14 +272,14 @@ class EdgeVectorStore:
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
-        title_dense: Sequence[float] | None = None,
+        extra: Sequence[DensePrefetch] = (),
     ) -> list[Hit]:
         edge_filter = _filter(flt)
 
-        def dense_prefetch(vector: Sequence[float]) -> qe.Prefetch:
+        def dense_prefetch(vector: Sequence[float], using: str = DENSE_VECTOR) -> qe.Prefetch:
             return qe.Prefetch(
                 limit=prefetch_limit,
-                query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
+                query=qe.Query.Nearest([float(x) for x in vector], using=using),
                 filter=edge_filter,
                 params=self._dense_params(),
             )
@@ -277,7 +293,7 @@ class EdgeVectorStore:
                 ),
                 filter=edge_filter,
             ),
-            *([dense_prefetch(title_dense)] if title_dense is not None else []),
+            *(dense_prefetch(p.vector, p.using) for p in extra),
         ]
         request = qe.QueryRequest(
             limit=limit, prefetches=prefetches, query=_fusion(fusion), filter=edge_filter, with_payload=True

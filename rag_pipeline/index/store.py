@@ -10,6 +10,9 @@ from rag_pipeline.vectors.sparse import SparseVector
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
+# A document's title embedded on its own, carried by the document's first child point only: one point per
+# document, so a search on it ranks documents, not chunks (field-aware dense retrieval from the index side).
+TITLE_VECTOR = "title"
 # Qdrant's default RRF constant is 2; the literature (and our evaluation) uses 60.
 RRF_K = 60
 
@@ -56,12 +59,23 @@ class CollectionNames:
 
 @dataclass
 class StorePoint:
-    """One point: id, payload and (for children) dense and sparse vectors."""
+    """One point: id, payload and (for children) dense and sparse vectors; a document's first child also
+    carries the title vector (:data:`TITLE_VECTOR`)."""
 
     id: str
     payload: dict[str, Any]
     dense: Sequence[float] | None = None
     sparse: SparseVector | None = None
+    title: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class DensePrefetch:
+    """One more dense list in a hybrid search: ``vector`` searched against the named vector ``using``
+    (:data:`DENSE_VECTOR`: child chunks; :data:`TITLE_VECTOR`: document titles)."""
+
+    vector: Sequence[float]
+    using: str = DENSE_VECTOR
 
 
 @dataclass(frozen=True)
@@ -201,7 +215,7 @@ class Fusion:
 
     method: Literal["rrf", "dbsf"] = "rrf"
     k: int = RRF_K
-    # (dense, sparse) or, with a title prefetch, (dense, sparse, title dense)
+    # (dense, sparse, then one per extra prefetch in the order the search lists them)
     weights: tuple[float, ...] | None = None
 
 
@@ -261,6 +275,12 @@ class VectorStore(Protocol):
 
     def create_collections(self, dense_dimension: int) -> None: ...
 
+    def dense_vector_names(self) -> frozenset[str]:
+        """The named dense vectors the child collection holds (empty before it exists); indexes created
+        before :data:`TITLE_VECTOR` existed lack it until they are re-created (Qdrant cannot add a named vector to
+        a collection), and writes to them drop it."""
+        ...
+
     def optimize(self) -> bool:
         """Build search structures over what was written (blocking where the engine does not do it in the
         background); True when anything changed."""
@@ -307,10 +327,11 @@ class VectorStore(Protocol):
         prefetch_limit: int = 50,
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
-        title_dense: Sequence[float] | None = None,
+        extra: Sequence[DensePrefetch] = (),
     ) -> list[Hit]:
-        """Dense and sparse prefetches fused; ``title_dense`` (the query's title line embedded) adds a third,
-        dense prefetch, and ``fusion.weights`` then has three entries."""
+        """Dense and sparse prefetches fused, plus one prefetch per ``extra`` (e.g. the query's title line
+        against the chunks, the query against document titles); ``fusion.weights`` then has an entry for
+        each, after dense and sparse."""
         ...
 
     def close(self) -> None: ...

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from cachetools import TTLCache
 
-from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
+from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache, query_side
 from rag_pipeline.vectors.dense import DenseEncoder
 
 
@@ -55,7 +55,7 @@ class QueryEmbeddingCache:
             self.misses += len(missing)
         if missing:
             vectors, _ = embed_with_cache(
-                [queries[i] for i in missing], f"query:{model}", self.encoder.encode_queries, self.persistent
+                [queries[i] for i in missing], query_side(model), self.encoder.encode_queries, self.persistent
             )
             with self._lock:
                 for i, vector in zip(missing, vectors, strict=True):

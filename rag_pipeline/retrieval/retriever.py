@@ -14,8 +14,24 @@ from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
-from rag_pipeline.index.store import Fusion, Hit, SearchFilter, VectorStore
-from rag_pipeline.retrieval.fusion import LEARNED_FUSION, OTHER_SOURCES, SourceFusion, without_title
+from rag_pipeline.index.store import (
+    DENSE_VECTOR,
+    TITLE_VECTOR,
+    DensePrefetch,
+    Fusion,
+    Hit,
+    SearchFilter,
+    VectorStore,
+)
+from rag_pipeline.retrieval.fusion import (
+    LEARNED_FUSION,
+    OTHER_SOURCES,
+    QUERY_ON_TITLES,
+    TITLE_LINE_ON_CHUNKS,
+    TITLE_LINE_ON_TITLES,
+    HybridPlan,
+    SourceFusion,
+)
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -88,14 +104,25 @@ class RetrieverConfig(BaseModel):
     def fusion(self) -> Fusion:
         return Fusion(method=self.fusion_method, k=self.rrf_k, weights=self.rrf_weights)  # type: ignore[arg-type]
 
-    def fusion_for(self, sources: Sequence[str] | None) -> Fusion:
+    def learned_for(self, sources: Sequence[str] | None) -> SourceFusion | None:
         """A one-source search uses that source's learned fusion, other searches the learned ``*`` entry;
-        without learned fusions (or without an entry) the global one."""
+        None without learned fusions (or without an entry)."""
         learned = None
         if sources is not None and len(set(sources)) == 1:
             learned = self.fusion_by_source.get(next(iter(sources)))
-        learned = learned or self.fusion_by_source.get(OTHER_SOURCES)
+        return learned or self.fusion_by_source.get(OTHER_SOURCES)
+
+    def fusion_for(self, sources: Sequence[str] | None) -> Fusion:
+        """The fusion a search over ``sources`` reports: the learned one with every list it may add, or the
+        global one."""
+        learned = self.learned_for(sources)
         return learned.fusion if learned is not None else self.fusion
+
+    def plan_for(self, sources: Sequence[str] | None, title_line: bool, title_vectors: bool) -> HybridPlan:
+        """What a hybrid search over ``sources`` fuses, for a query with or without a title line over an
+        index with or without document title vectors."""
+        learned = self.learned_for(sources)
+        return learned.plan(title_line, title_vectors) if learned is not None else HybridPlan(self.fusion)
 
 
 def _dense_encoder(dense: DenseEncoder | Callable[[], DenseEncoder]) -> DenseEncoder:
@@ -248,13 +275,13 @@ class Retriever:
             if mode == "vector":
                 return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
             prefetch = max(self.config.prefetch_limit, depth)
-            fusion = response.fusion or self.config.fusion
-            title = split_query(query).title if fusion.weights is not None and len(fusion.weights) == 3 else ""
-            title_vector = self._query_vector(title) if title else None
-            if title_vector is None:
-                fusion = without_title(fusion)
+            title = split_query(query).title
+            plan = self.config.plan_for(
+                flt.sources, title_line=bool(title), title_vectors=TITLE_VECTOR in self.store.dense_vector_names()
+            )
+            extra = self._prefetches(plan, vector, title)
             hybrid = self.store.search_hybrid(
-                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, fusion, title_vector
+                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, plan.fusion, extra
             )
             return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
@@ -263,6 +290,22 @@ class Retriever:
             response.warnings.append(message)
             response.mode = "bm25"
             return self._bm25_hits(query, depth, flt)
+
+    def _prefetches(self, plan: HybridPlan, vector: list[float], title: str) -> list[DensePrefetch]:
+        """The plan's extra lists as dense prefetches (the title line embedded only when a list needs it)."""
+        title_vector = self._query_vector(title) if title and plan.extra else None
+        sources = {
+            TITLE_LINE_ON_CHUNKS: (title_vector, DENSE_VECTOR),
+            QUERY_ON_TITLES: (vector, TITLE_VECTOR),
+            TITLE_LINE_ON_TITLES: (title_vector, TITLE_VECTOR),
+        }
+        out = []
+        for name in plan.extra:
+            searched, using = sources[name]
+            if searched is None:
+                raise ValueError(f"the hybrid list {name!r} needs a title line, and the query has none")
+            out.append(DensePrefetch(searched, using))
+        return out
 
     def _rerank(
         self,

@@ -75,6 +75,11 @@ class EmbeddingCache:
         self._conn.close()
 
 
+def query_side(model_id: str) -> str:
+    """The cache's model key for query-side encodings (query and document encodings may differ)."""
+    return f"query:{model_id}"
+
+
 def embed_with_cache(
     texts: Sequence[str],
     model_id: str,
