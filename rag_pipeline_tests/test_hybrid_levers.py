@@ -426,3 +426,20 @@ def test_an_index_created_before_title_vectors_is_written_and_searched_without_t
         retriever = Retriever(store, BM25, dense=TopicEncoder(), config=config)
         response = retriever.search("printer\nkernel wifi", "hybrid", EVERYONE, top_k=4, sources=["jira"])
         assert response.mode == "hybrid" and not response.warnings and len(response.results) == 4
+
+
+def test_the_title_vector_has_its_own_full_scan_threshold(store) -> None:
+    # A filtered title search would otherwise walk every point the filter matches: the title vectors (one
+    # point in several) stay under the collection's threshold long after a graph pays off.
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+
+    threshold = store.dense_search.title_full_scan_threshold_kb
+    assert threshold < store.dense_search.full_scan_threshold_kb
+    if isinstance(store, EdgeVectorStore):
+        config = json.loads((store.path / store.names.children / "edge_config.json").read_text())
+        assert config["vectors"]["title"]["hnsw_config"]["full_scan_threshold"] == threshold
+        assert config["hnsw_config"]["full_scan_threshold"] == store.dense_search.full_scan_threshold_kb
+    else:
+        vectors = store.client.get_collection(store.names.children).config.params.vectors
+        assert vectors["title"].hnsw_config.full_scan_threshold == threshold
+        assert vectors["dense"].hnsw_config is None

@@ -81,8 +81,14 @@ class ClientVectorStore:
             self.client.create_collection(
                 self.names.children,
                 vectors_config={
-                    name: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE)
-                    for name in (DENSE_VECTOR, TITLE_VECTOR)
+                    DENSE_VECTOR: models.VectorParams(size=dense_dimension, distance=models.Distance.COSINE),
+                    TITLE_VECTOR: models.VectorParams(
+                        size=dense_dimension,
+                        distance=models.Distance.COSINE,
+                        hnsw_config=models.HnswConfigDiff(
+                            full_scan_threshold=self.dense_search.title_full_scan_threshold_kb
+                        ),
+                    ),
                 },
                 sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 hnsw_config=models.HnswConfigDiff(

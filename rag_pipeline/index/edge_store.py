@@ -113,8 +113,17 @@ class EdgeVectorStore:
     def create_collections(self, dense_dimension: int) -> None:
         if self.names.children not in self._shards:
             dense = qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)
+            title = qe.EdgeVectorParams(
+                size=dense_dimension,
+                distance=qe.Distance.Cosine,
+                hnsw_config=qe.HnswIndexConfig(
+                    m=self.dense_search.m,
+                    ef_construct=self.dense_search.ef_construct,
+                    full_scan_threshold=self.dense_search.title_full_scan_threshold_kb,
+                ),
+            )
             config = qe.EdgeConfig(
-                vectors={DENSE_VECTOR: dense, TITLE_VECTOR: dense},
+                vectors={DENSE_VECTOR: dense, TITLE_VECTOR: title},
                 sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
                 hnsw_config=qe.HnswIndexConfig(
                     m=self.dense_search.m,
