@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,10 @@ DEFAULT_SETS = [
 TOKENIZERS = ("word", "multilingual")
 
 
-def run_bench(folder: Path, tokenizer: str, arms: list[str], data_dir: Path) -> dict[str, Any]:
+def run_bench(
+    folder: Path, tokenizer: str, arms: Sequence[str], data_dir: Path, dense_model: str | None = None
+) -> dict[str, Any]:
+    """``rag-pipeline bench --beir`` with the tokenizer (and ``RAG_DENSE_MODEL``, when given): its JSON figures."""
     command = [
         str(Path(sys.executable).parent / "rag-pipeline"),
         "bench",
@@ -43,7 +48,8 @@ def run_bench(folder: Path, tokenizer: str, arms: list[str], data_dir: Path) -> 
         str(data_dir),
     ]
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = {**os.environ, "RAG_DENSE_MODEL": dense_model} if dense_model else None
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
     figures = json.loads(done.stdout)

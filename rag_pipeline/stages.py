@@ -61,16 +61,19 @@ def embed_children(
     vectors, stats = embed_with_cache(
         list(children["text"]), encoder.model_id, encoder.encode_documents, cache, on_progress=on_progress
     )
-    frame = pd.DataFrame(
+    return _dense_frame(list(children["chunk_id"]), children["document_id"], encoder.model_id, vectors), stats
+
+
+def _dense_frame(ids: list[str], document_ids: pd.Series, model: str, vectors: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
         {
-            "chunk_id": children["chunk_id"].to_numpy(),
-            "document_id": children["document_id"].to_numpy(),
-            "model": encoder.model_id,
-            "vector": list(vectors) if len(children) else [],
+            "chunk_id": ids,
+            "document_id": document_ids.to_numpy(),
+            "model": model,
+            "vector": list(vectors) if len(ids) else [],
         },
         columns=list(DENSE_COLUMNS),
     )
-    return frame, stats
 
 
 def title_vector_id(document_id: str) -> str:
@@ -94,16 +97,8 @@ def embed_titles(
     vectors, stats = embed_with_cache(
         list(titled["title"]), query_side(encoder.model_id), encoder.encode_queries, cache, on_progress=on_progress
     )
-    frame = pd.DataFrame(
-        {
-            "chunk_id": [title_vector_id(d) for d in titled["document_id"]],
-            "document_id": titled["document_id"].to_numpy(),
-            "model": encoder.model_id,
-            "vector": list(vectors) if len(titled) else [],
-        },
-        columns=list(DENSE_COLUMNS),
-    )
-    return frame, stats
+    ids = [title_vector_id(d) for d in titled["document_id"]]
+    return _dense_frame(ids, titled["document_id"], encoder.model_id, vectors), stats
 
 
 def sparse_children(children: pd.DataFrame, encoder: Bm25Encoder) -> pd.DataFrame:
