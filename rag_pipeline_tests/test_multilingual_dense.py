@@ -16,6 +16,10 @@ from rag_pipeline.vectors import e5s1
 from rag_pipeline.vectors.dense import BUNDLED_MODELS, load_dense_encoder
 from rag_pipeline_tests.conftest import D1, ts, write_slack_export
 
+# Slow suite (≈45 s: the conversion, OpenVINO's included, then an index through the assets); `make test` and CI
+# run it. The default suite stays under its 10-minute budget on a slow hour.
+pytestmark = pytest.mark.slow
+
 TEXTS = [
     "サーバーの再起動後にデータベース接続がタイムアウトします。",
     "서버를 재시작한 후 데이터베이스 연결이 시간 초과됩니다.",
