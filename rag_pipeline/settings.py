@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rag_pipeline.index.store import DenseSearch
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
@@ -212,9 +213,10 @@ class Settings(_Frozen):
     # Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights and shared by
     # every data folder of the user (RAG_MODEL_CACHE; default: the user's cache folder).
     model_cache: Path | None = None
-    # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages) or "multilingual" (segments
-    # Japanese, Chinese and Korean too); the index records it and refuses the other.
-    bm25_tokenizer: Literal["word", "multilingual"] = "word"
+    # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages), "cjk-bigram" (character bigrams
+    # for Japanese, Chinese and Korean, words elsewhere) or "multilingual" (Qdrant's dictionary segmentation);
+    # the index records it and refuses another.
+    bm25_tokenizer: Bm25Tokenizer = "word"
     # How BM25 reads a query (RAG_SPARSE_QUERY): "fielded" weighs the title line up and drops code, stack
     # frames and URLs from the body; "plain" is Qdrant's one weight per term. Search and evaluation alike.
     sparse_query: Literal["plain", "fielded"] = "fielded"
@@ -437,7 +439,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         dense_backend=_choice(env, "RAG_DENSE_BACKEND", ("auto", "openvino", "torch"), "auto"),
         dense_device=_choice(env, "RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
         model_cache=_path(env, "RAG_MODEL_CACHE", _user_cache(env) / "rag_pipeline" / "models"),
-        bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", ("word", "multilingual"), "word"),
+        bm25_tokenizer=_choice(env, "RAG_BM25_TOKENIZER", BM25_TOKENIZERS, "word"),
         sparse_query=_choice(env, "RAG_SPARSE_QUERY", ("plain", "fielded"), "fielded"),
         learned_fusion=_flag(env, "RAG_LEARNED_FUSION", True),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),

@@ -122,7 +122,10 @@ def test_live_sources_and_their_options() -> None:
         ({"JIRA_SYNC_CRON": "every hour"}, "JIRA_SYNC_CRON must be a cron expression"),
         ({"SLACK_INITIAL_HISTORY_DAYS": "0"}, "SLACK_INITIAL_HISTORY_DAYS must be at least 1, got 0"),
         ({"RAG_SLACK_SYNC_ENABLED": "sometimes"}, "RAG_SLACK_SYNC_ENABLED must be one of"),
-        ({"RAG_BM25_TOKENIZER": "kuromoji"}, "RAG_BM25_TOKENIZER must be one of word, multilingual, got 'kuromoji'"),
+        (
+            {"RAG_BM25_TOKENIZER": "kuromoji"},
+            "RAG_BM25_TOKENIZER must be one of word, multilingual, cjk-bigram, got 'kuromoji'",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:

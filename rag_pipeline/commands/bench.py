@@ -31,7 +31,7 @@ from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import load_or_defer
-from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params
 
 Progressor = Callable[[str, int, int], None]
 
@@ -270,9 +270,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     beir.add_argument("--bm25-b", type=float, default=0.75, help="BM25 b (default: %(default)s)")
     beir.add_argument(
         "--bm25-tokenizer",
-        choices=["word", "multilingual"],
+        choices=BM25_TOKENIZERS,
         default=None,
-        help="BM25 tokenizer (default: RAG_BM25_TOKENIZER, else word); multilingual segments Japanese, Chinese, Korean",
+        help="BM25 tokenizer (default: RAG_BM25_TOKENIZER, else word); cjk-bigram or multilingual for Japanese, "
+        "Chinese, Korean",
     )
     beir.add_argument(
         "--bm25-avg-len", default="auto", help="BM25 average length in tokens, or 'auto' = corpus mean (default)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, run_backfill
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
+from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +130,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     check_paths(settings, args.source)
     result = index_sources(args, settings, console, title="rag-pipeline index")
+    for source, figures in result["per_source"].items():
+        cjk, chunks = figures["cjk_child_chunks"], figures["child_chunks"]
+        advice = cjk_tokenizer_advice(settings.bm25_tokenizer, cjk, chunks, source)
+        if advice:
+            print(f"warning: {advice}", file=sys.stderr)  # never wrapped: a log line to grep
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -35,6 +35,7 @@ from rag_pipeline.stages import (
 )
 from rag_pipeline.vectors.dense import encoder_backend, usage_since, usage_snapshot
 from rag_pipeline.vectors.progress import ThroughputReporter
+from rag_pipeline.vectors.sparse import cjk_tokenizer_advice, contains_cjk
 
 IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
@@ -283,7 +284,12 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
     ) -> dg.Output:
         started = time.perf_counter()
         frame = concat_partitions(children, CHILD_COLUMNS)
-        sparse = sparse_children(frame, bm25.encoder())
+        encoder = bm25.encoder()
+        sparse = sparse_children(frame, encoder)
+        cjk = int(frame["text"].map(contains_cjk).sum()) if len(frame) else 0
+        advice = cjk_tokenizer_advice(encoder.params.tokenizer, cjk, len(frame), source)
+        if advice:
+            context.log.warning(advice)
         sparse[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
         terms = sparse["indices"].map(len) if len(sparse) else pd.Series(dtype=int)
         return dg.Output(
@@ -292,6 +298,8 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
                 "partitions": len(context.partition_keys),
                 "vectors": len(sparse),
                 "dagster/row_count": len(sparse),
+                "cjk_child_chunks": cjk,
+                "tokenizer": encoder.params.tokenizer,
                 **length_stats(terms, "terms"),
                 "elapsed_seconds": round(time.perf_counter() - started, 3),
             },

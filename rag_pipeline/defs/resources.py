@@ -17,7 +17,7 @@ from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
-from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
 
 
 class DenseEmbedderResource(dg.ConfigurableResource):
@@ -68,7 +68,9 @@ class Bm25Resource(dg.ConfigurableResource):
     k1: float = 1.2
     b: float = 0.75
     avg_len: float = 256.0
-    tokenizer: str = Field(default="word", description="word, or multilingual for Japanese/Chinese/Korean text")
+    tokenizer: Bm25Tokenizer = Field(
+        default="word", description="word; cjk-bigram (or multilingual) for Japanese, Chinese or Korean text"
+    )
 
     def encoder(self) -> Bm25Encoder:
         return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len, tokenizer=self.tokenizer))

@@ -12,7 +12,7 @@ from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder
-from rag_pipeline.vectors.sparse import Bm25Encoder, token_counts
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Tokenizer, token_counts
 
 
 @dataclass
@@ -27,7 +27,7 @@ class BeirIndexReport:
     bm25_avg_len: float
 
 
-def corpus_avg_len(dataset: BeirDataset, name: str, tokenizer: str = "word") -> float:
+def corpus_avg_len(dataset: BeirDataset, name: str, tokenizer: Bm25Tokenizer = "word") -> float:
     """Mean document length in BM25 tokens: BM25's own avgdl for a fixed corpus."""
     texts = [d.text for d in beir_documents(dataset, name)]
     return statistics.fmean(token_counts(texts, tokenizer=tokenizer) or [1])

@@ -89,6 +89,8 @@ class SourceSummary:
     partitions: int = 0
     # Dated before the first partition day (or after today): no partition can hold them.
     documents_outside_partitions: int = 0
+    # Child chunks with Japanese, Chinese or Korean text: what decides whether the word tokenizer will do.
+    cjk_child_chunks: int = 0
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
@@ -256,6 +258,7 @@ def _collect(summary: SourceSummary, spec: SourceSpec, result: dg.ExecuteInProce
     summary.points += int(points.get("points_written", 0))
     summary.embeddings_computed += int(dense.get("embeddings_computed", 0))
     summary.embeddings_cached += int(dense.get("embeddings_cached", 0))
+    summary.cjk_child_chunks += int(sparse.get("cjk_child_chunks", 0))
     for stage, values in (
         ("read", raw),
         ("parent_chunks", parents),

@@ -6,23 +6,90 @@ partitions add documents and nothing is ever refit. Tokenization (lowercasing, E
 Snowball stemming) and term hashing are Qdrant's own ``Bm25`` (from qdrant-edge-py), so index-time
 and query-time processing are the same code and match what a Qdrant server would do.
 
-Two tokenizers: ``word`` (Qdrant's default; splits on non-word characters, so Japanese or Chinese text,
-written without spaces, becomes a few sentence-long "terms" that no query matches) and ``multilingual``
-(Qdrant's ``Multilingual``: dictionary segmentation of Japanese, Chinese and Korean, words elsewhere). The
-tokenizer is part of :attr:`Bm25Encoder.model_id`, which the index records, so documents and queries are
+Three tokenizers:
+
+- ``word`` (Qdrant's default) splits on non-word characters, so Japanese or Chinese text, written without
+  spaces, becomes a few sentence-long "terms" that no query matches;
+- ``multilingual`` (Qdrant's ``Multilingual``) segments Japanese, Chinese and Korean with dictionaries;
+- ``cjk-bigram`` rewrites every run of Han, kana or Hangul as its overlapping character bigrams (full-width
+  forms folded to their usual width first) and hands the text to the ``word`` tokenizer: the classic CJK
+  analysis of Lucene's ``CJKBigramFilter`` and Elasticsearch's ``cjk`` analyzer. Bigrams need no dictionary, so
+  a query word matches however a segmenter would have cut the document; measured on the Japanese man pages
+  it is far ahead of the dictionary segmentation (docs/notes/own_workspace.md). Text without CJK characters
+  passes unchanged, so English gets exactly the ``word`` tokenizer's terms.
+
+The tokenizer is part of :attr:`Bm25Encoder.model_id`, which the index records, so documents and queries are
 always encoded alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-_TOKENIZERS = {"word": TokenizerType.Word, "multilingual": TokenizerType.Multilingual}
+Bm25Tokenizer = Literal["word", "multilingual", "cjk-bigram"]
+BM25_TOKENIZERS: tuple[str, ...] = get_args(Bm25Tokenizer)
+
+# Han (with the iteration marks), hiragana, katakana (with the prolonged sound mark), half-width katakana
+# and Hangul, including the supplementary Han planes.
+_CJK_RUN = re.compile(
+    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+# Full-width ASCII and half-width katakana: Japanese text mixes both widths of the same letters.
+_WIDTH_FORMS = re.compile("[\uff01-\uff5e\uff61-\uff9f]+")
+
+
+def cjk_bigrams(text: str) -> str:
+    """``text`` with each CJK run replaced by its overlapping bigrams, space-separated (a one-character run
+    stays itself); other text is unchanged apart from full-width letters and half-width katakana, which are
+    folded to their usual width (NFKC) first."""
+    text = _WIDTH_FORMS.sub(lambda m: unicodedata.normalize("NFKC", m.group(0)), text)
+    return _CJK_RUN.sub(_bigram_run, text)
+
+
+def contains_cjk(text: str) -> bool:
+    """Whether ``text`` has Han, kana or Hangul characters: text the ``word`` tokenizer barely splits."""
+    return _CJK_RUN.search(text) is not None
+
+
+# A stray Japanese word in an English workspace is no reason to re-index; a share of CJK chunks this size is.
+CJK_ADVICE_SHARE = 0.01
+
+
+def cjk_tokenizer_advice(tokenizer: str, cjk_chunks: int, chunks: int, source: str) -> str | None:
+    """The warning for a ``word``-tokenized index that holds a noticeable share of CJK chunks, else None."""
+    if tokenizer != "word" or not cjk_chunks or cjk_chunks < CJK_ADVICE_SHARE * chunks:
+        return None
+    return (
+        f"{cjk_chunks} of {chunks} {source} child chunks contain Japanese, Chinese or Korean text, which the word "
+        "tokenizer leaves almost unsearchable in BM25: index them into a new data folder with "
+        "RAG_BM25_TOKENIZER=cjk-bigram"
+    )
+
+
+def _bigram_run(match: re.Match[str]) -> str:
+    run = match.group(0)
+    if len(run) == 1:
+        return f" {run} "
+    return " " + " ".join(run[i : i + 2] for i in range(len(run) - 1)) + " "
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+_TOKENIZERS: dict[str, tuple[TokenizerType, Callable[[str], str]]] = {
+    "word": (TokenizerType.Word, _identity),
+    "multilingual": (TokenizerType.Multilingual, _identity),
+    "cjk-bigram": (TokenizerType.Word, cjk_bigrams),
+}
 
 
 class Bm25Params(BaseModel):
@@ -32,7 +99,7 @@ class Bm25Params(BaseModel):
     b: float = Field(0.75, ge=0, le=1)
     avg_len: float = Field(256.0, gt=0)
     language: str = "english"  # stopwords and stemmer of Latin-script words
-    tokenizer: Literal["word", "multilingual"] = "word"
+    tokenizer: Bm25Tokenizer = "word"
 
 
 @dataclass(frozen=True)
@@ -49,9 +116,8 @@ class Bm25Encoder:
     def __init__(self, params: Bm25Params | None = None) -> None:
         self.params = params or Bm25Params()
         p = self.params
-        self._model = Bm25(
-            Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language, tokenizer=_TOKENIZERS[p.tokenizer])
-        )
+        self._tokenizer, self._prepare = _TOKENIZERS[p.tokenizer]
+        self._model = Bm25(Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language, tokenizer=self._tokenizer))
         self._counting: Bm25 | None = None
 
     @property
@@ -67,20 +133,18 @@ class Bm25Encoder:
         return f"{self.params.tokenizer}/{self.params.language}"
 
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
-        return [self._convert(self._model.embed_document(t)) for t in texts]
+        return [self._convert(self._model.embed_document(self._prepare(t))) for t in texts]
 
     def encode_query(self, text: str) -> SparseVector:
-        return self._convert(self._model.embed_query(text))
+        return self._convert(self._model.embed_query(self._prepare(text)))
 
     def term_counts(self, text: str) -> dict[int, float]:
         """Term id → how often the term occurs in ``text`` (after stopwords and stemming): what a weighted
         query needs and Qdrant's ``embed_query`` (weight 1 per distinct term) does not give."""
         if self._counting is None:
             p = self.params
-            self._counting = Bm25(
-                Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=p.language, tokenizer=_TOKENIZERS[p.tokenizer])
-            )
-        vector = self._counting.embed_document(text)
+            self._counting = Bm25(Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=p.language, tokenizer=self._tokenizer))
+        vector = self._counting.embed_document(self._prepare(text))
         return {int(i): _tf(float(w)) for i, w in zip(vector.indices, vector.values, strict=True)}
 
     @staticmethod
@@ -88,7 +152,7 @@ class Bm25Encoder:
         return SparseVector(indices=list(vector.indices), values=[float(v) for v in vector.values])  # type: ignore[attr-defined]
 
 
-def token_counts(texts: Sequence[str], language: str = "english", tokenizer: str = "word") -> list[int]:
+def token_counts(texts: Sequence[str], language: str = "english", tokenizer: Bm25Tokenizer = "word") -> list[int]:
     """Each text's length in BM25 tokens (after stopwords and stemming), the ``dl`` BM25 normalises by.
 
     Qdrant's Bm25 does not expose its tokenizer, so this runs it with b = 0, where a term's weight is
