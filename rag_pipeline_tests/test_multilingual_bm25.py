@@ -71,6 +71,8 @@ def test_bigrams_fold_full_width_letters_and_half_width_katakana() -> None:
     assert _shared_terms(bigram, "サーバー", "ｻｰﾊﾞｰの再起動") == 3  # サー ーバ バー
     assert cjk_bigrams("再起動") == " 再起 起動 "
     assert cjk_bigrams("鍵") == " 鍵 "  # a one-character run stays a term
+    # The katakana middle dot separates words: no bigram straddles it.
+    assert cjk_bigrams("ジョン・スミス") == " ジョ ョン ・ スミ ミス "
 
 
 def test_english_is_unchanged_by_bigrams_and_keeps_its_stemming() -> None:

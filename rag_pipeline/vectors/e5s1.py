@@ -225,18 +225,33 @@ def build_tokenizer(model: E5S1Model) -> Any:
 
 def convert(source: str | Path, target: str | Path) -> Path:
     """Write the sentence-transformers folder for the E5S1 file ``source`` into ``target`` (created; written
-    to a sibling and renamed, so a crash never leaves half a model)."""
+    to a sibling of its own and renamed, so a crash never leaves half a model and two processes converting at
+    once never touch each other's files: the second rename finds the first's complete folder and keeps it)."""
     import shutil
+    import tempfile
 
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
+    try:
+        _write_model(read_e5s1(source), temporary)
+        if target.exists() and not (target / "modules.json").exists():
+            shutil.rmtree(target, ignore_errors=True)  # a folder no complete conversion left
+        try:
+            temporary.rename(target)
+        except OSError:
+            if not (target / "modules.json").exists():
+                raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return target
+
+
+def _write_model(model: E5S1Model, temporary: Path) -> None:
     import torch
     from safetensors.torch import save_file
     from transformers import BertConfig, PreTrainedTokenizerFast
 
-    model = read_e5s1(source)
-    target = Path(target)
-    temporary = target.with_name(target.name + ".partial")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
     config = BertConfig(
         vocab_size=model.vocab,
         hidden_size=model.hidden,
@@ -285,9 +300,6 @@ def convert(source: str | Path, target: str | Path) -> Path:
         temporary / "config_sentence_transformers.json",
         {"prompts": PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine", "model_id": MODEL_ID},
     )
-    shutil.rmtree(target, ignore_errors=True)
-    temporary.rename(target)
-    return target
 
 
 def _write_json(path: Path, value: object) -> None:

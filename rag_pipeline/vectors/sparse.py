@@ -36,10 +36,10 @@ from qdrant_edge import Bm25, Bm25Config, TokenizerType
 Bm25Tokenizer = Literal["word", "multilingual", "cjk-bigram"]
 BM25_TOKENIZERS: tuple[str, ...] = get_args(Bm25Tokenizer)
 
-# Han (with the iteration marks), hiragana, katakana (with the prolonged sound mark), half-width katakana
-# and Hangul, including the supplementary Han planes.
+# Han (with the iteration marks), hiragana, katakana (with the prolonged sound mark, but not the middle dot
+# that separates words: ジョン・スミス), half-width katakana and Hangul, including the supplementary Han planes.
 _CJK_RUN = re.compile(
-    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "[\u3005-\u3007\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
     "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
 )
 # Full-width ASCII and half-width katakana: Japanese text mixes both widths of the same letters.
