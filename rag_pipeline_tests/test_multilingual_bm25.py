@@ -154,6 +154,7 @@ def test_one_collection_of_four_languages_finds_each_by_its_own_words(
     assert f"RAG_BM25_TOKENIZER={tokenizer}" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a second index run (15 s); the default suite checks the count and the advice separately
 def test_indexing_cjk_text_with_the_word_tokenizer_warns_and_names_the_setting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
