@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from rag_pipeline.vectors.model_folder import written_aside
+
 MAGIC = b"E5S1"
 QK = 32  # weights per Q4_0 block
 # The model card's prefixes: E5 was trained with them, and scores drop without.
@@ -227,23 +229,9 @@ def convert(source: str | Path, target: str | Path) -> Path:
     """Write the sentence-transformers folder for the E5S1 file ``source`` into ``target`` (created; written
     to a sibling of its own and renamed, so a crash never leaves half a model and two processes converting at
     once never touch each other's files: the second rename finds the first's complete folder and keeps it)."""
-    import shutil
-    import tempfile
-
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
-    try:
+    with written_aside(target, "modules.json") as temporary:
         _write_model(read_e5s1(source), temporary)
-        if target.exists() and not (target / "modules.json").exists():
-            shutil.rmtree(target, ignore_errors=True)  # a folder no complete conversion left
-        try:
-            temporary.rename(target)
-        except OSError:
-            if not (target / "modules.json").exists():
-                raise
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
     return target
 
 

@@ -12,11 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
-import shutil
 import threading
-import uuid
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from rag_pipeline.vectors.dense import LocalEncoder, read_prompts
+from rag_pipeline.vectors.model_folder import written_aside
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +82,9 @@ def _convert(path: Path, target: Path, tokenizer: Any) -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         converted = ov.convert_model(model, example_input=example)
-    # A private folder per converter, renamed into place: two processes converting at once both succeed, and
-    # a crash mid-way leaves no half-written model under the final name.
-    temporary = target.with_name(f"{target.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    temporary.mkdir(parents=True)
-    try:
+    # Two processes converting at once both succeed; a crash mid-way leaves no half-written model.
+    with written_aside(target, "model.xml") as temporary:
         ov.save_model(converted, str(temporary / "model.xml"), compress_to_fp16=False)
-        temporary.rename(target)
-    except OSError:
-        if not (target / "model.xml").exists():
-            raise
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def cpu_supports_bf16() -> bool:
