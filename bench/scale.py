@@ -6,8 +6,11 @@
 Each point is what ``index_documents`` writes for a child chunk: a 384-d unit dense vector, a BM25 sparse
 vector (~60 terms from a Zipf vocabulary of 30k, TF-saturated weights, IDF at query time) and the payload
 (document/parent ids, source, container, ACL with users and groups, timestamps, ~400 characters of text).
-Dense vectors come in topics, as real text does: 2,000 topic centres on the sphere with Zipf-sized topics,
-each point its centre plus noise (uniform random vectors would be HNSW's worst case and nothing like text).
+Dense vectors come in topics, as real text does, in one of two shapes (``--shape``): ``text`` (the default)
+is fitted to the neighbourhoods of the bundled child chunks' real MiniLM vectors (bench/scale_calibration.py:
+local intrinsic dimension ~20, shared direction, nested topics); ``isotropic`` puts each point at its topic
+centre plus noise in all 384 directions, a far harder case for HNSW than text (LID ~90 at 1M) that the first
+runs used. Results are keyed ``<shape>/<points>``.
 ACL groups: every point is in ``everyone`` and one long-tail group; 10 % also carry ``sel-10`` and 1 %
 ``sel-1``, so the hybrid+ACL query (the reader's groups, public or named user, as every search filters) runs
 at 100 %, 10 % and 1 % selectivity.
@@ -139,8 +142,9 @@ class Corpus:
 
 class IsotropicTopics(Corpus):
     """Each point is its topic centre plus noise in all 384 directions, and a query is a corpus point plus more of
-    that noise. Within a topic this is uniform noise: local intrinsic dimension ~74 at 300k points against ~20 for
-    real chunk vectors (bench/scale_calibration.py), the hard case for HNSW. The first scale runs used it."""
+    that noise. Within a topic this is uniform noise: its queries' local intrinsic dimension is ~78 at 300k points
+    and ~93 at 1M, against ~22 for real questions over real chunks (bench/scale_calibration.py), the hard case
+    for HNSW. The first scale runs used it."""
 
     def dense(self, start: int, size: int) -> np.ndarray:
         rng = np.random.default_rng((self.seed, start))

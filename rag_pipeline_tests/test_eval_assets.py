@@ -125,6 +125,7 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         model = dg.materialize([reranker_model], instance=instance, resources=res)
         meta = _meta(model, "reranker_model")
         assert meta["version"].startswith("lambdarank-") and meta["training_queries"] >= 5
+        assert meta["term_tokenizer"] == "word"  # the index's BM25 tokenizer (the resource's default)
         assert all(
             (indexed / "reports" / "reranker" / meta["version"] / f"model-{i}.txt").exists() for i in range(meta["bag"])
         )

@@ -27,6 +27,7 @@ from rag_pipeline.retrieval.rerank.learned import (
     cross_fit,
     load_current_reranker,
     query_key,
+    term_encoder,
     train_reranker,
 )
 from rag_pipeline.retrieval.results import MODES, SearchResult
@@ -309,6 +310,34 @@ def test_features_have_the_declared_shape_and_title_coverage() -> None:
     assert f.shape == (2, len(FEATURE_NAMES))
     coverage = FEATURE_NAMES.index("title_coverage")
     assert f[0, coverage] == 1.0 and f[1, coverage] == 0.0
+
+
+def test_term_features_count_the_index_tokenizers_terms_and_a_model_keeps_the_tokenizer_it_learned(
+    tmp_path: Path,
+) -> None:
+    # Japanese has no spaces: the word tokenizer makes a whole clause one term, so a title that contains the
+    # query's clause shares no term with it; the index's cjk-bigram terms see the overlap.
+    c = [_candidate("a", 0.5, "カメラが起動しない問題", "x"), _candidate("b", 0.4, "ビルドの設定", "x")]
+    coverage = FEATURE_NAMES.index("title_coverage")
+    word = candidate_features("カメラが起動しない", c, term_encoder("word"))
+    bigram = candidate_features("カメラが起動しない", c, term_encoder("cjk-bigram"))
+    assert word[0, coverage] == 0.0
+    assert bigram[0, coverage] == 1.0 and bigram[1, coverage] == 0.0
+
+    params = {"n_estimators": 20, "min_child_samples": 2}
+    examples = _synthetic_examples(30)
+    model = train_reranker(examples, params=params, bag=1, encoder=term_encoder("cjk-bigram"))
+    assert model.metadata["bm25_tokenizer"] == "cjk-bigram" and model.encoder.params.tokenizer == "cjk-bigram"
+    word_model = train_reranker(_synthetic_examples(30), params=params, bag=1)
+    assert word_model.metadata["bm25_tokenizer"] == "word"
+    assert word_model.version != model.version  # other features, another model
+    model.save(tmp_path / "reranker" / model.version)
+    (tmp_path / "reranker" / "CURRENT").write_text(model.version)
+    # serving counts terms as the model was trained to, whatever the caller's default
+    assert load_current_reranker(tmp_path / "reranker").encoder.params.tokenizer == "cjk-bigram"
+    assert load_current_reranker(tmp_path / "none", "cjk-bigram").encoder.params.tokenizer == "cjk-bigram"
+    fitted = cross_fit(_synthetic_examples(30), folds=3, params=params, encoder=term_encoder("cjk-bigram"))
+    assert {m.metadata["bm25_tokenizer"] for m in fitted.models.values()} == {"cjk-bigram"}
 
 
 def test_equal_scores_are_ordered_the_same_whatever_order_the_engine_returns() -> None:

@@ -46,11 +46,11 @@ def reranker_spec(value: str) -> str:
     raise argparse.ArgumentTypeError(f"unknown reranker {value!r}: use {_RERANKER_SPECS}")
 
 
-def _extra_reranker(spec: str, settings: Settings) -> tuple[str, Reranker]:
+def _extra_reranker(spec: str, settings: Settings, bm25: Bm25Encoder) -> tuple[str, Reranker]:
     """``fixed`` → the fixed-weight default; ``cross-encoder:<folder or hub name>`` → a CrossEncoder;
     ``llm:<chat model>`` → an LLM grading each candidate (OPENAI_API_KEY, OPENAI_BASE_URL)."""
     if spec == "fixed":
-        return "reranked[fixed-weights]", MultiSignalReranker()
+        return "reranked[fixed-weights]", MultiSignalReranker(encoder=bm25)
     if spec.startswith("cross-encoder:"):
         from rag_pipeline.retrieval.rerank.cross_encoder import CrossEncoderReranker
 
@@ -78,7 +78,7 @@ def _evaluate(
         retriever, queries, args.arms, meta.sources, reranker, folds=args.folds, progress=progress
     )
     for spec in args.extra_reranker or []:
-        name, extra = _extra_reranker(spec, settings)
+        name, extra = _extra_reranker(spec, settings, retriever.bm25)
         outcomes[name] = run_arm(
             retriever, "reranked", queries, sources=meta.sources, rerankers=extra, name=name, progress=progress
         )
@@ -146,7 +146,7 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
             # Learned on the train split's labels, scored on the test split: never on the queries it saw.
             train = beir_eval_queries(load_beir(directory, args.train_split), name)
             examples = rerank_examples(retriever, train, progress=progress)
-            reranker = train_reranker(examples, trained_on=f"{name}/{args.train_split}")
+            reranker = train_reranker(examples, trained_on=f"{name}/{args.train_split}", encoder=bm25)
             console.print(
                 f"trained {reranker.name} on {reranker.metadata['training_queries']} {args.train_split} queries"
             )

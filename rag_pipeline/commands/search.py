@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     principal, config = principal_from_args(args), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
-    reranker = load_current_reranker(paths.reranker)
+    reranker = load_current_reranker(paths.reranker, settings.bm25_tokenizer)
     cache = EmbeddingCache(paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
     bm25 = bm25_encoder(settings)

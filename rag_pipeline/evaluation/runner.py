@@ -119,5 +119,5 @@ def cross_fitted_rerankers(
     if not labelled:
         return {}
     examples = rerank_examples(retriever, labelled, sources=sources, progress=progress)
-    fitted = cross_fit(examples, folds=folds)
+    fitted = cross_fit(examples, folds=folds, encoder=retriever.bm25)
     return {q.id: fitted.for_query(q.query) for q in queries}

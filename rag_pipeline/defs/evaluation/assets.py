@@ -182,7 +182,9 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 queries = [q for q in load_eval_set(path) if q.judged]
                 examples += rerank_examples(retriever, queries, sources=meta.sources)
                 context.log.info(f"{meta.name}: {len(queries)} labelled queries")
-        model = train_reranker(examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()))
+        model = train_reranker(
+            examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()), encoder=retriever.bm25
+        )
         folder = model.save(evaluation.reranker_dir / model.version)
         (evaluation.reranker_dir / "CURRENT").write_text(model.version + "\n")
         importance = model.metadata.get("feature_importance_gain", {})
@@ -193,6 +195,7 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 "training_queries": model.metadata["training_queries"],
                 "skipped_queries": model.metadata["skipped_queries_without_relevant_candidates"],
                 "bag": model.metadata["bag"],
+                "term_tokenizer": model.metadata["bm25_tokenizer"],  # what the term-overlap features count
                 # LightGBM's default (0) when too few labelled queries to choose one by inner cross-validation
                 "reg_lambda": float(model.metadata["params"].get("reg_lambda", 0.0)),
                 "reg_lambda_inner_ndcg10": dg.MetadataValue.json(

@@ -20,7 +20,7 @@ import numpy as np
 
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.vectors.sparse import Bm25Encoder
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
 
 # The no-labels default: plain fusion order, nudged by the signals that helped most when learned on
 # the bundled dev sets (title coverage for Jira summaries, dense closeness to the best candidate).
@@ -132,7 +132,13 @@ class MultiSignalReranker:
             if not model.exists():
                 raise FileNotFoundError(f"reranker at {directory} lacks {model.name}; materialize reranker_model")
             boosters.append(lgb.Booster(model_file=str(model)))
-        return cls(boosters=boosters, metadata=metadata)
+        return cls(boosters=boosters, metadata=metadata, encoder=term_encoder(metadata.get("bm25_tokenizer", "word")))
+
+
+def term_encoder(tokenizer: Bm25Tokenizer = "word") -> Bm25Encoder:
+    """What the term-overlap features count terms with: the index's BM25 tokenizer, so that CJK text (where the
+    word tokenizer finds one term per sentence) gets its bigram overlaps. Only the terms matter, not k1/b."""
+    return Bm25Encoder(Bm25Params(tokenizer=tokenizer))
 
 
 def featurize(examples: Sequence[RerankExample], encoder: Bm25Encoder | None = None) -> None:
@@ -185,16 +191,23 @@ def choose_reg_lambda(
 
 
 def train_reranker(
-    examples: Sequence[RerankExample], params: dict[str, Any] | None = None, trained_on: str = "", bag: int = BAG
+    examples: Sequence[RerankExample],
+    params: dict[str, Any] | None = None,
+    trained_on: str = "",
+    bag: int = BAG,
+    encoder: Bm25Encoder | None = None,
 ) -> MultiSignalReranker:
     """Fit LambdaRank on the examples that have at least one relevant candidate.
 
     Unless ``params`` sets ``reg_lambda``, its value is chosen from :data:`REG_LAMBDA_GRID` by an inner
     cross-validation on these examples (with at least :data:`MIN_TUNING_QUERIES` of them); then ``bag`` boosters
     are fitted with seeds 0… and averaged. Falls back to
-    fixed weights (and says so in the metadata) when no example has a relevant candidate.
+    fixed weights (and says so in the metadata) when no example has a relevant candidate. ``encoder`` counts
+    the term-overlap features (the index's BM25 encoder; word terms by default); the model keeps its tokenizer.
     """
-    featurize(examples)
+    encoder = encoder or term_encoder()
+    tokenizer = encoder.params.tokenizer
+    featurize(examples, encoder)
     usable = [e for e in examples if any(label > 0 for label in e.labels)]
     params = {**LAMBDARANK_PARAMS, **(params or {})}
     tuning: dict[str, float] = {}
@@ -202,12 +215,16 @@ def train_reranker(
         params["reg_lambda"], tuning = choose_reg_lambda(usable, params)
     digest = hashlib.sha256(
         json.dumps(
-            [FEATURES_VERSION, params, bag, sorted((e.query_id, tuple(e.labels)) for e in usable)], default=str
+            # word-tokenized models keep the versions they had before the tokenizer was recorded
+            [FEATURES_VERSION, params, bag, sorted((e.query_id, tuple(e.labels)) for e in usable)]
+            + ([tokenizer] if tokenizer != "word" else []),
+            default=str,
         ).encode()
     ).hexdigest()[:12]
     metadata: dict[str, Any] = {
         "features": list(FEATURE_NAMES),
         "features_version": FEATURES_VERSION,
+        "bm25_tokenizer": tokenizer,
         "trained_on": trained_on,
         "training_queries": len(usable),
         "training_query_ids": sorted(e.query_id for e in usable),
@@ -217,7 +234,9 @@ def train_reranker(
         "reg_lambda_inner_ndcg10": tuning,
     }
     if not usable:
-        return MultiSignalReranker(metadata={**metadata, "version": f"fixed-weights-{FEATURES_VERSION}"})
+        return MultiSignalReranker(
+            metadata={**metadata, "version": f"fixed-weights-{FEATURES_VERSION}"}, encoder=encoder
+        )
     x, y, groups = _matrix(usable)
     boosters = []
     for seed in range(bag):
@@ -227,7 +246,7 @@ def train_reranker(
     gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
     importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
     metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
-    return MultiSignalReranker(boosters=boosters, metadata=metadata)
+    return MultiSignalReranker(boosters=boosters, metadata=metadata, encoder=encoder)
 
 
 def query_key(text: str) -> str:
@@ -250,22 +269,28 @@ class CrossFit:
 
 
 def cross_fit(
-    examples: Sequence[RerankExample], folds: int = 5, seed: int = 0, params: dict[str, Any] | None = None
+    examples: Sequence[RerankExample],
+    folds: int = 5,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    encoder: Bm25Encoder | None = None,
 ) -> CrossFit:
     """Assign query texts to folds and train one model per fold on the other folds' examples."""
     fold_of = _fold_of(examples, folds, seed)
     models: dict[int, MultiSignalReranker] = {}
     for fold in range(min(folds, len(fold_of))):
         train = [e for e in examples if fold_of[query_key(e.query)] != fold]
-        models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}")
+        models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}", encoder=encoder)
     return CrossFit(models, fold_of)
 
 
-def load_current_reranker(directory: str | Path) -> MultiSignalReranker:
-    """The reranker ``reranker_model`` last wrote under ``directory`` (its ``CURRENT`` file), or the
-    fixed-weight default when none has been trained yet."""
+def load_current_reranker(directory: str | Path, tokenizer: Bm25Tokenizer = "word") -> MultiSignalReranker:
+    """The reranker ``reranker_model`` last wrote under ``directory`` (its ``CURRENT`` file; it counts terms as
+    it was trained to), or the fixed-weight default counting terms with ``tokenizer`` when none has been trained."""
     directory = Path(directory)
     current = directory / "CURRENT"
     if not current.exists():
-        return MultiSignalReranker(metadata={"version": f"fixed-weights-{FEATURES_VERSION}"})
+        return MultiSignalReranker(
+            metadata={"version": f"fixed-weights-{FEATURES_VERSION}"}, encoder=term_encoder(tokenizer)
+        )
     return MultiSignalReranker.load(directory / current.read_text().strip())
