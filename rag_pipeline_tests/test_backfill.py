@@ -61,6 +61,8 @@ def small_sources(tmp_path: Path, slack_export: Path, monkeypatch: pytest.Monkey
     return tmp_path / "data"
 
 
+# A whole demo run (26 s): in the slow suite, which `make test` (and CI) runs after the default one.
+@pytest.mark.slow
 def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_sources: Path, capsys) -> None:
     assert main(["demo", "--json", "--data-dir", str(small_sources)]) == 0
     first = json.loads(capsys.readouterr().out)

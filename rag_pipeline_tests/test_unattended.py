@@ -51,6 +51,8 @@ def _automation(defs: dg.Definitions) -> dict[str, dict[str, str]]:
     }
 
 
+# Three real runs on the real clock (44 s): in the slow suite, which `make test` (and CI) runs after the default one.
+@pytest.mark.slow
 def test_a_configured_source_syncs_from_the_first_evaluation_and_status_agrees(
     slack: SlackEmulator, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
