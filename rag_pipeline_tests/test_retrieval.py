@@ -25,6 +25,7 @@ from rag_pipeline.retrieval.rerank.learned import (
     MultiSignalReranker,
     RerankExample,
     cross_fit,
+    featurize,
     load_current_reranker,
     query_key,
     term_encoder,
@@ -327,7 +328,13 @@ def test_term_features_count_the_index_tokenizers_terms_and_a_model_keeps_the_to
     params = {"n_estimators": 20, "min_child_samples": 2}
     examples = _synthetic_examples(30)
     model = train_reranker(examples, params=params, bag=1, encoder=term_encoder("cjk-bigram"))
-    assert model.metadata["bm25_tokenizer"] == "cjk-bigram" and model.encoder.params.tokenizer == "cjk-bigram"
+    assert model.metadata["bm25_terms"] == "cjk-bigram/english" and model.encoder.params.tokenizer == "cjk-bigram"
+    # features counted with bigrams are recounted, never reused, when word terms are asked for
+    japanese = RerankExample("j", "カメラが起動しない", c, [1, 0])
+    featurize([japanese], term_encoder("cjk-bigram"))
+    assert japanese.features is not None and japanese.features[0, coverage] == 1.0
+    featurize([japanese], term_encoder("word"))
+    assert japanese.features_terms == "word/english" and japanese.features[0, coverage] == 0.0
     word_model = train_reranker(_synthetic_examples(30), params=params, bag=1)
     assert word_model.metadata["bm25_tokenizer"] == "word"
     assert word_model.version != model.version  # other features, another model
@@ -338,6 +345,10 @@ def test_term_features_count_the_index_tokenizers_terms_and_a_model_keeps_the_to
     assert load_current_reranker(tmp_path / "none", "cjk-bigram").encoder.params.tokenizer == "cjk-bigram"
     fitted = cross_fit(_synthetic_examples(30), folds=3, params=params, encoder=term_encoder("cjk-bigram"))
     assert {m.metadata["bm25_tokenizer"] for m in fitted.models.values()} == {"cjk-bigram"}
+    # a model saved before the terms were recorded counted word terms, and still does
+    saved = tmp_path / "reranker" / model.version / "reranker.json"
+    saved.write_text(saved.read_text().replace('"bm25_terms"', '"unrecorded"'))
+    assert load_current_reranker(tmp_path / "reranker", "cjk-bigram").encoder.terms_id == "word/english"
 
 
 def test_equal_scores_are_ordered_the_same_whatever_order_the_engine_returns() -> None:

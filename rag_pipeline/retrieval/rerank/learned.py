@@ -13,14 +13,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightgbm as lgb
 import numpy as np
 
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
+from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params, Bm25Tokenizer
 
 # The no-labels default: plain fusion order, nudged by the signals that helped most when learned on
 # the bundled dev sets (title coverage for Jira summaries, dense closeness to the best candidate).
@@ -70,6 +70,7 @@ class RerankExample:
     candidates: list[SearchResult]
     labels: list[int]
     features: np.ndarray | None = None
+    features_terms: str | None = None  # the encoder's terms_id the features were counted with
 
 
 @dataclass
@@ -132,21 +133,30 @@ class MultiSignalReranker:
             if not model.exists():
                 raise FileNotFoundError(f"reranker at {directory} lacks {model.name}; materialize reranker_model")
             boosters.append(lgb.Booster(model_file=str(model)))
-        return cls(boosters=boosters, metadata=metadata, encoder=term_encoder(metadata.get("bm25_tokenizer", "word")))
+        # models from before the terms were recorded counted word terms
+        tokenizer, _, language = str(metadata.get("bm25_terms", "word/english")).partition("/")
+        if tokenizer not in BM25_TOKENIZERS:
+            raise ValueError(
+                f"reranker at {directory} counts terms with {tokenizer!r}, which this code does not know; "
+                "retrain it (materialize reranker_model)"
+            )
+        return cls(boosters=boosters, metadata=metadata, encoder=term_encoder(cast(Bm25Tokenizer, tokenizer), language))
 
 
-def term_encoder(tokenizer: Bm25Tokenizer = "word") -> Bm25Encoder:
+def term_encoder(tokenizer: Bm25Tokenizer = "word", language: str = "english") -> Bm25Encoder:
     """What the term-overlap features count terms with: the index's BM25 tokenizer, so that CJK text (where the
     word tokenizer finds one term per sentence) gets its bigram overlaps. Only the terms matter, not k1/b."""
-    return Bm25Encoder(Bm25Params(tokenizer=tokenizer))
+    return Bm25Encoder(Bm25Params(tokenizer=tokenizer, language=language))
 
 
 def featurize(examples: Sequence[RerankExample], encoder: Bm25Encoder | None = None) -> None:
     """Compute each example's feature matrix once (training and cross-fitting reuse them)."""
     encoder = encoder or Bm25Encoder()
     for example in examples:
-        if example.features is None:
+        # features counted with other terms are recounted: a model must score what it was trained on
+        if example.features is None or example.features_terms != encoder.terms_id:
             example.features = candidate_features(example.query, example.candidates, encoder)
+            example.features_terms = encoder.terms_id
 
 
 def _matrix(examples: Sequence[RerankExample]) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -225,6 +235,7 @@ def train_reranker(
         "features": list(FEATURE_NAMES),
         "features_version": FEATURES_VERSION,
         "bm25_tokenizer": tokenizer,
+        "bm25_terms": encoder.terms_id,
         "trained_on": trained_on,
         "training_queries": len(usable),
         "training_query_ids": sorted(e.query_id for e in usable),
