@@ -120,8 +120,9 @@ def main() -> None:
     for name, shape in SHAPES.items():
         corpus = shape()
         report[name] = {}
+        queries = corpus.query_vectors(len(questions))
         for n in sizes:
-            report[name][str(n)] = vector_set_stats(corpus.dense(0, n), corpus.query_vectors(len(questions)))
+            report[name][str(n)] = vector_set_stats(corpus.dense(0, n), queries)
         for n in args.points:
             points = np.concatenate([corpus.dense(s, min(65_536, n - s)) for s in range(0, n, 65_536)])
             report[name][str(n)] = {"points": n, "queries": neighbourhood(corpus.query_vectors(200), points)}

@@ -349,6 +349,10 @@ def test_term_features_count_the_index_tokenizers_terms_and_a_model_keeps_the_to
     saved = tmp_path / "reranker" / model.version / "reranker.json"
     saved.write_text(saved.read_text().replace('"bm25_terms"', '"unrecorded"'))
     assert load_current_reranker(tmp_path / "reranker", "cjk-bigram").encoder.terms_id == "word/english"
+    # terms this code cannot make: refused, naming the model's folder
+    saved.write_text(saved.read_text().replace('"unrecorded": "cjk-bigram/english"', '"bm25_terms": "bogus/english"'))
+    with pytest.raises(ValueError, match=f"reranker at .*{model.version}.*'bogus/english'"):
+        load_current_reranker(tmp_path / "reranker")
 
 
 def test_equal_scores_are_ordered_the_same_whatever_order_the_engine_returns() -> None:

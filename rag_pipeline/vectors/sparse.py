@@ -132,6 +132,13 @@ class Bm25Encoder:
         k1, b and avg_len only change document weights."""
         return f"{self.params.tokenizer}/{self.params.language}"
 
+    @classmethod
+    def for_terms(cls, terms_id: str) -> Bm25Encoder:
+        """An encoder (default weights) making the terms ``terms_id`` names: the inverse of :attr:`terms_id`.
+        Raises ValueError for a tokenizer this code does not know."""
+        tokenizer, _, language = terms_id.partition("/")
+        return cls(Bm25Params.model_validate({"tokenizer": tokenizer, "language": language}))
+
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
         return [self._convert(self._model.embed_document(self._prepare(t))) for t in texts]
 

@@ -13,14 +13,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
 
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params, Bm25Tokenizer
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
 
 # The no-labels default: plain fusion order, nudged by the signals that helped most when learned on
 # the bundled dev sets (title coverage for Jira summaries, dense closeness to the best candidate).
@@ -133,25 +133,26 @@ class MultiSignalReranker:
             if not model.exists():
                 raise FileNotFoundError(f"reranker at {directory} lacks {model.name}; materialize reranker_model")
             boosters.append(lgb.Booster(model_file=str(model)))
-        # models from before the terms were recorded counted word terms
-        tokenizer, _, language = str(metadata.get("bm25_terms", "word/english")).partition("/")
-        if tokenizer not in BM25_TOKENIZERS:
+        terms = str(metadata.get("bm25_terms", "word/english"))  # models saved before it counted word terms
+        try:
+            encoder = Bm25Encoder.for_terms(terms)
+        except ValueError:
             raise ValueError(
-                f"reranker at {directory} counts terms with {tokenizer!r}, which this code does not know; "
+                f"reranker at {directory} counts terms as {terms!r}, which this code does not know; "
                 "retrain it (materialize reranker_model)"
-            )
-        return cls(boosters=boosters, metadata=metadata, encoder=term_encoder(cast(Bm25Tokenizer, tokenizer), language))
+            ) from None
+        return cls(boosters=boosters, metadata=metadata, encoder=encoder)
 
 
-def term_encoder(tokenizer: Bm25Tokenizer = "word", language: str = "english") -> Bm25Encoder:
+def term_encoder(tokenizer: Bm25Tokenizer = "word") -> Bm25Encoder:
     """What the term-overlap features count terms with: the index's BM25 tokenizer, so that CJK text (where the
     word tokenizer finds one term per sentence) gets its bigram overlaps. Only the terms matter, not k1/b."""
-    return Bm25Encoder(Bm25Params(tokenizer=tokenizer, language=language))
+    return Bm25Encoder(Bm25Params(tokenizer=tokenizer))
 
 
 def featurize(examples: Sequence[RerankExample], encoder: Bm25Encoder | None = None) -> None:
     """Compute each example's feature matrix once (training and cross-fitting reuse them)."""
-    encoder = encoder or Bm25Encoder()
+    encoder = encoder or term_encoder()
     for example in examples:
         # features counted with other terms are recounted: a model must score what it was trained on
         if example.features is None or example.features_terms != encoder.terms_id:
