@@ -107,13 +107,17 @@ class OpenVinoEncoder(LocalEncoder):
         batch_size: int = 8,
         threads: int | None = None,
         precision: str | None = None,
+        streamed: bool = True,
     ) -> None:
+        """``streamed`` False runs bulk work one batch at a time on all cores, as queries run: one compiled
+        model instead of two (about 185 MB less for MiniLM), ~7 % more CPU per chunk on 2 cores."""
         import openvino as ov
         from transformers import AutoTokenizer
 
         folder = Path(path)
         self.model_id = model_id
         self.batch_size = batch_size
+        self.streamed = streamed
         self._pooling, self._normalize = _pipeline(folder)
         self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
         self.prompts = read_prompts(folder)
@@ -125,33 +129,87 @@ class OpenVinoEncoder(LocalEncoder):
             ir.parent.mkdir(parents=True, exist_ok=True)
             _convert(folder, ir, self._tokenizer)
         self.precision = precision or ("bf16" if cpu_supports_bf16() else "f32")
-        config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": self.precision, "PERFORMANCE_HINT": "LATENCY"}
+        self._config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": self.precision}
         if threads:
-            config["INFERENCE_NUM_THREADS"] = threads
-        core = ov.Core()
-        model = core.read_model(str(ir / "model.xml"))
-        self._inputs = [name for name in _INPUTS if any(name in i.get_names() for i in model.inputs)]
-        self._compiled = core.compile_model(model, "CPU", config)
-        self.dimension = int(self._compiled.outputs[0].get_partial_shape()[2].get_length())
+            self._config["INFERENCE_NUM_THREADS"] = threads
+        self._core = ov.Core()
+        self._model = self._core.read_model(str(ir / "model.xml"))
+        self._inputs = [name for name in _INPUTS if any(name in i.get_names() for i in self._model.inputs)]
+        self.dimension = int(self._model.outputs[0].get_partial_shape()[2].get_length())
+        self._compiled: dict[str, Any] = {}
+        self._stream_requests: list[Any] | None = None
         self._lock = threading.Lock()
+
+    def _compiled_for(self, hint: str) -> Any:
+        """The model compiled for ``LATENCY`` (one batch on every core) or ``THROUGHPUT`` (several streams,
+        each on a share of the cores), compiled the first time it is needed."""
+        if hint not in self._compiled:
+            config = {**self._config, "PERFORMANCE_HINT": hint}
+            self._compiled[hint] = self._core.compile_model(self._model, "CPU", config)
+        return self._compiled[hint]
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         # Longest first, as sentence-transformers does: similar lengths per batch waste little on padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
+        batches = [order[start : start + self.batch_size] for start in range(0, len(texts), self.batch_size)]
         with self._lock:
-            for start in range(0, len(texts), self.batch_size):
-                rows = order[start : start + self.batch_size]
-                vectors[rows] = self._encode_batch([texts[i] for i in rows])
+            if self.streamed and len(batches) > 1:
+                self._encode_streamed(texts, batches, vectors)
+            else:  # a query: one batch cannot use several streams, so all cores work on it
+                for rows in batches:
+                    inputs, mask = self._tokenize([texts[i] for i in rows])
+                    vectors[rows] = self._pool(self._compiled_for("LATENCY")(inputs)[0], mask)
         return vectors
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+    def _encode_streamed(self, texts: Sequence[str], batches: list[np.ndarray], vectors: np.ndarray) -> None:
+        """Bulk work through OpenVINO's throughput mode: batches run at once on parallel streams while this
+        thread tokenizes the next ones. Cheaper per chunk than one batch on all cores (measured ~10 % on 2
+        cores, more where there are more cores to split) and the same vectors: each batch is computed alike.
+
+        Requests are waited on here rather than given a completion callback: a Python callback runs on
+        OpenVINO's own threads, where dropping the last reference to a request or queue aborts the process
+        ("Resource deadlock avoided", seen at exit of a benchmark)."""
+        requests = self._requests()
+        in_flight: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+        def collect(slot: int) -> None:
+            if slot in in_flight:
+                rows, mask = in_flight.pop(slot)
+                requests[slot].wait()
+                vectors[rows] = self._pool(requests[slot].get_output_tensor(0).data, mask)
+
+        try:
+            for number, rows in enumerate(batches):
+                slot = number % len(requests)
+                collect(slot)
+                inputs, mask = self._tokenize([texts[i] for i in rows])
+                requests[slot].start_async(inputs)
+                in_flight[slot] = (rows, mask)
+            for slot in range(len(requests)):
+                collect(slot)
+        finally:
+            for slot in in_flight:  # after a failure: nothing may still run when the caller gets the error
+                requests[slot].wait()
+
+    def _requests(self) -> list[Any]:
+        """One inference request per stream of the throughput-compiled model, made once and reused."""
+        if self._stream_requests is None:
+            compiled = self._compiled_for("THROUGHPUT")
+            count = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            self._stream_requests = [compiled.create_infer_request() for _ in range(max(count, 1))]
+        return self._stream_requests
+
+    def _tokenize(self, texts: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         batch = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_tokens, return_tensors="np")
-        hidden = np.asarray(self._compiled({name: batch[name] for name in self._inputs})[0], dtype=np.float32)
+        return {name: batch[name] for name in self._inputs}, batch["attention_mask"]
+
+    def _pool(self, output: Any, attention_mask: np.ndarray) -> np.ndarray:
+        hidden: np.ndarray = np.asarray(output, dtype=np.float32)
         if self._pooling == "cls":
-            pooled = hidden[:, 0]
+            pooled: np.ndarray = hidden[:, 0].copy()
         else:
-            mask = batch["attention_mask"][..., None].astype(np.float32)
+            mask = attention_mask[..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
         if self._normalize:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
