@@ -82,7 +82,7 @@ def nncf_int8(encoder: OpenVinoEncoder, calibration: list[str], attention_in_f32
     )
     variant = OpenVinoEncoder.__new__(OpenVinoEncoder)
     variant.__dict__.update(encoder.__dict__)
-    variant._model, variant._compiled = quantized, {}
+    variant._model, variant._compiled, variant._stream_requests = quantized, {}, None
     return variant.encode_documents
 
 
@@ -145,8 +145,10 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=400, help="SciFact abstracts timed per encoder")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "int8_candidates.json")
     args = parser.parse_args()
-    texts = scifact_texts(args.texts + 1300)
-    timed, calibration = texts[: args.texts], texts[-300:]
+    texts = scifact_texts(args.texts + 300)
+    timed, calibration = texts[: args.texts], texts[args.texts :]
+    if len(calibration) < 300:
+        raise SystemExit(f"--texts {args.texts} leaves fewer than 300 SciFact abstracts to calibrate on")
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         reference = dense.SentenceTransformerEncoder("ref", dense._minilm_path()).encode_documents(timed)

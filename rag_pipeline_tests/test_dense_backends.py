@@ -64,26 +64,50 @@ def test_openvino_gives_the_reference_vectors_within_tolerance(openvino_encoder:
     assert (alone * ours).sum(axis=1).min() > 0.99999
 
 
-def test_a_failure_in_bulk_work_reaches_the_caller_and_leaves_the_encoder_usable(
+def test_a_failure_in_bulk_work_reaches_the_caller_and_leaves_nothing_running(
     openvino_encoder: OpenVinoEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Bulk batches run on parallel streams; an error while one is collected must not leave rows of zeros
-    behind, nor a request still running that the next call would trip over."""
-    texts = _jira_texts(24)
+    """Bulk batches run on parallel streams: when one fails, the caller gets that error only after every batch
+    already started has finished, so the next call never finds a request still busy."""
+    texts = _jira_texts(48)
     expected = openvino_encoder.encode_documents(texts)
-    pool, calls = openvino_encoder._pool, []
+    assert "THROUGHPUT" in openvino_encoder._compiled  # bulk work took the streamed path
+    requests = openvino_encoder._stream_requests
+    assert requests and len(requests) >= 2
+    tokenize, calls = openvino_encoder._tokenize, []
 
-    def fail_on_the_second_batch(hidden: object, mask: np.ndarray) -> np.ndarray:
-        calls.append(len(mask))
-        if len(calls) == 2:
-            raise RuntimeError("pooling failed on batch 2")
-        return pool(hidden, mask)
+    def fail_while_a_batch_runs(batch: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        calls.append(len(batch))
+        if len(calls) == len(requests) + 2:  # every slot was started, one of them twice: a batch is running
+            raise RuntimeError("tokenizer failed on a batch")
+        return tokenize(batch)
 
     with monkeypatch.context() as patch:
-        patch.setattr(openvino_encoder, "_pool", fail_on_the_second_batch)
-        with pytest.raises(RuntimeError, match="batch 2"):
+        patch.setattr(openvino_encoder, "_tokenize", fail_while_a_batch_runs)
+        with pytest.raises(RuntimeError, match="tokenizer failed"):
             openvino_encoder.encode_documents(texts)
+    assert all(request.wait_for(0) for request in requests)  # wait_for(0): False while a request runs
     assert np.allclose(openvino_encoder.encode_documents(texts), expected, atol=1e-6)
+
+
+def test_bulk_work_runs_one_batch_at_a_time_where_throughput_mode_does_not_compile(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    encoder = OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+    compiled_for = encoder._compiled_for
+
+    def no_streams(hint: str) -> object:
+        if hint == "THROUGHPUT":
+            raise RuntimeError("streams are not supported here")
+        return compiled_for(hint)
+
+    monkeypatch.setattr(encoder, "_compiled_for", no_streams)
+    texts = _jira_texts(20)
+    with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.openvino_dense"):
+        vectors = encoder.encode_documents(texts)
+    assert "throughput mode unavailable" in caplog.text and "streams are not supported" in caplog.text
+    alone = np.vstack([encoder.encode_documents([t]) for t in texts[:3]])
+    assert (alone * vectors[:3]).sum(axis=1).min() > 0.99999
 
 
 def test_the_conversion_happens_once_per_cache_folder(
