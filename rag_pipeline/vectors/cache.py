@@ -90,7 +90,8 @@ def embed_with_cache(
 ) -> tuple[np.ndarray, CacheStats]:
     """Vectors for ``texts`` in order: cached ones are read, the rest encoded in batches and stored.
 
-    Identical texts are encoded once. ``on_progress(done, total)`` reports encoded texts.
+    Identical texts are encoded once. ``on_progress(done, total)`` reports encoded texts, ``(0, total)``
+    first, when encoding starts (after the cache lookup), so a rate is measured from there.
     """
     stats = CacheStats()
     keys = [text_key(t) for t in texts]
@@ -101,6 +102,8 @@ def embed_with_cache(
             missing[key] = text
     stats.cached = sum(1 for k in keys if k in known)
     todo = list(missing.items())
+    if on_progress and todo:
+        on_progress(0, len(todo))
     for i in range(0, len(todo), batch_size):
         batch = todo[i : i + batch_size]
         vectors = encode([t for _, t in batch])

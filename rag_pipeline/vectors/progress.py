@@ -45,7 +45,11 @@ def _duration(seconds: float) -> str:
 
 
 class ThroughputReporter:
-    """``reporter(done, total)`` reports when a tenth more is done, ``every_seconds`` passed, or at the end."""
+    """``reporter(done, total)`` reports when a tenth more is done, ``every_seconds`` passed, or at the end.
+
+    The rate counts from ``reporter(0, total)``, the producer's "starting now", where there is one, else from
+    construction: a reporter made before other work (a step's second phase) must not count that work's time.
+    """
 
     def __init__(
         self,
@@ -67,6 +71,9 @@ class ThroughputReporter:
 
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
+        if done == 0 and self._last_done == 0:
+            self.started = self._last_time = now
+            return
         due = (
             done >= total
             or (total and (done - self._last_done) / total >= self.every_fraction)
