@@ -25,7 +25,6 @@ import os
 import platform
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.dense_backends import _cpu_name, scifact_texts  # noqa: E402
+from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
 from rag_pipeline.vectors import dense  # noqa: E402
 from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
 
@@ -46,12 +45,8 @@ Encode = Callable[[Sequence[str]], np.ndarray]
 def measure(encode: Encode, texts: list[str], reference: np.ndarray) -> dict[str, float]:
     """Best of two rounds of CPU and wall ms per chunk, and the cosine of each vector to the reference."""
     encode(texts[:16])
-    best_cpu = best_wall = float("inf")
-    for _ in range(2):
-        cpu, wall = time.process_time(), time.perf_counter()
-        vectors = encode(texts)
-        best_cpu = min(best_cpu, (time.process_time() - cpu) * 1000 / len(texts))
-        best_wall = min(best_wall, (time.perf_counter() - wall) * 1000 / len(texts))
+    rounds = [timed(encode, texts) for _ in range(2)]
+    vectors, best_cpu, best_wall = rounds[-1][0], min(r[1] for r in rounds), min(r[2] for r in rounds)
     cosine = (vectors * reference).sum(axis=1)
     return {
         "cpu_ms_per_chunk": round(best_cpu, 1),
