@@ -76,20 +76,46 @@ def test_a_failure_in_bulk_work_reaches_the_caller_and_leaves_nothing_running(
     # One batch more than it takes to start every request and restart the first.
     texts = _jira_texts(openvino_encoder.batch_size * (len(requests) + 2))
     expected = openvino_encoder.encode_documents(texts)
-    tokenize, calls = openvino_encoder._tokenize, []
+    padded, calls = openvino_encoder._padded, []
 
-    def fail_while_a_batch_runs(batch: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        calls.append(len(batch))
+    def fail_while_a_batch_runs(encoded: object, rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        calls.append(len(rows))
         if len(calls) == len(requests) + 2:  # every slot was started, one of them twice: a batch is running
-            raise RuntimeError("tokenizer failed on a batch")
-        return tokenize(batch)
+            raise RuntimeError("padding failed on a batch")
+        return padded(encoded, rows)
 
     with monkeypatch.context() as patch:
-        patch.setattr(openvino_encoder, "_tokenize", fail_while_a_batch_runs)
-        with pytest.raises(RuntimeError, match="tokenizer failed"):
+        patch.setattr(openvino_encoder, "_padded", fail_while_a_batch_runs)
+        with pytest.raises(RuntimeError, match="padding failed"):
             openvino_encoder.encode_documents(texts)
     assert all(request.wait_for(0) for request in requests)  # wait_for(0): False while a request runs
     assert np.allclose(openvino_encoder.encode_documents(texts), expected, atol=1e-6)
+
+
+def test_batches_are_formed_by_model_tokens_so_little_is_padding(
+    openvino_encoder: OpenVinoEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Japanese takes a model token per character, English about one per word: ordered by characters (as
+    sentence-transformers orders them) a batch pairs texts of unlike token counts; ordered by tokens, texts of
+    like length share a batch. The vectors do not depend on the order."""
+    texts = ["word " * 30, "日本" * 45, "word " * 16, "日本" * 30]  # characters: 150, 90, 80, 60
+    tokens = [openvino_encoder.count_tokens(t) for t in texts]
+    assert tokens[1] > tokens[3] > tokens[0] > tokens[2]
+    padded, batches = openvino_encoder._padded, []
+
+    def recording(encoded: object, rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        inputs, mask = padded(encoded, rows)
+        batches.append(mask.shape)
+        return inputs, mask
+
+    monkeypatch.setattr(openvino_encoder, "batch_size", 2)
+    monkeypatch.setattr(openvino_encoder, "_padded", recording)
+    vectors = openvino_encoder.encode_documents(texts)
+    by_tokens = 2 * tokens[1] + 2 * tokens[0]  # (90 and 60 characters), (150 and 80)
+    by_characters = 2 * tokens[1] + 2 * tokens[3]  # (150 and 90 characters), (80 and 60)
+    assert sum(rows * width for rows, width in batches) == by_tokens < by_characters
+    alone = np.vstack([openvino_encoder.encode_documents([t]) for t in texts])
+    assert (alone * vectors).sum(axis=1).min() > 0.99999
 
 
 def test_bulk_work_runs_one_batch_at_a_time_where_throughput_mode_does_not_compile(
