@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -110,7 +111,8 @@ def model_flops(config: dict[str, Any], lengths: list[int], batch_size: int) -> 
 
 
 def char_order_padding(lengths_by_text: list[int], chars: list[int], batch_size: int) -> float:
-    """Padding share when batches are formed by character length, as the encoder orders them."""
+    """Padding share when batches are formed by character length (sentence-transformers' order, and the
+    encoder's before 2026-11-26)."""
     order = np.argsort([-c for c in chars], kind="stable")
     real = padded = 0
     for start in range(0, len(order), batch_size):
@@ -161,6 +163,16 @@ def ordering_rounds(encoders: dict[str, OpenVinoEncoder], texts: list[str], roun
         },
         "cosine_min_between_orders": round(float(min((first * other).sum(axis=1).min() for other in others)), 7),
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name and instruction sets that matter here (``platform`` says only "x86_64")."""
+    info = Path("/proc/cpuinfo")
+    text = info.read_text() if info.exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16")
+    return f"{name or platform.machine()} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
 
 
 def main() -> None:
@@ -222,7 +234,7 @@ def main() -> None:
             print(f"{name}: {json.dumps(rows[name])}", flush=True)
 
     result = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
         "target_cpu_ms_per_text": args.target_ms,
         "peak_gflops_per_core": {k: round(v, 1) for k, v in peaks.items()},
         "corpora": rows,

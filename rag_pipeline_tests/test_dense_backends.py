@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from rag_pipeline.vectors.dense import (
     load_dense_encoder,
     resolve_device,
 )
-from rag_pipeline.vectors.openvino_dense import COSINE_TOLERANCE, OpenVinoEncoder, UnsupportedModel
+from rag_pipeline.vectors.openvino_dense import COSINE_TOLERANCE, OpenVinoEncoder, UnsupportedModel, pad_batch
 
 
 def _jira_texts(n: int) -> list[str]:
@@ -116,6 +117,29 @@ def test_batches_are_formed_by_model_tokens_so_little_is_padding(
     assert sum(rows * width for rows, width in batches) == by_tokens < by_characters
     alone = np.vstack([openvino_encoder.encode_documents([t]) for t in texts])
     assert (alone * vectors).sum(axis=1).min() > 0.99999
+
+
+def assert_pads_as_the_tokenizer(tokenizer: Any, names: list[str]) -> None:
+    """``pad_batch`` on an unpadded tokenizer output equals ``tokenizer(..., padding=True)`` on each subset."""
+    texts = ["", "x", "a somewhat longer text of several words", "日本語のテキスト", "word " * 400]
+    encoded = tokenizer(texts, truncation=True, max_length=64)
+    for rows in ([0], [1, 0], [2, 4, 3], list(range(len(texts)))):
+        inputs, mask = pad_batch(tokenizer, encoded, rows, names)
+        expected = tokenizer(
+            [texts[i] for i in rows], truncation=True, max_length=64, padding=True, return_tensors="np"
+        )
+        assert np.array_equal(mask, expected["attention_mask"]), rows
+        for name in names:
+            assert inputs[name].dtype == np.int64 and np.array_equal(inputs[name], expected[name]), (name, rows)
+
+
+def test_batches_are_padded_as_the_tokenizer_pads_on_either_side() -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(dense._minilm_path())
+    assert_pads_as_the_tokenizer(tokenizer, ["input_ids", "attention_mask", "token_type_ids"])
+    tokenizer.padding_side = "left"
+    assert_pads_as_the_tokenizer(tokenizer, ["input_ids", "attention_mask", "token_type_ids"])
 
 
 def test_bulk_work_runs_one_batch_at_a_time_where_throughput_mode_does_not_compile(

