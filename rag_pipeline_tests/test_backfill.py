@@ -8,6 +8,7 @@ from datetime import date
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
@@ -98,6 +99,11 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
             "hybrid",
             "reranked",
         }
+    # The bridged empty days are stored as links to one empty file per asset, and the issue days as files.
+    parquet = small_sources / "parquet" / "jira_issues"
+    empty, full = parquet / "2024-03-02" / "AC.parquet", parquet / "2024-03-01" / "AC.parquet"
+    assert empty.stat().st_nlink >= 2 and empty.stat().st_ino == (parquet / "2024-03-03" / "AC.parquet").stat().st_ino
+    assert full.stat().st_nlink == 1 and len(pd.read_parquet(full)) == 1 and pd.read_parquet(empty).empty
     # The demo ends with the evaluation, run through the Dagster eval assets on the same instance.
     evaluation = first["evaluation"]
     assert evaluation["ran"] and evaluation["checks"]["acl_no_leaks"]

@@ -10,12 +10,14 @@ instance API), and encoding it instead would only give an unreviewed key a place
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+import pyarrow as pa
 from pydantic import PrivateAttr
 
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
@@ -83,15 +85,43 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         # Every key is checked before anything is written, so a bad key in a range leaves no partial range behind.
         paths = {key: self._path(context.asset_key, key, partitions_def) for key in keys}
         for key, path in paths.items():
+            frame = obj[key]
             path.parent.mkdir(parents=True, exist_ok=True)
             # A temp name of its own: two processes writing the same partition must not rename each other's file.
             tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
             try:
-                obj[key].to_parquet(tmp, index=False)
+                if len(frame) or not self._link_empty(context.asset_key, frame, tmp):
+                    frame.to_parquet(tmp, index=False)
                 tmp.replace(path)  # atomic: readers never see half a file
             finally:
                 tmp.unlink(missing_ok=True)
-            self._written[path] = (path.stat().st_mtime_ns, obj[key])
+            self._written[path] = (path.stat().st_mtime_ns, frame)
+
+    def _link_empty(self, asset_key: dg.AssetKey, frame: pd.DataFrame, tmp: Path) -> bool:
+        """Hard-link ``tmp`` to the asset's file of an empty frame with these columns and types, written once.
+
+        Most partitions of a first backfill are empty (a day on which a project had no issue: 64,515 of the
+        demo's 70,825 partition files), and writing an empty parquet costs as much as a small one (~2.5 ms):
+        ~160 s of the demo's first run. A link costs ~0.1 ms and is the same file to every reader. Files are
+        only ever replaced, never written in place, so a later write of one partition leaves the others
+        empty. False (the caller writes the frame) where the file system has no hard links or another disk
+        holds the partition's folder."""
+        # Keyed by the Arrow schema with its pandas metadata: columns, types, and what pandas restores on read.
+        schema = pa.Schema.from_pandas(frame, preserve_index=False)
+        digest = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
+        template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
+        try:
+            if not template.exists():
+                staged = template.with_name(f"{template.name}.{uuid.uuid4().hex}.tmp")
+                try:
+                    frame.to_parquet(staged, index=False)
+                    staged.replace(template)
+                finally:
+                    staged.unlink(missing_ok=True)
+            os.link(template, tmp)
+        except OSError:
+            return False
+        return True
 
     def load_input(self, context: dg.InputContext) -> dict[str, pd.DataFrame]:
         frames = {}
