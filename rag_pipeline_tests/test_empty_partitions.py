@@ -4,6 +4,8 @@ others as they were."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -73,10 +75,23 @@ def test_empty_partitions_are_links_to_one_file_and_read_back_as_written(tmp_pat
     assert len(again["d2"]) == 3 and again["d3"].empty
     assert pd.read_parquet(templates[0]).empty and (folder / "d3.parquet").stat().st_ino == inode
 
+    # Written empty again (every --full-refresh): the same file, and no temp file left by the no-op rename.
+    links = templates[0].stat().st_nlink
+    _write(io, {"d3": _frame(0)})
+    assert (folder / "d3.parquet").stat().st_ino == inode and templates[0].stat().st_nlink == links
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+    # The same column names with other types get their own empty file.
+    plain_ints = pd.DataFrame({"chunk_id": pd.Series([], dtype=object), "tokens": pd.Series([], dtype="int64")})
+    _write(io, {"d1": plain_ints})
+    assert len(list(folder.glob(".empty-*.parquet"))) == 2
+    assert _read(base, "d1")["d1"].dtypes.equals(_written_empty(tmp_path, plain_ints).dtypes)
+    assert str(_read(base, "d3")["d3"].dtypes["tokens"]) == "Int64"
+
     # Another schema gets its own empty file: an empty partition never reads back with another's columns.
     other = pd.DataFrame({"document_id": pd.Series([], dtype=object)})
     _write(io, {"d4": other})
-    assert len(list(folder.glob(".empty-*.parquet"))) == 2
+    assert len(list(folder.glob(".empty-*.parquet"))) == 3
     assert list(_read(base, "d4")["d4"].columns) == ["document_id"]
     assert list(_read(base, "d3")["d3"].columns) == ["chunk_id", "tokens"]
 
@@ -95,3 +110,23 @@ def test_without_hard_links_an_empty_partition_is_written_as_a_file_of_its_own(
     frames = _read(base, "d1", "d2")
     assert frames["d1"].empty and frames["d1"].dtypes.equals(_written_empty(tmp_path, _frame(0)).dtypes)
     assert len(frames["d2"]) == 1
+
+
+def test_a_file_at_its_link_limit_is_succeeded_by_a_new_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ext4 allows 65,000 links to a file; an asset with more empty partitions starts a new empty file."""
+    real_link, calls = os.link, []
+
+    def full_after_one(source: object, target: object) -> None:
+        calls.append(target)
+        if len(calls) == 2:
+            raise OSError(errno.EMLINK, "Too many links")
+        real_link(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(io_manager.os, "link", full_after_one)
+    base = tmp_path / "parquet"
+    _write(PartitionedParquetIOManager(base_dir=str(base)), {"d1": _frame(0), "d2": _frame(0), "d3": _frame(0)})
+    folder = base / "chunks"
+    inodes = {key: (folder / f"{key}.parquet").stat().st_ino for key in ("d1", "d2", "d3")}
+    assert inodes["d1"] != inodes["d2"] == inodes["d3"]  # d2 took a new file, d3 linked to it
+    assert all(frame.empty for frame in _read(base, "d1", "d3").values())
+    assert len(list(folder.glob(".empty-*.parquet"))) == 1 and not list(folder.glob("*.tmp"))

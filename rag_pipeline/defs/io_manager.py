@@ -10,6 +10,7 @@ instance API), and encoding it instead would only give an unreviewed key a place
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import uuid
@@ -40,10 +41,10 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
     Dagster's key order)."""
 
     base_dir: str
-    # Frames this IO manager wrote during the current run, keyed by path with the file's mtime: in an
+    # Frames this IO manager wrote during the current run, keyed by path with the file's inode and mtime: in an
     # in-process run the next step reads them from memory instead of re-reading thousands of small
     # files. A file changed on disk since (another process) is read from disk again.
-    _written: dict[Path, tuple[int, pd.DataFrame]] = PrivateAttr(default_factory=dict)
+    _written: dict[Path, tuple[tuple[int, int], pd.DataFrame]] = PrivateAttr(default_factory=dict)
     # Digests of the empty frames' Arrow schemas by columns and dtypes: deriving the schema costs ~0.5 ms, as much
     # as the link it names, and a backfill's tens of thousands of empty frames share a handful of schemas.
     _empty_digests: dict[tuple[tuple[str, str], ...], str] = PrivateAttr(default_factory=dict)
@@ -97,8 +98,10 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                     frame.to_parquet(tmp, index=False)
                 tmp.replace(path)  # atomic: readers never see half a file
             finally:
+                # Also where the rename did nothing: renaming a link onto another link of the same file (an empty
+                # partition written empty again) leaves both names in place on POSIX.
                 tmp.unlink(missing_ok=True)
-            self._written[path] = (path.stat().st_mtime_ns, frame)
+            self._written[path] = (_identity(path), frame)
 
     def _link_empty(self, asset_key: dg.AssetKey, frame: pd.DataFrame, tmp: Path) -> bool:
         """Hard-link ``tmp`` to the asset's file of an empty frame with these columns and types, written once.
@@ -119,13 +122,15 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
         try:
             if not template.exists():
-                staged = template.with_name(f"{template.name}.{uuid.uuid4().hex}.tmp")
-                try:
-                    frame.to_parquet(staged, index=False)
-                    staged.replace(template)
-                finally:
-                    staged.unlink(missing_ok=True)
-            os.link(template, tmp)
+                _write_aside(frame, template)
+            try:
+                os.link(template, tmp)
+            except OSError as exc:
+                if exc.errno != errno.EMLINK:
+                    raise
+                # ext4 allows 65,000 links to a file: a new one takes the next 65,000 (the old keeps its links).
+                _write_aside(frame, template)
+                os.link(template, tmp)
         except OSError:
             return False
         return True
@@ -140,11 +145,27 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                     f"{context.asset_key.to_user_string()} partition {key} has not been materialized ({path})"
                 )
             recent = self._written.get(path)
-            if recent is not None and recent[0] == path.stat().st_mtime_ns:
+            if recent is not None and recent[0] == _identity(path):
                 frames[key] = recent[1]  # shared with other readers of this run: assets never mutate inputs
             else:
                 frames[key] = pd.read_parquet(path)
         return frames
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """Which file a path names, and when it was written: empty partitions share one file and its mtime."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _write_aside(frame: pd.DataFrame, path: Path) -> None:
+    """Write ``frame`` to ``path`` through a temp file of its own, so readers and linkers see a whole file."""
+    staged = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        frame.to_parquet(staged, index=False)
+        staged.replace(path)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def _partitions_def(context: dg.OutputContext | dg.InputContext) -> dg.PartitionsDefinition | None:
