@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.dense_backends import scifact_texts, timed  # noqa: E402
+from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
 from rag_pipeline.sources.jira_dump import JiraDumpReader  # noqa: E402
 from rag_pipeline.vectors import dense  # noqa: E402
 from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder  # noqa: E402
@@ -166,13 +166,12 @@ def ordering_rounds(encoders: dict[str, OpenVinoEncoder], texts: list[str], roun
 
 
 def cpu_model() -> str:
-    """The CPU's model name and instruction sets that matter here (``platform`` says only "x86_64")."""
+    """The CPU's model name with the instruction sets that matter here."""
     info = Path("/proc/cpuinfo")
     text = info.read_text() if info.exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
     flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
     wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16")
-    return f"{name or platform.machine()} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+    return f"{_cpu_name()} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
 
 
 def main() -> None:

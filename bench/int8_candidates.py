@@ -56,12 +56,18 @@ def measure(encode: Encode, texts: list[str], reference: np.ndarray) -> dict[str
     }
 
 
+def model_inputs(encoder: OpenVinoEncoder, texts: list[str]) -> dict[str, np.ndarray]:
+    """The model inputs of one batch of ``texts``, tokenized and padded as the encoder does."""
+    encoded = encoder._tokenizer(texts, truncation=True, max_length=encoder.max_tokens)
+    return encoder._padded(encoded, np.arange(len(texts)))[0]
+
+
 def nncf_int8(encoder: OpenVinoEncoder, calibration: list[str], attention_in_f32: bool) -> Encode:
     """The encoder with its model swapped for an NNCF-quantized copy (same tokenizer, pooling, batching)."""
     import nncf
 
     model = encoder._model
-    samples = [encoder._tokenize([text])[0] for text in calibration]
+    samples = [model_inputs(encoder, [text]) for text in calibration]
     ignored = None
     if attention_in_f32:
         matmuls = [op.get_friendly_name() for op in model.get_ops() if op.get_type_name() == "MatMul"]
@@ -99,7 +105,7 @@ def onnxruntime_encoders(encoder: OpenVinoEncoder, work: Path) -> dict[str, Enco
             ).last_hidden_state
 
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    example = encoder._tokenize(["a short example", "a longer example text of a few more words"])[0]
+    example = model_inputs(encoder, ["a short example", "a longer example text of a few more words"])
     model = LastHiddenState(AutoModel.from_pretrained(dense._minilm_path()).eval())
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -14,6 +14,7 @@ import errno
 import hashlib
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -91,16 +92,12 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         for key, path in paths.items():
             frame = obj[key]
             path.parent.mkdir(parents=True, exist_ok=True)
-            # A temp name of its own: two processes writing the same partition must not rename each other's file.
-            tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
-            try:
+
+            def fill(tmp: Path, frame: pd.DataFrame = frame) -> None:
                 if len(frame) or not self._link_empty(context.asset_key, frame, tmp):
                     frame.to_parquet(tmp, index=False)
-                tmp.replace(path)  # atomic: readers never see half a file
-            finally:
-                # Also where the rename did nothing: renaming a link onto another link of the same file (an empty
-                # partition written empty again) leaves both names in place on POSIX.
-                tmp.unlink(missing_ok=True)
+
+            _write_atomically(path, fill)
             self._written[path] = (_identity(path), frame)
 
     def _link_empty(self, asset_key: dg.AssetKey, frame: pd.DataFrame, tmp: Path) -> bool:
@@ -122,14 +119,14 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
         try:
             if not template.exists():
-                _write_aside(frame, template)
+                _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
             try:
                 os.link(template, tmp)
             except OSError as exc:
                 if exc.errno != errno.EMLINK:
                     raise
                 # ext4 allows 65,000 links to a file: a new one takes the next 65,000 (the old keeps its links).
-                _write_aside(frame, template)
+                _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
                 os.link(template, tmp)
         except OSError:
             return False
@@ -158,14 +155,17 @@ def _identity(path: Path) -> tuple[int, int]:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _write_aside(frame: pd.DataFrame, path: Path) -> None:
-    """Write ``frame`` to ``path`` through a temp file of its own, so readers and linkers see a whole file."""
-    staged = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
+def _write_atomically(path: Path, fill: Callable[[Path], None]) -> None:
+    """``fill`` a temp name of its own, then rename it to ``path``: readers and linkers never see half a file,
+    and two processes writing the same path never rename each other's file."""
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
     try:
-        frame.to_parquet(staged, index=False)
-        staged.replace(path)
+        fill(tmp)
+        tmp.replace(path)
     finally:
-        staged.unlink(missing_ok=True)
+        # Also where the rename did nothing: renaming a link onto another link of the same file (an empty
+        # partition written empty again) leaves both names in place on POSIX.
+        tmp.unlink(missing_ok=True)
 
 
 def _partitions_def(context: dg.OutputContext | dg.InputContext) -> dg.PartitionsDefinition | None:

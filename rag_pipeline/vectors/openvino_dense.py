@@ -242,11 +242,6 @@ class OpenVinoEncoder(LocalEncoder):
                 self._stream_requests = []
         return self._stream_requests
 
-    def _tokenize(self, texts: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Model inputs and attention mask of one batch, padded to its longest text."""
-        encoded = self._tokenizer(texts, truncation=True, max_length=self.max_tokens)
-        return self._padded(encoded, np.arange(len(texts)))
-
     def _padded(self, encoded: Any, rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         return pad_batch(self._tokenizer, encoded, rows, self._inputs)
 
