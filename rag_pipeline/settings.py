@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from rag_pipeline.index.store import DenseSearch
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
@@ -182,6 +182,21 @@ class SourceSyncSettings(_Frozen):
     requests_per_minute: int | None = None  # the API's budget (SLACK_REQUESTS_PER_MINUTE); None: no budget
 
 
+class ServeSettings(_Frozen):
+    """The search service (``rag-pipeline serve`` and ``rag-pipeline mcp``)."""
+
+    # RAG_SERVE_TOKEN: required as ``Authorization: Bearer`` on every route but /health when set. Unlike the
+    # pipeline's secrets (resolved by Dagster's EnvVar where they are used), the service must compare it, so
+    # it is held here as a SecretStr: its repr, str and JSON dump show asterisks, never the value.
+    token: SecretStr | None = None
+    # RAG_SERVE_TRUSTED_PROXY: the service sits behind a proxy that authenticates users and sets their
+    # groups, so X-User-Groups is believed. Off, a request carrying that header is refused (never widened).
+    trusted_proxy: bool = False
+    # Who ``rag-pipeline mcp`` (stdio) searches as when --user/--email are not given (RAG_MCP_USER, RAG_MCP_EMAIL).
+    mcp_user: str | None = None
+    mcp_email: str | None = None
+
+
 class AutomationSettings(_Frozen):
     """When the daemon runs things by itself."""
 
@@ -245,6 +260,7 @@ class Settings(_Frozen):
     api_limits: ApiLimits = ApiLimits()
     notifications: NotificationSettings | None = None
     automation: AutomationSettings = AutomationSettings()
+    serve: ServeSettings = ServeSettings()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -418,6 +434,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
             webserver_url=_get(env, "DAGSTER_WEBSERVER_URL") or "http://127.0.0.1:3000",
         )
     home = _get(env, "DAGSTER_HOME")
+    serve_token = _get(env, "RAG_SERVE_TOKEN")
     slack_export = _path(env, "RAG_SLACK_EXPORT", BUNDLED_SLACK_EXPORT)
     jira_dump = _path(env, "RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP)
     jira_csv = tuple(Path(p).expanduser().resolve() for p in (_get(env, "RAG_JIRA_CSV") or "").split(os.pathsep) if p)
@@ -485,5 +502,11 @@ def _from_env(env: Mapping[str, str]) -> Settings:
                 env, "slack", raw_sync_cron, _int(env, "SLACK_REQUESTS_PER_MINUTE", slack_rpm_default, minimum=1)
             ),
             jira=_source_sync(env, "jira", raw_sync_cron, None),
+        ),
+        serve=ServeSettings(
+            token=SecretStr(serve_token) if serve_token else None,
+            trusted_proxy=_flag(env, "RAG_SERVE_TRUSTED_PROXY", False),
+            mcp_user=_get(env, "RAG_MCP_USER"),
+            mcp_email=_get(env, "RAG_MCP_EMAIL"),
         ),
     )

@@ -11,7 +11,7 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -66,6 +66,25 @@ def iso_day(value: str) -> str:
         return date.fromisoformat(value).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a day as YYYY-MM-DD, got {value!r}") from None
+
+
+def iso_instant(value: str) -> str:
+    """A day (``YYYY-MM-DD``, midnight UTC) or an ISO 8601 date-time (UTC when it names no zone), as the
+    RFC 3339 text both index engines parse. Checked here so that a bad value names its flag: the engines'
+    own parsers fail deep inside the search with a message that names neither the flag nor the value."""
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a date (YYYY-MM-DD) or an ISO 8601 date-time (YYYY-MM-DDTHH:MM:SS, optionally with a zone), "
+            f"got {value!r}"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC).isoformat()
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
+        raise argparse.ArgumentTypeError(f"is outside the dates a UTC time can show, got {value!r}") from None
 
 
 def existing_file(value: str | Path) -> Path:

@@ -24,6 +24,7 @@ from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.runner import ArmOutcome, rerank_examples, run_arm
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, describe_fusion
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
 from rag_pipeline.retrieval.retriever import Retriever
@@ -177,13 +178,13 @@ def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progresso
     # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
     dense = load_or_defer(settings.load_dense_encoder)
     with open_index(settings) as store:
-        retriever = Retriever(
-            store,
+        models = SearchModels(
+            settings.dense_model,
             bm25_encoder(settings),
             dense=dense,
-            config=retriever_config(args, settings),
-            persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
+            cache=EmbeddingCache(settings.paths.embedding_cache),
         )
+        retriever = build_retriever(store, models, retriever_config(args, settings))
         results = []
         documents = store.count(store.names.parents)
         for meta, queries in eval_sets:

@@ -8,16 +8,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rag_pipeline.commands.arguments import author_name, positive_int, query_text
+from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.definitions import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
+from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames, VectorStore
 from rag_pipeline.index.store_lock import process_label
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.learned import load_current_reranker
-from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer
@@ -48,12 +50,19 @@ def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait)
             raise CommandError(
                 f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
             )
-    # Outside a run the API key is still an unresolved EnvVar; initializing resolves it.
-    resource = qdrant_resource(settings).process_config_and_initialize()
-    with resource.open(on_wait=on_wait, label=process_label()) as store:
+    store = open_vector_store(store_location(settings), on_wait=on_wait, label=process_label())
+    try:
         check_dense_model(store, settings.dense_model)
         check_sparse_terms(store, bm25_encoder(settings).terms_id)
         yield store
+    finally:
+        store.close()
+
+
+def store_location(settings: Settings) -> StoreLocation:
+    """Where the configured index is, its Qdrant API key resolved (outside a run the resource's key is still
+    an unresolved EnvVar; initializing resolves it)."""
+    return qdrant_resource(settings).process_config_and_initialize().location()
 
 
 def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverConfig:
@@ -138,7 +147,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     bm25 = bm25_encoder(settings)
     try:
         with open_index(settings) as store:
-            retriever = Retriever(store, bm25, dense=dense, reranker=reranker, config=config, persistent_cache=cache)
+            models = SearchModels(settings.dense_model, bm25, dense=dense, reranker=reranker, cache=cache)
+            retriever = build_retriever(store, models, config)
             response = retriever.search(
                 args.query,
                 args.mode,
@@ -215,8 +225,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="only documents this person wrote in, by the name results show under authors (Slack/Jira display "
         "name, exact; repeatable: any of them)",
     )
-    search.add_argument("--since", default=None, help="documents active on or after this ISO date")
-    search.add_argument("--until", default=None, help="documents active before this ISO date")
+    search.add_argument("--since", default=None, type=iso_instant, help="documents active on or after this ISO date")
+    search.add_argument("--until", default=None, type=iso_instant, help="documents active before this ISO date")
     search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
     add_query_options(search)
     search.add_argument("--json", action="store_true", help="print results as JSON")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.index.client_store import ClientVectorStore
-from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames, DenseSearch, VectorStore
 from rag_pipeline.index.store_lock import log as store_lock_log
 from rag_pipeline.index.store_lock import process_label
@@ -105,6 +106,21 @@ class QdrantResource(dg.ConfigurableResource):
     def engine(self) -> str:
         return "qdrant-client:server" if self.url else "qdrant-edge"
 
+    def location(self) -> StoreLocation:
+        """Where the index is, for :func:`~rag_pipeline.index.opening.open_vector_store` (the key resolved)."""
+        return StoreLocation(
+            path=Path(self.path),
+            url=self.url,
+            api_key=self.api_key,
+            names=CollectionNames.with_prefix(self.collection_prefix),
+            shard_number=self.shard_number,
+            replication_factor=self.replication_factor,
+            dense_search=DenseSearch(
+                exact=self.exact_dense, hnsw_ef=self.hnsw_ef, m=self.hnsw_m, ef_construct=self.hnsw_ef_construct
+            ),
+            wait_seconds=self.store_wait_seconds,
+        )
+
     @contextmanager
     def open(
         self, on_wait: Callable[[str], None] | None = None, label: str | None = None, exact: bool | None = None
@@ -117,33 +133,15 @@ class QdrantResource(dg.ConfigurableResource):
         step's log, shown in the UI, and stderr), then fails naming the holder. A server (``url``) has no
         such lock.
         """
-        names = CollectionNames.with_prefix(self.collection_prefix)
-        dense_search = DenseSearch(
-            exact=self.exact_dense if exact is None else exact,
-            hnsw_ef=self.hnsw_ef,
-            m=self.hnsw_m,
-            ef_construct=self.hnsw_ef_construct,
-        )
+        location = self.location()
+        if exact is not None:
+            location = replace(location, dense_search=replace(location.dense_search, exact=exact))
         store: VectorStore
-        if self.url:
-            store = ClientVectorStore.connect(
-                url=self.url,
-                api_key=self.api_key,
-                names=names,
-                shard_number=self.shard_number,
-                replication_factor=self.replication_factor,
-                dense_search=dense_search,
-            )
-        else:
+        if location.embedded:
             step_label, step_log = _current_step()
-            store = EdgeVectorStore(
-                self.path,
-                names,
-                wait_seconds=self.store_wait_seconds,
-                on_wait=on_wait or step_log,
-                label=label or step_label,
-                dense_search=dense_search,
-            )
+            store = open_vector_store(location, on_wait=on_wait or step_log, label=label or step_label)
+        else:
+            store = open_vector_store(location)
         try:
             yield store
         finally:

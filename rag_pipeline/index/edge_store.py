@@ -73,12 +73,14 @@ class EdgeVectorStore:
         on_wait: Callable[[str], None] | None = None,
         label: str | None = None,
         dense_search: DenseSearch | None = None,
+        yields: bool = False,
     ) -> None:
         """Open (or prepare) the store under ``path``, waiting up to ``wait_seconds`` while another opener
         holds the folder (``on_wait`` gets a progress line every few seconds; past the limit
         :class:`~rag_pipeline.index.store_lock.StoreBusyError`). ``label`` names this opener in other
         processes' messages (default: the program and its subcommand). ``dense_search``: HNSW (default) or
-        exact, and the graph's parameters for collections this store creates."""
+        exact, and the graph's parameters for collections this store creates. ``yields``: this opener hands the
+        folder to waiting openers (the search service), so they poll it closely."""
         self.path = Path(path)
         self.names = names or CollectionNames()
         self.dense_search = dense_search or DenseSearch()
@@ -86,7 +88,7 @@ class EdgeVectorStore:
         self._dense_names: frozenset[str] | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_folder(
-            self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait
+            self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait, yields=yields
         )
 
     def _load_shards(self) -> None:

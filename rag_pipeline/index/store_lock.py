@@ -28,6 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCK_FILE = "store.lock"
+# One file per process waiting for the folder (named by its pid), so that a holder that hands the folder over
+# (the search service) knows someone is waiting: a flock cannot tell its holder that another process wants it.
+WAITING_DIR = "store.waiting"
+# A waiter polls this often while the holder has said it hands the folder over, so the hand-over takes
+# a few tens of milliseconds rather than the backed-off interval of a waiter behind a long write.
+YIELDING_HOLDER_POLL_SECONDS = 0.05
 # A wait this short is a normal turn-taking between two searches, and a message would only be noise.
 FIRST_NOTICE_AFTER_SECONDS = 1.0
 NOTICE_EVERY_SECONDS = 5.0
@@ -50,6 +56,7 @@ class LockHolder:
     pid: int
     label: str
     since: float  # wall-clock seconds (time.time) when the lock was taken
+    yields: bool = False  # the holder hands the folder to a waiting opener (the search service)
 
     def held_by(self, now: float | None = None) -> str:
         """``held by another process (pid 4242: rag-pipeline demo, Dagster run 1a2b3c4d, for 12 s)``."""
@@ -98,9 +105,10 @@ def process_label() -> str:
 class FolderLock:
     """The exclusive lock of one embedded index folder, held from :meth:`try_acquire` to :meth:`release`."""
 
-    def __init__(self, folder: Path, label: str) -> None:
+    def __init__(self, folder: Path, label: str, yields: bool = False) -> None:
         self.path = folder / LOCK_FILE
         self.label = label
+        self.yields = yields
         self._fd: int | None = None
 
     @property
@@ -118,7 +126,7 @@ class FolderLock:
             os.close(fd)
             return False
         self._fd = fd
-        record = {"pid": os.getpid(), "label": self.label, "since": time.time()}
+        record = {"pid": os.getpid(), "label": self.label, "since": time.time(), "yields": self.yields}
         # The record only improves other processes' messages: a full disk must not fail the open.
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
@@ -139,9 +147,69 @@ class FolderLock:
         """Who holds the folder now, as its holder recorded it; None when unknown (not written yet, or free)."""
         try:
             record = json.loads(self.path.read_text())
-            return LockHolder(int(record["pid"]), str(record["label"]), float(record["since"]))
+            return LockHolder(
+                int(record["pid"]), str(record["label"]), float(record["since"]), bool(record.get("yields", False))
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+class WaitingMarker:
+    """This process's sign that it waits for a folder: ``<folder>/store.waiting/<pid>`` while it waits."""
+
+    def __init__(self, folder: Path, label: str) -> None:
+        self.path = folder / WAITING_DIR / str(os.getpid())
+        self.label = label
+        self._written = False
+
+    def write(self) -> None:
+        if self._written:
+            return
+        # Only a courtesy to a yielding holder: a folder that cannot take it must not fail the open.
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(exist_ok=True)
+            self.path.write_text(json.dumps({"pid": os.getpid(), "label": self.label, "since": time.time()}))
+            self._written = True
+
+    def remove(self) -> None:
+        if self._written:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self._written = False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def waiting_openers(folder: Path) -> list[LockHolder]:
+    """The other processes now waiting for ``folder`` (oldest first). Markers of processes that died while
+    waiting (killed: their ``finally`` never ran) are removed here."""
+    found = []
+    try:
+        entries = list((folder / WAITING_DIR).iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        if not _alive(pid):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+            continue
+        try:
+            record = json.loads(entry.read_text())
+            found.append(LockHolder(pid, str(record["label"]), float(record["since"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            found.append(LockHolder(pid, "unknown", time.time()))  # being written right now
+    return sorted(found, key=lambda h: h.since)
 
 
 def acquire_folder(
@@ -153,6 +221,7 @@ def acquire_folder(
     on_wait: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    yields: bool = False,
 ) -> FolderLock:
     """Take ``folder``'s lock, then run ``load`` (which opens the shards), waiting up to ``wait_seconds``.
 
@@ -162,30 +231,41 @@ def acquire_folder(
     second and then every few seconds. ``load`` raising :class:`ShardsBusy` (a shard held by an opener that
     does not take this lock) counts as busy too: the lock is given back and the wait goes on. Past the limit
     it raises :class:`StoreBusyError`; ``wait_seconds=0`` tries once.
+
+    While it waits, a marker under ``store.waiting/`` tells a holder that hands the folder over (``yields``:
+    the search service) that this process wants it; behind such a holder the poll stays short.
     """
-    lock = FolderLock(folder, label or process_label())
+    lock = FolderLock(folder, label or process_label(), yields=yields)
+    # A yielding holder does not announce itself: two services on one folder would hand it back and forth.
+    marker = None if yields else WaitingMarker(folder, lock.label)
     notify = on_wait or log.warning
     started = clock()
     next_notice = FIRST_NOTICE_AFTER_SECONDS
     poll = FIRST_POLL_SECONDS
-    while True:
-        if lock.try_acquire():
-            try:
-                load()
-                return lock
-            except ShardsBusy:
-                lock.release()
-            except BaseException:
-                lock.release()
-                raise
-        waited = clock() - started
-        if waited >= wait_seconds:
-            raise StoreBusyError(folder, waited, lock.holder())
-        if waited >= next_notice:
-            notify(
-                f"waiting for the index at {folder}, {_held_by(lock.holder())} ({int(waited)} s of {wait_seconds:g} s)"
-            )
-            next_notice += NOTICE_EVERY_SECONDS
-        # Jitter keeps several waiters from polling in lockstep behind the same holder.
-        sleep(min(poll * random.uniform(0.8, 1.2), max(0.0, wait_seconds - waited)))
-        poll = min(poll * 2, MAX_POLL_SECONDS)
+    try:
+        while True:
+            if lock.try_acquire():
+                try:
+                    load()
+                    return lock
+                except ShardsBusy:
+                    lock.release()
+                except BaseException:
+                    lock.release()
+                    raise
+            waited = clock() - started
+            if waited >= wait_seconds:
+                raise StoreBusyError(folder, waited, lock.holder())
+            if marker is not None:
+                marker.write()
+            holder = lock.holder()
+            if waited >= next_notice:
+                notify(f"waiting for the index at {folder}, {_held_by(holder)} ({int(waited)} s of {wait_seconds:g} s)")
+                next_notice += NOTICE_EVERY_SECONDS
+            # Jitter keeps several waiters from polling in lockstep behind the same holder.
+            interval = YIELDING_HOLDER_POLL_SECONDS if holder is not None and holder.yields else poll
+            sleep(min(interval * random.uniform(0.8, 1.2), max(0.0, wait_seconds - waited)))
+            poll = min(poll * 2, MAX_POLL_SECONDS)
+    finally:
+        if marker is not None:
+            marker.remove()

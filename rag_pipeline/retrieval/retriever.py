@@ -134,7 +134,8 @@ def _dense_encoder(dense: DenseEncoder | Callable[[], DenseEncoder]) -> DenseEnc
 
 class Retriever:
     """Runs searches as a principal. ``dense`` may be an encoder or a zero-argument loader (loaded on
-    first use, so a missing model only degrades dense arms)."""
+    first use, so a missing model only degrades dense arms); ``query_cache`` an existing query-embedding
+    cache of that encoder."""
 
     def __init__(
         self,
@@ -146,11 +147,13 @@ class Retriever:
         cache_size: int = 4096,
         cache_ttl_seconds: float = 3600.0,
         persistent_cache: EmbeddingCache | None = None,
+        query_cache: QueryEmbeddingCache | None = None,
     ) -> None:
         self.store = store
         self.bm25 = bm25 or Bm25Encoder()
         self._dense = dense
-        self._cache: QueryEmbeddingCache | None = None
+        # A cache handed in (a long-lived reader's) outlives this retriever; otherwise one is made on first use.
+        self._cache: QueryEmbeddingCache | None = query_cache
         self._dense_error: str | None = None
         self.reranker = reranker
         self.config = config or RetrieverConfig()

@@ -27,8 +27,8 @@ from rag_pipeline.evaluation.run_files import (
 )
 from rag_pipeline.evaluation.runner import rerank_examples, run_arm
 from rag_pipeline.evaluation.summary import EvalSummary
-from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import VectorStore, describe_fusion
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
@@ -51,16 +51,8 @@ def _retriever(
     bm25: Bm25Resource,
     evaluation: EvaluationResource,
 ) -> Retriever:
-    check_dense_model(store, dense_embedder.model)
-    encoder = bm25.encoder()
-    check_sparse_terms(store, encoder.terms_id)
-    return Retriever(
-        store,
-        encoder,
-        dense=dense,
-        config=evaluation.retriever_config(),
-        persistent_cache=dense_embedder.cache(),
-    )
+    models = SearchModels(dense_embedder.model, bm25.encoder(), dense=dense, cache=dense_embedder.cache())
+    return build_retriever(store, models, evaluation.retriever_config())
 
 
 REPORT_CHECKS = [

@@ -1,0 +1,60 @@
+"""``rag-pipeline mcp``: the search tools as a Model Context Protocol server over stdio, for one reader."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.commands.search import store_location
+from rag_pipeline.settings import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the search tools to an MCP client (an agent) over stdio, as one reader",
+        description="A Model Context Protocol server on stdin/stdout with the tools search_documents and "
+        "get_document. Every call runs as the reader given here (--user/--email/--groups, or RAG_MCP_USER / "
+        "RAG_MCP_EMAIL); the model calling the tools cannot change it. Over HTTP, `rag-pipeline serve` serves "
+        "the same tools at /mcp with each caller's identity headers.",
+    )
+    mcp.add_argument("--user", default=None, help="reader's user id (a Slack user id or Jira account id)")
+    mcp.add_argument("--email", default=None, help="reader's email")
+    mcp.add_argument("--groups", default=None, help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
+    mcp.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    mcp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.serving.identity import IdentityError, Reader, resolve_reader
+    from rag_pipeline.serving.mcp_tools import build_mcp_server
+    from rag_pipeline.serving.service import SearchService
+
+    user, email = args.user or settings.serve.mcp_user, args.email or settings.serve.mcp_email
+    if not (user or email):
+        raise CommandError(
+            "the MCP server searches as one reader: give --user ID and/or --email ADDRESS "
+            "(or set RAG_MCP_USER / RAG_MCP_EMAIL)"
+        )
+    try:
+        # The operator who starts a stdio server vouches for the reader, groups included (as `search --groups`).
+        reader = resolve_reader(user, email, args.groups, trusted_proxy=True)
+    except IdentityError as exc:
+        flag = {"X-User-Id": "--user", "X-User-Email": "--email", "X-User-Groups": "--groups"}[exc.field]
+        raise CommandError(str(exc).replace(exc.field, flag)) from None
+    # stdout is the protocol's channel: anything else printed there would break the client's session.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    service = SearchService.from_settings(settings, store_location(settings))
+    service.start()
+
+    def fixed_reader(_ctx: Any) -> Reader:
+        return reader
+
+    try:
+        build_mcp_server(service, fixed_reader).run("stdio")
+    finally:
+        service.close()
+    return 0

@@ -1,0 +1,86 @@
+"""``rag-pipeline serve``: the search service over HTTP (FastAPI + uvicorn), with the MCP tools at ``/mcp``."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+import sys
+
+from rag_pipeline.commands.arguments import at_least
+from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.commands.search import store_location
+from rag_pipeline.settings import Settings
+
+LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (a token is then optional)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail with one line before loading models (seconds) when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host"
+            ) from None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve the index over HTTP (search API, MCP tools, Prometheus metrics) as each caller may read it",
+        description="Loads the dense model, the reranker and the BM25 encoder once and serves the index the pipeline "
+        "writes: GET /health, POST /v1/search, GET /v1/documents/{id}, GET /metrics and the MCP tools at /mcp. "
+        "Callers say who they are with X-User-Id and/or X-User-Email; X-User-Groups is believed only with "
+        "RAG_SERVE_TRUSTED_PROXY=1. With RAG_SERVE_TOKEN set, every route but /health needs "
+        "'Authorization: Bearer <token>'; a host other than loopback requires it. The embedded index is handed to "
+        "a pipeline step that needs it and taken back when the step is done (queries wait meanwhile). "
+        "Guide: docs/guides/serving.md.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    serve.add_argument("--port", type=at_least(1), default=8000, help="port to listen on (default: %(default)s)")
+    serve.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    serve.add_argument(
+        "--access-log", action="store_true", help="log every request's method, path and status (never the body)"
+    )
+    serve.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.serve.token is None and not is_loopback(args.host):
+        raise CommandError(
+            f"refusing to listen on {args.host} without RAG_SERVE_TOKEN: set it to a secret that callers send as "
+            "'Authorization: Bearer <token>', or listen on 127.0.0.1"
+        )
+    _check_port_free(args.host, args.port)
+    import uvicorn
+
+    from rag_pipeline.serving.http_app import create_app
+    from rag_pipeline.serving.service import SearchService
+
+    print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
+    service = SearchService.from_settings(settings, store_location(settings))
+    app = create_app(service, settings.serve, mcp_host=args.host)
+    where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
+    token = "required" if settings.serve.token else "off"
+    print(
+        f"serving the index at {where} on http://{args.host}:{args.port} "
+        f"(search: POST /v1/search, MCP: /mcp, metrics: /metrics; token {token})",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log)
+    return 0

@@ -1,0 +1,102 @@
+"""Who is asking: the reader a request runs as, from its identity headers and the operator's settings.
+
+The reader is the only thing that decides what a caller may see, so it is never taken from a request body
+or a tool argument, and never widened by a header the operator has not vouched for:
+
+- ``X-User-Id`` (a Slack user id or Jira account id) and/or ``X-User-Email`` say who the caller is; with
+  neither the request is refused (401).
+- ``X-User-Groups`` is believed only behind a trusted proxy (``RAG_SERVE_TRUSTED_PROXY=1``), which
+  authenticates users and sets their groups; otherwise a request carrying it is refused (400), so a forged
+  header never widens a reader silently.
+- Without a principal directory (the issue "Know who may read what") an email alone resolves to no ids,
+  and the reader sees public documents only; a user id sees public documents and those that name it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag_pipeline.retrieval.principal import Principal
+
+USER_ID_HEADER = "X-User-Id"
+EMAIL_HEADER = "X-User-Email"
+GROUPS_HEADER = "X-User-Groups"
+TRUSTED_PROXY_SETTING = "RAG_SERVE_TRUSTED_PROXY"
+
+MAX_ID_CHARS = 256
+MAX_GROUPS = 1000
+# Ids and groups as the index writes them (U0123ABC, 5b10a2844c20165700ede21g, slack:T0:members,
+# jira:site:project:KEY); anything else (spaces, quotes, control characters) is refused, not searched.
+_ID = re.compile(r"^[A-Za-z0-9._:@+\-/=]+$")
+_EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+$")
+
+
+class IdentityError(ValueError):
+    """A request whose identity cannot be used: ``status`` is 401 (none given) or 400 (malformed, not allowed);
+    ``field`` names the header at fault."""
+
+    def __init__(self, status: int, field: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The principal a request runs as, and where its groups came from (for the response and the logs)."""
+
+    principal: Principal
+    email: str | None
+    groups_from: str  # "none" or "trusted-proxy"
+
+    def describe(self) -> dict[str, object]:
+        """What a response says about its reader (the caller's own identity, so nothing is disclosed)."""
+        return {
+            "user_id": self.principal.user_id,
+            "email": self.email,
+            "groups": list(self.principal.groups),
+            "groups_from": self.groups_from,
+        }
+
+
+def _checked_id(value: str, header: str) -> str:
+    value = value.strip()
+    if not value or len(value) > MAX_ID_CHARS or not _ID.match(value):
+        raise IdentityError(
+            400, header, f"{header} must be one id of letters, digits and . _ : @ + - / = (at most {MAX_ID_CHARS})"
+        )
+    return value
+
+
+def resolve_reader(user_id: str | None, email: str | None, groups: str | None, *, trusted_proxy: bool) -> Reader:
+    """The reader of a request with these header values (None: header absent)."""
+    if groups is not None and not trusted_proxy:
+        raise IdentityError(
+            400,
+            GROUPS_HEADER,
+            f"{GROUPS_HEADER} is honoured only behind a trusted proxy ({TRUSTED_PROXY_SETTING}=1 on the service); "
+            "this service resolves groups itself, so send only X-User-Id or X-User-Email",
+        )
+    user = _checked_id(user_id, USER_ID_HEADER) if user_id is not None and user_id.strip() else None
+    mail = None
+    if email is not None and email.strip():
+        mail = email.strip().lower()
+        if len(mail) > MAX_ID_CHARS or not _EMAIL.match(mail):
+            raise IdentityError(400, EMAIL_HEADER, f"{EMAIL_HEADER} must be one email address")
+    if user is None and mail is None:
+        raise IdentityError(
+            401,
+            USER_ID_HEADER,
+            f"no caller identity: send {USER_ID_HEADER} (a Slack user id or Jira account id) or {EMAIL_HEADER}",
+        )
+    group_list: tuple[str, ...] = ()
+    if groups is not None:
+        group_list = tuple(dict.fromkeys(_checked_id(g, GROUPS_HEADER) for g in groups.split(",") if g.strip()))
+        if len(group_list) > MAX_GROUPS:
+            raise IdentityError(400, GROUPS_HEADER, f"{GROUPS_HEADER} lists more than {MAX_GROUPS} groups")
+    return Reader(
+        principal=Principal(user_id=user, groups=group_list),
+        email=mail,
+        groups_from="trusted-proxy" if groups is not None else "none",
+    )

@@ -1,0 +1,67 @@
+"""The search service's Prometheus metrics (``GET /metrics``), one registry per service so tests and two
+services in one process never share counters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+# Query stages run from under a millisecond (a cached BM25 query) to seconds (a reranked query while a write
+# holds the index): buckets from 1 ms to 30 s.
+_STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class ServiceMetrics:
+    """Requests by route and status, latency per stage, index age, waits for the index and hand-overs."""
+
+    def __init__(self, index_opened_at: Callable[[], float | None], hand_overs: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "rag_requests", "Requests answered, by route and HTTP status", ["route", "status"], registry=self.registry
+        )
+        self.stage_seconds = Histogram(
+            "rag_stage_seconds",
+            "Seconds per query stage (embed, retrieve, rerank, total) by search mode",
+            ["stage", "mode"],
+            buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.store_wait_seconds = Histogram(
+            "rag_store_wait_seconds",
+            "Seconds a query waited for the index (held by a writer)",
+            buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.results = Histogram(
+            "rag_results",
+            "Documents returned per search",
+            buckets=(0, 1, 3, 5, 10, 20, 50, 100),
+            registry=self.registry,
+        )
+        index_age = Gauge(
+            "rag_index_age_seconds",
+            "Seconds since the service last opened the index (it reopens after every write)",
+            registry=self.registry,
+        )
+        index_age.set_function(lambda: _age(index_opened_at()))
+        handed = Gauge(
+            "rag_index_hand_overs", "Times the service handed the embedded index to a writer", registry=self.registry
+        )
+        handed.set_function(lambda: float(hand_overs()))
+
+    def observe_search(self, mode: str, seconds: dict[str, float], waited: float, results: int) -> None:
+        for stage, value in seconds.items():
+            self.stage_seconds.labels(stage=stage, mode=mode).observe(value)
+        self.store_wait_seconds.observe(waited)
+        self.results.observe(results)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _age(opened_at: float | None) -> float:
+    return float("nan") if opened_at is None else max(0.0, time.time() - opened_at)

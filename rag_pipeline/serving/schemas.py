@@ -1,0 +1,81 @@
+"""What the search service accepts: request bodies validated field by field, so a bad request is a 4xx that
+names the field, never a traceback, and never reaches the index."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from rag_pipeline.retrieval.results import Mode
+
+MAX_QUERY_CHARS = 8000
+MAX_TOP_K = 100
+MAX_FILTER_VALUES = 50
+_NAME_CHARS = 200
+
+
+def _as_list(value: object) -> object:
+    """One value or a list of them (``"source": "jira"`` and ``"source": ["jira"]`` alike)."""
+    return [value] if isinstance(value, str) else value
+
+
+FilterValues = Annotated[
+    Annotated[list[Annotated[str, Field(min_length=1, max_length=_NAME_CHARS)]], Field(max_length=MAX_FILTER_VALUES)]
+    | None,
+    BeforeValidator(_as_list),
+]
+
+
+def instant(value: str, field: str) -> str:
+    """An ISO date or date-time as the index filters on it (UTC, RFC 3339); a naive time is UTC."""
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"{field} must be an ISO date or date-time such as 2024-05-01, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
+        raise ValueError(f"{field} is outside the dates a UTC time can show, got {value!r}") from None
+
+
+class SearchRequest(BaseModel):
+    """``POST /v1/search`` and the MCP ``search_documents`` tool: a query and its filters. The reader is not
+    here: it comes from the caller's identity, never from the body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")
+    mode: Mode = Field("hybrid", description="vector, bm25, hybrid or reranked")
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="documents to return")
+    source: FilterValues = Field(None, description="only these sources (slack, jira)")
+    container: FilterValues = Field(None, description="only these channel ids / project keys")
+    author: FilterValues = Field(None, description="only documents these people wrote in (display names)")
+    since: str | None = Field(None, description="documents active on or after this ISO date")
+    until: str | None = Field(None, description="documents active before this ISO date")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is empty")
+        if "\x00" in value:
+            raise ValueError("query contains a NUL character")
+        return value
+
+    @field_validator("since", "until")
+    @classmethod
+    def _instant(cls, value: str | None, info: object) -> str | None:
+        name = getattr(info, "field_name", "date")
+        return None if value is None else instant(value, name)
+
+
+class DocumentRequest(BaseModel):
+    """``get_document``: one document by id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    document_id: str = Field(min_length=1, max_length=1000)

@@ -1,0 +1,234 @@
+"""The search service's logic, free of HTTP and MCP: models loaded once, the index shared between queries and
+handed to writers, searches and document reads as a reader. The HTTP API (``http_app.py``) and the MCP tools
+(``mcp_tools.py``) are thin layers over :class:`SearchService`; the CLI and the evaluation build the same
+retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rag_pipeline.index.opening import StoreLocation, open_vector_store
+from rag_pipeline.index.store import VectorStore
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
+from rag_pipeline.retrieval.rerank.learned import load_current_reranker
+from rag_pipeline.retrieval.results import SearchResponse
+from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
+from rag_pipeline.settings import Settings
+from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+
+log = logging.getLogger(__name__)
+
+SERVICE_LABEL = "rag-pipeline serve (search service; hands the index to writers)"
+
+
+@dataclass
+class ServedSearch:
+    """A search's response, how long it waited for the index, and its stage timings in milliseconds."""
+
+    response: SearchResponse
+    waited_seconds: float
+    reranker: str | None
+    timing_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ServedDocument:
+    """A whole document as a reader may see it: its title, link and parent texts in order."""
+
+    document_id: str
+    source: str
+    container: str
+    title: str
+    url: str | None
+    updated: str | None
+    authors: list[str]
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "source": self.source,
+            "container": self.container,
+            "title": self.title,
+            "url": self.url,
+            "updated": self.updated,
+            "authors": self.authors,
+            "text": self.text,
+        }
+
+
+def _index_written(folder: Path, collection: str) -> float | None:
+    """When the embedded collection's files last changed (its write-ahead log changes with every write)."""
+    newest = None
+    for root, _dirs, files in os.walk(folder / collection):
+        for name in files:
+            try:
+                mtime = os.stat(os.path.join(root, name)).st_mtime
+            except OSError:
+                continue
+            newest = mtime if newest is None else max(newest, mtime)
+    return newest
+
+
+class SearchService:
+    """Searches the pipeline's index as callers, with the models loaded once and the index shared.
+
+    ``wait_seconds`` bounds how long a query waits for the index while a writer holds it (then the query is
+    told why, as :class:`IndexUnavailable`)."""
+
+    def __init__(
+        self,
+        location: StoreLocation,
+        models: SearchModels,
+        config: RetrieverConfig,
+        *,
+        wait_seconds: float,
+        label: str = SERVICE_LABEL,
+        poll_seconds: float = 0.05,
+    ) -> None:
+        self.location = location
+        self.models = models
+        self.config = config
+        self.wait_seconds = wait_seconds
+        self.started_at = time.time()
+        self._index_written: float | None = None
+        folder = location.path if location.embedded else None
+        self.index = SharedIndex[Retriever](
+            lambda: open_vector_store(location, wait_seconds=0, label=label, yields=True),
+            self._prepare,
+            folder,
+            ready=self._ready,
+            poll_seconds=poll_seconds,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, location: StoreLocation, **kwargs: Any) -> SearchService:
+        """The service with the configured models, loaded now (seconds), and the CLI's search defaults."""
+        encoder = settings.load_dense_encoder()
+        encoder.encode_queries(["warm-up"])  # compile/allocate before the first caller pays for it
+        models = SearchModels(
+            dense_model=settings.dense_model,
+            bm25=Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer)),
+            dense=encoder,
+            reranker=load_current_reranker(settings.paths.reranker, settings.bm25_tokenizer),
+            # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
+            # queries skip the model. In memory only: query text is never written to the data folder.
+            query_cache=QueryEmbeddingCache(encoder),
+        )
+        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion)
+        return cls(location, models, config, wait_seconds=float(settings.store_wait_seconds), **kwargs)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.index.start()
+
+    def close(self) -> None:
+        self.index.close()
+
+    def _ready(self) -> str | None:
+        if self.location.embedded and not (self.location.path / self.location.names.children).exists():
+            return f"no index at {self.location.path} yet: run `rag-pipeline demo` or `rag-pipeline index` first"
+        return None
+
+    def _prepare(self, store: VectorStore) -> Retriever:
+        retriever = build_retriever(store, self.models, self.config)
+        if self.location.embedded:
+            self._index_written = _index_written(self.location.path, self.location.names.children)
+        return retriever
+
+    # --- health --------------------------------------------------------------------------------------
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, body): ready when the index is open with the configured models."""
+        reason = self.index.unavailable_reason
+        body: dict[str, Any] = {
+            "status": "ok" if reason is None else "unavailable",
+            "engine": self.location.engine,
+            "dense_model": self.models.dense_model,
+            "reranker": self.models.reranker.name if self.models.reranker is not None else None,
+        }
+        if reason is not None:
+            body["reason"] = reason
+            return False, body
+        try:
+            with self.index.reading(timeout=1.0) as (retriever, _waited):
+                body["documents"] = retriever.store.count(retriever.store.names.parents)
+        except IndexUnavailable as exc:
+            body.update(status="unavailable", reason=str(exc))
+            return False, body
+        body["index_updated"] = _iso(self._index_written)
+        body["index_opened"] = _iso(self.index.stats.opened_at)
+        return True, body
+
+    # --- queries -------------------------------------------------------------------------------------
+    def search(self, request: SearchRequest, reader: Principal) -> ServedSearch:
+        """Search as ``reader`` (never the all-documents reader: that one is the evaluation's alone)."""
+        if reader.all_documents:
+            raise ValueError("the search service never searches without access control")
+        with self.index.reading(self.wait_seconds) as (retriever, waited):
+            response = retriever.search(
+                request.query,
+                request.mode,
+                reader,
+                top_k=request.top_k,
+                sources=request.source,
+                containers=request.container,
+                authors=request.author,
+                updated_from=request.since,
+                updated_to=request.until,
+            )
+        seconds = response.seconds
+        embed = seconds.get("embed", 0.0)
+        timing = {
+            "wait": waited,
+            "embed": embed,
+            "retrieve": max(0.0, seconds.get("search", 0.0) - embed),
+            "rerank": seconds.get("rerank", 0.0),
+            "total": seconds.get("total", 0.0) + waited,
+        }
+        reranker = self.models.reranker.name if response.mode == "reranked" and self.models.reranker else None
+        return ServedSearch(
+            response=response,
+            waited_seconds=waited,
+            reranker=reranker,
+            timing_ms={k: round(v * 1000, 2) for k, v in timing.items()},
+        )
+
+    def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None:
+        """The document if it exists and ``reader`` may read it; None otherwise (the two are not told apart, so
+        a caller cannot probe for documents it may not see)."""
+        if reader.all_documents:
+            raise ValueError("the search service never reads without access control")
+        with self.index.reading(self.wait_seconds) as (retriever, _waited):
+            store = retriever.store
+            refs = store.document_points(store.names.parents, [document_id])
+            parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
+        readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
+        if not readable or len(readable) != len(parents):
+            return None
+        readable.sort(key=lambda p: (p.payload.get("chunk_index", 0), p.id))
+        first = readable[0].payload
+        return ServedDocument(
+            document_id=document_id,
+            source=str(first.get("source", "")),
+            container=str(first.get("container", "")),
+            title=str(first.get("title", "")),
+            url=first.get("url"),
+            updated=first.get("updated"),
+            authors=list(first.get("authors") or []),
+            text="\n\n".join(str(p.payload.get("text", "")) for p in readable),
+        )
+
+
+def _iso(instant: float | None) -> str | None:
+    return None if instant is None else datetime.fromtimestamp(instant, UTC).isoformat(timespec="seconds")
