@@ -27,7 +27,7 @@ from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
 from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_to_document
-from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
 from rag_pipeline.sources.slack_export import SlackExportReader
 from rag_pipeline.sources.source_read import admit_documents
 from rag_pipeline.text.clean import clean_text, clean_title
@@ -228,12 +228,14 @@ def test_slack_malformed_manifests_name_the_file(tmp_path: Path) -> None:
     assert _problems(read.problems, f"{export}/channels.json: unreadable: JSONDecodeError")
     assert _problems(read.problems, f"{export}/users.json[0]: entry without an id")
     assert _problems(read.problems, f"{export}/users.json[1]: entry without an id")
-    (export / "groups.json").write_text(json.dumps({"not": "a list"}))
     (export / "users.json").write_text("")
     read = SlackExportReader(export, TEAM).read()
-    assert read.documents == []
-    assert _problems(read.problems, f"{export}/groups.json: expected a JSON list, got dict")
+    assert [d.text for d in read.documents] == ["U3: private"]
     assert _problems(read.problems, f"{export}/users.json: unreadable")
+    # Parsed, but not a list: another format, not a bad record (test_skipped_report checks the command's error).
+    (export / "groups.json").write_text(json.dumps({"not": "a list"}))
+    with pytest.raises(UnreadableSource, match=r"groups\.json is a JSON object, not the list of objects"):
+        SlackExportReader(export, TEAM)
 
 
 def test_slack_channel_listed_twice_stays_private(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ traceback only with ``--debug``.
 
 Exit status: 2 for usage and configuration (an option, an environment variable, a path the user gave, an
 index built with another model), 1 for runtime failures (a service that cannot be reached, a run that
-failed, anything unexpected). ``explain`` sorts an exception into one of those or into "unexpected".
+failed, a source of which nothing could be read, anything unexpected). ``explain`` sorts an exception into
+one of those or into "unexpected".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rag_pipeline.index.store_lock import StoreBusyError
 from rag_pipeline.retrieval.rerank.cross_encoder import CrossEncoderLoadError
 from rag_pipeline.settings import SettingsError
 from rag_pipeline.sources.identifiers import InvalidIdentifier
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.problems import SourceError, UnreadableSource
 
 USAGE = 2
 FAILURE = 1
@@ -176,6 +177,8 @@ def explain(exc: BaseException, urls: Mapping[str, str] | None = None) -> Explan
         if variable:
             target += f" ({variable})"
         return Explanation(one_line(f"could not connect to {target}: {reason}{where}"), FAILURE)
+    if isinstance(exc, UnreadableSource):  # the data failed, not the command line: nothing to index
+        return Explanation(one_line(f"{exc}{where}"), FAILURE)
     if isinstance(exc, _USAGE_ERRORS):
         return Explanation(one_line(f"{exc}{where}"), USAGE)
     if isinstance(exc, _PATH_ERRORS) or (isinstance(exc, OSError) and exc.errno == _READ_ONLY_FILE_SYSTEM):

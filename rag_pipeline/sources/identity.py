@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from rag_pipeline.sources.jira_dump import check_compression
 from rag_pipeline.sources.problems import SourceError
 
 _SLACK_HOST = re.compile(r"https?://([a-z0-9][a-z0-9-]*(?:\.enterprise)?\.slack\.com)/", re.IGNORECASE)
@@ -84,8 +85,8 @@ def slack_clues(path: str | Path) -> SlackClues:
     for name, text in _export_json_files(Path(path)):
         try:
             data = json.loads(text)
-        except ValueError:
-            continue  # the reader reports unreadable files; identity only looks for clues
+        except Exception:  # not JSON, nested too deep (RecursionError...): the reader reports the file
+            continue  # identity only looks for clues
         if not isinstance(data, list):
             continue
         for entry in data:
@@ -153,7 +154,8 @@ def jira_sites(path: str | Path) -> Counter[str]:
     """Hosts of the ``self`` URLs of a JSON-lines dump's issues (gzipped or not)."""
     hosts: Counter[str] = Counter()
     target = Path(path)
-    opener = gzip.open if target.suffix == ".gz" else open
+    # A .gz that is not gzip would read as a dump naming no site, and the error would ask for --jira-site.
+    opener = gzip.open if check_compression(target) else open
     try:
         with opener(target, "rt", encoding="utf-8-sig", errors="replace") as handle:
             for number, line in enumerate(handle):
@@ -170,7 +172,7 @@ def jira_sites(path: str | Path) -> Counter[str]:
 def _self_host(line: str) -> str | None:
     try:
         issue: Any = json.loads(line)
-    except ValueError:
+    except Exception:  # any line that does not decode (a RecursionError too) is the reader's to report
         return None
     url = issue.get("self") if isinstance(issue, dict) else None
     return urlparse(url).hostname if isinstance(url, str) and url.startswith("http") else None

@@ -2,8 +2,10 @@
 
 A dump is input from outside: each line is read on its own, so a line that is not JSON, not UTF-8, too deeply
 nested or not a valid issue is a :class:`RecordProblem` naming the file and line (and the issue key when it
-can be found) while every other line is still read; a damaged compressed stream keeps the lines before the
-damage and reports where it broke.
+can be found) while every other line is still read; any exception while decoding a line (RecursionError and
+MemoryError included) is that line's problem. A damaged compressed stream keeps the lines before the damage
+and reports where it broke; a file that cannot be read up to its first line (a ``.gz`` that is not gzip) is
+:class:`UnreadableSource`, naming the file.
 """
 
 from __future__ import annotations
@@ -20,7 +22,14 @@ from typing import Any
 
 from rag_pipeline.sources.document import Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
-from rag_pipeline.sources.problems import RecordError, RecordProblem, SourceError, describe, shown
+from rag_pipeline.sources.problems import (
+    RecordError,
+    RecordProblem,
+    SourceError,
+    UnreadableSource,
+    describe,
+    shown,
+)
 from rag_pipeline.text.clean import clean_text, clean_title, drop_invisible, looks_like_html, strip_html
 from rag_pipeline.text.jira_markup import jira_body_to_text
 
@@ -45,6 +54,8 @@ def issue_document_id(site: str, issue_id: str) -> str:
 _ISSUE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12}")
 # Issue ids are numbers in Jira; they end up in document ids.
 _ISSUE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The first two bytes of every gzip stream (RFC 1952).
+_GZIP_MAGIC = b"\x1f\x8b"
 # The issue key of a line that is not valid JSON, to name it in the problem (the first "key" of a REST issue
 # object is its own; project keys have no "-<number>").
 _KEY_HINT = re.compile(rb'"key"\s*:\s*"([A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12})"')
@@ -243,6 +254,22 @@ def _person(person: dict[str, Any] | None) -> str | None:
     return None
 
 
+def check_compression(path: Path) -> bool:
+    """Whether the dump at ``path`` is gzipped (its name ends in ``.gz``); :class:`UnreadableSource` when the
+    name says gzip and the first bytes do not. gzip itself would only fail at the first read, which a reader
+    that keeps the lines before a damage would take for a dump that breaks off before its first line."""
+    if path.suffix != ".gz":
+        return False
+    with open(path, "rb") as probe:
+        magic = probe.read(len(_GZIP_MAGIC))
+    if magic and magic != _GZIP_MAGIC:
+        raise UnreadableSource(
+            f"Jira dump {path} is not gzip-compressed, as its name ending in .gz says; compress it (gzip) or "
+            "rename it without .gz if it is plain JSON lines"
+        )
+    return True
+
+
 class JiraDumpReader:
     """Reads a JSON-lines dump (optionally gzipped) of Jira REST issue objects."""
 
@@ -254,8 +281,10 @@ class JiraDumpReader:
 
     def _lines(self, problems: list[RecordProblem]) -> Iterator[tuple[int, bytes]]:
         """Numbered raw lines. Lines are decoded one by one (a bad byte costs its line, not the file); a
-        truncated or corrupt .gz ends the lines where it broke, with a problem saying where."""
-        opener = gzip.open if self.path.suffix == ".gz" else open
+        truncated or corrupt .gz ends the lines where it broke, with a problem saying where. A file that
+        breaks before its first line (a ``.gz`` that is not gzip, a damaged header) is
+        :class:`UnreadableSource`: reporting it as one skipped record would index nothing and exit 0."""
+        opener = gzip.open if check_compression(self.path) else open
         number = offset = 0
         try:
             with opener(self.path, "rb") as handle:
@@ -264,8 +293,7 @@ class JiraDumpReader:
                     yield number, line
         except (EOFError, OSError, zlib.error) as exc:
             if not offset:
-                problems.append(RecordProblem(str(self.path), f"not readable: {describe(exc)}"))
-                return
+                raise UnreadableSource(f"Jira dump {self.path} cannot be read: {describe(exc)}") from exc
             problems.append(
                 RecordProblem(
                     f"{self.path}:{number + 1}",
@@ -295,6 +323,9 @@ class JiraDumpReader:
                 continue
             except ValueError as exc:
                 problems.append(RecordProblem(location, f"not a Jira issue object: {describe(exc)}"))
+                continue
+            except Exception as exc:  # MemoryError and the like: still this line's problem, not the dump's end
+                problems.append(RecordProblem(location, f"not read: {describe(exc)}"))
                 continue
             if not isinstance(issue, dict):
                 problems.append(RecordProblem(location, f"not a Jira issue object: a JSON {type(issue).__name__}"))

@@ -20,6 +20,12 @@ class SourceError(ValueError):
     """The source as a whole is unusable (missing folder, unreadable manifest...)."""
 
 
+class UnreadableSource(SourceError):
+    """The source's data cannot be read at all: a manifest of the wrong shape, a ``.gz`` that is not gzip, a
+    file of which no record could be read. The message names the file (and the shape expected). Unlike the
+    other source errors (a path or an option to change, a usage error), this is the data's failure."""
+
+
 class RecordError(ValueError):
     """One record's data tripped something other than the KeyError/TypeError/ValueError every reader catches
     around a record (a RecursionError, an AttributeError on a field of the wrong shape...). The document

@@ -3,7 +3,9 @@
 An export is input from outside, so the reader trusts none of it: it reads nothing outside the export (no
 channel folder named ``../x``, no symlink leading out, no zip entry named ``../x`` or ``/x``), checks every
 channel id at entry (it becomes a partition key and a path component), and turns each unreadable manifest,
-file, message or thread into a :class:`RecordProblem` with its location while the rest is still read.
+file, message or thread into a :class:`RecordProblem` with its location while the rest is still read. A
+manifest (``channels.json``, ``groups.json``, ``users.json``) that parses but is not a JSON list is not a bad
+record but another format: :class:`UnreadableSource`, naming the file and the shape expected.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
-from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
+from rag_pipeline.sources.problems import RecordProblem, SourceError, UnreadableSource, describe, shown
 from rag_pipeline.sources.slack_threads import (
     SlackChannel,
     ThreadDocumentBuilder,
@@ -73,6 +75,12 @@ def _decode(data: bytes, where: str, problems: list[RecordProblem]) -> str:
             RecordProblem(where, f"invalid UTF-8 at byte {exc.start:,}; read with U+FFFD in place of bad bytes")
         )
         return data.decode("utf-8-sig", errors="replace")
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type (``object``, not Python's ``dict``)."""
+    names = {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 class _ExportFiles:
@@ -201,8 +209,12 @@ class SlackExportReader:
             self.problems.append(RecordProblem(where, f"unreadable: {describe(exc)}"))
             return
         if not isinstance(entries, list):
-            self.problems.append(RecordProblem(where, f"expected a JSON list, got {type(entries).__name__}"))
-            return
+            # Not one bad record but a file of another format (an object wrapping the list, another tool's
+            # export): reading on would index an export without its channels or names and say nothing.
+            raise UnreadableSource(
+                f'{where} is a JSON {_json_type(entries)}, not the list of objects with an "id" a Slack export\'s '
+                f"{manifest} holds; is {self.path} a Slack workspace export?"
+            )
         for i, entry in enumerate(entries):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) or not entry["id"]:
                 self.problems.append(RecordProblem(f"{where}[{i}]", f"entry without an id: {shown(entry)}"))
