@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from rich.console import Console
 
 from rag_pipeline.commands.index import add_common_arguments, check_paths, index_sources, print_summary
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
+from rag_pipeline.runs.skipped import print_skipped
 from rag_pipeline.settings import Settings
 
 
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     check_paths(settings, args.source, options=False)
-    result = index_sources(args, settings, console, title="rag-pipeline demo")
+    result = index_sources(args, settings, console, title="rag-pipeline demo", command="demo")
     evaluation = None
     if not args.no_eval:
         changed = result["runs"] > 0 or args.full_refresh
@@ -49,8 +51,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         }
     if args.json:
         print(json.dumps(result, indent=2))
+        print_skipped(result["skipped"], sys.stderr)  # stdout stays one JSON document
         return 0
     print_summary(result, "rag-pipeline demo")
+    print_skipped(result["skipped"], sys.stderr)
     if evaluation is not None:
         _print_evaluation(evaluation)
     home = result["dagster_home"]

@@ -21,9 +21,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
-from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, run_backfill
+from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, NothingRead, run_backfill
+from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
 from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 
@@ -137,13 +139,37 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             print(f"warning: {advice}", file=sys.stderr)  # never wrapped: a log line to grep
     if args.json:
         print(json.dumps(result, indent=2))
-        return 0
-    print_summary(result, "rag-pipeline index")
+    else:
+        print_summary(result, "rag-pipeline index")
+    # With --json too: stdout stays one JSON document, and a person reading stderr still sees what was dropped.
+    print_skipped(result["skipped"], sys.stderr)
     return 0
 
 
-def index_sources(args: argparse.Namespace, settings: Settings, console: Console, title: str) -> dict[str, Any]:
-    """The backfill with a progress bar per source (a line per update where stderr is not a terminal)."""
+def index_sources(
+    args: argparse.Namespace, settings: Settings, console: Console, title: str, command: str = "index"
+) -> dict[str, Any]:
+    """The backfill with a progress bar per source (a line per update where stderr is not a terminal), and
+    its ``skipped`` records written to the data folder (:mod:`rag_pipeline.runs.skipped`). A source of which
+    nothing could be read is an error naming it (exit 1), its skipped records written all the same."""
+    try:
+        result, problems = _backfill(args, settings, console)
+    except NothingRead as exc:
+        skipped = Skipped()
+        skipped.add(exc.source, exc.problems)
+        report = skipped.write(report_path(settings, command))
+        raise CommandError(f"{exc}; full list: {report}", FAILURE) from exc
+    skipped = Skipped()
+    for source, found in problems.items():
+        skipped.add(source, found)
+    result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
+    return result
+
+
+def _backfill(
+    args: argparse.Namespace, settings: Settings, console: Console
+) -> tuple[dict[str, Any], dict[str, list[RecordProblem]]]:
+    """``run_backfill`` under the progress display: its summary and, per source, the problems of its read."""
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -180,7 +206,7 @@ def index_sources(args: argparse.Namespace, settings: Settings, console: Console
                 sources=tuple(args.source),
                 on_progress=on_progress,
             )
-    return summary.as_dict()
+    return summary.as_dict(), summary.problems
 
 
 @contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from rich.console import Console
@@ -12,6 +13,7 @@ from rich.table import Table
 from rag_pipeline.commands.arguments import iso_day, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError, find_connection_failure, redact_url
 from rag_pipeline.commands.progress import task_bars
+from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import SourceError
 
@@ -117,6 +119,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             raise  # the command line reports it (rag_pipeline.commands.errors)
         raise unreachable from exc
     result = summary.as_dict()
+    skipped = Skipped()
+    skipped.add(args.source, summary.problems)
+    # Each run's metadata lists its first problems only; the rest are counted.
+    skipped.unlisted = max(0, summary.bad_records - len(skipped.records))
+    result["skipped"] = skipped.summary(skipped.write(report_path(settings, "sync")))
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -129,4 +136,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{label}: " + (", ".join(f"{prefix}{c}" for c in result["containers"]) or "none"))
         for name, message in result["failed"].items():
             console.print(f"failed: {name}: {message}", style="red", markup=False, highlight=False)
+    print_skipped(result["skipped"], sys.stderr)  # with --json too: stdout stays one JSON document
     return 1 if result["failed"] else 0

@@ -19,6 +19,9 @@ from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead, admit_documents
 from rag_pipeline.stages import documents_frame
 
+# Problems a raw step lists in its metadata (all of them are counted in ``bad_records``).
+BAD_RECORD_EXAMPLES = 10
+
 
 def documents_by_partition(
     context: dg.AssetExecutionContext,
@@ -67,6 +70,11 @@ def documents_by_partition(
             "characters": int(sum(f["text"].str.len().sum() for f in frames.values() if len(f))),
             "bad_records": len(problems),
             "bad_record_examples": dg.MetadataValue.md(_examples(problems)),
+            # The same examples as data, for the commands' report of what was skipped (rag-pipeline sync). Only
+            # the first ones: a range run repeats its metadata on every partition's materialization.
+            "bad_record_list": dg.MetadataValue.json(
+                [{"location": p.location, "reason": p.reason} for p in problems[:BAD_RECORD_EXAMPLES]]
+            ),
             "preview": dg.MetadataValue.md(_preview(frames)),
             **(extra_metadata or {}),
             "elapsed_seconds": round(time.perf_counter() - started, 3),
@@ -132,7 +140,7 @@ def _day_range(partitions_def: dg.MultiPartitionsDefinition) -> tuple[str, str]:
     return first, last
 
 
-def _examples(problems: Sequence[RecordProblem], limit: int = 10) -> str:
+def _examples(problems: Sequence[RecordProblem], limit: int = BAD_RECORD_EXAMPLES) -> str:
     """The first problems as a markdown list; a backtick from the input must not end the code span."""
     return "\n".join("- `" + str(p).replace("`", "'") + "`" for p in problems[:limit]) or "none"
 

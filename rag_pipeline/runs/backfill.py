@@ -34,6 +34,8 @@ from rag_pipeline.runs.instance import (
 from rag_pipeline.runs.metadata import materialization_metadata
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity, claim_identities
+from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
+from rag_pipeline.sources.source_read import OUTSIDE_PARTITIONS, AdmittedDocuments, admit_documents
 
 FINGERPRINT_TAG = "rag/source_fingerprint"
 # Measured on the bundled Jira project AC (full refresh): 53 runs over 493 partitions took 78 s,
@@ -103,6 +105,8 @@ class BackfillSummary:
     dagster_home: str
     data_dir: str
     identities: dict[str, dict[str, str | None]] = field(default_factory=dict)  # per source: team/domain or site
+    # Per source: what its read and the raw step's checks turned away (the raw assets' bad_records), once each.
+    problems: dict[str, list[RecordProblem]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         total = lambda name: sum(getattr(s, name) for s in self.sources.values())  # noqa: E731
@@ -166,6 +170,9 @@ def run_backfill(
     resources = build_resources(settings, specs, live=False)
     identities = {source: specs[source].offline_resource.identity() for source in sources}
     claim_identities(settings.paths.source_identities, identities)
+    # Every source is read (and checked) before the first run, so one that cannot be read stops the command
+    # before anything of another source is indexed.
+    reads = {source: admitted_read(specs[source], _partition_days(settings), settings) for source in sources}
     summaries: dict[str, SourceSummary] = {}
     with runner_instance() as instance:
         for source in sources:
@@ -173,7 +180,7 @@ def run_backfill(
             # One job per source: materialize() would rebuild the asset graph on every call.
             job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
             summaries[source] = _backfill_source(
-                instance, spec, job, _partition_days(settings), bridge_days, full_refresh, on_progress
+                instance, spec, job, reads[source], _partition_days(settings), bridge_days, full_refresh, on_progress
             )
     return BackfillSummary(
         summaries,
@@ -181,7 +188,47 @@ def run_backfill(
         str(home),
         str(settings.data_dir),
         {source: dict(vars(identity)) for source, identity in identities.items()},
+        {source: read.problems for source, read in reads.items()},
     )
+
+
+class NothingRead(UnreadableSource):
+    """No document of a source could be indexed, and its read reported why: the command's error, with the
+    problems for the report of what was skipped."""
+
+    def __init__(self, source: str, message: str, problems: list[RecordProblem]) -> None:
+        super().__init__(message)
+        self.source = source
+        self.problems = problems
+
+
+def admitted_read(spec: SourceSpec, partition_days: tuple[date, date], settings: Settings) -> AdmittedDocuments:
+    """The documents of an offline source that its runs will write, and every problem found on the way: the
+    reader's (bad records, files not read, containers refused at entry) and those of the checks each raw step
+    applies (:func:`admit_documents`: days without a partition, second copies, truncated text). These are the
+    problems the raw steps report as ``bad_records``; reading them here reports them once per source, also
+    when every run is skipped as unchanged.
+
+    :class:`NothingRead` when problems left no document: exiting 0 with an empty index would hide them."""
+    first, last = partition_days
+    read = spec.offline_resource.read()
+    admitted = admit_documents(
+        read.documents,
+        day_of=lambda doc: doc.day,
+        first_day=first.isoformat(),
+        last_day=last.isoformat(),
+        max_chars=settings.max_document_chars,
+    )
+    problems = [*read.problems, *admitted.problems]
+    if problems and not admitted.documents:
+        paths = ", ".join(spec.offline_resource.input_paths())
+        raise NothingRead(
+            spec.name,
+            f"nothing could be read from the {spec.name} source {paths}: {len(problems)} record(s) skipped, "
+            f"the first: {problems[0]}",
+            problems,
+        )
+    return AdmittedDocuments(admitted.documents, problems)
 
 
 def _partition_days(settings: Settings) -> tuple[date, date]:
@@ -193,6 +240,7 @@ def _backfill_source(
     instance: dg.DagsterInstance,
     spec: SourceSpec,
     job: dg.JobDefinition,
+    read: AdmittedDocuments,
     partition_days: tuple[date, date],
     bridge_days: int,
     full_refresh: bool,
@@ -202,12 +250,9 @@ def _backfill_source(
     days: dict[str, list[date]] = defaultdict(list)
     first, last = partition_days
     summary = SourceSummary()
-    for doc in spec.offline_resource.read().documents:
-        day = date.fromisoformat(doc.day)
-        if first <= day <= last:
-            days[doc.container].append(day)
-        else:
-            summary.documents_outside_partitions += 1
+    for day, doc in read.documents:
+        days[doc.container].append(date.fromisoformat(day))
+    summary.documents_outside_partitions = sum(1 for p in read.problems if OUTSIDE_PARTITIONS in p.reason)
     if summary.documents_outside_partitions:
         print(
             f"{spec.name}: {summary.documents_outside_partitions} document(s) dated outside the partitions "

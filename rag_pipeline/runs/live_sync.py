@@ -25,7 +25,7 @@ from rag_pipeline.runs.metadata import failure_message, step_metadata
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
 from rag_pipeline.scheduling.watermarks import container_state
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 
 @dataclass
@@ -44,6 +44,9 @@ class SyncSummary:
     seconds: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    # What the runs' raw steps turned away: their bad_records count, and the examples their metadata lists.
+    bad_records: int = 0
+    problems: list[RecordProblem] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -146,6 +149,12 @@ def run_sync(
                 raw = step_metadata(result, spec.keys.raw)
                 summary.api_calls += int(raw.get("api_calls", 0))
                 summary.retries += int(raw.get("api_retries", 0))
+                summary.bad_records += int(raw.get("bad_records", 0))
+                summary.problems.extend(
+                    RecordProblem(str(item["location"]), str(item["reason"]))
+                    for item in raw.get("bad_record_list") or []
+                    if isinstance(item, dict) and "location" in item and "reason" in item
+                )
                 if not result.success:
                     summary.failed[name] = failure_message(result) or f"the sync run for {name} failed"
                     break

@@ -25,6 +25,10 @@ class SourceRead:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+# How a document whose day has no partition is reported (the backfill counts these for its advice).
+OUTSIDE_PARTITIONS = "is outside the partitions"
+
+
 @dataclass
 class AdmittedDocuments:
     """The documents a run writes, each with its partition day, and the ones turned away or changed."""
@@ -71,7 +75,7 @@ def admit_documents(
             continue
         if not inside:
             out.problems.append(
-                RecordProblem(where, f"partition day {day} is outside the partitions ({first_day}..{last_day})")
+                RecordProblem(where, f"partition day {day} {OUTSIDE_PARTITIONS} ({first_day}..{last_day})")
             )
             continue
         previous = kept.get(doc.id)
