@@ -20,7 +20,10 @@ from rag_pipeline.commands.errors import FAILURE, USAGE
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.sources.jira_dump import JiraDumpReader
-from rag_pipeline_tests.conftest import D1, TEAM, jira_issue, write_jira_dump, write_slack_export
+from rag_pipeline_tests import slack_fixtures as F
+from rag_pipeline_tests.conftest import D1, TEAM, jira_issue, ts, write_jira_dump, write_slack_export
+from rag_pipeline_tests.emulators.slack_api import SlackEmulator
+from rag_pipeline_tests.emulators.slack_workspace import SlackWorkspace
 from rag_pipeline_tests.test_cli_errors import _assert_quiet, _clean_env, _one_error_line, _run_cli
 from rag_pipeline_tests.test_hostile_input import HOSTILE_ID, SITE, _deep_adf_json, _issue_line, _msg, _outside_folder
 
@@ -87,7 +90,7 @@ def test_index_reports_every_record_it_skipped_with_location_and_reason(tmp_path
     assert skipped["count"] == 4 and Path(skipped["report"]).is_relative_to(data)
     assert {e["source"] for e in skipped["examples"]} == {"slack"}
     assert json.loads(done.stdout)["documents"] == 1
-    assert _document_ids(data) == {f"slack:{TEAM}:C0PUB:{D1 + 100:.6f}"}
+    assert _document_ids(data) == {f"slack:{TEAM}:C0PUB:{ts(D1 + 100)}"}
     _assert_quiet(done.stderr)
 
     again = _index(data, "--slack-export", str(export), "--slack-team", TEAM)
@@ -148,6 +151,31 @@ def test_a_memory_error_decoding_one_line_is_that_lines_problem(tmp_path: Path, 
     assert [str(p) for p in read.problems] == [f"{dump}:1 (AC-1): not read: MemoryError: no memory left for this line"]
 
 
+def test_sync_reports_what_its_runs_skipped(tmp_path: Path) -> None:
+    """A live sync's report comes from its raw steps' metadata (bad_records and the first ones listed): a thread
+    whose message text is not text is named with its reason, the good thread indexed, exit 0."""
+    ws = SlackWorkspace(team_id=F.CRAFTED_TEAM, domain=F.CRAFTED_DOMAIN)
+    ws.users = [F._user(F.ALICE, "alice", "Alice Anders")]
+    ws.add_channel("C0SYNC", "general", members=[F.ALICE, F.BOT_USER], created=D1 - 86400)
+    ws.post("C0SYNC", F._msg(ts(D1 + 100), F.ALICE, "wifi drops after suspend"))
+    ws.post("C0SYNC", {**F._msg(ts(D1 + 200), F.ALICE, "x"), "text": {"rich": True}})
+    data = tmp_path / "data"
+    with SlackEmulator(ws) as emu:
+        env = _clean_env(SLACK_BOT_TOKEN="xoxb-test-token", SLACK_API_BASE_URL=emu.base_url)
+        done = _run_cli(
+            ["sync", "--source", "slack", "--start", "2024-03-01", "--end", "2024-03-02", "--data-dir", str(data),
+             "--json"],
+            env,
+        )  # fmt: skip
+    skipped = _skipped(done)
+    expected = f"slack #general thread {ts(D1 + 200)}: TypeError: expected string or bytes-like object"
+    _assert_reported(done, skipped, [expected])
+    assert skipped["count"] == 1 and skipped["examples"][0]["source"] == "slack"
+    assert Path(skipped["report"]) == data / "reports" / "skipped" / "sync.jsonl"
+    assert json.loads(done.stdout)["documents"] == 1
+    assert _document_ids(data) == {f"slack:{F.CRAFTED_TEAM}:C0SYNC:{ts(D1 + 100)}"}
+
+
 # --- a source of which nothing could be read ------------------------------------------------------------------
 
 
@@ -161,7 +189,7 @@ def test_a_slack_manifest_of_the_wrong_shape_is_an_error_naming_it(tmp_path: Pat
     assert done.stdout == ""
     line = _one_error_line(done.stderr)
     assert line == (
-        f"error: {export}/{manifest} is a JSON object, not the list of objects with an \"id\" a Slack export's "
+        f'error: {export}/{manifest} is a JSON object, not the list of objects with an "id" a Slack export\'s '
         f"{manifest} holds; is {export} a Slack workspace export?"
     )
 
