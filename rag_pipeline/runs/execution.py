@@ -30,6 +30,7 @@ from dagster._core.executor import in_process as in_process_executor
 from dagster._core.utils import make_new_run_id
 from dagster._utils.interrupts import pop_captured_interrupt
 
+from rag_pipeline.runs.instance import open_instance
 from rag_pipeline.runs.recovery import describe_pool, log, recover_runs, runner_tags
 
 # How often a blocked step says what it waits for.
@@ -98,8 +99,9 @@ def watched_pools() -> Iterator[None]:
 
 @contextmanager
 def runner_instance() -> Iterator[dg.DagsterInstance]:
-    """``DagsterInstance.get()``, after failing this host's orphaned runs and freeing stranded slots."""
-    with dg.DagsterInstance.get() as instance:
+    """``DagsterInstance.get()`` (opened one process at a time: :func:`open_instance`), after failing this host's
+    orphaned runs and freeing stranded slots."""
+    with open_instance() as instance:
         recover_runs(instance)
         yield instance
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import dagster as dg
 
 from rag_pipeline.defs.sync_runs import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.settings import Settings
@@ -39,6 +45,9 @@ run_monitoring:
   max_resume_run_attempts: 0
 """
 
+# Taken while a process opens (and so may create) the instance's SQLite databases: see open_instance.
+INSTANCE_LOCK = "instance.lock"
+
 # Dagster logs every event of thousands of partitions; the runners report progress themselves. CRITICAL, not
 # WARNING: the runners also report failures themselves (one line per failed run or container), and at ERROR
 # the console logger would print each step failure again with Dagster's stack trace. The console logger only
@@ -53,10 +62,50 @@ def ensure_dagster_home(settings: Settings) -> Path:
     """
     home = (settings.dagster_home or settings.paths.dagster_home).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text(DAGSTER_YAML.format(home=home), encoding="utf-8")
+    config = home / "dagster.yaml"
+    if not config.exists():
+        # Written whole, then renamed: a second command starting at the same moment would otherwise read an
+        # empty or half-written file and open an instance with Dagster's defaults.
+        fd, temp = tempfile.mkstemp(dir=home, prefix=".dagster.yaml.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(DAGSTER_YAML.format(home=home))
+        os.replace(temp, config)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+@contextmanager
+def open_instance() -> Iterator[dg.DagsterInstance]:
+    """``DagsterInstance.get()`` (the instance of DAGSTER_HOME), opened by one process at a time.
+
+    Opening a SQLite instance creates its databases on first use, and Dagster's check-then-create is not atomic
+    across processes: two commands starting together on a new data folder both found ``runs.db`` without an
+    alembic revision, the second after the first had created the tables but before it stamped them, and the
+    second stamped the revision Dagster gives tables it did not create. ``alembic_version`` then held two
+    revisions, and every later command on that folder failed with "Version table 'alembic_version' has more
+    than one head present" (docs/notes/skipped_records.md). An exclusive ``flock`` on
+    ``<DAGSTER_HOME>/instance.lock`` around the opening (which creates the run, event log and schedule
+    databases) makes creation happen once; runs themselves still go on side by side. The kernel drops the lock
+    with its process, so a crash never leaves it held.
+    """
+    home = os.environ.get("DAGSTER_HOME")
+    lock = os.open(Path(home) / INSTANCE_LOCK, os.O_RDWR | os.O_CREAT, 0o644) if home else None
+    try:
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # blocking: opening takes a second at most
+        instance = dg.DagsterInstance.get()
+        try:
+            # The storages are what creates the databases; touched here, inside the lock, whether Dagster
+            # builds them at once or on first use.
+            _ = (instance.run_storage, instance.event_log_storage, instance.schedule_storage)
+        except BaseException:
+            instance.dispose()
+            raise
+    finally:
+        if lock is not None:
+            os.close(lock)  # closing the descriptor releases the flock
+    with instance:
+        yield instance
 
 
 def enable_range_batching() -> None:
