@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -89,7 +90,10 @@ def open_instance() -> Iterator[dg.DagsterInstance]:
     with its process, so a crash never leaves it held.
     """
     home = os.environ.get("DAGSTER_HOME")
-    lock = os.open(Path(home) / INSTANCE_LOCK, os.O_RDWR | os.O_CREAT, 0o644) if home else None
+    lock: int | None = None
+    # A home this process cannot write: nothing can be created there, so there is nothing to serialize.
+    with contextlib.suppress(OSError):
+        lock = os.open(Path(home) / INSTANCE_LOCK, os.O_RDWR | os.O_CREAT, 0o644) if home else None
     try:
         if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)  # blocking: opening takes a second at most
