@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
@@ -194,7 +195,9 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
 def index_documents(store: VectorStore, inputs: IndexInputs, dense_dimension: int) -> WriteReport:
     """Write the documents' points to the store (creating collections on first use)."""
     store.create_collections(dense_dimension)
-    return write_documents(store, document_points(inputs))
+    report = write_documents(store, document_points(inputs))
+    record_written(store)
+    return report
 
 
 @dataclass

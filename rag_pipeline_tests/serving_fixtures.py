@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from rag_pipeline.sources.jira_dump import project_group, security_level_group
+from rag_pipeline.sources.jira_dump import issue_document_id, project_group, security_level_group
 from rag_pipeline.sources.slack_threads import workspace_group
 from rag_pipeline_tests.conftest import D1, jira_issue, ts, write_jira_dump, write_slack_export
 
@@ -33,9 +33,9 @@ SECURE = security_level_group(SITE, "10001")
 
 GENERAL_THREAD = f"slack:{TEAM}:C0PUB:{ts(D1 + 100)}"
 SECRET_THREAD = f"slack:{TEAM}:G0PRIV:{ts(D1 + 700)}"
-OPS_ISSUE = f"jira:{SITE}:OPS-1"
-OPS_SECRET_ISSUE = f"jira:{SITE}:OPS-2"
-HR_ISSUE = f"jira:{SITE}:HR-1"
+OPS_ISSUE = issue_document_id(SITE, "1")  # OPS-1
+OPS_SECRET_ISSUE = issue_document_id(SITE, "2")  # OPS-2, security level "Internal"
+HR_ISSUE = issue_document_id(SITE, "3")  # HR-1
 ALL_DOCUMENTS = (GENERAL_THREAD, SECRET_THREAD, OPS_ISSUE, OPS_SECRET_ISSUE, HR_ISSUE)
 
 

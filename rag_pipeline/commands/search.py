@@ -7,9 +7,10 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
-from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
 from rag_pipeline.definitions import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
@@ -137,6 +138,15 @@ def _prepare_dense(settings: Settings, query: str, cache: EmbeddingCache) -> Den
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    payload = _search_remote(args, settings) if args.server else _search_here(args, settings)
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    else:
+        _print_table(payload)
+    return 0
+
+
+def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     paths = settings.paths
     principal, config = principal_from_args(args), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
@@ -163,43 +173,107 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             )
     finally:
         cache.close()
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "query": args.query,
-                    "mode": response.mode,
-                    "requested_mode": response.requested_mode,
-                    "reranker": reranker.name if response.mode == "reranked" else None,
-                    "warnings": response.warnings,
-                    "milliseconds": {k: round(v * 1000, 2) for k, v in response.seconds.items()},
-                    "results": [r.to_dict() for r in response.results],
-                },
-                indent=2,
+    return {
+        "query": args.query,
+        "mode": response.mode,
+        "requested_mode": response.requested_mode,
+        "reranker": reranker.name if response.mode == "reranked" else None,
+        "warnings": response.warnings,
+        "milliseconds": {k: round(v * 1000, 2) for k, v in response.seconds.items()},
+        "results": [r.to_dict() for r in response.results],
+    }
+
+
+# Options that change how the index is searched: a service searches with its own settings, so they cannot be sent.
+_LOCAL_ONLY = {
+    "all_documents": "--all-documents",
+    "min_score": "--min-score",
+    "fusion": "--fusion",
+    "rrf_k": "--rrf-k",
+    "rrf_weights": "--rrf-weights",
+    "no_learned_fusion": "--no-learned-fusion",
+    "sparse_query": "--sparse-query",
+}
+_LOCAL_DEFAULTS: dict[str, Any] = {"fusion": "rrf", "all_documents": False, "no_learned_fusion": False}
+
+
+def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    """The same search sent to a running ``rag-pipeline serve`` (``--server URL``), as the same reader."""
+    import httpx
+
+    for name, flag in _LOCAL_ONLY.items():
+        if getattr(args, name, None) not in (None, _LOCAL_DEFAULTS.get(name)):
+            raise CommandError(
+                f"{flag} cannot be sent to a search service (--server): it searches with its own settings"
             )
+    if not args.user:
+        raise CommandError("--server needs --user: the service searches as the caller it is told about")
+    headers = {"X-User-Id": args.user}
+    if args.groups:
+        headers["X-User-Groups"] = args.groups
+    if settings.serve.token is not None:
+        headers["Authorization"] = f"Bearer {settings.serve.token.get_secret_value()}"
+    body: dict[str, Any] = {"query": args.query, "mode": args.mode, "top_k": args.top_k}
+    for field, value in (
+        ("source", args.source if args.source != ["slack", "jira"] else None),
+        ("container", args.container),
+        ("author", args.author),
+        ("since", args.since),
+        ("until", args.until),
+    ):
+        if value:
+            body[field] = value
+    url = args.server.rstrip("/") + "/v1/search"
+    try:
+        response = httpx.post(url, json=body, headers=headers, timeout=settings.store_wait_seconds + 30)
+    except httpx.HTTPError as exc:
+        raise CommandError(
+            f"cannot reach the search service at {args.server} ({type(exc).__name__}); start it with "
+            "`rag-pipeline serve` or check --server",
+            code=FAILURE,
+        ) from None
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = {}
+    if response.status_code != 200:
+        message = answer.get("error") if isinstance(answer, dict) else None
+        raise CommandError(
+            f"the search service at {args.server} answered {response.status_code}: {message or response.text[:200]}",
+            code=USAGE if 400 <= response.status_code < 500 else FAILURE,
         )
-        return 0
+    return {
+        "query": args.query,
+        "mode": answer["mode"],
+        "requested_mode": answer["requested_mode"],
+        "reranker": answer.get("reranker"),
+        "warnings": answer.get("warnings", []),
+        "milliseconds": answer.get("timing_ms", {}),
+        "results": answer["results"],
+    }
+
+
+def _print_table(payload: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    for warning in response.warnings:
+    for warning in payload["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
-    title = f"{response.mode} · {round(response.seconds.get('total', 0) * 1000, 1)} ms"
-    if response.mode == "reranked":
-        title += f" · {reranker.name}"
+    title = f"{payload['mode']} · {payload['milliseconds'].get('total', 0):.1f} ms"
+    if payload["mode"] == "reranked" and payload.get("reranker"):
+        title += f" · {payload['reranker']}"
     table = Table(title=title, show_lines=True)
     for column in ("#", "score", "document", "title / best chunk"):
         table.add_column(column, overflow="fold")
-    for i, r in enumerate(response.results, start=1):
-        snippet = " ".join(r.child_text.split())[:240]
-        document = "\n".join(part for part in (r.document_id, r.url, ", ".join(r.authors)) if part)
-        table.add_row(str(i), f"{r.score:.4f}", escape(document), f"[bold]{r.title}[/]\n{snippet}")
+    for i, r in enumerate(payload["results"], start=1):
+        snippet = " ".join(r["child_text"].split())[:240]
+        document = "\n".join(part for part in (r["document_id"], r["url"], ", ".join(r["authors"])) if part)
+        table.add_row(str(i), f"{r['score']:.4f}", escape(document), f"[bold]{r['title']}[/]\n{snippet}")
     console.print(table)
-    if not response.results:
+    if not payload["results"]:
         console.print("no results (the principal may not be allowed to read any match; try --groups)")
-    return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -230,5 +304,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
     add_query_options(search)
     search.add_argument("--json", action="store_true", help="print results as JSON")
+    search.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="send the search to a running `rag-pipeline serve` at URL (e.g. http://127.0.0.1:8000) instead of "
+        "opening the index here; --user is sent as X-User-Id, --groups as X-User-Groups (honoured only by a "
+        "service behind a trusted proxy), RAG_SERVE_TOKEN as the bearer token",
+    )
     search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     search.set_defaults(func=run)

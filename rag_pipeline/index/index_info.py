@@ -9,6 +9,8 @@ search checks them.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from rag_pipeline.index.store import VectorStore
 
 DENSE_MODEL_KEY = "dense_model"
@@ -82,3 +84,17 @@ def check_sparse_terms(store: VectorStore, terms: str) -> None:
     recorded = indexed_sparse_terms(store)
     if recorded is not None and recorded != terms:
         raise _sparse_mismatch(recorded, terms)
+
+
+WRITTEN_AT_KEY = "written_at"
+
+
+def record_written(store: VectorStore, when: datetime | None = None) -> None:
+    """After a write: when the index last changed (what a reader reports as its freshness)."""
+    store.record_index_info({WRITTEN_AT_KEY: (when or datetime.now(UTC)).isoformat(timespec="seconds")})
+
+
+def written_at(store: VectorStore) -> str | None:
+    """When documents were last written to the index (None: before this was recorded)."""
+    value = store.index_info().get(WRITTEN_AT_KEY)
+    return str(value) if value else None

@@ -74,7 +74,8 @@ def create_app(service: SearchService, settings: ServeSettings, *, mcp_host: str
     """The HTTP application over ``service``; ``settings`` say whether a token is required and whether
     ``X-User-Groups`` is believed. ``mcp_host`` is the host the service listens on (the MCP transport's
     DNS-rebinding protection allows only that host's names)."""
-    metrics = ServiceMetrics(lambda: service.index.stats.opened_at, lambda: service.index.stats.hand_overs)
+    stats = service.index.stats
+    metrics = ServiceMetrics(lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds)
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
 
     def reader_from(user_id: str | None, email: str | None, groups: str | None) -> Reader:

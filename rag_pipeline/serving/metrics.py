@@ -18,7 +18,12 @@ _STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 class ServiceMetrics:
     """Requests by route and status, latency per stage, index age, waits for the index and hand-overs."""
 
-    def __init__(self, index_opened_at: Callable[[], float | None], hand_overs: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        index_opened_at: Callable[[], float | None],
+        hand_overs: Callable[[], int],
+        open_seconds: Callable[[], float],
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "rag_requests", "Requests answered, by route and HTTP status", ["route", "status"], registry=self.registry
@@ -52,6 +57,12 @@ class ServiceMetrics:
             "rag_index_hand_overs", "Times the service handed the embedded index to a writer", registry=self.registry
         )
         handed.set_function(lambda: float(hand_overs()))
+        opening = Gauge(
+            "rag_index_open_seconds",
+            "Seconds the last (re)opening of the index took (shards loaded, retriever prepared)",
+            registry=self.registry,
+        )
+        opening.set_function(open_seconds)
 
     def observe_search(self, mode: str, seconds: dict[str, float], waited: float, results: int) -> None:
         for stage, value in seconds.items():

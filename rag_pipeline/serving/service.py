@@ -7,13 +7,12 @@ retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -68,19 +67,6 @@ class ServedDocument:
         }
 
 
-def _index_written(folder: Path, collection: str) -> float | None:
-    """When the embedded collection's files last changed (its write-ahead log changes with every write)."""
-    newest = None
-    for root, _dirs, files in os.walk(folder / collection):
-        for name in files:
-            try:
-                mtime = os.stat(os.path.join(root, name)).st_mtime
-            except OSError:
-                continue
-            newest = mtime if newest is None else max(newest, mtime)
-    return newest
-
-
 class SearchService:
     """Searches the pipeline's index as callers, with the models loaded once and the index shared.
 
@@ -102,7 +88,7 @@ class SearchService:
         self.config = config
         self.wait_seconds = wait_seconds
         self.started_at = time.time()
-        self._index_written: float | None = None
+        self._index_written: str | None = None
         folder = location.path if location.embedded else None
         self.index = SharedIndex[Retriever](
             lambda: open_vector_store(location, wait_seconds=0, label=label, yields=True),
@@ -143,8 +129,7 @@ class SearchService:
 
     def _prepare(self, store: VectorStore) -> Retriever:
         retriever = build_retriever(store, self.models, self.config)
-        if self.location.embedded:
-            self._index_written = _index_written(self.location.path, self.location.names.children)
+        self._index_written = written_at(store)
         return retriever
 
     # --- health --------------------------------------------------------------------------------------
@@ -166,7 +151,7 @@ class SearchService:
         except IndexUnavailable as exc:
             body.update(status="unavailable", reason=str(exc))
             return False, body
-        body["index_updated"] = _iso(self._index_written)
+        body["index_updated"] = self._index_written
         body["index_opened"] = _iso(self.index.stats.opened_at)
         return True, body
 

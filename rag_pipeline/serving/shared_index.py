@@ -48,7 +48,8 @@ class HandOverStats:
 
     hand_overs: int = 0
     last_hand_over_seconds: float = 0.0  # from a writer's marker seen to the folder released
-    last_reopen_seconds: float = 0.0  # from the folder released to the store open again
+    last_reopen_seconds: float = 0.0  # from the folder released to the store open again (the write included)
+    last_open_seconds: float = 0.0  # the open itself: loading the shards and preparing the retriever
     opened_at: float | None = None  # wall-clock time of the last successful open
 
 
@@ -170,6 +171,7 @@ class SharedIndex(Generic[T]):
         if not_ready is not None:
             self._unusable(not_ready)
             return
+        opening = time.monotonic()
         try:
             store = self._open_store()
         except StoreBusyError as exc:
@@ -186,6 +188,7 @@ class SharedIndex(Generic[T]):
             store.close()
             self._unusable(str(exc))
             return
+        self.stats.last_open_seconds = time.monotonic() - opening
         if self._released_at is not None:
             self.stats.last_reopen_seconds = time.monotonic() - self._released_at
             self._released_at = None
