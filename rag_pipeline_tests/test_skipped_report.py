@@ -16,15 +16,20 @@ from typing import Any
 
 import pytest
 
-from rag_pipeline.commands.errors import FAILURE, USAGE
+from rag_pipeline.cli import main
+from rag_pipeline.commands.arguments import iso_instant
+from rag_pipeline.commands.errors import FAILURE, USAGE, explain
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.sources.jira_dump import JiraDumpReader
+from rag_pipeline.sources.problems import UnreadableSource
+from rag_pipeline.sources.slack_export import SlackExportReader
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.conftest import D1, TEAM, jira_issue, ts, write_jira_dump, write_slack_export
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.emulators.slack_workspace import SlackWorkspace
 from rag_pipeline_tests.test_cli_errors import _assert_quiet, _clean_env, _one_error_line, _run_cli
+from rag_pipeline_tests.test_concurrent_store import Processes
 from rag_pipeline_tests.test_hostile_input import HOSTILE_ID, SITE, _deep_adf_json, _issue_line, _msg, _outside_folder
 
 MARCH = "2024-03-01T10:00:00.000+0000"
@@ -59,6 +64,11 @@ def _assert_reported(done: subprocess.CompletedProcess[str], skipped: dict[str, 
 def _document_ids(data: Path) -> set[str]:
     with EdgeVectorStore(data / "qdrant", CollectionNames.with_prefix("rag")) as store:
         return set(store.indexed_documents())
+
+
+def _point_counts(data: Path) -> tuple[int, int]:
+    with EdgeVectorStore(data / "qdrant", CollectionNames.with_prefix("rag")) as store:
+        return store.count(store.names.parents), store.count(store.names.children)
 
 
 # --- the report, for every kind of skipped record --------------------------------------------------------------
@@ -179,19 +189,37 @@ def test_sync_reports_what_its_runs_skipped(tmp_path: Path) -> None:
 # --- a source of which nothing could be read ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("manifest", ["channels.json", "users.json", "groups.json"])
-def test_a_slack_manifest_of_the_wrong_shape_is_an_error_naming_it(tmp_path: Path, manifest: str) -> None:
-    export = write_slack_export(tmp_path / "export", {"2024-03-01": [_msg(D1 + 100, "never indexed")]})
+def _wrap_manifest(export: Path, manifest: str) -> None:
+    """The manifest's list inside an object, as another tool's export might hold it."""
     listed = json.loads((export / manifest).read_text())
     (export / manifest).write_text(json.dumps({manifest.removesuffix(".json"): listed}))
+
+
+def _wrong_shape(export: Path, manifest: str) -> str:
+    return (
+        f'{export}/{manifest} is a JSON object, not the list of objects with an "id" a Slack export\'s '
+        f"{manifest} holds; is {export} a Slack workspace export?"
+    )
+
+
+def test_a_slack_manifest_of_the_wrong_shape_is_an_error_naming_it(tmp_path: Path) -> None:
+    export = write_slack_export(tmp_path / "export", {"2024-03-01": [_msg(D1 + 100, "never indexed")]})
+    _wrap_manifest(export, "channels.json")
     done = _index(tmp_path / "data", "--slack-export", str(export), "--slack-team", TEAM, "--json")
     assert done.returncode == FAILURE, done.stderr
     assert done.stdout == ""
-    line = _one_error_line(done.stderr)
-    assert line == (
-        f'error: {export}/{manifest} is a JSON object, not the list of objects with an "id" a Slack export\'s '
-        f"{manifest} holds; is {export} a Slack workspace export?"
-    )
+    assert _one_error_line(done.stderr) == f"error: {_wrong_shape(export, 'channels.json')}"
+
+
+@pytest.mark.parametrize("manifest", ["users.json", "groups.json"])
+def test_the_other_manifests_of_the_wrong_shape_name_the_file_too(tmp_path: Path, manifest: str) -> None:
+    """The same error from the reader (the command line's handling of it is the test above)."""
+    export = write_slack_export(tmp_path / "export", {"2024-03-01": [_msg(D1 + 100, "never indexed")]})
+    _wrap_manifest(export, manifest)
+    with pytest.raises(UnreadableSource) as raised:
+        SlackExportReader(export, TEAM)
+    assert str(raised.value) == _wrong_shape(export, manifest)
+    assert explain(raised.value).code == FAILURE
 
 
 def test_a_gz_dump_that_is_not_gzip_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -223,11 +251,62 @@ def test_a_dump_of_which_nothing_could_be_read_is_an_error_naming_it(tmp_path: P
 # --- date flags -----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flag", ["--since", "--until"])
-def test_a_date_flag_error_names_the_flag_and_the_value(tmp_path: Path, flag: str) -> None:
-    done = _run_cli(["search", "wifi", flag, "notadate"], _clean_env(RAG_DATA_DIR=str(tmp_path / "data")))
-    assert done.returncode == USAGE, done.stderr
-    assert _one_error_line(done.stderr) == (
+def _date_flag_error(flag: str) -> str:
+    return (
         f"error: argument {flag}: must be a date (YYYY-MM-DD) or an ISO 8601 date-time (YYYY-MM-DDTHH:MM:SS, "
         "optionally with a zone), got 'notadate' (see `rag-pipeline search --help`)"
     )
+
+
+def test_a_date_flag_error_names_the_flag_and_the_value(tmp_path: Path, capsys) -> None:
+    done = _run_cli(["search", "wifi", "--since", "notadate"], _clean_env(RAG_DATA_DIR=str(tmp_path / "data")))
+    assert done.returncode == USAGE, done.stderr
+    assert _one_error_line(done.stderr) == _date_flag_error("--since")
+    # --until has the same type= (in-process: the parser is all that runs).
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "wifi", "--until", "notadate"])
+    assert exited.value.code == USAGE
+    assert _one_error_line(capsys.readouterr().err) == _date_flag_error("--until")
+
+
+def test_date_flags_take_days_and_date_times_as_utc() -> None:
+    assert iso_instant("2024-03-04") == "2024-03-04T00:00:00+00:00"
+    assert iso_instant("2024-03-04T10:30") == "2024-03-04T10:30:00+00:00"
+    assert iso_instant("2024-03-04T10:30:00+02:00") == "2024-03-04T08:30:00+00:00"
+    assert iso_instant("2024-03-04T10:30:00Z") == "2024-03-04T10:30:00+00:00"
+
+
+# --- concurrent runs on one data folder -----------------------------------------------------------------------
+
+
+@pytest.mark.slow  # 10 rounds of three `index` processes: about a minute a round on 2 busy cores
+def test_two_concurrent_index_runs_and_a_third_all_succeed_with_the_clean_runs_documents(tmp_path: Path) -> None:
+    """Two `index` runs started together on a new data folder, then a third. Before the instance was opened
+    one process at a time, the two could both create Dagster's runs.db and stamp two alembic revisions, and
+    every later command on the folder failed ("more than one head present"): the third run, 3 rounds in 5."""
+    dump = write_jira_dump(
+        tmp_path / "dump.jsonl.gz",
+        [
+            jira_issue("1", "AC-1", MARCH, description="Build fails on Windows"),
+            jira_issue("2", "AC-2", "2024-03-04T10:00:00.000+0000", description="Crash when opening a window"),
+        ],
+    )
+    args = ("--jira-dump", str(dump), "--jira-site", SITE, "--json")
+    clean = _index(tmp_path / "clean", *args)
+    assert clean.returncode == 0, clean.stderr
+    expected = (_document_ids(tmp_path / "clean"), _point_counts(tmp_path / "clean"))
+    assert expected[0] == {f"jira:{SITE}:1", f"jira:{SITE}:2"}
+    for round in range(10):
+        data, logs = tmp_path / f"round{round}", tmp_path / f"logs{round}"
+        logs.mkdir()
+        processes = Processes(_clean_env(), logs)
+        try:
+            together = [processes.rag(name, "index", *args, "--data-dir", str(data)) for name in ("one", "two")]
+            for started in together:
+                assert json.loads(started.finish())["documents"] in (0, 2), f"round {round}"
+        finally:
+            processes.kill_all()
+        third = _index(data, *args)
+        assert third.returncode == 0, f"round {round}: {third.stderr}"
+        assert json.loads(third.stdout)["runs"] == 0  # every range was indexed by the two before it
+        assert (_document_ids(data), _point_counts(data)) == expected, f"round {round}"
