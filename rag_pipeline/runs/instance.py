@@ -82,7 +82,7 @@ def open_instance() -> Iterator[dg.DagsterInstance]:
     Opening a SQLite instance creates its databases on first use, and Dagster's check-then-create is not atomic
     across processes: two commands starting together on a new data folder both found ``runs.db`` without an
     alembic revision, the second after the first had created the tables but before it stamped them, and the
-    second stamped the revision Dagster gives tables it did not create. ``alembic_version`` then held two
+    second stamped the old revision Dagster gives tables it finds without one. ``alembic_version`` then held two
     revisions, and every later command on that folder failed with "Version table 'alembic_version' has more
     than one head present" (docs/notes/skipped_records.md). An exclusive ``flock`` on
     ``<DAGSTER_HOME>/instance.lock`` around the opening (which creates the run, event log and schedule
