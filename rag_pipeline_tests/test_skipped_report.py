@@ -162,13 +162,15 @@ def test_a_memory_error_decoding_one_line_is_that_lines_problem(tmp_path: Path, 
 
 
 def test_sync_reports_what_its_runs_skipped(tmp_path: Path) -> None:
-    """A live sync's report comes from its raw steps' metadata (bad_records and the first ones listed): a thread
-    whose message text is not text is named with its reason, the good thread indexed, exit 0."""
+    """A live sync's report comes from its raw steps' metadata (bad_records and the first ones listed) and its
+    discovery: a thread whose message text is not text and a channel listed with a hostile id are named with
+    their reasons, the good thread indexed, exit 0."""
     ws = SlackWorkspace(team_id=F.CRAFTED_TEAM, domain=F.CRAFTED_DOMAIN)
     ws.users = [F._user(F.ALICE, "alice", "Alice Anders")]
     ws.add_channel("C0SYNC", "general", members=[F.ALICE, F.BOT_USER], created=D1 - 86400)
     ws.post("C0SYNC", F._msg(ts(D1 + 100), F.ALICE, "wifi drops after suspend"))
     ws.post("C0SYNC", {**F._msg(ts(D1 + 200), F.ALICE, "x"), "text": {"rich": True}})
+    ws.add_channel(HOSTILE_ID, "evil", members=[F.ALICE, F.BOT_USER], created=D1 - 86400)
     data = tmp_path / "data"
     with SlackEmulator(ws) as emu:
         env = _clean_env(SLACK_BOT_TOKEN="xoxb-test-token", SLACK_API_BASE_URL=emu.base_url)
@@ -178,9 +180,12 @@ def test_sync_reports_what_its_runs_skipped(tmp_path: Path) -> None:
             env,
         )  # fmt: skip
     skipped = _skipped(done)
-    expected = f"slack #general thread {ts(D1 + 200)}: TypeError: expected string or bytes-like object"
-    _assert_reported(done, skipped, [expected])
-    assert skipped["count"] == 1 and skipped["examples"][0]["source"] == "slack"
+    expected = [
+        f"slack conversations.list entry 2: Slack channel id of #evil '{HOSTILE_ID}' is not a valid id",
+        f"slack #general thread {ts(D1 + 200)}: TypeError: expected string or bytes-like object",
+    ]
+    _assert_reported(done, skipped, expected)
+    assert skipped["count"] == 2 and {e["source"] for e in skipped["examples"]} == {"slack"}
     assert Path(skipped["report"]) == data / "reports" / "skipped" / "sync.jsonl"
     assert json.loads(done.stdout)["documents"] == 1
     assert _document_ids(data) == {f"slack:{F.CRAFTED_TEAM}:C0SYNC:{ts(D1 + 100)}"}

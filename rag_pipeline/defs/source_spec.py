@@ -15,6 +15,7 @@ import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
 from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity
+from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
 
 if TYPE_CHECKING:
@@ -51,8 +52,14 @@ class LiveDefinitions:
     discovery_sensor: dg.SensorDefinition
 
 
-# Resolves the containers a live sync covers: names/ids given (or all discovered) -> [(id, name)].
-ContainerSelector = Callable[[Any, Sequence[str]], list[tuple[str, str]]]
+class ContainerSelector(Protocol):
+    """Resolves the containers a live sync covers: names/ids given (or all discovered) -> [(id, name)]. Listings
+    the discovery refused (an invalid id) go to ``problems`` when given (the sync's report of what it
+    skipped), else to the log."""
+
+    def __call__(
+        self, resource: Any, names: Sequence[str], problems: list[RecordProblem] | None = None, /
+    ) -> list[tuple[str, str]]: ...
 
 
 @dataclass(frozen=True)

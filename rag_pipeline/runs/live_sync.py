@@ -130,8 +130,11 @@ def run_sync(
     resources = build_resources(settings, specs)
     if resource is not None:
         resources[source] = resources[spec.source_resource_key] = resource
-    selected = spec.select_live_containers(resources[source], containers)
+    refused: list[RecordProblem] = []  # listings with an invalid id: skipped containers, in the report
+    selected = spec.select_live_containers(resources[source], containers, refused)
     summary = SyncSummary(source, start or end, end, containers=[name for _, name in selected])
+    summary.problems.extend(refused)
+    summary.bad_records += len(refused)
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
     with runner_instance() as instance:
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])

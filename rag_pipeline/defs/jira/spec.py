@@ -13,7 +13,7 @@ from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
 from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects
 from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import ApiLimits, JiraApiSettings, Settings
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
 
@@ -38,12 +38,17 @@ def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> 
     )
 
 
-def select_projects(jira: JiraResource, keys: Sequence[str]) -> list[tuple[str, str]]:
+def select_projects(
+    jira: JiraResource, keys: Sequence[str], problems: list[RecordProblem] | None = None
+) -> list[tuple[str, str]]:
     """(key, key) of the named projects (default: every project the API user can browse, reporting on stderr
     listings with an invalid key)."""
     discovery = jira.process_config_and_initialize().reader().discover()
-    for problem in discovery.problems:
-        _log.warning("Jira: skipped %s", problem)
+    if problems is not None:
+        problems.extend(discovery.problems)
+    else:
+        for problem in discovery.problems:
+            _log.warning("Jira: skipped %s", problem)
     discovered = discovery.projects
     by_key = {p.key: p for p in discovered}
     wanted = [k.upper() for k in keys] or [p.key for p in discovered]

@@ -13,7 +13,7 @@ from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
 from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import ApiLimits, Settings, SlackApiSettings
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
 
@@ -33,13 +33,18 @@ def slack_api_resource(api: SlackApiSettings, limits: ApiLimits | None = None) -
     )
 
 
-def select_channels(slack: SlackResource, names: Sequence[str]) -> list[tuple[str, str]]:
+def select_channels(
+    slack: SlackResource, names: Sequence[str], problems: list[RecordProblem] | None = None
+) -> list[tuple[str, str]]:
     """(id, name) of the named channels (names or ids; default: every channel the bot can read, reporting on
     stderr the public ones it is not in and listings with an invalid id)."""
     # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
     discovery = slack.process_config_and_initialize().reader().discover()
-    for problem in discovery.problems:
-        _log.warning("Slack: skipped %s", problem)
+    if problems is not None:
+        problems.extend(discovery.problems)
+    else:
+        for problem in discovery.problems:
+            _log.warning("Slack: skipped %s", problem)
     if not names and discovery.not_member:
         _log.warning(
             "Slack: skipped %d channel(s) the bot is not a member of (invite it to sync them): %s",
