@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -171,6 +171,7 @@ def test_the_query_text_never_reaches_the_log(guarded: S.ServiceProcess) -> None
 
 def test_metrics_parse_and_count_requests_by_route_status_and_stage(guarded: S.ServiceProcess) -> None:
     _search(guarded, {"query": "postgres upgrade", "mode": "reranked"}, {**AUTH, "X-User-Id": "U1"})
+    assert _search(guarded, {"query": "postgres"}, {"X-User-Id": "U1"}).status_code == 401
     text = httpx.get(f"{guarded.url}/metrics", headers=AUTH, timeout=10).text
     families = {f.name: f for f in text_string_to_metric_families(text)}
     requests = {
@@ -188,6 +189,15 @@ def test_metrics_parse_and_count_requests_by_route_status_and_stage(guarded: S.S
     age = next(s.value for s in families["rag_index_age_seconds"].samples)
     assert not math.isnan(age) and 0 <= age < 3600
     assert "rag_store_wait_seconds" in families and "rag_index_hand_overs" in families
+
+
+def test_status_names_the_service_as_the_index_holder(guarded: S.ServiceProcess, data_dir: Path) -> None:
+    result = subprocess.run(
+        S.rag_pipeline_command("status", "--json"), env=S.service_env(data_dir), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    holder = json.loads(result.stdout)["index_holder"]
+    assert holder["pid"] == guarded.process.pid and holder["yields"] and "rag-pipeline serve" in holder["label"]
 
 
 def test_get_document_reads_only_what_the_reader_may_read(guarded: S.ServiceProcess) -> None:
@@ -249,7 +259,9 @@ def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_
             "from rag_pipeline.index.opening import StoreLocation, open_vector_store\n"
             "location = StoreLocation(path=Path(sys.argv[1]), wait_seconds=60)\n"
             "time.sleep(1.0)  # queries are running by now\n"
-            "asked = time.time(); store = open_vector_store(location, label='test writer'); got = time.time()\n"
+            "asked = time.time()\n"
+            "store = open_vector_store(location, label='test writer', on_wait=lambda m: print(m, file=sys.stderr))\n"
+            "got = time.time()\n"
             "store.set_document_payload(store.names.children, [sys.argv[2]], {'serve_test': got})\n"
             "time.sleep(3.0); store.close(); released = time.time()\n"
             "print(json.dumps({'asked': asked, 'got': got, 'released': released}))\n",
@@ -257,6 +269,7 @@ def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_
             S.GENERAL_THREAD,
         ],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     outcomes: list[tuple[float, float, int]] = []
@@ -279,12 +292,14 @@ def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_
     threads = [threading.Thread(target=client, args=(q,)) for q in ("postgres", "salary", "upgrade", "hiring")]
     for t in threads:
         t.start()
-    out, _ = writer.communicate(timeout=120)
+    out, err = writer.communicate(timeout=120)
     time.sleep(1.0)
     stop.set()
     for t in threads:
         t.join()
-    assert writer.returncode == 0
+    assert writer.returncode == 0, err
+    # The writer's log names the service it got the index from (as a Dagster step's log does).
+    assert "from pid" in err and "rag-pipeline serve" in err, err
     times = json.loads(out)
     # The write as the pipeline sees it: from asking for the index (the service then hands it over) to
     # giving it back. A query waits at most that, plus the service's reopening and its own run.
@@ -438,3 +453,48 @@ def test_an_index_of_another_dense_model_is_refused_with_the_reason(indexes: tup
         EdgeVectorStore(copy / "qdrant", CollectionNames(), wait_seconds=0).close()
     finally:
         service.close()
+
+
+def test_mcp_over_stdio_searches_as_the_configured_reader_only(indexes: tuple[Path, Path], tmp_path: Path) -> None:
+    copy = tmp_path / "data"
+    shutil.copytree(indexes[0], copy, ignore=shutil.ignore_patterns("store.lock", "store.waiting"))
+
+    async def session() -> dict[str, Any]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "rag_pipeline.cli", "mcp", "--user", "U2", "--groups", S.MEMBERS],
+            env=S.service_env(copy),
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            tools = await client.list_tools()
+            found = await client.call_tool("search_documents", {"query": "postgres salary budget upgrade"})
+            widened = await client.call_tool(
+                "search_documents", {"query": "salary budget", "user_id": "U3", "groups": "slack:x"}
+            )
+            secret = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
+            general = await client.call_tool("get_document", {"document_id": S.GENERAL_THREAD})
+            return {
+                "tools": sorted(t.name for t in tools.tools),
+                "schema": {t.name: sorted(t.input_schema.get("properties", {})) for t in tools.tools},
+                "found": [r["document_id"] for r in (found.structured_content or {})["results"]],
+                "widened": [r["document_id"] for r in (widened.structured_content or {}).get("results", [])],
+                "secret": (secret.is_error, secret.content[0].text if secret.content else ""),
+                "general": (general.structured_content or {}).get("text", ""),
+            }
+
+    result = asyncio.run(session())
+    assert result["tools"] == ["get_document", "search_documents"]
+    # No tool takes a reader: the model cannot name one.
+    for properties in result["schema"].values():
+        assert not {"user", "user_id", "groups", "principal", "email"} & set(properties)
+    assert S.GENERAL_THREAD in result["found"] and S.SECRET_THREAD not in result["found"]
+    assert S.SECRET_THREAD not in result["widened"]
+    assert result["secret"][0] and "not found" in result["secret"][1]
+    assert "postgres upgrade" in result["general"]
+
+
+def test_mcp_over_stdio_needs_a_reader(tmp_path: Path) -> None:
+    result = subprocess.run(
+        S.rag_pipeline_command("mcp"), env=S.service_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2 and "--user" in result.stderr and "RAG_MCP_USER" in result.stderr

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.table import Table
 
 from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.index.store_lock import FolderLock, LockHolder
 from rag_pipeline.settings import Settings
 
 
@@ -36,13 +38,29 @@ def _age(seconds: float | None) -> str:
     return f"{minutes // 1440}d {minutes % 1440 // 60}h" if minutes >= 1440 else f"{minutes // 60}h {minutes % 60}m"
 
 
+def _index_holder(settings: Settings) -> LockHolder | None:
+    """Who holds the embedded index now (a search service, a run's step), as its holder recorded it."""
+    folder = settings.paths.qdrant
+    if settings.qdrant.url or not folder.exists():
+        return None
+    return FolderLock(folder, "").holder()
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.definitions import source_specs, sync_policy
     from rag_pipeline.runs.execution import runner_instance
     from rag_pipeline.runs.instance import ensure_dagster_home
     from rag_pipeline.runs.sync_status import source_status
 
+    holder = _index_holder(settings)
     wanted = [s for s in (args.source or ["slack", "jira"]) if s in settings.live_sources]
+    if not wanted and holder is not None:
+        # Without a live source there is no sync to describe, but who holds the index is still worth telling.
+        if args.json:
+            print(json.dumps({"index_holder": asdict(holder), "sources": []}, indent=2))
+        else:
+            print(f"index: {holder.held_by()}\nno live source is configured: nothing is synced on a schedule")
+        return 0
     if not wanted:
         raise CommandError(
             "no live source is configured (set SLACK_BOT_TOKEN, or JIRA_URL with its credentials); "
@@ -65,10 +83,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         ]
     if args.json:
         print(
-            json.dumps({"now": now.isoformat(timespec="seconds"), "sources": [s.as_dict() for s in statuses]}, indent=2)
+            json.dumps(
+                {
+                    "now": now.isoformat(timespec="seconds"),
+                    "index_holder": asdict(holder) if holder else None,
+                    "sources": [s.as_dict() for s in statuses],
+                },
+                indent=2,
+            )
         )
         return 0
     console = Console()
+    if holder is not None:
+        console.print(f"index: {holder.held_by()}", highlight=False)
     for status in statuses:
         switch = "on" if status.enabled else f"off (RAG_{status.source.upper()}_SYNC_ENABLED=0)"
         console.print(f"{status.source}: sync {switch}, cron '{status.cron}' (UTC), next tick {status.next_tick}")

@@ -242,11 +242,17 @@ def acquire_folder(
     started = clock()
     next_notice = FIRST_NOTICE_AFTER_SECONDS
     poll = FIRST_POLL_SECONDS
+    yielding_holder: LockHolder | None = None  # a service that handed the folder over, named once we have it
     try:
         while True:
             if lock.try_acquire():
                 try:
                     load()
+                    if yielding_holder is not None:
+                        notify(
+                            f"got the index at {folder} from pid {yielding_holder.pid} ({yielding_holder.label}) "
+                            f"after {clock() - started:.1f} s"
+                        )
                     return lock
                 except ShardsBusy:
                     lock.release()
@@ -259,6 +265,8 @@ def acquire_folder(
             if marker is not None:
                 marker.write()
             holder = lock.holder()
+            if holder is not None and holder.yields:
+                yielding_holder = holder
             if waited >= next_notice:
                 notify(f"waiting for the index at {folder}, {_held_by(holder)} ({int(waited)} s of {wait_seconds:g} s)")
                 next_notice += NOTICE_EVERY_SECONDS

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from mcp.server.mcpserver import Context
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
@@ -63,11 +64,18 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
 
 
 def _route_of(request: Request) -> str:
-    """The route template a request matched (ids in paths would make one series per document)."""
+    """The route template a request is for (ids in paths would make one series per document), also for a
+    request refused before routing (a missing token)."""
     if request.url.path.startswith(MCP_PATH):
         return MCP_PATH
     route = request.scope.get("route")
-    return str(getattr(route, "path", "unmatched"))
+    if route is not None:
+        return str(getattr(route, "path", "unmatched"))
+    for candidate in request.app.router.routes:
+        match, _ = candidate.matches(request.scope)
+        if match != Match.NONE:
+            return str(getattr(candidate, "path", "unmatched"))
+    return "unmatched"
 
 
 def create_app(service: SearchService, settings: ServeSettings, *, mcp_host: str = "127.0.0.1") -> FastAPI:
