@@ -498,3 +498,64 @@ def test_mcp_over_stdio_needs_a_reader(tmp_path: Path) -> None:
         S.rag_pipeline_command("mcp"), env=S.service_env(tmp_path), capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 2 and "--user" in result.stderr and "RAG_MCP_USER" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_real_index_run_writes_while_the_service_serves_and_the_service_then_finds_the_new_thread(
+    tmp_path: Path,
+) -> None:
+    """The Dagster points step (through the real `rag-pipeline index`) asks for the index the service holds:
+    it gets it, writes, gives it back; queries during the run all succeed and afterwards find the new thread."""
+    data_dir = S.build_index(tmp_path)
+    new_day = tmp_path / "export" / "general" / "2024-03-05.json"
+    new_day.write_text(
+        json.dumps(
+            [
+                {
+                    "type": "message",
+                    "user": "U2",
+                    "text": "kubernetes migration of the ingress",
+                    "ts": "1709640000.000000",
+                }
+            ]
+        )
+    )
+    new_thread = f"slack:{S.TEAM}:C0PUB:1709640000.000000"
+    reader = {"X-User-Id": "U1", "X-User-Groups": S.MEMBERS}
+    with S.running_service(data_dir, tmp_path / "serve.log", RAG_SERVE_TRUSTED_PROXY="1") as service:
+        assert new_thread not in _ids(_search(service, {"query": "kubernetes ingress migration"}, reader))
+        run = subprocess.Popen(
+            S.rag_pipeline_command(
+                "index",
+                "--slack-export",
+                str(tmp_path / "export"),
+                "--slack-team",
+                S.TEAM,
+                "--slack-domain",
+                "serve.slack.com",
+                "--source",
+                "slack",
+            ),
+            env=S.service_env(data_dir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        statuses = []
+        while run.poll() is None:
+            statuses.append(_search(service, {"query": "postgres upgrade"}, reader).status_code)
+            time.sleep(0.2)
+        _, err = run.communicate()
+        assert run.returncode == 0, err
+        assert statuses and set(statuses) == {200}
+        deadline = time.monotonic() + 10
+        while new_thread not in _ids(_search(service, {"query": "kubernetes ingress migration"}, reader)):
+            assert time.monotonic() < deadline, "the service never saw the new thread"
+            time.sleep(0.2)
+        metrics = httpx.get(f"{service.url}/metrics", timeout=10).text
+        assert any(
+            s.value >= 1
+            for f in text_string_to_metric_families(metrics)
+            for s in f.samples
+            if s.name == "rag_index_hand_overs"
+        )
