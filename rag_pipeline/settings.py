@@ -192,6 +192,9 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_TRUSTED_PROXY: the service sits behind a proxy that authenticates users and sets their
     # groups, so X-User-Groups is believed. Off, a request carrying that header is refused (never widened).
     trusted_proxy: bool = False
+    # RAG_SERVE_ALLOWED_HOSTS: the Host names the service answers (comma-separated; default: loopback names when
+    # it listens on loopback, any name otherwise). A proxy in front adds its public name here.
+    allowed_hosts: tuple[str, ...] = ()
     # Who ``rag-pipeline mcp`` (stdio) searches as when --user/--email are not given (RAG_MCP_USER, RAG_MCP_EMAIL).
     mcp_user: str | None = None
     mcp_email: str | None = None
@@ -395,6 +398,11 @@ def _delimiter(env: Mapping[str, str], name: str) -> str:
     return value
 
 
+def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """A comma-separated list (spaces ignored); () when unset."""
+    return tuple(n.strip() for n in (_get(env, name) or "").split(",") if n.strip())
+
+
 def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
     raw = _get(env, name)
     return Path(raw).expanduser().resolve() if raw else default
@@ -506,6 +514,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         serve=ServeSettings(
             token=SecretStr(serve_token) if serve_token else None,
             trusted_proxy=_flag(env, "RAG_SERVE_TRUSTED_PROXY", False),
+            allowed_hosts=_names(env, "RAG_SERVE_ALLOWED_HOSTS"),
             mcp_user=_get(env, "RAG_MCP_USER"),
             mcp_email=_get(env, "RAG_MCP_EMAIL"),
         ),

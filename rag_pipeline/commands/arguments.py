@@ -11,11 +11,12 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
 from rag_pipeline.commands.errors import USAGE, CommandError, print_error
+from rag_pipeline.retrieval.instants import NotAnInstant, utc_instant
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -69,22 +70,13 @@ def iso_day(value: str) -> str:
 
 
 def iso_instant(value: str) -> str:
-    """A day (``YYYY-MM-DD``, midnight UTC) or an ISO 8601 date-time (UTC when it names no zone), as the
-    RFC 3339 text both index engines parse. Checked here so that a bad value names its flag: the engines'
-    own parsers fail deep inside the search with a message that names neither the flag nor the value."""
+    """A day or an ISO 8601 date-time as the index filters on it (``retrieval/instants.py``). Checked here so
+    that a bad value names its flag: the engines' own parsers fail deep inside the search with a message that
+    names neither the flag nor the value."""
     try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a date (YYYY-MM-DD) or an ISO 8601 date-time (YYYY-MM-DDTHH:MM:SS, optionally with a zone), "
-            f"got {value!r}"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC).isoformat()
-    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
-        raise argparse.ArgumentTypeError(f"is outside the dates a UTC time can show, got {value!r}") from None
+        return utc_instant(value)
+    except NotAnInstant as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def existing_file(value: str | Path) -> Path:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from typing import Any
 
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.search import store_location
+from rag_pipeline.commands.serve import configure_service_logging
 from rag_pipeline.settings import Settings
 
 
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         flag = {"X-User-Id": "--user", "X-User-Email": "--email", "X-User-Groups": "--groups"}[exc.field]
         raise CommandError(str(exc).replace(exc.field, flag)) from None
     # stdout is the protocol's channel: anything else printed there would break the client's session.
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    configure_service_logging()
     service = SearchService.from_settings(settings, store_location(settings))
     service.start()
 

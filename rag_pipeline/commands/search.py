@@ -242,10 +242,12 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
             f"the search service at {args.server} answered {response.status_code}: {message or response.text[:200]}",
             code=USAGE if 400 <= response.status_code < 500 else FAILURE,
         )
+    if not isinstance(answer, dict) or not isinstance(answer.get("results"), list) or "mode" not in answer:
+        raise CommandError(f"{args.server} answered, but not as a search service: {response.text[:200]!r}", FAILURE)
     return {
         "query": args.query,
         "mode": answer["mode"],
-        "requested_mode": answer["requested_mode"],
+        "requested_mode": answer.get("requested_mode", answer["mode"]),
         "reranker": answer.get("reranker"),
         "warnings": answer.get("warnings", []),
         "milliseconds": answer.get("timing_ms", {}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import socket
 import sys
 
@@ -36,6 +37,17 @@ def _check_port_free(host: str, port: int) -> None:
             raise CommandError(
                 f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port or --host"
             ) from None
+
+
+def configure_service_logging() -> None:
+    """The service's own events (hand-overs, unexpected errors) at INFO on stderr, libraries at WARNING. Set
+    before the MCP SDK is loaded: it configures the root logger itself when nobody has (at its own level,
+    through its own handler). Nothing the service logs holds a query or a token."""
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("rag_pipeline.serving").setLevel(logging.INFO)
+    logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -71,9 +83,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.serving.http_app import create_app
     from rag_pipeline.serving.service import SearchService
 
+    configure_service_logging()
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
     service = SearchService.from_settings(settings, store_location(settings))
-    app = create_app(service, settings.serve, mcp_host=args.host)
+    app = create_app(service, settings.serve, listen_host=args.host)
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "required" if settings.serve.token else "off"
     print(

@@ -23,9 +23,11 @@ import os
 import random
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LOCK_FILE = "store.lock"
 # One file per process waiting for the folder (named by its pid), so that a holder that hands the folder over
@@ -155,61 +157,82 @@ class FolderLock:
 
 
 class WaitingMarker:
-    """This process's sign that it waits for a folder: ``<folder>/store.waiting/<pid>`` while it waits."""
+    """This opener's sign that it waits for a folder: ``<folder>/store.waiting/<pid>-<random>`` while it waits.
+
+    The waiter holds an exclusive ``flock`` on its marker for as long as it waits, so a holder can tell a live
+    waiter from the marker of one that was killed (the kernel dropped its lock) without trusting pids, which
+    are reused and differ between containers sharing the folder. The marker is written and locked under a
+    hidden name, then renamed into place, so no holder ever sees it unlocked."""
 
     def __init__(self, folder: Path, label: str) -> None:
-        self.path = folder / WAITING_DIR / str(os.getpid())
+        self.directory = folder / WAITING_DIR
+        self.path = self.directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.label = label
-        self._written = False
+        self._fd: int | None = None
 
     def write(self) -> None:
-        if self._written:
+        if self._fd is not None:
             return
         # Only a courtesy to a yielding holder: a folder that cannot take it must not fail the open.
         with contextlib.suppress(OSError):
-            self.path.parent.mkdir(exist_ok=True)
-            self.path.write_text(json.dumps({"pid": os.getpid(), "label": self.label, "since": time.time()}))
-            self._written = True
+            self.directory.mkdir(exist_ok=True)
+            hidden = self.directory / f".{self.path.name}"
+            fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                record = {"pid": os.getpid(), "label": self.label, "since": time.time()}
+                os.write(fd, json.dumps(record).encode())
+                os.rename(hidden, self.path)
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
 
     def remove(self) -> None:
-        if self._written:
+        fd, self._fd = self._fd, None
+        if fd is not None:
             with contextlib.suppress(OSError):
                 self.path.unlink()
-            self._written = False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
+            os.close(fd)  # the lock goes with it
 
 
 def waiting_openers(folder: Path) -> list[LockHolder]:
-    """The other processes now waiting for ``folder`` (oldest first). Markers of processes that died while
-    waiting (killed: their ``finally`` never ran) are removed here."""
+    """The openers now waiting for ``folder`` (oldest first), in any process. A marker whose lock is free
+    belongs to a waiter that was killed (its ``finally`` never ran): it is removed here."""
     found = []
     try:
-        entries = list((folder / WAITING_DIR).iterdir())
+        entries = [e for e in (folder / WAITING_DIR).iterdir() if not e.name.startswith(".")]
     except OSError:
         return []
     for entry in entries:
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        pid = int(entry.name)
-        if not _alive(pid):
-            with contextlib.suppress(OSError):
-                entry.unlink()
-            continue
         try:
-            record = json.loads(entry.read_text())
-            found.append(LockHolder(pid, str(record["label"]), float(record["since"])))
-        except (OSError, ValueError, KeyError, TypeError):
-            found.append(LockHolder(pid, "unknown", time.time()))  # being written right now
+            fd = os.open(entry, os.O_RDONLY)
+        except OSError:
+            continue  # removed meanwhile: that waiter got the folder or gave up
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                record = _read_record(fd)
+                found.append(
+                    LockHolder(
+                        int(record.get("pid", 0)), str(record.get("label", "unknown")), float(record.get("since", 0))
+                    )
+                )
+                continue
+            with contextlib.suppress(OSError):
+                entry.unlink()  # nobody holds it: a dead waiter's marker
+        finally:
+            os.close(fd)
     return sorted(found, key=lambda h: h.since)
+
+
+def _read_record(fd: int) -> dict[str, Any]:
+    try:
+        record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return record if isinstance(record, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def acquire_folder(

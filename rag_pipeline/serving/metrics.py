@@ -37,7 +37,7 @@ class ServiceMetrics:
         )
         self.store_wait_seconds = Histogram(
             "rag_store_wait_seconds",
-            "Seconds a query waited for the index (held by a writer)",
+            "Seconds a query waited before it ran: for a free slot (one per core), or for the index a writer held",
             buckets=_STAGE_BUCKETS,
             registry=self.registry,
         )

@@ -3,11 +3,11 @@ names the field, never a traceback, and never reaches the index."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from rag_pipeline.retrieval.instants import NotAnInstant, utc_instant
 from rag_pipeline.retrieval.results import Mode
 
 MAX_QUERY_CHARS = 8000
@@ -18,7 +18,21 @@ _NAME_CHARS = 200
 
 def _as_list(value: object) -> object:
     """One value or a list of them (``"source": "jira"`` and ``"source": ["jira"]`` alike)."""
-    return [value] if isinstance(value, str) else value
+    values = [value] if isinstance(value, str) else value
+    if isinstance(values, list):
+        for item in values:
+            if isinstance(item, str):
+                _encodable(item)
+    return values
+
+
+def _encodable(value: str) -> str:
+    """JSON may carry a lone surrogate (``"\\ud800"``), which no UTF-8 text (a response, a log) can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("contains a lone UTF-16 surrogate, which is not text") from None
+    return value
 
 
 FilterValues = Annotated[
@@ -29,17 +43,11 @@ FilterValues = Annotated[
 
 
 def instant(value: str, field: str) -> str:
-    """An ISO date or date-time as the index filters on it (UTC, RFC 3339); a naive time is UTC."""
+    """An ISO date or date-time as the index filters on it, read as the CLI reads ``--since``/``--until``."""
     try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise ValueError(f"{field} must be an ISO date or date-time such as 2024-05-01, got {value!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    try:
-        return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except OverflowError:  # 0001-01-01T00:00+01:00 has no UTC time
-        raise ValueError(f"{field} is outside the dates a UTC time can show, got {value!r}") from None
+        return utc_instant(value)
+    except NotAnInstant as exc:
+        raise ValueError(f"{field} {exc}") from None
 
 
 class SearchRequest(BaseModel):
@@ -64,13 +72,13 @@ class SearchRequest(BaseModel):
             raise ValueError("query is empty")
         if "\x00" in value:
             raise ValueError("query contains a NUL character")
-        return value
+        return _encodable(value)
 
     @field_validator("since", "until")
     @classmethod
     def _instant(cls, value: str | None, info: object) -> str | None:
         name = getattr(info, "field_name", "date")
-        return None if value is None else instant(value, name)
+        return None if value is None else instant(_encodable(value), name)
 
 
 class DocumentRequest(BaseModel):

@@ -7,7 +7,11 @@ retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -82,13 +86,19 @@ class SearchService:
         wait_seconds: float,
         label: str = SERVICE_LABEL,
         poll_seconds: float = 0.05,
+        max_concurrent_queries: int | None = None,
     ) -> None:
         self.location = location
         self.models = models
         self.config = config
         self.wait_seconds = wait_seconds
         self.started_at = time.time()
+        # As many queries run at once as there are cores; the others queue here, outside the index. More would
+        # only share the cores (each query slower), and a writer waiting for the index waits for the queries
+        # in flight: few, quick ones hand it over sooner.
+        self._slots = threading.BoundedSemaphore(max_concurrent_queries or max(2, os.cpu_count() or 2))
         self._index_written: str | None = None
+        self._documents: int | None = None
         folder = location.path if location.embedded else None
         self.index = SharedIndex[Retriever](
             lambda: open_vector_store(location, wait_seconds=0, label=label, yields=True),
@@ -130,37 +140,59 @@ class SearchService:
     def _prepare(self, store: VectorStore) -> Retriever:
         retriever = build_retriever(store, self.models, self.config)
         self._index_written = written_at(store)
+        self._documents = None  # counted again by the next health check
         return retriever
 
     # --- health --------------------------------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """(ready, body): ready when the index is open with the configured models."""
-        reason = self.index.unavailable_reason
+        """(ready, body): ready while queries can be answered — the index open, or lent to a writer and coming
+        back (queries wait meanwhile) — and not when there is no usable index (none yet, another model)."""
+        state, reason = self.index.state()
         body: dict[str, Any] = {
-            "status": "ok" if reason is None else "unavailable",
+            "status": "ok" if state in ("open", "waiting") else "unavailable",
+            "index": {"open": "open", "waiting": "lent to a writer"}.get(state, state),
             "engine": self.location.engine,
             "dense_model": self.models.dense_model,
             "reranker": self.models.reranker.name if self.models.reranker is not None else None,
         }
-        if reason is not None:
+        if state not in ("open", "waiting"):
             body["reason"] = reason
             return False, body
-        try:
-            with self.index.reading(timeout=1.0) as (retriever, _waited):
-                body["documents"] = retriever.store.count(retriever.store.names.parents)
-        except IndexUnavailable as exc:
-            body.update(status="unavailable", reason=str(exc))
-            return False, body
+        if state == "open" and self._documents is None:
+            try:
+                with self.index.reading(timeout=1.0) as (retriever, _waited):
+                    # Documents, not chunks: a long thread or issue has several parents.
+                    self._documents = len(retriever.store.indexed_documents())
+            except IndexUnavailable:
+                pass  # lent to a writer meanwhile: the last count (or none) until it is back
+            except Exception as exc:  # a Qdrant server that stopped answering
+                body.update(status="unavailable", reason=f"the index did not answer: {type(exc).__name__}")
+                return False, body
+        body["documents"] = self._documents
         body["index_updated"] = self._index_written
         body["index_opened"] = _iso(self.index.stats.opened_at)
         return True, body
 
     # --- queries -------------------------------------------------------------------------------------
+    @contextmanager
+    def _turn(self) -> Iterator[tuple[Retriever, float]]:
+        """A query's turn: a free slot, then the index; both within ``wait_seconds`` in all. Yields the
+        retriever and the seconds waited for them."""
+        queued = time.monotonic()
+        if not self._slots.acquire(timeout=self.wait_seconds):
+            raise IndexUnavailable(f"every query slot stayed busy for {self.wait_seconds:g} s")
+        try:
+            remaining = max(0.0, self.wait_seconds - (time.monotonic() - queued))
+            with self.index.reading(remaining) as (retriever, _):
+                yield retriever, time.monotonic() - queued
+        finally:
+            self._slots.release()
+
     def search(self, request: SearchRequest, reader: Principal) -> ServedSearch:
         """Search as ``reader`` (never the all-documents reader: that one is the evaluation's alone)."""
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
-        with self.index.reading(self.wait_seconds) as (retriever, waited):
+        with self._turn() as (retriever, waited):
             response = retriever.search(
                 request.query,
                 request.mode,
@@ -175,7 +207,7 @@ class SearchService:
         seconds = response.seconds
         embed = seconds.get("embed", 0.0)
         timing = {
-            "wait": waited,
+            "wait": waited,  # for a free slot, or for the index while a writer had it
             "embed": embed,
             "retrieve": max(0.0, seconds.get("search", 0.0) - embed),
             "rerank": seconds.get("rerank", 0.0),
@@ -194,7 +226,7 @@ class SearchService:
         a caller cannot probe for documents it may not see)."""
         if reader.all_documents:
             raise ValueError("the search service never reads without access control")
-        with self.index.reading(self.wait_seconds) as (retriever, _waited):
+        with self._turn() as (retriever, _waited):
             store = retriever.store
             refs = store.document_points(store.names.parents, [document_id])
             parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []

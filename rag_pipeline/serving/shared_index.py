@@ -81,6 +81,9 @@ class SharedIndex(Generic[T]):
         self._readers = 0
         self._yielding = False
         self._reason: str | None = "the index has not been opened yet"
+        # Set while the index cannot be used at all (missing, another model, an open that failed), as opposed to
+        # held by a writer for a while: only the first makes the service unhealthy.
+        self._unusable_reason: str | None = None
         self._next_try = 0.0
         self._released_at: float | None = None
         self._stop = threading.Event()
@@ -90,7 +93,11 @@ class SharedIndex(Generic[T]):
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         """Try the first open now (so a service that can answer does so from its first request), then watch."""
-        self._try_open()
+        try:
+            self._try_open()
+        except Exception as exc:  # the watcher retries; the service starts and says why it cannot answer
+            log.exception("the first open of the index failed")
+            self._unusable(f"the index could not be opened: {type(exc).__name__}")
         self._watcher = threading.Thread(target=self._watch, name="shared-index-watcher", daemon=True)
         self._watcher.start()
 
@@ -101,8 +108,8 @@ class SharedIndex(Generic[T]):
             self._watcher.join(timeout=5)
         with self._cond:
             self._yielding = True
-            while self._readers:
-                self._cond.wait()
+            # Queries in flight finish first (bounded: a stuck one must not keep the process from exiting).
+            self._cond.wait_for(lambda: not self._readers, timeout=30)
             self._close_store()
             self._reason = "the service is stopping"
             self._cond.notify_all()
@@ -113,6 +120,19 @@ class SharedIndex(Generic[T]):
         """Why no query can run now (None: the index is open and ready)."""
         with self._cond:
             return None if self._prepared is not None and not self._yielding else self._reason
+
+    def state(self) -> tuple[str, str | None]:
+        """``("open", None)``; ``("waiting", reason)`` while a writer has the folder (queries wait, and run once
+        it is back); ``("unusable", reason)`` when no query can run until something changes (no index yet,
+        another dense model, an open that failed); ``("starting", reason)`` before the first open."""
+        with self._cond:
+            if self._prepared is not None and not self._yielding:
+                return "open", None
+            if self._unusable_reason is not None:
+                return "unusable", self._unusable_reason
+            if self.stats.opened_at is None:
+                return "starting", self._reason
+            return "waiting", self._reason
 
     @contextmanager
     def reading(self, timeout: float) -> Iterator[tuple[T, float]]:
@@ -185,8 +205,13 @@ class SharedIndex(Generic[T]):
         try:
             prepared = self._prepare(store)
         except Exception as exc:
+            try:
+                store.close()
+            finally:
+                self._unusable(str(exc))
+            return
+        if self._stop.is_set():  # closed while this open ran: never publish a store nobody will close
             store.close()
-            self._unusable(str(exc))
             return
         self.stats.last_open_seconds = time.monotonic() - opening
         if self._released_at is not None:
@@ -196,12 +221,12 @@ class SharedIndex(Generic[T]):
         with self._cond:
             self._store, self._prepared = store, prepared
             self._yielding = False
-            self._reason = None
+            self._reason = self._unusable_reason = None
             self._cond.notify_all()
 
     def _unusable(self, reason: str) -> None:
         with self._cond:
-            self._reason = reason
+            self._reason = self._unusable_reason = reason
         self._next_try = time.monotonic() + RETRY_UNUSABLE_SECONDS
 
     def _close_store(self) -> None:
