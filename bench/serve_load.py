@@ -353,7 +353,7 @@ def main() -> None:
         result["service_memory_mb"] = _rss_mb(process.pid)
         metrics = httpx.get(f"{url}/metrics", timeout=30).text
         result["hand_overs"] = next(
-            float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("rag_index_hand_overs ")
+            float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("rag_index_hand_overs_total ")
         )
         if not args.skip_acl:
             print("acl_bundled_dev through the API, then through the CLI ...", file=sys.stderr)

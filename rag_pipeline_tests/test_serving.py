@@ -368,7 +368,7 @@ def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_
         s.value
         for f in text_string_to_metric_families(httpx.get(f"{guarded.url}/metrics", headers=AUTH, timeout=10).text)
         for s in f.samples
-        if s.name == "rag_index_hand_overs"
+        if s.name == "rag_index_hand_overs_total"
     ]
     assert hand_overs and hand_overs[0] >= 1
 
@@ -632,5 +632,5 @@ def test_a_real_index_run_writes_while_the_service_serves_and_the_service_then_f
             s.value >= 1
             for f in text_string_to_metric_families(metrics)
             for s in f.samples
-            if s.name == "rag_index_hand_overs"
+            if s.name == "rag_index_hand_overs_total"
         )

@@ -43,7 +43,7 @@ def _index_holder(settings: Settings) -> LockHolder | None:
     folder = settings.paths.qdrant
     if settings.qdrant.url or not folder.exists():
         return None
-    return FolderLock(folder, "").holder()
+    return FolderLock(folder, "").current_holder()
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

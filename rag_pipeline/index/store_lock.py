@@ -145,6 +145,23 @@ class FolderLock:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
+    def current_holder(self) -> LockHolder | None:
+        """Who holds the folder now; None when nobody does. Unlike :meth:`holder`, a record left by a holder that
+        was killed (the kernel dropped its lock, the file still names it) is not taken for a live one."""
+        if self._fd is not None:
+            return self.holder()
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self.holder()
+        finally:
+            os.close(fd)  # also drops the shared lock taken when nobody held it
+        return None
+
     def holder(self) -> LockHolder | None:
         """Who holds the folder now, as its holder recorded it; None when unknown (not written yet, or free)."""
         try:

@@ -4,10 +4,12 @@ services in one process never share counters."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 # Query stages run from under a millisecond (a cached BM25 query) to seconds (a reranked query while a write
@@ -53,10 +55,9 @@ class ServiceMetrics:
             registry=self.registry,
         )
         index_age.set_function(lambda: _age(index_opened_at()))
-        handed = Gauge(
-            "rag_index_hand_overs", "Times the service handed the embedded index to a writer", registry=self.registry
+        self.registry.register(
+            _Counted("rag_index_hand_overs", "Times the service handed the index to a writer", hand_overs)
         )
-        handed.set_function(lambda: float(hand_overs()))
         opening = Gauge(
             "rag_index_open_seconds",
             "Seconds the last (re)opening of the index took (shards loaded, retriever prepared)",
@@ -72,6 +73,16 @@ class ServiceMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Counted(Collector):
+    """A counter whose value another object keeps (the shared index counts its own hand-overs)."""
+
+    def __init__(self, name: str, documentation: str, value: Callable[[], int]) -> None:
+        self._name, self._documentation, self._value = name, documentation, value
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self._name, self._documentation, value=float(self._value()))
 
 
 def _age(opened_at: float | None) -> float:
