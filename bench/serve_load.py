@@ -203,7 +203,7 @@ def _cell(url: str, headers: dict[str, str], mode: str, clients: int, queries: l
 
 
 _WRITER = """
-import json, sys, time
+import json, re, sys, time
 from pathlib import Path
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames
@@ -213,8 +213,11 @@ out = []
 for _ in range(rounds):
     time.sleep(hold)
     asked = time.time()
-    store = open_vector_store(location, label="bench writer")
+    said = []
+    store = open_vector_store(location, label="bench writer", on_wait=said.append)
     got = time.time()
+    figures = [re.search(r"after ([0-9.]+) s, then loaded it in ([0-9.]+) s", m) for m in said]
+    figures = [f for f in figures if f]
     # A real points write: every document's payload rewritten (what ACL reconciliation does), then held for
     # as long as a points step of a few partitions takes.
     ids = sorted(store.indexed_documents())[:2000]
@@ -222,7 +225,9 @@ for _ in range(rounds):
     store.set_document_payload(store.names.parents, ids, {"bench_written": got})
     time.sleep(hold)
     store.close()
-    out.append({"asked": asked, "got": got, "released": time.time(), "documents": len(ids)})
+    out.append({"asked": asked, "got": got, "released": time.time(), "documents": len(ids),
+                "handed_over": float(figures[0].group(1)) if figures else None,
+                "own_load": float(figures[0].group(2)) if figures else None})
 print(json.dumps(out))
 """
 
@@ -240,7 +245,10 @@ def _during_write(
     writes = json.loads(out)
     cell["writes"] = [
         {
-            "handed_over_s": round(w["got"] - w["asked"], 3),
+            # asked → the service let go of the folder; the writer's own shard load; asked → store open.
+            "handed_over_s": w["handed_over"],
+            "writer_own_load_s": w["own_load"],
+            "asked_to_open_s": round(w["got"] - w["asked"], 3),
             "held_s": round(w["released"] - w["got"], 3),
             "documents": w["documents"],
         }
@@ -320,6 +328,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "serve_load.json")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI searches timed for comparison")
     parser.add_argument("--skip-acl", action="store_true", help="skip the API-vs-CLI check of acl_bundled_dev")
+    parser.add_argument(
+        "--writes-only", action="store_true", help="only the cells during points writes (no CLI timing, no ACL check)"
+    )
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     pool = _queries()
@@ -332,15 +343,16 @@ def main() -> None:
         "data_dir": str(data_dir),
         "command": " ".join(["python", "bench/serve_load.py", *sys.argv[1:]]),
     }
-    print("CLI wall time per search ...", file=sys.stderr)
-    result["cli_wall_seconds"] = [round(w, 2) for w in _cli_wall(data_dir, args.cli_runs)]
+    if not args.writes_only:
+        print("CLI wall time per search ...", file=sys.stderr)
+        result["cli_wall_seconds"] = [round(w, 2) for w in _cli_wall(data_dir, args.cli_runs)]
     log = Path("/tmp/serve_load.log")
     cells = []
     sizes = {1: 40, 4: 80, 16: 96}
     with _service(data_dir, log) as (url, process, first):
         result["start_to_first_answer_seconds"] = round(first, 2)
         result["health"] = httpx.get(f"{url}/health", timeout=30).json()
-        for mode in ("hybrid", "reranked"):
+        for mode in () if args.writes_only else ("hybrid", "reranked"):
             for clients, count in sizes.items():
                 queries = [pool.pop() for _ in range(count)]
                 print(f"{mode} × {clients} clients ({count} queries) ...", file=sys.stderr)
@@ -355,7 +367,7 @@ def main() -> None:
         result["hand_overs"] = next(
             float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("rag_index_hand_overs_total ")
         )
-        if not args.skip_acl:
+        if not (args.skip_acl or args.writes_only):
             print("acl_bundled_dev through the API, then through the CLI ...", file=sys.stderr)
             result["acl_bundled_dev"] = _acl_check(url, data_dir, lambda: _stop(process))
     args.out.parent.mkdir(parents=True, exist_ok=True)
