@@ -48,6 +48,8 @@ run_monitoring:
 
 # Taken while a process opens (and so may create) the instance's SQLite databases: see open_instance.
 INSTANCE_LOCK = "instance.lock"
+# The DAGSTER_HOME that ensure_dagster_home exported for this process (the one DagsterInstance.get() opens).
+_home: Path | None = None
 
 # Dagster logs every event of thousands of partitions; the runners report progress themselves. CRITICAL, not
 # WARNING: the runners also report failures themselves (one line per failed run or container), and at ERROR
@@ -72,12 +74,15 @@ def ensure_dagster_home(settings: Settings) -> Path:
             handle.write(DAGSTER_YAML.format(home=home))
         os.replace(temp, config)
     os.environ["DAGSTER_HOME"] = str(home)
+    global _home  # what open_instance locks (only Settings reads the environment)
+    _home = home
     return home
 
 
 @contextmanager
 def open_instance() -> Iterator[dg.DagsterInstance]:
-    """``DagsterInstance.get()`` (the instance of DAGSTER_HOME), opened by one process at a time.
+    """``DagsterInstance.get()`` (the instance of DAGSTER_HOME), opened by one process at a time where
+    :func:`ensure_dagster_home` set that home.
 
     Opening a SQLite instance creates its databases on first use, and Dagster's check-then-create is not atomic
     across processes: two commands starting together on a new data folder both found ``runs.db`` without an
@@ -89,11 +94,11 @@ def open_instance() -> Iterator[dg.DagsterInstance]:
     databases) makes creation happen once; runs themselves still go on side by side. The kernel drops the lock
     with its process, so a crash never leaves it held.
     """
-    home = os.environ.get("DAGSTER_HOME")
     lock: int | None = None
-    # A home this process cannot write: nothing can be created there, so there is nothing to serialize.
+    # A home this process cannot write: nothing can be created there, so there is nothing to serialize. Without
+    # ensure_dagster_home (a caller that set DAGSTER_HOME itself) there is no lock either.
     with contextlib.suppress(OSError):
-        lock = os.open(Path(home) / INSTANCE_LOCK, os.O_RDWR | os.O_CREAT, 0o644) if home else None
+        lock = os.open(_home / INSTANCE_LOCK, os.O_RDWR | os.O_CREAT, 0o644) if _home else None
     try:
         if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)  # blocking: opening takes a second at most
