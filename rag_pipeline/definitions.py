@@ -21,7 +21,7 @@ from rag_pipeline.defs.notifications import (
     eval_check_slack_notification_sensor,
     run_failure_slack_notification_sensor,
 )
-from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, qdrant_resource
 from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack import slack_spec
 from rag_pipeline.defs.source_spec import SourceSpec
@@ -67,24 +67,6 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         exact_dense=settings.eval_exact_dense,
         sparse_query=settings.sparse_query,
         learned_fusion=settings.learned_fusion,
-    )
-
-
-def qdrant_resource(settings: Settings) -> QdrantResource:
-    """The index: the Qdrant server at QDRANT_URL (key from QDRANT_API_KEY), else the embedded engine."""
-    q = settings.qdrant
-    return QdrantResource(
-        path=str(settings.paths.qdrant),
-        url=q.url,
-        api_key=dg.EnvVar("QDRANT_API_KEY") if q.api_key_set else None,
-        collection_prefix=q.collection_prefix,
-        shard_number=q.shards,
-        replication_factor=q.replicas,
-        hnsw_m=q.hnsw_m,
-        hnsw_ef_construct=q.hnsw_ef_construct,
-        hnsw_ef=q.hnsw_ef,
-        exact_dense=q.exact_dense,
-        store_wait_seconds=settings.store_wait_seconds,
     )
 
 

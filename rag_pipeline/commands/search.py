@@ -11,7 +11,7 @@ from typing import Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
-from rag_pipeline.definitions import qdrant_resource
+from rag_pipeline.defs.resources import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames, VectorStore

@@ -14,7 +14,7 @@ from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames, DenseSearch, VectorStore
 from rag_pipeline.index.store_lock import log as store_lock_log
 from rag_pipeline.index.store_lock import process_label
-from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS
+from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS, Settings
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
@@ -164,3 +164,21 @@ def _current_step() -> tuple[str, Callable[[str], None] | None]:
         store_lock_log.warning(f"{context.op.name}: {message}")  # unlike the step log, stderr has no step column
 
     return f"{process_label()}, Dagster run {context.run_id[:8]}, step {context.op.name}", report
+
+
+def qdrant_resource(settings: Settings) -> QdrantResource:
+    """The index: the Qdrant server at QDRANT_URL (key from QDRANT_API_KEY), else the embedded engine."""
+    q = settings.qdrant
+    return QdrantResource(
+        path=str(settings.paths.qdrant),
+        url=q.url,
+        api_key=dg.EnvVar("QDRANT_API_KEY") if q.api_key_set else None,
+        collection_prefix=q.collection_prefix,
+        shard_number=q.shards,
+        replication_factor=q.replicas,
+        hnsw_m=q.hnsw_m,
+        hnsw_ef_construct=q.hnsw_ef_construct,
+        hnsw_ef=q.hnsw_ef,
+        exact_dense=q.exact_dense,
+        store_wait_seconds=settings.store_wait_seconds,
+    )
