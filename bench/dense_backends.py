@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from rag_pipeline.vectors import dense  # noqa: E402
 from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
 
-SCIFACT = ROOT.parent / "shared" / "data" / "beir_scifact"
+# Downloaded by the user (bench/README.md: "SciFact"); SCIFACT=<folder> points elsewhere.
+SCIFACT = Path(os.environ.get("SCIFACT", ROOT / "data" / "beir_scifact"))
 
 
 def scifact_texts(n: int) -> list[str]:
