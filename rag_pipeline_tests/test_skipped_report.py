@@ -110,6 +110,7 @@ def test_index_reports_every_record_it_skipped_with_location_and_reason(tmp_path
     assert "skipped 4 record(s):" in lines and all(any(x.startswith(n) for x in lines) for n in expected)
 
 
+@pytest.mark.slow  # a real index/sync run (~25 s): the default suite keeps the Slack report test
 def test_index_reports_an_unreadable_jira_line_and_indexes_the_rest(tmp_path: Path) -> None:
     """A line whose ADF is nested 5,000 levels (the identity scan used to die on it with RecursionError) is
     that line's problem: named on stderr and in --json, the other issues indexed, exit 0. A valid --since
@@ -161,6 +162,7 @@ def test_a_memory_error_decoding_one_line_is_that_lines_problem(tmp_path: Path, 
     assert [str(p) for p in read.problems] == [f"{dump}:1 (AC-1): not read: MemoryError: no memory left for this line"]
 
 
+@pytest.mark.slow  # a real index/sync run (~25 s): the default suite keeps the Slack report test
 def test_sync_reports_what_its_runs_skipped(tmp_path: Path) -> None:
     """A live sync's report comes from its raw steps' metadata (bad_records and the first ones listed) and its
     discovery: a thread whose message text is not text and a channel listed with a hostile id are named with
