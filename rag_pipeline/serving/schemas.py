@@ -79,11 +79,3 @@ class SearchRequest(BaseModel):
     def _instant(cls, value: str | None, info: object) -> str | None:
         name = getattr(info, "field_name", "date")
         return None if value is None else instant(_encodable(value), name)
-
-
-class DocumentRequest(BaseModel):
-    """``get_document``: one document by id."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    document_id: str = Field(min_length=1, max_length=1000)

@@ -92,7 +92,6 @@ class SearchService:
         self.models = models
         self.config = config
         self.wait_seconds = wait_seconds
-        self.started_at = time.time()
         # As many queries run at once as there are cores; the others queue here, outside the index. More would
         # only share the cores (each query slower), and a writer waiting for the index waits for the queries
         # in flight: few, quick ones hand it over sooner.

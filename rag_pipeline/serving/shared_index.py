@@ -47,8 +47,6 @@ class HandOverStats:
     """What the hand-overs cost, for metrics and the notes."""
 
     hand_overs: int = 0
-    last_hand_over_seconds: float = 0.0  # from a writer's marker seen to the folder released
-    last_reopen_seconds: float = 0.0  # from the folder released to the store open again (the write included)
     last_open_seconds: float = 0.0  # the open itself: loading the shards and preparing the retriever
     opened_at: float | None = None  # wall-clock time of the last successful open
 
@@ -59,7 +57,7 @@ class SharedIndex(Generic[T]):
     ``open_store`` must not wait for the folder itself (``wait_seconds=0``): this class does the waiting, so
     it can tell a held folder (retry soon) from an unusable index (retry later, report why). ``prepare``
     runs once per open and may raise to reject the index (another dense model): the reason is what
-    :attr:`unavailable_reason` says and what a query waiting past its limit is told."""
+    :meth:`state` reports and what a query waiting past its limit is told."""
 
     def __init__(
         self,
@@ -85,7 +83,6 @@ class SharedIndex(Generic[T]):
         # held by a writer for a while: only the first makes the service unhealthy.
         self._unusable_reason: str | None = None
         self._next_try = 0.0
-        self._released_at: float | None = None
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self.stats = HandOverStats()
@@ -115,12 +112,6 @@ class SharedIndex(Generic[T]):
             self._cond.notify_all()
 
     # --- queries -----------------------------------------------------------------------------------
-    @property
-    def unavailable_reason(self) -> str | None:
-        """Why no query can run now (None: the index is open and ready)."""
-        with self._cond:
-            return None if self._prepared is not None and not self._yielding else self._reason
-
     def state(self) -> tuple[str, str | None]:
         """``("open", None)``; ``("waiting", reason)`` while a writer has the folder (queries wait, and run once
         it is back); ``("unusable", reason)`` when no query can run until something changes (no index yet,
@@ -170,7 +161,6 @@ class SharedIndex(Generic[T]):
 
     def _hand_over(self) -> None:
         """Let running queries finish, then close the store so the waiting opener gets the folder."""
-        seen = time.monotonic()
         with self._cond:
             self._yielding = True
             waiting = waiting_openers(self.folder) if self.folder is not None else []
@@ -179,8 +169,6 @@ class SharedIndex(Generic[T]):
                 self._cond.wait()
             self._close_store()
         self.stats.hand_overs += 1
-        self.stats.last_hand_over_seconds = time.monotonic() - seen
-        self._released_at = time.monotonic()
         log.info("handed the index to a waiting writer")
 
     def _try_open(self) -> None:
@@ -214,9 +202,6 @@ class SharedIndex(Generic[T]):
             store.close()
             return
         self.stats.last_open_seconds = time.monotonic() - opening
-        if self._released_at is not None:
-            self.stats.last_reopen_seconds = time.monotonic() - self._released_at
-            self._released_at = None
         self.stats.opened_at = time.time()
         with self._cond:
             self._store, self._prepared = store, prepared
