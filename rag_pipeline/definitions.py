@@ -12,6 +12,7 @@ from datetime import timedelta
 import dagster as dg
 
 from rag_pipeline.defs.automation import build_automation_condition_sensor, build_eval_sets_changed_sensor
+from rag_pipeline.defs.directory import build_directory_asset, directory_resource
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
@@ -106,6 +107,7 @@ def build_resources(
         "chunking": ChunkingResource(),
         "bm25": Bm25Resource(tokenizer=settings.bm25_tokenizer),
         "qdrant": qdrant_resource(settings),
+        "directory": directory_resource(settings),
         **sources,
         **({"slack_notifications": slack_notification_resource(notifications)} if notifications else {}),
         "evaluation": evaluation_resource(settings),
@@ -148,7 +150,9 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     sync_sensors = [
         build_sync_sensor(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name)) for s in synced
     ]
-    assets = [a for s in specs.values() for a in s.assets] + evaluation.assets + [d.reconciliation for d in live]
+    directories = [build_directory_asset(s.name) for s in specs.values()]
+    assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
+    assets += [d.reconciliation for d in live]
     notification_sensors = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
     return dg.Definitions(
         # Each asset links to the file and line that defines it ("code references" in the UI).

@@ -108,6 +108,16 @@ class DataPaths(_Frozen):
         """The in-process runners' Dagster instance when ``DAGSTER_HOME`` is not set."""
         return self.root / "dagster_home"
 
+    @property
+    def directory(self) -> Path:
+        """The principal directory (SQLite): accounts, groups and channel members per source."""
+        return self.root / "directory.sqlite"
+
+    @property
+    def identity_links(self) -> Path:
+        """The default links file joining accounts of one person whose emails differ (``RAG_IDENTITY_LINKS``)."""
+        return self.root / "identity_links.txt"
+
 
 class QdrantSettings(_Frozen):
     """Which engine holds the index: embedded qdrant-edge, or a Qdrant server/cluster at ``url``."""
@@ -250,6 +260,11 @@ class Settings(_Frozen):
     jira_csv: tuple[Path, ...] = ()
     jira_csv_date_format: str = DEFAULT_JIRA_CSV_DATE_FORMAT
     jira_csv_delimiter: str = ","
+    # A CSV of Jira accounts and their groups for offline sites whose dump holds no membership
+    # (RAG_JIRA_DIRECTORY, --jira-directory): account_id,email,groups.
+    jira_directory: Path | None = None
+    # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
+    identity_links: Path | None = None
     # Whose data the offline sources are, where the data does not say (SLACK_TEAM_ID, SLACK_WORKSPACE_DOMAIN,
     # JIRA_SITE; --slack-team, --slack-domain, --jira-site). The offline_* properties add the bundled data's.
     slack_team: str | None = None
@@ -292,6 +307,11 @@ class Settings(_Frozen):
     def offline_jira_site(self) -> str | None:
         bundled = self.jira_dump == BUNDLED_JIRA_DUMP and not self.jira_csv
         return self.jira_site or (BUNDLED_JIRA_SITE if bundled else None)
+
+    @property
+    def identity_links_file(self) -> Path:
+        """Where the identity links are read from."""
+        return self.identity_links or self.paths.identity_links
 
     def with_offline_sources(self, **given: Any) -> Settings:
         """The same settings with the offline sources and identities given on the command line (None: keep)."""
@@ -474,6 +494,8 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         jira_csv=jira_csv,
         jira_csv_date_format=_get(env, "RAG_JIRA_CSV_DATE_FORMAT") or DEFAULT_JIRA_CSV_DATE_FORMAT,
         jira_csv_delimiter=_delimiter(env, "RAG_JIRA_CSV_DELIMITER"),
+        jira_directory=_path(env, "RAG_JIRA_DIRECTORY", Path()) if _get(env, "RAG_JIRA_DIRECTORY") else None,
+        identity_links=_path(env, "RAG_IDENTITY_LINKS", Path()) if _get(env, "RAG_IDENTITY_LINKS") else None,
         slack_team=_get(env, "SLACK_TEAM_ID"),
         slack_domain=_get(env, "SLACK_WORKSPACE_DOMAIN"),
         jira_site=_get(env, "JIRA_SITE"),

@@ -57,7 +57,7 @@ def _truth(vectors: np.ndarray, query: np.ndarray, allowed: np.ndarray | None = 
 
 def _recall(store: EdgeVectorStore, vectors: np.ndarray, queries: np.ndarray, group: int | None = None) -> float:
     allowed = (np.arange(POINTS) % 10 == group) if group is not None else None
-    flt = SearchFilter(acl=AclCondition(user_id="u", groups=(f"g{group}",))) if group is not None else None
+    flt = SearchFilter(acl=AclCondition(user_ids=("u",), groups=(f"g{group}",))) if group is not None else None
     found = []
     for query in queries:
         hits = store.search_dense(query.tolist(), 10, flt)

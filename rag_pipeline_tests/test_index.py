@@ -92,14 +92,16 @@ ACLS = {
     "d3": {"public": False, "users": [], "groups": ["team"]},
 }
 READERS = {
-    AclCondition(None, ()): {"d1"},
-    AclCondition("U2", ()): {"d1", "d2"},
-    AclCondition("U9", ("team",)): {"d1", "d3"},
-    AclCondition("U2", ("team", "other")): {"d1", "d2", "d3"},
+    AclCondition((), ()): {"d1"},
+    AclCondition(("U2",), ()): {"d1", "d2"},
+    AclCondition(("U9",), ("team",)): {"d1", "d3"},
+    AclCondition(("U2",), ("team", "other")): {"d1", "d2", "d3"},
+    # One person's several account ids: any of them admits (a Slack id and a Jira account id)
+    AclCondition(("J7", "U2"), ()): {"d1", "d2"},
 }
 
 
-@pytest.mark.parametrize("reader", list(READERS), ids=lambda r: f"{r.user_id}-{'+'.join(r.groups)}")
+@pytest.mark.parametrize("reader", list(READERS), ids=lambda r: f"{'+'.join(r.user_ids)}-{'+'.join(r.groups)}")
 def test_acl_filter_in_every_search(store, reader: AclCondition) -> None:
     write_documents(store, [doc_points(d, 1.0, acl=ACLS[d]) for d in TEXTS])
     flt = SearchFilter(acl=reader)

@@ -25,7 +25,7 @@ from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, NothingRead, run_backfill
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
 from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 
@@ -76,6 +76,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default: Jira's '30/Sep/21 5:20 PM' and '30/Sep/21 17:20')",
     )
     index.add_argument("--jira-csv-delimiter", help="the CSV's field separator (RAG_JIRA_CSV_DELIMITER; default ',')")
+    index.add_argument(
+        "--jira-directory",
+        type=Path,
+        help="CSV of Jira accounts for the principal directory, columns account_id,email,groups (groups ';'-separated: "
+        "a Jira group, project:KEY or security:LEVEL_ID), for dumps that hold no membership (RAG_JIRA_DIRECTORY)",
+    )
     add_common_arguments(index)
     index.set_defaults(func=run)
 
@@ -100,6 +106,9 @@ def check_paths(settings: Settings, sources: list[str], options: bool = True) ->
             continue
         what, option, variable, field = _SOURCE_PATHS[source]
         existing_input(Path(getattr(settings, field)), what, f"{option} / {variable}" if options else variable)
+    if "jira" in sources and settings.jira_directory is not None:
+        flag = "--jira-directory / RAG_JIRA_DIRECTORY" if options else "RAG_JIRA_DIRECTORY"
+        existing_input(settings.jira_directory, "Jira directory file", flag)
 
 
 def settings_from_arguments(args: argparse.Namespace, settings: Settings) -> Settings:
@@ -113,6 +122,7 @@ def settings_from_arguments(args: argparse.Namespace, settings: Settings) -> Set
         jira_site=args.jira_site,
         jira_csv_date_format=args.jira_date_format,
         jira_csv_delimiter=args.jira_csv_delimiter,
+        jira_directory=args.jira_directory.resolve() if getattr(args, "jira_directory", None) else None,
     )
 
 
@@ -162,8 +172,27 @@ def index_sources(
     skipped = Skipped()
     for source, found in problems.items():
         skipped.add(source, found)
+    result["directory"] = _refresh_directory(settings, list(args.source), skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
     return result
+
+
+def _refresh_directory(settings: Settings, sources: list[str], skipped: Skipped) -> dict[str, Any]:
+    """The principal directory of the sources just indexed, so a person can be looked up right away. The index
+    is written either way: a directory that cannot be refreshed is a warning naming why."""
+    from rag_pipeline.runs.directory import refresh_directories
+
+    try:
+        done = refresh_directories(settings, sources, live=False)
+    except SourceError as exc:
+        print(f"warning: the principal directory was not refreshed: {exc}", file=sys.stderr)
+        return {"error": str(exc)}
+    out: dict[str, Any] = {}
+    for sync in done:
+        print(sync.summary(), file=sys.stderr)  # never wrapped: a log line to grep
+        skipped.add(f"{sync.source} directory", sync.problems)
+        out[sync.source] = sync.as_metadata()
+    return out
 
 
 def _backfill(

@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.serving.identity import IdentityError, Reader, resolve_reader
     from rag_pipeline.serving.mcp_tools import build_mcp_server
     from rag_pipeline.serving.service import SearchService
@@ -40,7 +41,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
     try:
         # The operator who starts a stdio server vouches for the reader, groups included (as `search --groups`).
-        reader = resolve_reader(user, email, args.groups, trusted_proxy=True)
+        # Without --groups the directory resolves the reader, as it does for `search --user`.
+        reader = resolve_reader(
+            user,
+            email,
+            args.groups,
+            trusted_proxy=True,
+            directory=DirectoryLookup(settings.paths.directory, settings.identity_links_file),
+        )
     except IdentityError as exc:
         flag = {"X-User-Id": "--user", "X-User-Email": "--email", "X-User-Groups": "--groups"}[exc.field]
         raise CommandError(str(exc).replace(exc.field, flag)) from None

@@ -113,12 +113,26 @@ def add_query_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def principal_from_args(args: argparse.Namespace) -> Principal:
+def principal_from_args(args: argparse.Namespace, settings: Settings) -> Principal:
+    """The reader of a search: ``--user`` resolved through the principal directory (every account id of the
+    person and the groups they hold) unless ``--groups`` says the groups; a user the directory does not know
+    reads public documents and those naming the id."""
     groups = tuple(g for g in (args.groups or "").split(",") if g)
     if args.all_documents:
         if args.user or groups:
             raise CommandError("--all-documents skips access control; it cannot be combined with --user/--groups")
         return Principal.all_documents_for_evaluation()
+    if args.user and not groups:
+        from rag_pipeline.runs.directory import reader_of
+
+        principal, person = reader_of(settings, args.user)
+        if person is None:
+            print(
+                f"note: {args.user} is not in the principal directory; searching with no groups (public documents "
+                "and those naming the id)",
+                file=sys.stderr,
+            )
+        return principal
     return Principal(user_id=args.user, groups=groups)
 
 
@@ -148,7 +162,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     paths = settings.paths
-    principal, config = principal_from_args(args), retriever_config(args, settings)
+    principal, config = principal_from_args(args, settings), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
     reranker = load_current_reranker(paths.reranker, settings.bm25_tokenizer)
@@ -208,7 +222,8 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
             )
     if not args.user:
         raise CommandError("--server needs --user: the service searches as the caller it is told about")
-    headers = {"X-User-Id": args.user}
+    # An email goes as X-User-Email: the service resolves either through its directory.
+    headers = {"X-User-Email": args.user} if "@" in args.user else {"X-User-Id": args.user}
     if args.groups:
         headers["X-User-Groups"] = args.groups
     if settings.serve.token is not None:
@@ -288,8 +303,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     search.add_argument("query", type=query_text)
     search.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="hybrid")
-    search.add_argument("--user", default=None, help="reader's user id (e.g. a Slack or Jira account id)")
-    search.add_argument("--groups", default="", help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
+    search.add_argument(
+        "--user",
+        default=None,
+        help="the reader: an email or account id, resolved through the principal directory to every account and "
+        "group of the person (see `whois`)",
+    )
+    search.add_argument(
+        "--groups",
+        default="",
+        help="the reader's groups, comma-separated (e.g. slack:T0UBUNTU:members); given, the directory is not asked",
+    )
     search.add_argument("--all-documents", action="store_true", help="skip access control (evaluation only)")
     search.add_argument("--top-k", type=positive_int, default=10, help="results to return (default: %(default)s)")
     search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")

@@ -86,7 +86,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     configure_service_logging()
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
     service = SearchService.from_settings(settings, store_location(settings))
-    app = create_app(service, settings.serve, listen_host=args.host)
+    from rag_pipeline.directory.lookup import DirectoryLookup
+
+    directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
+    app = create_app(service, settings.serve, listen_host=args.host, directory=directory)
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "required" if settings.serve.token else "off"
     print(

@@ -133,10 +133,10 @@ class IndexedDocument:
 
 @dataclass(frozen=True)
 class AclCondition:
-    """The reader a search runs as: a point matches when it is public, names the user, or names one
+    """The reader a search runs as: a point matches when it is public, names one of the user's ids, or names one
     of the groups. Engines put this in every prefetch and in the final query."""
 
-    user_id: str | None = None
+    user_ids: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
 
 
@@ -200,8 +200,8 @@ def filter_spec(flt: SearchFilter | None) -> FilterSpec:
     should: list[Condition] = []
     if flt.acl is not None:
         should.append(Condition("acl.public", value=True))
-        if flt.acl.user_id is not None:
-            should.append(Condition("acl.users", value=flt.acl.user_id))
+        if flt.acl.user_ids:
+            should.append(Condition("acl.users", any_of=tuple(flt.acl.user_ids)))
         if flt.acl.groups:
             should.append(Condition("acl.groups", any_of=tuple(flt.acl.groups)))
     return FilterSpec(tuple(must), tuple(should))

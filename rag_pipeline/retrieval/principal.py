@@ -11,7 +11,8 @@ from rag_pipeline.index.store import AclCondition
 
 
 class Principal(BaseModel):
-    """A reader: a user id and the groups it belongs to.
+    """A reader: a user id (plus the person's other account ids, ``user_ids``: one person has a Slack id and a
+    Jira account id) and the groups it belongs to.
 
     ``all_documents`` skips access control. Only evaluation sets it (through
     :meth:`all_documents_for_evaluation`), so a caller has to ask for it by name.
@@ -20,6 +21,7 @@ class Principal(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     user_id: str | None = None
+    user_ids: tuple[str, ...] = Field(default_factory=tuple)
     groups: tuple[str, ...] = Field(default_factory=tuple)
     all_documents: bool = False
 
@@ -39,7 +41,12 @@ class Principal(BaseModel):
         """The index filter for this reader (None: no access filter)."""
         if self.all_documents:
             return None
-        return AclCondition(self.user_id, tuple(self.groups))
+        return AclCondition(self.all_user_ids(), tuple(self.groups))
+
+    def all_user_ids(self) -> tuple[str, ...]:
+        """Every account id of this reader, the primary one first."""
+        first = (self.user_id,) if self.user_id is not None else ()
+        return tuple(dict.fromkeys((*first, *self.user_ids)))
 
     def admits(self, acl: Mapping[str, Any]) -> bool:
         """True when a point's ``acl`` payload lets this reader see it (the check leak counting uses)."""
@@ -47,6 +54,6 @@ class Principal(BaseModel):
             return True
         return bool(
             acl.get("public")
-            or (self.user_id is not None and self.user_id in (acl.get("users") or ()))
+            or bool(set(self.all_user_ids()) & set(acl.get("users") or ()))
             or set(self.groups) & set(acl.get("groups") or ())
         )

@@ -29,6 +29,7 @@ from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
     GROUPS_HEADER,
     USER_ID_HEADER,
+    DirectoryLookup,
     IdentityError,
     Reader,
     resolve_reader,
@@ -105,10 +106,17 @@ def _route_of(request: Request) -> str:
     return "unmatched"
 
 
-def create_app(service: SearchService, settings: ServeSettings, *, listen_host: str = "127.0.0.1") -> FastAPI:
+def create_app(
+    service: SearchService,
+    settings: ServeSettings,
+    *,
+    listen_host: str = "127.0.0.1",
+    directory: DirectoryLookup | None = None,
+) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
-    stops DNS-rebinding pages; ``listen_host`` is the address the service listens on)."""
+    stops DNS-rebinding pages; ``listen_host`` is the address the service listens on); ``directory`` resolves
+    callers to their accounts and groups."""
     hosts = allowed_hosts(listen_host, settings.allowed_hosts)
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
@@ -123,7 +131,7 @@ def create_app(service: SearchService, settings: ServeSettings, *, listen_host: 
         return scheme.lower() == "bearer" and secrets.compare_digest(value.strip().encode("latin-1"), token)
 
     def reader_from(user_id: str | None, email: str | None, groups: str | None) -> Reader:
-        return resolve_reader(user_id, email, groups, trusted_proxy=settings.trusted_proxy)
+        return resolve_reader(user_id, email, groups, trusted_proxy=settings.trusted_proxy, directory=directory)
 
     def mcp_reader(ctx: Context[Any, Any]) -> Reader:
         headers = ctx.headers or {}

@@ -8,13 +8,15 @@ or a tool argument, and never widened by a header the operator has not vouched f
 - ``X-User-Groups`` is believed only behind a trusted proxy (``RAG_SERVE_TRUSTED_PROXY=1``), which
   authenticates users and sets their groups; otherwise a request carrying it is refused (400), so a forged
   header never widens a reader silently.
-- Without a principal directory (the issue "Know who may read what") an email alone resolves to no ids,
-  and the reader sees public documents only; a user id sees public documents and those that name it.
+- Otherwise the principal directory (``rag_pipeline.directory``) resolves the caller: every account id and
+  group of the person the email or id names. When both headers are given they must name the same person.
+  A caller the directory does not know sees public documents, and those naming its id.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rag_pipeline.retrieval.principal import Principal
@@ -30,6 +32,10 @@ MAX_GROUPS = 1000
 # jira:site:project:KEY); anything else (spaces, quotes, control characters) is refused, not searched.
 _ID = re.compile(r"^[A-Za-z0-9._:@+\-/=]+$")
 _EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+$")
+
+
+# identifier (email or account id) -> the person's principal, or None when the directory does not know them
+DirectoryLookup = Callable[[str], Principal | None]
 
 
 class IdentityError(ValueError):
@@ -48,12 +54,13 @@ class Reader:
 
     principal: Principal
     email: str | None
-    groups_from: str  # "none" or "trusted-proxy"
+    groups_from: str  # "none", "directory" or "trusted-proxy"
 
     def describe(self) -> dict[str, object]:
         """What a response says about its reader (the caller's own identity, so nothing is disclosed)."""
         return {
             "user_id": self.principal.user_id,
+            "user_ids": list(self.principal.all_user_ids()),
             "email": self.email,
             "groups": list(self.principal.groups),
             "groups_from": self.groups_from,
@@ -69,8 +76,16 @@ def _checked_id(value: str, header: str) -> str:
     return value
 
 
-def resolve_reader(user_id: str | None, email: str | None, groups: str | None, *, trusted_proxy: bool) -> Reader:
-    """The reader of a request with these header values (None: header absent)."""
+def resolve_reader(
+    user_id: str | None,
+    email: str | None,
+    groups: str | None,
+    *,
+    trusted_proxy: bool,
+    directory: DirectoryLookup | None = None,
+) -> Reader:
+    """The reader of a request with these header values (None: header absent); ``directory`` resolves callers
+    whose groups no trusted proxy gave."""
     if groups is not None and not trusted_proxy:
         raise IdentityError(
             400,
@@ -90,6 +105,18 @@ def resolve_reader(user_id: str | None, email: str | None, groups: str | None, *
             USER_ID_HEADER,
             f"no caller identity: send {USER_ID_HEADER} (a Slack user id or Jira account id) or {EMAIL_HEADER}",
         )
+    if groups is None and directory is not None:
+        by_email = directory(mail) if mail is not None else None
+        by_id = directory(user) if user is not None else None
+        if by_email is not None and by_id is not None and set(by_email.all_user_ids()) != set(by_id.all_user_ids()):
+            raise IdentityError(400, USER_ID_HEADER, f"{USER_ID_HEADER} and {EMAIL_HEADER} name two different people")
+        if by_email is not None and by_id is None and user is not None:
+            raise IdentityError(
+                400, USER_ID_HEADER, f"{USER_ID_HEADER} is not one of the accounts of the person {EMAIL_HEADER} names"
+            )
+        found = by_email or by_id
+        if found is not None:
+            return Reader(principal=found, email=mail, groups_from="directory")
     group_list: tuple[str, ...] = ()
     if groups is not None:
         group_list = tuple(dict.fromkeys(_checked_id(g, GROUPS_HEADER) for g in groups.split(",") if g.strip()))

@@ -493,6 +493,26 @@ class JiraApiReader:
         path = f"rest/api/{self.api_version}/{resource}"
         return self._call(what, where, self.client.get, path, missing_ok=missing_ok, params=params)
 
+    def get(self, what: str, where: str | None, resource: str, missing_ok: bool = False, **params: Any) -> Any:
+        """One GET of ``/rest/api/<version>/<resource>`` with the reader's error handling (the directory sync)."""
+        return self._get(what, where, resource, missing_ok, **params)
+
+    def paged(self, what: str, where: str | None, resource: str, page_size: int = 50, **params: Any) -> Iterator[Any]:
+        """The ``values`` of a ``startAt``/``maxResults`` paged resource (``group/member``, ``group/bulk``,
+        security level members) until ``isLast`` (or ``total``), under one page guard."""
+        guard = self._guard(resource, where)
+        start = 0
+        while True:
+            page = self._get(what, where, resource, **params, startAt=start, maxResults=page_size) or {}
+            values = page.get("values") or []
+            yield from values
+            start += len(values)
+            total = page.get("total")
+            last = bool(page.get("isLast", isinstance(total, int) and start >= total)) or not values
+            guard.page(len(values), None if last else str(start))
+            if last:
+                return
+
     # --- site -----------------------------------------------------------------------------------
     @cached_property
     def user_zone(self) -> ZoneInfo | None:

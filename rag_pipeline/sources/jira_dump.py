@@ -332,6 +332,10 @@ class JiraDumpReader:
                 continue
             yield location, issue
 
+    def issues(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(location, issue object) of every line holding one, bad lines added to ``problems``."""
+        return self._issues(problems)
+
     def read(self, projects: Iterable[str] | None = None) -> JiraRead:
         """Every issue of the given projects (all when None); bad lines are reported, not fatal. An issue id
         seen twice is kept once, in its newest version (ties: the later line), and reported."""

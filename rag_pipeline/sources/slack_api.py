@@ -394,6 +394,10 @@ class SlackApiReader:
             if not cursor:
                 return
 
+    def pages(self, method: str, key: str, where: str | None = None, **params: Any) -> Iterator[Any]:
+        """:meth:`_pages` for the directory sync, which lists users and members with the same guards."""
+        return self._pages(method, key, where, **params)
+
     # --- workspace --------------------------------------------------------------------------
     @property
     def team_id(self) -> str:
@@ -412,7 +416,13 @@ class SlackApiReader:
 
     def _user_names(self) -> dict[str, str]:
         if self._users is None:
-            self._users = {u["id"]: user_display_name(u) for u in self._pages("users.list", "members")}
+            # A record without an id names nobody; it must not end the read of every channel (the directory
+            # sync reports it).
+            self._users = {
+                u["id"]: user_display_name(u)
+                for u in self._pages("users.list", "members")
+                if isinstance(u, dict) and isinstance(u.get("id"), str) and u["id"]
+            }
         return self._users
 
     def user_name(self, user_id: str) -> str | None:

@@ -1,0 +1,55 @@
+"""``rag-pipeline directory``: refresh who exists and what they belong to, from each source's API where it is
+configured and from the offline files otherwise (``index`` and ``sync`` do this for the sources they read)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rag_pipeline.directory.sync import DirectorySync
+from rag_pipeline.settings import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    directory = sub.add_parser(
+        "directory",
+        help="refresh the principal directory (who exists, their groups and channels) without indexing",
+        description="Reads each source's people and memberships — Slack: users.list and the members of private and "
+        "shared channels (or an export's users.json, channels.json, groups.json, mpims.json); Jira: groups and their "
+        "members, Browse projects grants and security levels (or the people a dump names plus --jira-directory) — "
+        "writes them to <data dir>/directory.sqlite in one transaction per source, and rewrites the ACL of indexed "
+        "threads of channels whose members changed. `whois` and `explain` read it; searches resolve readers from it.",
+    )
+    directory.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    directory.add_argument("--offline", action="store_true", help="read the offline files even where an API is set")
+    directory.add_argument(
+        "--jira-directory", default=None, help="CSV of Jira accounts: account_id,email,groups (RAG_JIRA_DIRECTORY)"
+    )
+    directory.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    directory.add_argument("--json", action="store_true", help="print what each sync did as JSON")
+    directory.set_defaults(func=run)
+
+
+def print_directory_syncs(done: list[DirectorySync], stream: object = sys.stderr) -> None:
+    """One line per source, then the records skipped (the first few)."""
+    for sync in done:
+        print(sync.summary(), file=stream)  # type: ignore[call-overload]
+        for problem in sync.problems[:5]:
+            print(f"  skipped: {problem}", file=stream)  # type: ignore[call-overload]
+        if len(sync.problems) > 5:
+            print(f"  ... and {len(sync.problems) - 5} more", file=stream)  # type: ignore[call-overload]
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.runs.directory import refresh_directories
+
+    if args.jira_directory:
+        settings = settings.with_offline_sources(jira_directory=Path(args.jira_directory).resolve())
+    done = refresh_directories(settings, args.source, live=False if args.offline else None)
+    if args.json:
+        print(json.dumps([{**d.as_metadata(), "skipped": [str(p) for p in d.problems]} for d in done], indent=2))
+    else:
+        print_directory_syncs(done, sys.stdout)
+    return 0

@@ -1,0 +1,56 @@
+"""``rag-pipeline explain --user PERSON DOCUMENT_ID``: may this person read this document, and why.
+
+It reads the document's indexed ACL and the person's reader from the directory, the two things a search
+filters on, so it agrees with what ``search`` returns. Exit 0 whether visible or not; 2 for an unknown
+person or document."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.directory.explain import explain
+from rag_pipeline.directory.people import UnknownPerson
+from rag_pipeline.index.store import SearchFilter
+from rag_pipeline.settings import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "explain",
+        help="say whether a person may read a document, and why",
+        description="Resolves PERSON through the principal directory (as searches do) and reads DOCUMENT_ID's ACL "
+        "from the index; prints visible or hidden with the grant that admits it (public, member of workspace T, "
+        "member of private channel #x, Browse projects via group g, security level via group g) or the restriction "
+        "that hides it, and how old the directory's knowledge is. Exit 0 either way; 2 for an unknown person or "
+        "document.",
+    )
+    parser.add_argument("document_id", help="document id as results show it (slack:T:C:ts, jira:site:id)")
+    parser.add_argument("--user", required=True, help="the person: email or account id (slack:U123, jira:...)")
+    parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    parser.add_argument("--json", action="store_true", help='print {"visible", "because", "synced"} as JSON')
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.commands.search import open_index
+    from rag_pipeline.runs.directory import directory_store, person_of
+
+    try:
+        person = person_of(settings, args.user)
+    except UnknownPerson as exc:
+        raise CommandError(str(exc)) from None
+    with open_index(settings) as store:
+        indexed = store.indexed_documents(SearchFilter(document_ids=(args.document_id,)))
+    found = indexed.get(args.document_id)
+    if found is None or found.acl is None:
+        raise CommandError(f"no document {args.document_id!r} in the index (ids look like slack:T:C:ts, jira:site:id)")
+    explanation = explain(person, args.document_id, found.acl, directory_store(settings))
+    if args.json:
+        print(json.dumps({"person": person.name, **explanation.as_json()}, indent=2))
+        return 0
+    print(f"{'visible' if explanation.visible else 'hidden'}: {args.document_id} for {person.name}")
+    for reason in explanation.because:
+        print(f"  because {reason}")
+    return 0

@@ -1,0 +1,154 @@
+"""The principal directory as software-defined assets: ``slack_directory`` and ``jira_directory``, one per
+source (in the source's group), refreshed hourly (the discovery cadence) and by ``index``/``sync``.
+
+Thin wiring: the reading is :mod:`rag_pipeline.directory` (export, dump or API), the write and the ACL refresh
+are :func:`rag_pipeline.directory.sync.sync_directory`; this module picks the reader for the configured
+resource and turns the result into metadata, a freshness policy and a check.
+"""
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from rag_pipeline.defs.resources import QdrantResource
+from rag_pipeline.directory import jira_directory, slack_directory
+from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.store import DirectoryStore
+from rag_pipeline.directory.sync import DirectorySync, sync_directory
+from rag_pipeline.index.store import VectorStore
+from rag_pipeline.settings import Settings
+
+DIRECTORY_CRON = "20 * * * *"
+DIRECTORY_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=3), warn_window=timedelta(hours=2))
+
+
+class DirectoryResource(dg.ConfigurableResource):
+    """Where the directory is kept, and the optional Jira directory file for offline sites."""
+
+    path: str = Field(description="SQLite file of the directory (<data>/directory.sqlite)")
+    jira_directory_file: str | None = Field(
+        default=None, description="CSV of Jira accounts and groups for a dump without membership (RAG_JIRA_DIRECTORY)"
+    )
+
+    def store(self) -> DirectoryStore:
+        return DirectoryStore(self.path)
+
+
+def directory_resource(settings: Settings) -> DirectoryResource:
+    return DirectoryResource(
+        path=str(settings.paths.directory),
+        jira_directory_file=str(settings.jira_directory) if settings.jira_directory else None,
+    )
+
+
+def read_source_directory(
+    source: str, resource: object, directory: DirectoryResource, log: Callable[[str], None] | None = None
+) -> DirectorySnapshot:
+    """The snapshot of ``source`` through whichever resource feeds it (live API, export, dump or CSV)."""
+    from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
+    from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
+
+    if isinstance(resource, SlackResource):
+        return slack_directory.read_api_directory(resource.reader(log))
+    if isinstance(resource, SlackExportResource):
+        return slack_directory.read_export_directory(resource.path, resource.identity().team_id)
+    if isinstance(resource, JiraResource):
+        return jira_directory.read_api_directory(resource.reader(log))
+    if isinstance(resource, JiraDumpResource):
+        return jira_directory.read_dump_directory(
+            resource.path, resource.identity().site, directory.jira_directory_file
+        )
+    if isinstance(resource, JiraCsvResource):
+        site = resource.identity().site
+        snapshot = DirectorySnapshot("jira", site, time.time())
+        if directory.jira_directory_file:
+            jira_directory.read_directory_file(directory.jira_directory_file, site, snapshot)
+        return snapshot
+    raise TypeError(f"no directory reader for {source} resource {type(resource).__name__}")
+
+
+@contextmanager
+def _index_of(qdrant: QdrantResource) -> Iterator[VectorStore | None]:
+    """The index for the ACL refresh, or None where none was written yet (nothing to refresh)."""
+    location = qdrant.location()
+    if location.embedded and not (Path(location.path) / location.names.children).exists():
+        yield None
+        return
+    with qdrant.open() as store:
+        yield store
+
+
+def refresh_directory(
+    source: str,
+    resource: object,
+    directory: DirectoryResource,
+    qdrant: QdrantResource,
+    log: Callable[[str], None] | None = None,
+) -> DirectorySync:
+    """Read, write, and rewrite the ACLs of channels whose readers changed (the asset's and the CLI's body)."""
+    started = time.perf_counter()
+    snapshot = read_source_directory(source, resource, directory, log)
+    store = directory.store()
+    if source != "slack":
+        return sync_directory(snapshot, store, started=started)
+    with _index_of(qdrant) as index:
+        return sync_directory(snapshot, store, index, None if index is not None else "no index yet", started)
+
+
+def build_directory_asset(source: str) -> dg.AssetsDefinition:
+    """``<source>_directory``, with its check that every record was usable."""
+    key = dg.AssetKey(f"{source}_directory")
+
+    @dg.asset(
+        key=key,
+        group_name=source,
+        kinds={source, "sqlite"},
+        owners=["team:rag-platform"],
+        required_resource_keys={f"{source}_source", "directory", "qdrant"},
+        automation_condition=dg.AutomationCondition.on_cron(DIRECTORY_CRON),
+        freshness_policy=DIRECTORY_FRESHNESS,
+        check_specs=[
+            dg.AssetCheckSpec(
+                "records_usable",
+                asset=key,
+                description="Every directory record had an id (and a well-formed email where one was given); the "
+                "others were skipped and listed in the materialization.",
+            )
+        ],
+        description=f"Who exists in {source} and what they belong to (accounts, groups and the grants behind them, "
+        "private-channel members), joined into people by email; searches, `whois` and `explain` resolve readers "
+        "from it. A channel whose readers changed gets its indexed threads' ACL rewritten in place "
+        "(acl_lag_seconds: from the sync seeing the change to the index honouring it).",
+    )
+    def directory_asset(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        done = refresh_directory(
+            source,
+            getattr(context.resources, f"{source}_source"),
+            context.resources.directory,
+            context.resources.qdrant,
+            context.log.info,
+        )
+        context.log.info(done.summary())
+        for problem in done.problems[:20]:
+            context.log.warning(f"directory record skipped: {problem}")
+        metadata: dict[str, Any] = {**done.as_metadata(), "skipped_examples": [str(p) for p in done.problems[:20]]}
+        skipped = len(done.problems)
+        return dg.MaterializeResult(
+            metadata={k: v for k, v in metadata.items() if v is not None},
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="records_usable",
+                    passed=skipped == 0,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    metadata={"records_skipped": skipped},
+                )
+            ],
+        )
+
+    return directory_asset

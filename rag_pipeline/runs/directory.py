@@ -1,0 +1,57 @@
+"""Refreshing the principal directory from the command line, through the same resources and the same body
+(``defs.directory.refresh_directory``) as the ``<source>_directory`` assets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rag_pipeline.defs.directory import directory_resource, refresh_directory
+from rag_pipeline.defs.resources import qdrant_resource
+from rag_pipeline.directory.people import Links, Person, UnknownPerson, find_person
+from rag_pipeline.directory.store import DirectoryStore
+from rag_pipeline.directory.sync import DirectorySync
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.settings import Settings
+
+
+def refresh_directories(
+    settings: Settings, sources: Sequence[str], live: bool | None = None, log: Callable[[str], None] | None = None
+) -> list[DirectorySync]:
+    """Refresh each source's directory from its live API where configured (``live=False``: from the offline
+    files, as ``index`` does), writing it and rewriting the ACLs of Slack channels whose readers changed."""
+    from rag_pipeline.definitions import build_resources, source_specs
+
+    specs = {name: spec for name, spec in source_specs(settings).items() if name in sources}
+    resources = build_resources(settings, specs, live)
+    directory = directory_resource(settings)
+    qdrant = qdrant_resource(settings).process_config_and_initialize()
+    done = []
+    for source in sources:
+        resource = resources[f"{source}_source"]
+        initialize = getattr(resource, "process_config_and_initialize", None)
+        done.append(refresh_directory(source, initialize() if initialize else resource, directory, qdrant, log))
+    return done
+
+
+def directory_store(settings: Settings) -> DirectoryStore:
+    return DirectoryStore(settings.paths.directory)
+
+
+def person_of(settings: Settings, who: str) -> Person:
+    """The person ``who`` (email, account id or source:id) names; :class:`UnknownPerson` otherwise."""
+    store = directory_store(settings)
+    if not store.exists():
+        raise UnknownPerson(
+            f"no directory at {settings.paths.directory}: run `rag-pipeline index` (or `sync`, or `directory`) first"
+        )
+    return find_person(store, who, Links.read(settings.identity_links_file))
+
+
+def reader_of(settings: Settings, who: str) -> tuple[Principal, Person | None]:
+    """The reader ``who`` searches as: the directory's person where it knows one, else the bare id (public
+    documents and those naming it)."""
+    try:
+        person = person_of(settings, who)
+    except UnknownPerson:
+        return Principal(user_id=who if "@" not in who else None), None
+    return person.principal(), person
