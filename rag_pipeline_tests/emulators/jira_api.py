@@ -25,6 +25,13 @@ What it reproduces (request paths and shapes as surveyed in ``shared/notes/slack
   archived projects only with ``status=archived`` (Cloud
   ``project/search``) or ``includeArchived`` (``project``); permission schemes (``BROWSE_PROJECTS`` grants to groups and
   project roles) and role actors.
+* The directory (served on v2 and v3, Cloud and Server alike): ``group/member`` (``groupname`` or ``groupId``;
+  inactive users only with ``includeInactiveUsers=true``; ``emailAddress`` only where the user has one),
+  ``group/bulk`` (groups by name, with their ``groupId``), ``groups/picker`` (case-insensitive substring match, with
+  the picker's ``header`` and ``html``), ``issuesecurityschemes`` and ``issuesecurityschemes/{id}`` (the site's one
+  scheme and its levels) and ``issuesecurityschemes/level/member`` (group and user holders per level). The paged ones
+  answer ``startAt``/``maxResults``/``total``/``isLast``/``values`` with ``maxResults`` capped at
+  ``directory_page_cap`` (50, as Cloud).
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, 401/403/404, dropped connections, a server that never
   answers (``silent``) and one that answers one byte per second (``trickle``); broken paging per project
   (:meth:`JiraEmulator.break_paging`: a repeated ``nextPageToken``, an ignored ``startAt``, endless empty pages);
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
 import math
 import re
@@ -56,7 +64,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from rag_pipeline_tests.emulators.http import LocalHttpService, send
-from rag_pipeline_tests.emulators.jira_site import JiraProject, JiraSite, sorted_comments
+from rag_pipeline_tests.emulators.jira_site import (
+    SECURITY_SCHEME_ID,
+    SECURITY_SCHEME_NAME,
+    JiraProject,
+    JiraSite,
+    group_id,
+    sorted_comments,
+)
 from rag_pipeline_tests.emulators.jql import JqlError, compile_jql, sort_issues
 
 __all__ = [
@@ -163,6 +178,8 @@ class JiraEmulator(LocalHttpService):
         id_only_max_results_cap: int = 5000,
         comment_page_cap: int = 100,
         project_page_size: int = 50,
+        directory_page_cap: int = 50,
+        group_picker_cap: int = 1000,
     ) -> None:
         self.site = site
         self.cloud = cloud
@@ -174,6 +191,8 @@ class JiraEmulator(LocalHttpService):
         self.id_only_max_results_cap = id_only_max_results_cap
         self.comment_page_cap = comment_page_cap
         self.project_page_size = project_page_size
+        self.directory_page_cap = directory_page_cap
+        self.group_picker_cap = group_picker_cap
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []  # tracebacks of handler crashes (answered 500)
         self._faults: list[_Fault] = []
@@ -198,6 +217,13 @@ class JiraEmulator(LocalHttpService):
             (re.compile(r"issue/([^/]+)"), get, self._issue_get),
             (re.compile(r"issue/([^/]+)/comment"), get, self._comments),
             (re.compile(r"issue/([^/]+)/comment/([^/]+)"), get, self._comment_get),
+            (re.compile(r"group/member"), get, self._group_member),
+            (re.compile(r"group/bulk"), get, self._group_bulk),
+            (re.compile(r"groups/picker"), get, self._groups_picker),
+            (re.compile(r"issuesecurityschemes"), get, self._security_schemes),
+            # Before the scheme route, though "([^/]+)" cannot take "level/member" anyway (routes are fullmatched).
+            (re.compile(r"issuesecurityschemes/level/member"), get, self._security_level_members),
+            (re.compile(r"issuesecurityschemes/([^/]+)"), get, self._security_scheme),
         ]
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
@@ -417,6 +443,22 @@ class JiraEmulator(LocalHttpService):
         if issue is None or project is None or not project.visible:
             raise _ApiError(404, ISSUE_NOT_FOUND_MESSAGE)
         return issue
+
+    def _values_page(self, call: _Call, items: list[Any], cap: int) -> tuple[list[Any], dict[str, Any]]:
+        """One ``startAt``/``maxResults`` page of ``items`` and the paging keys of a Cloud ``values`` answer
+        (``maxResults`` capped at ``cap``; 0 or absent means ``cap``)."""
+        start = self._int(call.params, "startAt", 0)
+        size = min(self._int(call.params, "maxResults", 0) or cap, cap)
+        page = items[start : start + size]
+        return page, {
+            "maxResults": size,
+            "startAt": start,
+            "total": len(items),
+            "isLast": start + len(page) >= len(items),
+        }
+
+    def _user_url(self, version: int, account_id: str) -> str:
+        return f"{self.url}/rest/api/{version}/user?{urlencode({'accountId': account_id})}"
 
     def _project_object(self, project: JiraProject, version: int) -> dict[str, Any]:
         return {
@@ -688,8 +730,158 @@ class JiraEmulator(LocalHttpService):
                 return self.site.render_comment(issue["id"], comment, call.version, base_url=self.url)
         raise _ApiError(404, f"Can not find a comment for the id: {comment_id}.")
 
+    # -- directory endpoints --------------------------------------------------------------------------------------
+
+    def _group_member(self, call: _Call) -> dict[str, Any]:
+        params = call.params
+        wanted_id, wanted_name = params.get("groupId"), params.get("groupname")
+        if wanted_id:
+            name = next((g for g in self.site.groups if group_id(g) == wanted_id), None)
+        elif wanted_name:
+            name = wanted_name if wanted_name in self.site.groups else None
+        else:
+            raise _ApiError(400, "You must specify a group name or a group id.")
+        if name is None:
+            raise _ApiError(404, "Group not found")
+        # atlassian-python-api sends the Python bool as "True"/"False".
+        inactive = (params.get("includeInactiveUsers") or "").lower() == "true"
+        members = [self.site.users[a] for a in self.site.groups[name] if a in self.site.users]
+        members = [u for u in members if inactive or u["active"]]
+        page, paging = self._values_page(call, members, self.directory_page_cap)
+        query = {k: v for k, v in params.items() if k not in ("startAt", "maxResults")}
+
+        def page_url(start: int) -> str:
+            return f"{self.url}{call.path}?{urlencode({**query, 'startAt': start, 'maxResults': paging['maxResults']})}"
+
+        out: dict[str, Any] = {
+            "self": page_url(paging["startAt"]),
+            **paging,
+            "values": [self._member_object(u, call.version) for u in page],
+        }
+        if not paging["isLast"]:
+            out["nextPage"] = page_url(paging["startAt"] + paging["maxResults"])
+        return out
+
+    def _member_object(self, user: dict[str, Any], version: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "self": self._user_url(version, user["accountId"]),
+            "accountId": user["accountId"],
+            "name": user["name"],
+            "displayName": user["displayName"],
+            "active": user["active"],
+        }
+        if user.get("emailAddress") is not None:
+            out["emailAddress"] = user["emailAddress"]
+        return out
+
+    def _group_bulk(self, call: _Call) -> dict[str, Any]:
+        params = call.params
+        names = sorted(self.site.groups)
+        wanted_names, wanted_ids = _id_filter(params.get("groupName")), _id_filter(params.get("groupId"))
+        if wanted_names is not None:
+            names = [n for n in names if n in wanted_names]
+        if wanted_ids is not None:
+            names = [n for n in names if group_id(n) in wanted_ids]
+        page, paging = self._values_page(call, names, self.directory_page_cap)
+        return {**paging, "values": [{"name": n, "groupId": group_id(n)} for n in page]}
+
+    def _groups_picker(self, call: _Call) -> dict[str, Any]:
+        params = call.params
+        query = params.get("query") or ""
+        excluded = _id_filter(params.get("exclude")) or set()
+        excluded_ids = _id_filter(params.get("excludeId")) or set()
+        limit = min(self._int(params, "maxResults", 20), self.group_picker_cap)
+        # Case-insensitive as Server matches; Cloud's explicit caseInsensitive=false makes it exact.
+        exact = (params.get("caseInsensitive") or "").lower() == "false"
+
+        def matches(name: str) -> bool:
+            found = query in name if exact else query.lower() in name.lower()
+            return found and name not in excluded and group_id(name) not in excluded_ids
+
+        matching = [g for g in sorted(self.site.groups) if matches(g)]
+        shown = matching[:limit]
+        return {
+            "header": f"Showing {len(shown)} of {len(matching)} matching groups",
+            "total": len(matching),
+            "groups": [
+                {"name": g, "html": _picker_html(g, query), "labels": [], "groupId": group_id(g)} for g in shown
+            ],
+        }
+
+    def _scheme_object(self, version: int) -> dict[str, Any]:
+        return {
+            "self": f"{self.url}/rest/api/{version}/issuesecurityschemes/{SECURITY_SCHEME_ID}",
+            "id": int(SECURITY_SCHEME_ID),
+            "name": SECURITY_SCHEME_NAME,
+            "description": "",
+            "defaultSecurityLevelId": -1,
+        }
+
+    def _security_schemes(self, call: _Call) -> dict[str, Any]:
+        schemes = [self._scheme_object(call.version)] if self.site.security_levels else []
+        return {"issueSecuritySchemes": schemes}
+
+    def _security_scheme(self, call: _Call, scheme_id: str) -> dict[str, Any]:
+        if scheme_id != SECURITY_SCHEME_ID or not self.site.security_levels:
+            raise _ApiError(404, f"Issue security scheme with id {scheme_id} does not exist.")
+        levels = [
+            {
+                "self": f"{self.url}/rest/api/{call.version}/securitylevel/{level_id}",
+                "id": level_id,
+                "name": level["name"],
+                "description": level["description"],
+            }
+            for level_id, level in self.site.security_levels.items()
+        ]
+        return {**self._scheme_object(call.version), "levels": levels}
+
+    def _security_level_members(self, call: _Call) -> dict[str, Any]:
+        params = call.params
+        levels, member_ids = _id_filter(params.get("levelId")), _id_filter(params.get("id"))
+        # Cloud's current parameter is schemeId; issueSecuritySchemeId is its older name.
+        schemes = _id_filter(params.get("schemeId") or params.get("issueSecuritySchemeId"))
+        in_scheme = schemes is None or SECURITY_SCHEME_ID in schemes
+        members: list[dict[str, Any]] = []
+        member_id = 10000  # numbered over every level, so a member keeps its id whatever the filter
+        for level_id, level in self.site.security_levels.items():
+            holders = [
+                *({"type": "group", "parameter": g, "value": g, "expand": "group"} for g in level["groups"]),
+                *({"type": "user", "parameter": u, "value": u, "expand": "user"} for u in level["users"]),
+            ]
+            for holder in holders:
+                if (
+                    in_scheme
+                    and (levels is None or level_id in levels)
+                    and (member_ids is None or str(member_id) in member_ids)
+                ):
+                    members.append(
+                        {
+                            "id": member_id,
+                            "issueSecurityLevelId": int(level_id) if level_id.isdigit() else level_id,
+                            "holder": holder,
+                        }
+                    )
+                member_id += 1
+        page, paging = self._values_page(call, members, self.directory_page_cap)
+        return {**paging, "values": page}
+
 
 # -- module helpers ---------------------------------------------------------------------------------------------------
+
+
+def _id_filter(value: str | None) -> set[str] | None:
+    """A comma-joined multi-value parameter as a set, None when absent or empty (no filter)."""
+    wanted = {v.strip() for v in (value or "").split(",") if v.strip()}
+    return wanted or None
+
+
+def _picker_html(name: str, query: str) -> str:
+    """A group picker suggestion: the name, HTML-escaped, its first match of ``query`` in bold."""
+    at = name.lower().find(query.lower()) if query else -1
+    if at < 0:
+        return html.escape(name)
+    end = at + len(query)
+    return f"{html.escape(name[:at])}<b>{html.escape(name[at:end])}</b>{html.escape(name[end:])}"
 
 
 def _encode_page_token(offset: int) -> str:

@@ -6,6 +6,9 @@
   with :meth:`JiraSite.write_dump` and :meth:`JiraSite.from_dump`.
 * :class:`JiraProject`: identity, archived/visible flags and what the permission scheme is built from
   (``BROWSE_PROJECTS`` grants to groups and project roles, role actors).
+* The directory: users by accountId (:meth:`JiraSite.add_user`), groups of accountIds (:meth:`JiraSite.add_group`,
+  :meth:`JiraSite.remove_from_group`; ids from :func:`group_id`) and the levels of one issue security scheme
+  (:meth:`JiraSite.add_security_level`), so who may read what can be resolved to people.
 * Bodies: v2 serves wiki-text, v3 Atlassian Document Format; :func:`body_for_version` converts either way
   (:func:`adf_to_text`, :func:`text_to_adf`).
 * Time: :func:`parse_jira_time` reads Jira timestamps (:func:`jira_instant`: the same, or None for a bad value).
@@ -21,6 +24,7 @@ import gzip
 import json
 import re
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,10 +34,13 @@ from zoneinfo import ZoneInfo
 
 __all__ = [
     "KEY_RE",
+    "SECURITY_SCHEME_ID",
+    "SECURITY_SCHEME_NAME",
     "JiraProject",
     "JiraSite",
     "adf_to_text",
     "body_for_version",
+    "group_id",
     "jira_instant",
     "parse_jira_time",
     "sorted_comments",
@@ -43,6 +50,15 @@ __all__ = [
 # Fields whose values are rich text: strings (wiki markup) in v2, ADF documents in v3.
 _RICH_TEXT_FIELDS = ("description", "environment")
 KEY_RE = re.compile(r"^([A-Z][A-Z0-9_]*)-(\d+)$")
+# The site's one issue security scheme (it exists once a level is added).
+SECURITY_SCHEME_ID = "10100"
+SECURITY_SCHEME_NAME = "Default scheme"
+_GROUP_ID_NAMESPACE = uuid.UUID("6f1c1d2e-3a4b-4c5d-8e6f-7a8b9c0d1e2f")
+
+
+def group_id(name: str) -> str:
+    """The Cloud ``groupId`` of a group: a UUID derived from its name, so it is stable across runs and sites."""
+    return str(uuid.uuid5(_GROUP_ID_NAMESPACE, name))
 
 
 # -- time -------------------------------------------------------------------------------------------------------------
@@ -196,10 +212,13 @@ def sorted_comments(issue: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 class JiraSite:
-    """Projects and issues of one Jira site (mutable while the emulator serves it).
+    """Projects, issues and the user directory of one Jira site (mutable while the emulator serves it).
 
     Issues are stored as REST v2-style objects (``{"id", "key", "fields": {...}}``) whose bodies may be wiki strings
-    or ADF documents; the full comment list is ``fields.comment.comments``. Mutate the site through its methods (or
+    or ADF documents; the full comment list is ``fields.comment.comments``. The directory: :attr:`users` by accountId
+    (``{"accountId", "displayName", "emailAddress"?, "active", "name"}``), :attr:`groups` (name -> member accountIds,
+    in the order they joined) and :attr:`security_levels` (level id -> ``{"name", "description", "groups",
+    "users"}``) of the one issue security scheme :data:`SECURITY_SCHEME_ID`. Mutate the site through its methods (or
     directly under :attr:`lock`) while an emulator serves it; the emulator holds the same lock while answering.
     """
 
@@ -218,7 +237,78 @@ class JiraSite:
         self.issues: dict[str, dict[str, Any]] = {}  # id -> stored issue, in insertion order
         self._keys: dict[str, str] = {}  # current key (upper case) -> id
         self._aliases: dict[str, str] = {}  # former key of a moved issue -> id
+        self.users: dict[str, dict[str, Any]] = {}  # accountId -> user
+        self.groups: dict[str, list[str]] = {}  # group name -> member accountIds
+        self.security_levels: dict[str, dict[str, Any]] = {}  # level id -> {"name", "description", "groups", "users"}
         self.lock = threading.RLock()
+
+    # -- directory ------------------------------------------------------------------------------------------------
+
+    def add_user(
+        self,
+        account_id: str,
+        display_name: str,
+        *,
+        email: str | None = None,
+        active: bool = True,
+        groups: Iterable[str] = (),
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """Add (or replace) a user and put it in ``groups`` (created when missing); returns the stored user.
+        ``name`` is the Server/DC username (default: the accountId); ``emailAddress`` is stored only when given,
+        as Cloud hides it for users whose profile visibility says so."""
+        user: dict[str, Any] = {
+            "accountId": account_id,
+            "displayName": display_name,
+            "active": active,
+            "name": name if name is not None else account_id,
+        }
+        if email is not None:
+            user["emailAddress"] = email
+        with self.lock:
+            self.users[account_id] = user
+            for group in groups:
+                self.add_group(group, (account_id,))
+        return user
+
+    def add_group(self, name: str, members: Iterable[str] = ()) -> None:
+        """Create a group if missing and add ``members`` (accountIds of existing users; ``KeyError`` otherwise) that
+        are not in it yet."""
+        with self.lock:
+            added = list(members)
+            unknown = [m for m in added if m not in self.users]
+            if unknown:
+                raise KeyError(f"no users {unknown!r} to add to group {name!r}")
+            current = self.groups.setdefault(name, [])
+            for account_id in added:
+                if account_id not in current:
+                    current.append(account_id)
+
+    def remove_from_group(self, name: str, account_id: str) -> None:
+        """Take a user out of a group (``KeyError`` for an unknown group; no-op if not a member)."""
+        with self.lock:
+            members = self.groups[name]
+            if account_id in members:
+                members.remove(account_id)
+
+    def add_security_level(
+        self,
+        level_id: str,
+        name: str,
+        *,
+        groups: Iterable[str] = (),
+        users: Iterable[str] = (),
+        description: str = "",
+    ) -> None:
+        """Add (or replace) a level of the site's issue security scheme, readable by members of ``groups`` and by
+        ``users`` (accountIds). Groups and users are served as named; they need not exist."""
+        with self.lock:
+            self.security_levels[str(level_id)] = {
+                "name": name,
+                "description": description,
+                "groups": [str(g) for g in groups],
+                "users": [str(u) for u in users],
+            }
 
     # -- projects -------------------------------------------------------------------------------------------------
 

@@ -14,6 +14,9 @@ What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jir
   channels it has not joined.
 * Cursor pagination (``response_metadata.next_cursor``, ``""`` on the last page) and a ``limit`` capped at
   ``max_limit`` (``max_limit=15`` emulates the 2025 regime for non-Marketplace apps).
+* ``users.list`` / ``users.info``: users as stored (``deleted``, ``is_bot``, ``is_restricted``,
+  ``is_ultra_restricted`` kept, missing flags defaulted to false); ``profile.email`` only with the
+  ``users:read.email`` scope, as Slack serves it. ``users.list`` lists the workspace's own users, not external ones.
 * ``conversations.history``: top-level messages plus ``thread_broadcast`` replies, newest first, with thread
   summaries (``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``) computed live from the
   current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
@@ -56,6 +59,7 @@ from rag_pipeline_tests.emulators.slack_workspace import (
     BOT_ID,
     BOT_NAME,
     BOT_USER_ID,
+    EMAIL_SCOPE,
     Channel,
     SlackWorkspace,
     is_reply,
@@ -571,6 +575,8 @@ class SlackEmulator(LocalHttpService):
         out.setdefault("is_ultra_restricted", False)
         out.setdefault("real_name", out.get("name", ""))
         profile = out.setdefault("profile", {})
+        if EMAIL_SCOPE not in self.workspace.scopes:
+            profile.pop("email", None)  # Slack leaves the key out, it does not blank it
         profile.setdefault("display_name", "")
         profile.setdefault("real_name", out["real_name"])
         profile.setdefault("team", out["team_id"])

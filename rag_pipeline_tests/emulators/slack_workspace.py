@@ -4,8 +4,10 @@ A mutable, in-memory :class:`SlackWorkspace`: team, users (plus external Slack C
 (:class:`Channel`) with their flags, members and messages keyed by ``ts``. Change it through
 :meth:`SlackWorkspace.post`, ``edit`` and ``delete`` (edits keep ``ts`` and set ``edited``; deleting a thread root
 that still has replies leaves a ``tombstone``), and round-trip it through a Slack export folder
-(:meth:`SlackWorkspace.write_export`, :meth:`SlackWorkspace.from_export`). The bot's identity (``BOT_USER_ID``,
-``BOT_ID``, ``BOT_NAME``) and the default OAuth scopes live here too. Stdlib only.
+(:meth:`SlackWorkspace.write_export`, :meth:`SlackWorkspace.from_export`). For directory and ACL tests, users are
+added with :meth:`SlackWorkspace.add_user` (email, deleted, bot, multi- or single-channel guest, external team) and
+channel membership changes with :meth:`SlackWorkspace.add_member` / :meth:`SlackWorkspace.remove_member`. The bot's
+identity (``BOT_USER_ID``, ``BOT_ID``, ``BOT_NAME``) and the default OAuth scopes live here too. Stdlib only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "BOT_NAME",
     "BOT_USER_ID",
     "DEFAULT_SCOPES",
+    "EMAIL_SCOPE",
     "TOMBSTONE_TEXT",
     "Channel",
     "SlackWorkspace",
@@ -37,6 +40,9 @@ __all__ = [
 DEFAULT_SCOPES: frozenset[str] = frozenset(
     {"channels:read", "channels:history", "groups:read", "groups:history", "users:read"}
 )
+# Without it Slack serves users with no ``profile.email``. Not a default scope: the scope errors' ``provided`` list is
+# asserted verbatim by existing tests, so a test that wants emails adds it (``workspace.scopes.add(EMAIL_SCOPE)``).
+EMAIL_SCOPE = "users:read.email"
 BOT_USER_ID = "U0BOT00001"
 BOT_ID = "B0BOT00001"
 BOT_NAME = "rag-bot"
@@ -148,6 +154,63 @@ class SlackWorkspace:
         """The channel with this id (``KeyError`` if unknown)."""
         return self.channels[channel_id]
 
+    def add_user(
+        self,
+        id: str,
+        name: str,
+        *,
+        email: str | None = None,
+        deleted: bool = False,
+        is_bot: bool = False,
+        guest: str | None = None,
+        team_id: str | None = None,
+        real_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Add (or replace, by id) a user and return the stored dict: ``profile = {"email" (when given),
+        "display_name": name, "real_name"}``. ``guest``: None (a full member), ``"multi"`` (a multi-channel guest:
+        ``is_restricted``) or ``"single"`` (a single-channel guest: ``is_restricted`` and ``is_ultra_restricted``, as
+        Slack flags them). A ``team_id`` other than the workspace's makes an external (Slack Connect) user, kept in
+        :attr:`external_users` and never listed by ``users.list``."""
+        if guest not in (None, "multi", "single"):
+            raise ValueError(f"guest must be None, 'multi' or 'single', got {guest!r}")
+        shown_name = real_name if real_name is not None else name
+        profile: dict[str, Any] = {"display_name": name, "real_name": shown_name}
+        if email is not None:
+            profile = {"email": email, **profile}
+        user: dict[str, Any] = {
+            "id": id,
+            "name": name,
+            "team_id": team_id or self.team_id,
+            "deleted": deleted,
+            "is_bot": is_bot,
+            "is_restricted": guest is not None,
+            "is_ultra_restricted": guest == "single",
+            "real_name": shown_name,
+            "profile": profile,
+        }
+        with self.lock:
+            self.users[:] = [u for u in self.users if u.get("id") != id]
+            self.external_users.pop(id, None)
+            if user["team_id"] != self.team_id:
+                self.external_users[id] = user
+            else:
+                self.users.append(user)
+        return user
+
+    def add_member(self, channel_id: str, user_id: str) -> None:
+        """Make a user a member of a channel (no-op if already one)."""
+        with self.lock:
+            members = self.channels[channel_id].members
+            if user_id not in members:
+                members.append(user_id)
+
+    def remove_member(self, channel_id: str, user_id: str) -> None:
+        """Take a user out of a channel (no-op if not a member)."""
+        with self.lock:
+            members = self.channels[channel_id].members
+            if user_id in members:
+                members.remove(user_id)
+
     def user(self, user_id: str) -> dict[str, Any] | None:
         """A workspace user or an external (Slack Connect) user, else None."""
         for user in self.users:
@@ -214,8 +277,10 @@ class SlackWorkspace:
 
     def write_export(self, path: str | Path) -> None:
         """Write a Slack export folder: ``channels.json`` (public), ``groups.json`` (private, with members),
-        ``users.json`` (users and external users) and ``<channel name>/<YYYY-MM-DD>.json`` holding every stored
-        message (roots, replies, tombstones) of that UTC day, oldest first."""
+        ``mpims.json`` (multi-party IMs: always empty, the model has none), ``users.json`` (users and external users
+        as stored, profile emails included: an export is not limited by scopes) and
+        ``<channel name>/<YYYY-MM-DD>.json`` holding every stored message (roots, replies, tombstones) of that UTC
+        day, oldest first."""
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
         with self.lock:
@@ -224,6 +289,7 @@ class SlackWorkspace:
             users = [*self.users, *self.external_users.values()]
             (root / "channels.json").write_text(json.dumps(public, indent=1, ensure_ascii=False))
             (root / "groups.json").write_text(json.dumps(private, indent=1, ensure_ascii=False))
+            (root / "mpims.json").write_text("[]")
             (root / "users.json").write_text(json.dumps(users, indent=1, ensure_ascii=False))
             for channel in self.channels.values():
                 days: dict[str, list[dict[str, Any]]] = {}
