@@ -68,6 +68,8 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         exact_dense=settings.eval_exact_dense,
         sparse_query=settings.sparse_query,
         learned_fusion=settings.learned_fusion,
+        directory_path=str(settings.paths.directory),
+        identity_links=str(settings.identity_links_file),
     )
 
 

@@ -346,3 +346,30 @@ def test_whois_and_explain_commands(emu: SlackEmulator, tmp_path: Path, monkeypa
     assert "no document 'slack:T0CRAFTED:C0NOPE:1.0' in the index" in capsys.readouterr().err
     assert main(["whois", "nobody@crafted.example"]) == 2
     assert "no account in the directory has the email or id" in capsys.readouterr().err
+
+
+def test_eval_set_lines_may_name_a_person(emu: SlackEmulator, tmp_path: Path) -> None:
+    from rag_pipeline.directory.lookup import person_resolver
+    from rag_pipeline.evaluation.eval_set import load_eval_set
+
+    store = _directory(emu, tmp_path)
+    path = tmp_path / "acl.jsonl"
+    lines = [
+        {"id": "q1", "query": "vpn", "relevant": {VPN_THREAD: 1}, "principal": {"person": "CAROL@crafted.example"}},
+        {"id": "q2", "query": "vpn", "relevant": {VPN_THREAD: 1}, "principal": {"user_id": F.BOB}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    carol, bob = load_eval_set(path, person_resolver(store.path))
+    assert carol.person == "CAROL@crafted.example" and carol.principal is not None
+    assert carol.principal.user_id == F.CAROL and MEMBERS in carol.principal.groups
+    assert bob.principal is not None and bob.principal.groups == ()
+    with pytest.raises(ValueError, match=r"acl\.jsonl:1: the principal names the person 'CAROL@crafted\.example'"):
+        load_eval_set(path)
+    lines[0]["principal"] = {"person": "nobody@crafted.example"}
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with pytest.raises(ValueError, match=r"acl\.jsonl:1: .*knows no person 'nobody@crafted\.example'"):
+        load_eval_set(path, person_resolver(store.path))
+    lines[0]["principal"] = {"person": "carol@crafted.example", "groups": ["slack:T0CRAFTED:members"]}
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with pytest.raises(ValueError, match=r"(?s)acl\.jsonl:1: invalid eval query: .*a person principal is"):
+        load_eval_set(path, person_resolver(store.path))

@@ -16,6 +16,7 @@ from rag_pipeline.commands.arguments import at_least, existing_file, existing_fo
 from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.commands.search import add_query_options, bm25_encoder, open_index, retriever_config
+from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
@@ -162,19 +163,25 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
         return [_evaluate(retriever, queries, meta, args, progress, reranker, report.documents, settings)]
 
 
-def _load_eval_sets(paths: list[Path]) -> list[tuple[EvalSetMeta, list[EvalQuery]]]:
-    """Every eval set, read before the index is opened and the model loaded, so a bad line stops at once."""
+def _load_eval_sets(paths: list[Path], settings: Settings) -> list[tuple[EvalSetMeta, list[EvalQuery]]]:
+    """Every eval set, read before the index is opened and the model loaded, so a bad line stops at once;
+    lines naming a person are resolved through the principal directory."""
+    resolver = (
+        person_resolver(settings.paths.directory, settings.identity_links_file)
+        if settings.paths.directory.is_file()
+        else None
+    )
     sets = []
     for path in paths:
         try:
-            sets.append((load_eval_set_meta(path), load_eval_set(path)))
+            sets.append((load_eval_set_meta(path), load_eval_set(path, resolver)))
         except ValueError as exc:  # the loaders name the file and line; pydantic's detail spans lines
             raise CommandError(compact(exc)) from exc
     return sets
 
 
 def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
-    eval_sets = _load_eval_sets(args.eval_set)
+    eval_sets = _load_eval_sets(args.eval_set, settings)
     # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
     dense = load_or_defer(settings.load_dense_encoder)
     with open_index(settings) as store:

@@ -84,6 +84,21 @@ def _unreachable(exc: BaseException, source: str, settings: Settings) -> Command
     return CommandError(message, FAILURE)
 
 
+def _refresh_directory(settings: Settings, source: str, skipped: Skipped) -> dict[str, object]:
+    """The source's principal directory, read from its API after the sync (users, groups, channel members);
+    a directory that cannot be read is a warning: the synced documents are in the index either way."""
+    from rag_pipeline.runs.directory import refresh_directories
+
+    try:
+        (done,) = refresh_directories(settings, [source])
+    except SourceError as exc:  # access errors and tripped page guards alike
+        print(f"warning: the principal directory was not refreshed: {exc}", file=sys.stderr)
+        return {"error": str(exc)}
+    print(done.summary(), file=sys.stderr)
+    skipped.add(f"{source} directory", done.problems)
+    return done.as_metadata()
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.runs.live_sync import run_sync
 
@@ -123,6 +138,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     skipped.add(args.source, summary.problems)
     # Each run's metadata lists its first problems only; the rest are counted.
     skipped.unlisted = max(0, summary.bad_records - len(skipped.records))
+    result["directory"] = _refresh_directory(settings, args.source, skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, "sync")))
     if args.json:
         print(json.dumps(result, indent=2))

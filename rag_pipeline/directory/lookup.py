@@ -4,6 +4,7 @@ cached until the directory file changes, so a sync's membership change reaches t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rag_pipeline.directory.people import Links, UnknownPerson, find_person
@@ -48,3 +49,16 @@ class DirectoryLookup:
                 self._cache.clear()
             self._cache[identifier] = found
         return found
+
+
+def person_resolver(directory: str | Path, links: str | Path | None = None) -> Callable[[str], Principal]:
+    """For eval sets: the principal of the person an identifier names; :class:`UnknownPerson` otherwise."""
+    lookup = DirectoryLookup(directory, links)
+
+    def resolve(identifier: str) -> Principal:
+        found = lookup(identifier)
+        if found is None:
+            raise UnknownPerson(f"the principal directory ({directory}) knows no person {identifier!r}")
+        return found
+
+    return resolve

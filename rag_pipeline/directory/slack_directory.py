@@ -27,6 +27,7 @@ from rag_pipeline.directory.accounts import (
     checked_account_id,
     checked_email,
 )
+from rag_pipeline.sources.identifiers import is_valid_container_id
 from rag_pipeline.sources.problems import RecordProblem, describe, shown
 from rag_pipeline.sources.slack_threads import user_display_name, workspace_group
 
@@ -100,20 +101,29 @@ def read_export_directory(path: str | Path, team_id: str, now: float | None = No
     snapshot = DirectorySnapshot(SOURCE, team_id, time.time() if now is None else now)
     reader = SlackExportReader(path, team_id)
     files = reader._files  # the export reader's safe view of the folder or zip (path checks included)
+    # The reader has already reported the manifests' entries without an id and their channels with an
+    # invalid one, in the same words the index run uses: those are taken over, not found a second time.
     problems = snapshot.problems
+    problems.extend(reader.problems)
     for index, user in _manifest(files, "users.json", problems):
+        if not isinstance(user.get("id"), str) or not user["id"]:
+            continue
         account = slack_account(user, team_id, f"{files.where('users.json')}[{index}]", problems)
         if account is not None:
             snapshot.add(account)
     for manifest, private in _CHANNEL_MANIFESTS:
         for index, raw in _manifest(files, manifest, problems):
             where = f"{files.where(manifest)}[{index}]"
-            channel_id = checked_account_id(raw.get("id"), where, problems)
-            members = raw.get("members")
-            if channel_id is None:
+            raw_id = raw.get("id")
+            if not is_valid_container_id(raw_id) or not isinstance(raw_id, str):
+                if manifest == "mpims.json":  # the export reader does not read this one
+                    problems.append(RecordProblem(where, f"channel id {shown(raw_id)} is not valid; not read"))
                 continue
+            channel_id = raw_id
+            members = raw.get("members")
             if members is not None and not isinstance(members, list):
-                problems.append(RecordProblem(where, f"members {shown(members)} is not a list; none kept"))
+                if manifest == "mpims.json":
+                    problems.append(RecordProblem(where, f"members {shown(members)} is not a list; none kept"))
                 members = []
             is_private = private or bool(raw.get("is_private"))
             name = raw["name"] if isinstance(raw.get("name"), str) else channel_id

@@ -3,20 +3,23 @@
 ``<name>.jsonl``: one query per line::
 
     {"id": "q1", "query": "how do I ...", "relevant": {"slack:T1:C1:1700000000.000100": 1},
-     "principal": {"user_id": "U1", "groups": ["slack:T1:members"]} | null,
+     "principal": {"user_id": "U1", "groups": ["slack:T1:members"]} | {"person": "alice@acme.com"} | null,
      "exclude": ["jira:site:123"], "tags": ["dev"]}
 
 ``relevant`` maps document ids to graded relevance (>= 1 is relevant). ``principal`` runs the
-query as that reader (null = the explicit all-documents evaluation principal). ``exclude`` ids are
+query as that reader (null = the explicit all-documents evaluation principal); ``{"person": EMAIL_OR_ID}`` names
+a person whose accounts and groups the principal directory resolves when the set is loaded. ``exclude`` ids are
 dropped from results before scoring (e.g. a Jira query issue itself). ``<name>.meta.json``
 describes the set (source, licence, attribution, how it was built).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from rag_pipeline.retrieval.principal import Principal
 
@@ -30,8 +33,20 @@ class EvalQuery(BaseModel):
     # Optional chunk-level judgements: child chunk ids (deterministic, see text/chunking.py) → grade.
     relevant_chunks: dict[str, int] = Field(default_factory=dict)
     principal: Principal | None = None
+    # A person named by email or account id ({"principal": {"person": ...}}), resolved through the directory.
+    person: str | None = None
     exclude: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _person_principal(cls, data: Any) -> Any:
+        principal = data.get("principal") if isinstance(data, dict) else None
+        if isinstance(principal, dict) and "person" in principal:
+            if set(principal) != {"person"} or not isinstance(principal["person"], str) or not principal["person"]:
+                raise ValueError('a person principal is {"person": "<email or account id>"} and nothing else')
+            data = {**data, "principal": None, "person": principal["person"]}
+        return data
 
     @property
     def judged(self) -> bool:
@@ -70,8 +85,9 @@ def write_eval_set(directory: Path, meta: EvalSetMeta, queries: list[EvalQuery])
     return path
 
 
-def load_eval_set(path: str | Path) -> list[EvalQuery]:
-    """Read a JSONL eval set; a bad line raises with the file and line number."""
+def load_eval_set(path: str | Path, resolve_person: Callable[[str], Principal] | None = None) -> list[EvalQuery]:
+    """Read a JSONL eval set; a bad line raises with the file and line number. Lines naming a person get the
+    principal ``resolve_person`` gives (the directory's); without one, such a line is an error."""
     path = Path(path)
     queries = []
     # split("\n"), not splitlines(): JSON strings may hold U+2028 or U+0085, which splitlines() breaks on.
@@ -79,9 +95,20 @@ def load_eval_set(path: str | Path) -> list[EvalQuery]:
         if not line.strip():
             continue
         try:
-            queries.append(EvalQuery.model_validate_json(line))
+            query = EvalQuery.model_validate_json(line)
         except ValueError as exc:
             raise ValueError(f"{path}:{number}: invalid eval query: {exc}") from exc
+        if query.person is not None:
+            if resolve_person is None:
+                raise ValueError(
+                    f"{path}:{number}: the principal names the person {query.person!r}, which needs the principal "
+                    "directory (run `rag-pipeline index` or `rag-pipeline directory` first)"
+                )
+            try:
+                query = query.model_copy(update={"principal": resolve_person(query.person)})
+            except LookupError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from exc
+        queries.append(query)
     return queries
 
 

@@ -171,7 +171,7 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 meta = load_eval_set_meta(path)
                 if "acl" in meta.tags:
                     continue  # the same queries again, restricted: adds no new labels
-                queries = [q for q in load_eval_set(path) if q.judged]
+                queries = [q for q in load_eval_set(path, evaluation.person_resolver()) if q.judged]
                 examples += rerank_examples(retriever, queries, sources=meta.sources)
                 context.log.info(f"{meta.name}: {len(queries)} labelled queries")
         model = train_reranker(
@@ -239,7 +239,7 @@ def retrieval_eval_asset(
                 metadata["sparse_query"] = retriever.config.sparse_query.describe()
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
-                queries = load_eval_set(path)
+                queries = load_eval_set(path, evaluation.person_resolver())
                 if arm not in ("vector", "bm25"):
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
                 if llm is not None:
@@ -321,7 +321,7 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         verdicts = ReportChecks()
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)
-            queries = load_eval_set(path)
+            queries = load_eval_set(path, evaluation.person_resolver())
             fingerprint = eval_set_fingerprint(path)
             current = [
                 a

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.directory.lookup import person_resolver
+from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.llm import LlmReranker
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 
@@ -51,6 +54,17 @@ class EvaluationResource(dg.ConfigurableResource):
         default=None,
         description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)",
     )
+
+    directory_path: str | None = Field(
+        default=None, description="The principal directory, for eval-set lines naming a person (RAG_DATA_DIR)"
+    )
+    identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
+
+    def person_resolver(self) -> Callable[[str], Principal] | None:
+        """Resolves eval-set lines that name a person, where a directory exists."""
+        if self.directory_path is None or not Path(self.directory_path).is_file():
+            return None
+        return person_resolver(self.directory_path, self.identity_links)
 
     def eval_set_paths(self) -> list[Path]:
         folder = Path(self.eval_dir)
