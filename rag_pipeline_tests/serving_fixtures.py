@@ -9,6 +9,7 @@ what it is about, so every query has a known answer per reader.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -69,7 +70,18 @@ def _slack_export(root: Path) -> Path:
             }
         ]
     }
-    return write_slack_export(root, general, secret)
+    export = write_slack_export(root, general, secret)
+    # Emails, so the principal directory `index` writes joins U1 with her Jira account (JIRA_DIRECTORY_ROWS).
+    users = json.loads((export / "users.json").read_text())
+    for user in users:
+        user.setdefault("profile", {})["email"] = EMAILS[user["id"]]
+    (export / "users.json").write_text(json.dumps(users))
+    return export
+
+
+EMAILS = {"U1": "alice@serve.test", "U2": "bob@serve.test", "U3": "carol@serve.test"}
+# The Jira site's directory file: Alice browses OPS and holds the Internal security level; nobody browses HR.
+JIRA_DIRECTORY_ROWS = "account_id,email,groups\nacc-alice,Alice@Serve.Test,project:OPS;security:10001\n"
 
 
 def _jira_dump(path: Path) -> Path:
@@ -115,6 +127,8 @@ def build_index(root: Path) -> Path:
     data_dir = root / "data"
     export = _slack_export(root / "export")
     dump = _jira_dump(root / "issues.jsonl.gz")
+    directory = root / "jira_users.csv"
+    directory.write_text(JIRA_DIRECTORY_ROWS)
     result = subprocess.run(
         rag_pipeline_command(
             "index",
@@ -128,6 +142,8 @@ def build_index(root: Path) -> Path:
             "serve.slack.com",
             "--jira-site",
             SITE,
+            "--jira-directory",
+            str(directory),
         ),
         env=service_env(data_dir),
         capture_output=True,

@@ -334,7 +334,8 @@ def test_whois_and_explain_commands(emu: SlackEmulator, tmp_path: Path, monkeypa
     person = json.loads(capsys.readouterr().out)
     assert person["ids"] == {"jira": ["acc-alice"], "slack": [F.ALICE]}
     assert person["emails"] == ["alice.anders@crafted.example"]
-    assert {g["group"] for g in person["groups"]} >= {MEMBERS, OPS, SECURE}
+    assert set(person["groups"]) >= {MEMBERS, OPS, SECURE}
+    assert {"group": OPS, "because": "Browse projects on OPS (directory file)"} in person["grants"]
     assert [c["name"] for c in person["channels"]] == ["security"] and set(person["synced"]) == {"jira", "slack"}
 
     assert main(["explain", "--user", F.BOB, VPN_THREAD, "--json"]) == 0

@@ -258,6 +258,24 @@ def test_get_document_reads_only_what_the_reader_may_read(guarded: S.ServiceProc
     assert "salary" not in outsider.text
 
 
+def test_the_directory_resolves_callers_by_email_or_id(guarded: S.ServiceProcess) -> None:
+    """`rag-pipeline index` wrote the principal directory: callers get their accounts and groups from it."""
+    body = {"query": "postgres", "top_k": 20}
+    carol = _search(guarded, body, {**AUTH, "X-User-Email": "CAROL@serve.test"})
+    # Her Slack id (a member of #secret) and the workspace group; no Jira account, so no issue.
+    assert set(_ids(carol)) == {S.SECRET_THREAD, S.GENERAL_THREAD}
+    assert carol.json()["reader"]["groups_from"] == "directory" and S.MEMBERS in carol.json()["reader"]["groups"]
+    # Alice's Jira account (the directory file) joins her Slack account by email: OPS, its secured issue, no HR.
+    alice = set(_ids(_search(guarded, body, {**AUTH, "X-User-Id": "U1"})))
+    assert alice == {S.GENERAL_THREAD, S.SECRET_THREAD, S.OPS_ISSUE, S.OPS_SECRET_ISSUE}
+    bob = set(_ids(_search(guarded, body, {**AUTH, "X-User-Id": "U2"})))
+    assert bob == {S.GENERAL_THREAD}
+    # Two headers naming two people are refused, naming the header; a stranger reads what is public (nothing).
+    both = _search(guarded, body, {**AUTH, "X-User-Id": "U2", "X-User-Email": "alice@serve.test"})
+    assert both.status_code == 400 and both.json()["field"] == "X-User-Id"
+    assert _ids(_search(guarded, body, {**AUTH, "X-User-Id": "U0STRANGER"})) == []
+
+
 def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reader(guarded: S.ServiceProcess) -> None:
     async def session(headers: dict[str, str]) -> dict[str, Any]:
         async with (

@@ -43,8 +43,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         name = f" {account['name']}" if account["name"] else ""
         print(f"  {account['source']} {account['scope']} {account['id']}{name}: {account['status']}")
     print("groups:" if described["groups"] else "groups: none (public documents and those naming an account only)")
-    for group in described["groups"]:  # type: ignore[attr-defined]
-        print(f"  {group['group']}  ({group['because']})")
+    for grant in described["grants"]:  # type: ignore[attr-defined]
+        print(f"  {grant['group']}  ({grant['because']})")
     if described["channels"]:
         print("channels:")
         for channel in described["channels"]:  # type: ignore[attr-defined]

@@ -146,7 +146,8 @@ class Person:
                 }
                 for a in self.accounts
             ],
-            "groups": [{"group": g, "because": b} for g, b in sorted(self.groups().items())],
+            "groups": sorted(self.groups()),
+            "grants": [{"group": g, "because": b} for g, b in sorted(self.groups().items())],
             "channels": [
                 {"source": a.source, "id": c.id, "name": c.name, "private": c.private} for a, c in self.channels()
             ],
