@@ -252,6 +252,11 @@ class Settings(_Frozen):
     # dense prefetch (RAG_LEARNED_FUSION; off: plain RRF k=60).
     learned_fusion: bool = True
     llm_rerank_model: str | None = None
+    # Answers with cited sources (RAG_ANSWER_MODEL: an OpenAI chat model, or any OpenAI-compatible server's via
+    # OPENAI_BASE_URL); unset, `ask` and the chat endpoint say how to turn them on.
+    answer_model: str | None = None
+    answer_documents: int = 5
+    answer_context_chars: int = 1500
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
     eval_exact_dense: bool = False
     slack_export: Path = BUNDLED_SLACK_EXPORT
@@ -488,6 +493,9 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         sparse_query=_choice(env, "RAG_SPARSE_QUERY", ("plain", "fielded"), "fielded"),
         learned_fusion=_flag(env, "RAG_LEARNED_FUSION", True),
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
+        answer_model=_get(env, "RAG_ANSWER_MODEL"),
+        answer_documents=_int(env, "RAG_ANSWER_DOCUMENTS", 5, minimum=1) or 5,
+        answer_context_chars=_int(env, "RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
         eval_exact_dense=_flag(env, "RAG_EVAL_EXACT_DENSE", False),
         slack_export=slack_export,
         jira_dump=jira_dump,

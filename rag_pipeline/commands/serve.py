@@ -80,16 +80,21 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     _check_port_free(args.host, args.port)
     import uvicorn
 
+    from rag_pipeline.answers.ask import ContextLimits
+    from rag_pipeline.answers.generate import AnswerModel
+    from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.serving.http_app import create_app
     from rag_pipeline.serving.service import SearchService
 
     configure_service_logging()
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
     service = SearchService.from_settings(settings, store_location(settings))
-    from rag_pipeline.directory.lookup import DirectoryLookup
-
     directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
-    app = create_app(service, settings.serve, listen_host=args.host, directory=directory)
+    answers = AnswerModel(settings.answer_model) if settings.answer_model else None
+    limits = ContextLimits(settings.answer_documents, settings.answer_context_chars)
+    app = create_app(
+        service, settings.serve, listen_host=args.host, directory=directory, answers=answers, answer_limits=limits
+    )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "required" if settings.serve.token else "off"
     print(

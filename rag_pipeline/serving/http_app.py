@@ -1,5 +1,7 @@
-"""The search service over HTTP (FastAPI): ``GET /health``, ``POST /v1/search``, ``GET /v1/documents/{id}``,
-``GET /metrics`` and the MCP tools at ``/mcp``. A thin layer: every answer comes from :class:`SearchService`.
+"""The search service over HTTP (FastAPI): ``GET /health``, ``POST /v1/search`` (with ``"answer": true``, an
+answer citing its sources), ``POST /v1/chat/completions`` and ``GET /v1/models`` (OpenAI-compatible answers),
+``GET /v1/documents/{id}``, ``GET /metrics`` and the MCP tools at ``/mcp``. A thin layer: every search comes
+from :class:`SearchService`, every answer from :mod:`rag_pipeline.answers.ask`.
 
 Every error is a JSON object ``{"error": ..., "field": ...}`` with a 4xx status naming what was wrong, or a
 503 saying why the index cannot answer now; an unexpected failure is a 500 with no detail (the traceback
@@ -10,21 +12,27 @@ shows the method and path only, and the body is never logged.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from fastapi import FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answer_results, ask, ask_streaming
+from rag_pipeline.answers.generate import Answer, AnswerModel
+from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
     GROUPS_HEADER,
@@ -36,7 +44,7 @@ from rag_pipeline.serving.identity import (
 )
 from rag_pipeline.serving.mcp_tools import build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
-from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.shared_index import IndexUnavailable
 from rag_pipeline.settings import ServeSettings
@@ -69,6 +77,72 @@ def _host_of(header: str) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+# What `model` may say in a chat request besides the configured model's own name.
+SERVICE_MODEL_NAME = "rag-pipeline"
+
+
+class RequestRefused(Exception):
+    """A request this service will not answer: ``status`` with a message naming ``field``."""
+
+    def __init__(self, status: int, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+def _llm_failure(exc: Exception) -> RequestRefused:
+    """An answer model's failure as a 502/504 naming the model (the client's message, never a traceback)."""
+    status = getattr(exc, "status_code", None)
+    kind = type(exc).__name__
+    if "Timeout" in kind:
+        return RequestRefused(504, "model", f"the answer model did not answer in time ({kind})")
+    detail = f"HTTP {status}" if status else kind
+    return RequestRefused(502, "model", f"the answer model failed ({detail}); try again later")
+
+
+def _event(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+def _chain(first: str | Asked, rest: Iterator[str | Asked]) -> Iterator[str | Asked]:
+    yield first
+    yield from rest
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    usage = answer.usage
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens}  # fmt: skip
+
+
+def _rag_fields(asked: Asked) -> dict[str, Any]:
+    """What a chat completion carries beside OpenAI's fields: the cited ``sources`` and the answer's metadata."""
+    answer = asked.answer
+    return {
+        "sources": answer.sources_json(),
+        "rag": {
+            "question": asked.question,
+            "context_documents": len(answer.context),
+            "invalid_citations": list(answer.invalid_citations),
+            "cost_usd": answer.usage.as_dict()["cost_usd"],
+            "llm_calls": answer.usage.calls,
+        },
+    }
+
+
+def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any]:
+    answer = asked.answer
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": answer.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": "stop"}],
+        "usage": _usage(answer),
+        **_rag_fields(asked),
+    }
 
 
 def _error(status: int, message: str, field: str | None = None, **extra: Any) -> JSONResponse:
@@ -112,6 +186,8 @@ def create_app(
     *,
     listen_host: str = "127.0.0.1",
     directory: DirectoryLookup | None = None,
+    answers: AnswerModel | None = None,
+    answer_limits: ContextLimits = DEFAULT_LIMITS,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -210,6 +286,10 @@ def create_app(
     async def bad_identity(_request: Request, exc: IdentityError) -> JSONResponse:
         return _error(exc.status, str(exc), exc.field)
 
+    @app.exception_handler(RequestRefused)
+    async def refused(_request: Request, exc: RequestRefused) -> JSONResponse:
+        return _error(exc.status, str(exc), exc.field)
+
     @app.exception_handler(IndexUnavailable)
     async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
         return _error(503, f"the index is not available now: {exc}", None)
@@ -244,7 +324,7 @@ def create_app(
             served.waited_seconds,
             len(response.results),
         )
-        return {
+        body: dict[str, Any] = {
             "query": request.query,
             "mode": response.mode,
             "requested_mode": response.requested_mode,
@@ -254,6 +334,131 @@ def create_app(
             "results": [r.to_dict() for r in response.results],
             "timing_ms": served.timing_ms,
         }
+        if request.answer:
+            model = answer_model(None)
+            started = time.perf_counter()
+            try:
+                answer = await anyio.to_thread.run_sync(
+                    lambda: answer_results(model, request.query, response.results, answer_limits)
+                )
+            except Exception as exc:
+                metrics.observe_answer("/v1/search", "failed", 0, 0, None, 0, time.perf_counter() - started)
+                raise _llm_failure(exc) from None
+            observe_answer("/v1/search", answer, time.perf_counter() - started)
+            body.update(answer_fields(answer))
+        return body
+
+    def answer_model(name: str | None) -> AnswerModel:
+        if answers is None:
+            raise RequestRefused(
+                503, "model", "answers are off: set RAG_ANSWER_MODEL (and OPENAI_API_KEY) on the service"
+            )
+        if name in (None, "", SERVICE_MODEL_NAME, answers.model):
+            return answers
+        raise RequestRefused(
+            400, "model", f"model {name!r} is not served; use {answers.model!r} or {SERVICE_MODEL_NAME!r}"
+        )
+
+    def observe_answer(route: str, answer: Answer, seconds: float) -> None:
+        usage = answer.usage
+        outcome = "answered" if answer.context else "no_documents"
+        metrics.observe_answer(route, outcome, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
+                               len(answer.invalid_citations), seconds)  # fmt: skip
+        if answer.invalid_citations:
+            log.info("answer cited %d number(s) not in its context; dropped", len(answer.invalid_citations))
+
+    def answer_fields(answer: Answer) -> dict[str, Any]:
+        return {
+            "answer": answer.text,
+            "sources": answer.sources_json(),
+            "answer_metadata": {
+                "model": answer.model,
+                "context_documents": len(answer.context),
+                "invalid_citations": list(answer.invalid_citations),
+                **answer.usage.as_dict(),
+            },
+        }
+
+    def chat_search(reader: Reader) -> Callable[[str], list[SearchResult]]:
+        def search(question: str) -> list[SearchResult]:
+            request = SearchRequest(query=question[:MAX_QUERY_CHARS], mode="reranked", top_k=answer_limits.documents)
+            served = service.search(request, reader.principal)
+            response = served.response
+            metrics.observe_search(
+                response.mode,
+                {k: v / 1000 for k, v in served.timing_ms.items() if k != "wait"},
+                served.waited_seconds,
+                len(response.results),
+            )
+            return response.results
+
+        return search
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        served = [answers.model] if answers is not None else []
+        return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "rag-pipeline"}
+                                           for m in served]}  # fmt: skip
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(
+        request: ChatRequest,
+        x_user_id: str | None = Header(None),
+        x_user_email: str | None = Header(None),
+        x_user_groups: str | None = Header(None),
+    ) -> Response:
+        reader = reader_from(x_user_id, x_user_email, x_user_groups)
+        model = answer_model(request.model)
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        search = chat_search(reader)
+        started = time.perf_counter()
+        if not request.stream:
+            try:
+                asked = await anyio.to_thread.run_sync(
+                    lambda: ask(model, search, request.turns(), answer_limits), limiter=search_threads
+                )
+            except (IndexUnavailable, RequestRefused, IdentityError):
+                raise
+            except Exception as exc:
+                metrics.observe_answer("/v1/chat/completions", "failed", 0, 0, None, 0, time.perf_counter() - started)
+                raise _llm_failure(exc) from None
+            observe_answer("/v1/chat/completions", asked.answer, asked.answer_seconds)
+            return JSONResponse(_completion(completion_id, created, asked))
+        pieces = ask_streaming(model, search, request.turns(), answer_limits)
+        try:
+            # The question is condensed, searched and the first words written before the response starts, so a
+            # failure there is still a proper error status rather than a broken stream.
+            first = await anyio.to_thread.run_sync(lambda: next(pieces), limiter=search_threads)
+        except (IndexUnavailable, RequestRefused, IdentityError):
+            raise
+        except Exception as exc:
+            metrics.observe_answer("/v1/chat/completions", "failed", 0, 0, None, 0, time.perf_counter() - started)
+            raise _llm_failure(exc) from None
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+
+        def events() -> Iterator[str]:
+            base = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model.model}
+            yield _event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                              "finish_reason": None}]})  # fmt: skip
+            try:
+                for piece in _chain(first, pieces):
+                    if isinstance(piece, Asked):
+                        observe_answer("/v1/chat/completions", piece.answer, piece.answer_seconds)
+                        final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                        yield _event({**final, **_rag_fields(piece)})
+                        if include_usage:
+                            yield _event({**base, "choices": [], "usage": _usage(piece.answer)})
+                    else:
+                        yield _event({**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                                          "finish_reason": None}]})  # fmt: skip
+            except Exception as exc:  # the status is sent already: the stream ends with an error event
+                refused = _llm_failure(exc)
+                metrics.observe_answer("/v1/chat/completions", "failed", 0, 0, None, 0, time.perf_counter() - started)
+                yield _event({"error": {"message": str(refused), "type": "server_error", "param": refused.field}})
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.get("/v1/documents/{document_id:path}")
     async def document(

@@ -64,6 +64,42 @@ class ServiceMetrics:
             registry=self.registry,
         )
         opening.set_function(open_seconds)
+        self.answers = Counter(
+            "rag_answers",
+            "Answers written, by outcome (answered, no_documents, failed) and route",
+            ["outcome", "route"],
+            registry=self.registry,
+        )
+        self.answer_tokens = Counter(
+            "rag_answer_tokens",
+            "LLM tokens answers used, by kind (prompt, completion)",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.answer_cost = Counter(
+            "rag_answer_cost_usd", "What answers cost in USD (models with a known price)", registry=self.registry
+        )
+        self.invalid_citations = Counter(
+            "rag_answer_invalid_citations",
+            "Citations to a number the context did not hold (dropped from the sources)",
+            registry=self.registry,
+        )
+        self.answer_seconds = Histogram(
+            "rag_answer_seconds", "Seconds to write an answer (LLM calls only)", buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )  # fmt: skip
+
+    def observe_answer(
+        self, route: str, outcome: str, prompt_tokens: int, completion_tokens: int, cost: float | None,
+        invalid_citations: int, seconds: float,
+    ) -> None:  # fmt: skip
+        self.answers.labels(outcome=outcome, route=route).inc()
+        self.answer_tokens.labels(kind="prompt").inc(prompt_tokens)
+        self.answer_tokens.labels(kind="completion").inc(completion_tokens)
+        if cost:
+            self.answer_cost.inc(cost)
+        self.invalid_citations.inc(invalid_citations)
+        self.answer_seconds.observe(seconds)
 
     def observe_search(self, mode: str, seconds: dict[str, float], waited: float, results: int) -> None:
         for stage, value in seconds.items():

@@ -3,7 +3,7 @@ names the field, never a traceback, and never reaches the index."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -64,6 +64,9 @@ class SearchRequest(BaseModel):
     author: FilterValues = Field(None, description="only documents these people wrote in (display names)")
     since: str | None = Field(None, description="documents active on or after this ISO date")
     until: str | None = Field(None, description="documents active before this ISO date")
+    answer: bool = Field(
+        False, description="also answer the query from the top documents, citing them (RAG_ANSWER_MODEL)"
+    )
 
     @field_validator("query")
     @classmethod
@@ -79,3 +82,59 @@ class SearchRequest(BaseModel):
     def _instant(cls, value: str | None, info: object) -> str | None:
         name = getattr(info, "field_name", "date")
         return None if value is None else instant(_encodable(value), name)
+
+
+MAX_MESSAGES = 100
+
+
+class ChatMessage(BaseModel):
+    """One message of an OpenAI chat request; content as a string or as text parts."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        parts = self.content or []
+        return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """``POST /v1/chat/completions`` as OpenAI's clients send it. Parameters this service does not use
+    (temperature, top_p, user...) are accepted and ignored so that any client works; ``n`` must be 1."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: str | None = Field(None, description="the answer model (RAG_ANSWER_MODEL) or 'rag-pipeline'")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=1, description="one answer per request")
+
+    @field_validator("messages")
+    @classmethod
+    def _has_question(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        users = [m for m in value if m.role == "user"]
+        if not users:
+            raise ValueError("no user message: the last user message is the question")
+        question = users[-1].text()
+        if not question.strip():
+            raise ValueError("the last user message is empty")
+        if len(question) > MAX_QUERY_CHARS:
+            raise ValueError(f"the last user message is over {MAX_QUERY_CHARS} characters")
+        for message in value:
+            _encodable(message.text())
+        return value
+
+    def turns(self) -> list[tuple[str, str]]:
+        """(role, text) of the user and assistant messages, oldest first (system prompts are the service's own)."""
+        return [(m.role, m.text()) for m in self.messages if m.role in ("user", "assistant")]

@@ -1,0 +1,180 @@
+"""Writing the answer: one chat completion over the numbered context, through the official ``openai`` client
+(``OPENAI_API_KEY``; any OpenAI-compatible server through ``OPENAI_BASE_URL``), whole or streamed.
+
+The documents go in the system message and the question is the user's, so the model cannot take text in a
+document for the user's instructions; it is told to answer only from them and to cite ``[N]``. With no
+document, there is no call: the answer says nothing was found. A follow-up question in a conversation is
+first condensed into a standalone one (one more call), which is what gets searched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_pipeline.answers.citations import parse_citations
+from rag_pipeline.answers.context import ContextDocument, format_context
+
+NO_DOCUMENTS_ANSWER = "No documents were found that you may read for this question, so there is nothing to answer from."
+SYSTEM_PROMPT = """You answer questions for the people of a company from their Slack threads and Jira issues.
+Answer only from the documents below; if they do not answer the question, say you don't know.
+Cite the document behind every statement with its number in square brackets, like [1] or [2][3].
+Never cite a number that is not a document below. Answer in the language of the question, briefly.
+
+Documents:
+
+{context}"""
+CONDENSE_PROMPT = (
+    "Rewrite the user's last question as one standalone question that can be understood without the "
+    "conversation (resolve pronouns and references from the earlier turns). Reply with the question only."
+)
+# USD per million tokens (input, output), from OpenAI's price list; a model not listed reports no cost.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1-nano": (0.10, 0.40),
+}
+
+
+@dataclass
+class Usage:
+    """Tokens one or more calls used, and their cost where the model's price is known."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+
+    def add(self, model: str, usage: Any) -> None:
+        if usage is None:
+            self.calls += 1
+            return
+        prompt, completion = int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.calls += 1
+        price = PRICES.get(model)
+        if price is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + (prompt * price[0] + completion * price[1]) / 1_000_000
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+            "llm_calls": self.calls,
+        }
+
+
+@dataclass
+class Answer:
+    """The answer text, the cited documents (in order of first citation), invented citations and the usage."""
+
+    text: str
+    model: str
+    context: list[ContextDocument]
+    sources: list[ContextDocument] = field(default_factory=list)
+    invalid_citations: tuple[int, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    def sources_json(self) -> list[dict[str, object]]:
+        return [doc.as_source() for doc in self.sources]
+
+
+class AnswerModel:
+    """A chat model behind the ``openai`` client (``client`` for tests; else one built from the environment)."""
+
+    def __init__(self, model: str, client: Any = None, timeout: float = 60.0, max_tokens: int = 800) -> None:
+        if client is None:
+            from openai import OpenAI
+
+            client = OpenAI(timeout=timeout, max_retries=2)
+        self.model = model
+        self.client = client
+        self.max_tokens = max_tokens
+
+    def complete(self, messages: list[dict[str, str]], usage: Usage) -> str:
+        response = self.client.chat.completions.create(
+            model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+        )
+        usage.add(self.model, response.usage)
+        message = response.choices[0].message
+        return message.content or (getattr(message, "refusal", None) or "")
+
+    def stream(self, messages: list[dict[str, str]], usage: Usage) -> Iterator[str]:
+        chunks = self.client.chat.completions.create(
+            model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens, stream=True,
+            stream_options={"include_usage": True},
+        )  # fmt: skip
+        counted = False
+        for chunk in chunks:
+            if chunk.usage is not None:
+                usage.add(self.model, chunk.usage)
+                counted = True
+            for choice in chunk.choices:
+                if choice.delta and choice.delta.content:
+                    yield choice.delta.content
+        if not counted:
+            usage.add(self.model, None)
+
+
+def answer_messages(question: str, context: Sequence[ContextDocument]) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(context=format_context(context))},
+        {"role": "user", "content": question},
+    ]
+
+
+def _finish(text: str, model: str, context: list[ContextDocument], usage: Usage) -> Answer:
+    citations = parse_citations(text, (d.number for d in context))
+    by_number = {d.number: d for d in context}
+    return Answer(text, model, context, [by_number[n] for n in citations.valid], citations.invalid, usage)
+
+
+def write_answer(
+    model: AnswerModel, question: str, context: list[ContextDocument], usage: Usage | None = None
+) -> Answer:
+    """The answer to ``question`` from ``context`` (no call when the context is empty)."""
+    usage = usage or Usage()
+    if not context:
+        return Answer(NO_DOCUMENTS_ANSWER, model.model, [], usage=usage)
+    return _finish(model.complete(answer_messages(question, context), usage), model.model, context, usage)
+
+
+def stream_answer(
+    model: AnswerModel, question: str, context: list[ContextDocument], usage: Usage | None = None
+) -> Iterator[str | Answer]:
+    """The answer's text as it comes (strings), then the finished :class:`Answer`."""
+    usage = usage or Usage()
+    if not context:
+        yield NO_DOCUMENTS_ANSWER
+        yield Answer(NO_DOCUMENTS_ANSWER, model.model, [], usage=usage)
+        return
+    parts = []
+    for piece in model.stream(answer_messages(question, context), usage):
+        parts.append(piece)
+        yield piece
+    yield _finish("".join(parts), model.model, context, usage)
+
+
+def condense_question(model: AnswerModel, turns: Sequence[tuple[str, str]], usage: Usage) -> str:
+    """The last user turn of ``turns`` ((role, text), oldest first) as a standalone question; a single turn is
+    returned as it is, without a call."""
+    turns = [(role, text) for role, text in turns if role in ("user", "assistant")]
+    users = [text for role, text in turns if role == "user"]
+    if not users:
+        raise ValueError("the conversation has no user message")
+    last = max(i for i, (role, _) in enumerate(turns) if role == "user")
+    if last == 0:
+        return users[-1]
+    history = "\n".join(f"{role}: {text}" for role, text in turns[:last])
+    messages = [
+        {"role": "system", "content": CONDENSE_PROMPT},
+        {"role": "user", "content": f"Conversation:\n{history}\n\nLast question: {users[-1]}"},
+    ]
+    condensed = model.complete(messages, usage).strip()
+    return condensed or users[-1]

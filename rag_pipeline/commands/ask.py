@@ -1,0 +1,104 @@
+"""``rag-pipeline ask "question" --user PERSON``: an answer written from the documents the person may read, citing
+them, with the sources listed. The same entry point as the service's answers (:mod:`rag_pipeline.answers.ask`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rag_pipeline.commands.arguments import positive_int
+from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.settings import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    ask = sub.add_parser(
+        "ask",
+        help="answer a question from the documents a person may read, citing them (RAG_ANSWER_MODEL)",
+        description="Searches as the reader (--user through the principal directory, or --groups), keeps the top "
+        "documents (RAG_ANSWER_DOCUMENTS, 5) with their parent text (RAG_ANSWER_CONTEXT_CHARS, 1,500 characters "
+        "each) and asks the answer model (RAG_ANSWER_MODEL with OPENAI_API_KEY; OPENAI_BASE_URL for any "
+        "OpenAI-compatible server) to answer only from them, citing [N]. Nothing found: says so without calling "
+        "the model.",
+    )
+    ask.add_argument("question", help="the question")
+    ask.add_argument("--user", default=None, help="the reader: an email or account id (see `whois`)")
+    ask.add_argument("--groups", default="", help="the reader's groups, comma-separated (instead of the directory)")
+    ask.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="reranked",
+                     help="how the context is searched (default: %(default)s)")  # fmt: skip
+    ask.add_argument("--documents", type=positive_int, default=None, help="documents in the context (default: 5)")
+    ask.add_argument("--model", default=None, help="the answer model (default: RAG_ANSWER_MODEL)")
+    ask.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    ask.add_argument("--json", action="store_true", help="print {question, answer, sources, usage} as JSON")
+    ask.set_defaults(func=run, all_documents=False)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.answers.ask import ContextLimits, ask
+    from rag_pipeline.answers.generate import AnswerModel
+    from rag_pipeline.commands.search import bm25_encoder, open_index, principal_from_args
+    from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+    from rag_pipeline.retrieval.rerank.learned import load_current_reranker
+    from rag_pipeline.retrieval.results import SearchResult
+    from rag_pipeline.retrieval.retriever import RetrieverConfig
+    from rag_pipeline.vectors.cache import EmbeddingCache
+    from rag_pipeline.vectors.dense import load_or_defer
+
+    model_name = args.model or settings.answer_model
+    if not model_name:
+        raise CommandError("no answer model: set RAG_ANSWER_MODEL (e.g. gpt-4o-mini, with OPENAI_API_KEY) or --model")
+    if not args.user and not args.groups:
+        raise CommandError("ask answers as a reader: give --user (email or account id) or --groups")
+    if not args.question.strip():
+        raise CommandError("the question is empty")
+    principal = principal_from_args(args, settings)
+    limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
+    paths = settings.paths
+    reranker = load_current_reranker(paths.reranker, settings.bm25_tokenizer)
+    cache = EmbeddingCache(paths.embedding_cache)
+    model = AnswerModel(model_name)
+
+    def search(question: str) -> list[SearchResult]:
+        # The model loads before the index is opened: the embedded index admits one process at a time.
+        dense = None if args.mode == "bm25" else load_or_defer(settings.load_dense_encoder)
+        with open_index(settings) as store:
+            models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense, reranker=reranker,
+                                  cache=cache)  # fmt: skip
+            # The service's defaults, so that `ask` and the chat endpoint search alike.
+            config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion)
+            retriever = build_retriever(store, models, config)
+            return retriever.search(question, args.mode, principal, top_k=limits.documents).results
+
+    try:
+        asked = ask(model, search, [("user", args.question)], limits)
+    except CommandError:
+        raise
+    except Exception as exc:
+        if type(exc).__module__.startswith("openai"):
+            raise CommandError(f"the answer model {model_name} failed: {type(exc).__name__}", FAILURE) from None
+        raise
+    finally:
+        cache.close()
+    answer = asked.answer
+    payload: dict[str, Any] = {
+        "question": asked.question,
+        "answer": answer.text,
+        "sources": answer.sources_json(),
+        "invalid_citations": list(answer.invalid_citations),
+        "usage": answer.usage.as_dict(),
+        "model": answer.model,
+    }
+    if args.json:
+        print(json.dumps(payload, indent=2, ensure_ascii=False))
+        return 0
+    print(answer.text)
+    if answer.sources:
+        print("\nsources:")
+        for source in answer.sources:
+            print(f"  [{source.number}] {source.title}" + (f"  {source.url}" if source.url else ""))
+    if answer.invalid_citations:
+        print(f"note: dropped citation(s) to documents not in the context: {list(answer.invalid_citations)}",
+              file=sys.stderr)  # fmt: skip
+    return 0
