@@ -153,3 +153,12 @@ def write_jira_dump(path: Path, issues: list[dict], extra_lines: list[str] = ())
         for line in extra_lines:
             handle.write(line + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def serving_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The search-service tests' small index, written once per session by the real ``rag-pipeline index``
+    (``serving_fixtures.build_index``). Nobody opens it: each module copies it for its services."""
+    from rag_pipeline_tests.serving_fixtures import build_index
+
+    return build_index(tmp_path_factory.mktemp("serving_index"))

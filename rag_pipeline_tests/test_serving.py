@@ -49,16 +49,15 @@ MODES = ("vector", "bm25", "hybrid", "reranked")
 
 
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """The small index, a copy for the second service (one folder admits one holder at a time), and a spare
-    copy that no service ever opens (tests copy it while the services hold the other two)."""
-    built = S.build_index(tmp_path_factory.mktemp("serving"))
+def indexes(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Copies of the session's small index: one per service (one folder admits one holder at a time), and a
+    spare copy that no service ever opens (tests copy it while the services hold the other two)."""
     copies = []
-    for name in ("proxied", "spare"):
+    for name in ("guarded", "proxied", "spare"):
         copy = tmp_path_factory.mktemp(name) / "data"
-        shutil.copytree(built, copy)
+        shutil.copytree(serving_index, copy)
         copies.append(copy)
-    return built, copies[0], copies[1]
+    return copies[0], copies[1], copies[2]
 
 
 @pytest.fixture(scope="module")

@@ -83,6 +83,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.ask import ContextLimits
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.directory.lookup import DirectoryLookup
+    from rag_pipeline.retrieval.rewrite import QueryRewriter
     from rag_pipeline.serving.http_app import create_app
     from rag_pipeline.serving.service import SearchService
 
@@ -92,8 +93,19 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
     answers = AnswerModel(settings.answer_model) if settings.answer_model else None
     limits = ContextLimits(settings.answer_documents, settings.answer_context_chars)
+    rewriter = (
+        QueryRewriter(settings.rewrite_model, cache_path=settings.paths.rewrite_plans)
+        if settings.rewrite_model
+        else None
+    )
     app = create_app(
-        service, settings.serve, listen_host=args.host, directory=directory, answers=answers, answer_limits=limits
+        service,
+        settings.serve,
+        listen_host=args.host,
+        directory=directory,
+        answers=answers,
+        answer_limits=limits,
+        rewriter=rewriter,
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "required" if settings.serve.token else "off"

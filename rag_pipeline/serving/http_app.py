@@ -33,6 +33,7 @@ from starlette.routing import Match
 from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answer_results, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
     GROUPS_HEADER,
@@ -188,6 +189,7 @@ def create_app(
     directory: DirectoryLookup | None = None,
     answers: AnswerModel | None = None,
     answer_limits: ContextLimits = DEFAULT_LIMITS,
+    rewriter: QueryRewriter | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -316,7 +318,13 @@ def create_app(
         x_user_groups: str | None = Header(None),
     ) -> dict[str, Any]:
         reader = reader_from(x_user_id, x_user_email, x_user_groups)
-        served = await anyio.to_thread.run_sync(service.search, request, reader.principal, limiter=search_threads)
+        plan = None
+        if request.rewrite:
+            if rewriter is None:
+                raise RequestRefused(503, "rewrite", "rewriting is off: set RAG_REWRITE_MODEL on the service")
+            plan = await anyio.to_thread.run_sync(rewriter.plan, request.query)
+            observe_rewrite(plan)
+        served = await anyio.to_thread.run_sync(service.search, request, reader.principal, plan, limiter=search_threads)
         response = served.response
         metrics.observe_search(
             response.mode,
@@ -334,6 +342,8 @@ def create_app(
             "results": [r.to_dict() for r in response.results],
             "timing_ms": served.timing_ms,
         }
+        if served.rewrite is not None:
+            body["rewrite"] = served.rewrite
         if request.answer:
             model = answer_model(None)
             started = time.perf_counter()
@@ -379,10 +389,17 @@ def create_app(
             },
         }
 
+    def observe_rewrite(plan: PlanOutcome) -> None:
+        metrics.observe_rewrite("fallback" if plan.plan is None else "cached" if plan.cached else "planned")
+
     def chat_search(reader: Reader) -> Callable[[str], list[SearchResult]]:
         def search(question: str) -> list[SearchResult]:
             request = SearchRequest(query=question[:MAX_QUERY_CHARS], mode="reranked", top_k=answer_limits.documents)
-            served = service.search(request, reader.principal)
+            plan = None
+            if rewriter is not None:
+                plan = rewriter.plan(request.query)
+                observe_rewrite(plan)
+            served = service.search(request, reader.principal, plan)
             response = served.response
             metrics.observe_search(
                 response.mode,

@@ -84,10 +84,19 @@ class ServiceMetrics:
             "Citations to a number the context did not hold (dropped from the sources)",
             registry=self.registry,
         )
+        self.rewrites = Counter(
+            "rag_rewrites",
+            "Query rewrites, by outcome (planned, cached, fallback)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.answer_seconds = Histogram(
             "rag_answer_seconds", "Seconds to write an answer (LLM calls only)", buckets=_STAGE_BUCKETS,
             registry=self.registry,
         )  # fmt: skip
+
+    def observe_rewrite(self, outcome: str) -> None:
+        self.rewrites.labels(outcome=outcome).inc()
 
     def observe_answer(
         self, route: str, outcome: str, prompt_tokens: int, completion_tokens: int, cost: float | None,

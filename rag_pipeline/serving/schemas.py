@@ -67,6 +67,7 @@ class SearchRequest(BaseModel):
     answer: bool = Field(
         False, description="also answer the query from the top documents, citing them (RAG_ANSWER_MODEL)"
     )
+    rewrite: bool = Field(False, description="plan the search with the rewrite model first (RAG_REWRITE_MODEL)")
 
     @field_validator("query")
     @classmethod

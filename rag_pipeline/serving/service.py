@@ -20,11 +20,13 @@ from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.settings import Settings
@@ -37,12 +39,14 @@ SERVICE_LABEL = "rag-pipeline serve (search service; hands the index to writers)
 
 @dataclass
 class ServedSearch:
-    """A search's response, how long it waited for the index, and its stage timings in milliseconds."""
+    """A search's response, how long it waited for the index, its stage timings in milliseconds, and what a
+    rewrite plan changed (None: the query was searched as given)."""
 
     response: SearchResponse
     waited_seconds: float
     reranker: str | None
     timing_ms: dict[str, float] = field(default_factory=dict)
+    rewrite: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,22 +191,35 @@ class SearchService:
         finally:
             self._slots.release()
 
-    def search(self, request: SearchRequest, reader: Principal) -> ServedSearch:
-        """Search as ``reader`` (never the all-documents reader: that one is the evaluation's alone)."""
+    def search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None = None) -> ServedSearch:
+        """Search as ``reader`` (never the all-documents reader: that one is the evaluation's alone), following a
+        rewrite ``plan`` when one is given (its LLM call is made before: no query slot is held for it)."""
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
+        rewrite: dict[str, object] | None = None
         with self._turn() as (retriever, waited):
-            response = retriever.search(
-                request.query,
-                request.mode,
-                reader,
-                top_k=request.top_k,
-                sources=request.source,
-                containers=request.container,
-                authors=request.author,
-                updated_from=request.since,
-                updated_to=request.until,
-            )
+            if plan is None:
+                response = retriever.search(
+                    request.query,
+                    request.mode,
+                    reader,
+                    top_k=request.top_k,
+                    sources=request.source,
+                    containers=request.container,
+                    authors=request.author,
+                    updated_from=request.since,
+                    updated_to=request.until,
+                )
+            else:
+                scope = Scope(
+                    tuple(request.source) if request.source else None,
+                    tuple(request.container) if request.container else None,
+                    tuple(request.author) if request.author else None,
+                    request.since,
+                    request.until,
+                )
+                planned = search_planned(retriever, request.query, request.mode, reader, request.top_k, plan, scope)
+                response, rewrite = planned.response, planned.report()
         seconds = response.seconds
         embed = seconds.get("embed", 0.0)
         timing = {
@@ -218,6 +235,7 @@ class SearchService:
             waited_seconds=waited,
             reranker=reranker,
             timing_ms={k: round(v * 1000, 2) for k, v in timing.items()},
+            rewrite=rewrite,
         )
 
     def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None:

@@ -88,6 +88,10 @@ class OpenAIFake(LocalHttpService):
         with self._lock:
             self._faults.append([kind, path, times, delay if kind == "slow" else retry_after])
 
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
     def respond(self, responder: Callable[[dict[str, Any]], str | None]) -> None:
         """Answer chat completions with ``responder(body)`` where it returns a string (newest responder first)."""
         with self._lock:
