@@ -66,7 +66,7 @@ def test_definitions_load_and_every_asset_is_described() -> None:
             assert node.partitions_def is not None and node.backfill_policy is not None
     assert directories <= keys
     eval_node = graph.get(dg.AssetKey("retrieval_eval"))
-    assert set(eval_node.partitions_def.get_partition_keys()) == {"vector", "bm25", "hybrid", "reranked"}
+    assert set(eval_node.partitions_def.get_partition_keys()) == {"vector", "bm25", "hybrid", "reranked", "prf"}
     assert {p.to_user_string() for p in eval_node.parent_entity_keys} == {"slack_qdrant_points", "jira_qdrant_points"}
     assert eval_node.pools == {"qdrant"}
     points = graph.get(dg.AssetKey("slack_qdrant_points"))

@@ -108,7 +108,7 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
     evaluation = first["evaluation"]
     assert evaluation["ran"] and evaluation["checks"]["acl_no_leaks"]
     arms = evaluation["eval_sets"]["tiny"]["arms"]
-    assert set(arms) == {"vector", "bm25", "hybrid", "reranked"}
+    assert set(arms) == {"vector", "bm25", "hybrid", "reranked", "prf"}
     assert arms["bm25"]["ndcg@10"] == 1.0  # both issues are found first by their own words
 
     assert main(["demo", "--json", "--data-dir", str(small_sources)]) == 0
@@ -140,7 +140,7 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
 
     # Search the demo index as a reader of project AC, and as someone who may read nothing.
     group = "jira:jira.appcelerator.org:project:AC"
-    for mode in ("vector", "bm25", "hybrid", "reranked"):
+    for mode in ("vector", "bm25", "hybrid", "reranked", "prf"):
         argv = ["search", "crash opening a window", "--mode", mode, "--groups", group, "--json"]
         assert main([*argv, "--data-dir", str(small_sources)]) == 0
         found = json.loads(capsys.readouterr().out)

@@ -45,7 +45,7 @@ def test_bench_beir_json_shape_and_report(tmp_path: Path, capsys) -> None:
     figures = json.loads(capsys.readouterr().out)
     assert figures["queries"] == 2 and figures["documents"] == 6
     assert figures["dense_search"] == "hnsw (m=16, ef_construct=100, ef=128)"
-    assert set(figures["arms"]) == {"vector", "bm25", "hybrid", "reranked", "reranked[fixed-weights]"}
+    assert set(figures["arms"]) == {"vector", "bm25", "hybrid", "reranked", "prf", "reranked[fixed-weights]"}
     for name, arm in figures["arms"].items():
         assert set(arm) >= {"ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100", "p50_ms", "p95_ms", "ci95"}
         assert arm["recall@100"] == 1.0, name  # six documents: everything is retrieved

@@ -111,6 +111,8 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
         metadata = _meta(done, "retrieval_eval")
         if arm != "vector":
             assert metadata["sparse_query"] == "fielded(title=4,body=1,k3=1.2,body_text=prose)"
+        if arm == "prf":
+            assert metadata["prf"] == "rm3(bm25, docs=10, terms=10, original=0.5)"
         if arm in ("hybrid", "reranked"):
             assert metadata["slice/fusion"] == "rrf(k=10, weights=1.6/0.4)"
             assert metadata["slice_acl/fusion"] == "rrf(k=60, weights=1/1/0.5)"
@@ -157,7 +159,7 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         # Same index, same settings: the second report compares against the first and passes.
         again = _evaluate(instance, res, arms=["bm25"])
         assert _checks(again)["no_regression"].passed
-        assert _checks(again)["no_regression"].metadata["compared_arms"].value == 8
+        assert _checks(again)["no_regression"].metadata["compared_arms"].value == 2 * len(MODES)
 
         # The evaluation may ask for exact dense search (reported per arm, see _evaluate): on an index this small
         # the engine scans its one plain segment either way, so the vector arm scores exactly as before.

@@ -178,7 +178,7 @@ def test_llm_reranked_is_a_fifth_dagster_eval_arm_when_configured(openai: OpenAI
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["arms"] == ["vector", "bm25", "hybrid", "reranked", "llm_reranked"]
+    assert out["arms"] == ["vector", "bm25", "hybrid", "reranked", "prf", "llm_reranked"]
     llm = out["llm_reranked"]
     assert llm["llm_requests"] > 0 and llm["llm_unparseable"] == 0 and 0.0 <= llm["slice/ndcg@10"] <= 1.0
     assert {"hybrid", "llm_reranked"} <= set(out["report_arms"])

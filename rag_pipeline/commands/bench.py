@@ -28,6 +28,7 @@ from rag_pipeline.index.store import CollectionNames, describe_fusion
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
+from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
@@ -217,6 +218,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         described = {
             "dense_search": settings.qdrant.dense_search.describe(),
             "sparse_query": config.sparse_query.describe(),
+            "prf": config.prf.describe(),
         }
         shapes = {
             r.name: {**r.summary.cli_json(), **described, "fusion": describe_fusion(config.fusion_for(r.meta.sources))}
@@ -247,8 +249,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--arms",
         nargs="+",
-        choices=["vector", "bm25", "hybrid", "reranked"],
-        default=["vector", "bm25", "hybrid", "reranked"],
+        choices=MODES,
+        default=list(MODES),
+        help="arms to run (default: all; prf is BM25 with an RM3-expanded query)",
     )
     bench.add_argument("--baseline", default="bm25", help="arm the others are tested against (default: %(default)s)")
     bench.add_argument(

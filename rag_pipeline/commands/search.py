@@ -20,6 +20,7 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.learned import load_current_reranker
+from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -296,13 +297,18 @@ def _print_table(payload: dict[str, Any]) -> None:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     search = sub.add_parser(
         "search",
-        help="search the index as a user (vector, bm25, hybrid or reranked)",
+        help="search the index as a user (vector, bm25, hybrid, reranked or prf)",
         description="Searches child chunks with the reader's ACL in every query, then returns one result per "
         "document with its best chunk. Without --user/--groups only public documents match; --all-documents "
         "(evaluation only) skips access control.",
     )
     search.add_argument("query", type=query_text)
-    search.add_argument("--mode", choices=["vector", "bm25", "hybrid", "reranked"], default="hybrid")
+    search.add_argument(
+        "--mode",
+        choices=MODES,
+        default="hybrid",
+        help="prf: BM25 with the query expanded by terms of its own first BM25 results (RM3; default: %(default)s)",
+    )
     search.add_argument(
         "--user",
         default=None,

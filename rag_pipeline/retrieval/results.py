@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from rag_pipeline.index.store import Fusion
+    from rag_pipeline.retrieval.prf import Expansion
 
-Mode = Literal["vector", "bm25", "hybrid", "reranked"]
-MODES: tuple[Mode, ...] = ("vector", "bm25", "hybrid", "reranked")
+Mode = Literal["vector", "bm25", "hybrid", "reranked", "prf"]
+MODES: tuple[Mode, ...] = ("vector", "bm25", "hybrid", "reranked", "prf")
 
 
 @dataclass
@@ -62,3 +63,4 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     fusion: Fusion | None = None  # what hybrid fusion this search would use (per-source when learned)
+    expansion: Expansion | None = None  # the prf arm's expanded BM25 query, its added terms and feedback documents

@@ -1,8 +1,9 @@
-"""The four retrieval arms over a :class:`VectorStore`: vector, bm25, hybrid and reranked.
+"""The five retrieval arms over a :class:`VectorStore`: vector, bm25, hybrid, reranked and prf.
 
 Every arm searches child chunks with the principal's ACL in the query (and, for hybrid, in every
 prefetch), then maps children to parents and documents (small-to-big). When the dense model or
-the dense index is unavailable, dense arms degrade to BM25 with a warning instead of failing.
+the dense index is unavailable, dense arms degrade to BM25 with a warning instead of failing. ``prf``
+expands the BM25 query with terms of the reader's own first BM25 results (RM3, :mod:`.prf`) and searches again.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from rag_pipeline.retrieval.fusion import (
     SourceFusion,
 )
 from rag_pipeline.retrieval.grouping import documents_from_hits
+from rag_pipeline.retrieval.prf import Expansion, FeedbackDocument, PrfConfig, rm3
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
-from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.results import MODES, Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.sparse_query import (
     DEFAULT_SPARSE_QUERY,
     SPARSE_QUERY_PRESETS,
@@ -79,6 +81,7 @@ class RetrieverConfig(BaseModel):
         default_factory=lambda: SPARSE_QUERY_PRESETS[DEFAULT_SPARSE_QUERY],
         description="how the BM25 and hybrid arms turn a query into BM25 terms",
     )
+    prf: PrfConfig = Field(default_factory=PrfConfig, description="how the prf arm expands a query (RM3)")
     fusion_by_source: dict[str, SourceFusion] = Field(
         default_factory=lambda: dict(LEARNED_FUSION),
         description="source → fusion of hybrid searches limited to that source; '*' for every other search "
@@ -217,9 +220,14 @@ class Retriever:
         response = SearchResponse(results=[], requested_mode=mode, mode=mode)
         response.fusion = self.config.fusion_for(sources)
         started = time.perf_counter()
-        if mode not in ("vector", "bm25", "hybrid", "reranked"):
-            raise ValueError(f"unknown search mode {mode!r}; expected one of vector, bm25, hybrid, reranked")
-        if mode == "reranked":
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode == "prf":
+            expansion = self._expand(query, flt, exclude, response)
+            inner = "hybrid" if self.config.prf.hybrid else "bm25"
+            docs = self._documents(inner, query, top_k, flt, exclude, response, sparse=expansion.query)
+            response.seconds["search"] = time.perf_counter() - started
+        elif mode == "reranked":
             response.mode = "hybrid"
             # The head is searched exactly as the training candidates were (rerank_candidates): a deeper
             # search fuses longer prefetch lists, which changes the candidates and their hybrid signals.
@@ -248,16 +256,24 @@ class Retriever:
         return response
 
     def _documents(
-        self, mode: str, query: str, want: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+        self,
+        mode: str,
+        query: str,
+        want: int,
+        flt: SearchFilter,
+        exclude: Sequence[str],
+        response: SearchResponse,
+        sparse: SparseVector | None = None,
     ) -> list[SearchResult]:
         """At least ``want`` documents (after exclusions) when the index has them: children are grouped
-        into documents, so the child depth doubles until enough documents remain or the index runs dry."""
+        into documents, so the child depth doubles until enough documents remain or the index runs dry.
+        ``sparse`` replaces the query's BM25 vector (an expanded query)."""
         depth = max(self.config.child_depth, (want + len(exclude)) * self.config.children_per_result)
         while True:
             if mode == "bm25" or response.mode == "bm25":
-                hits = self._bm25_hits(query, depth, flt)
+                hits = self._bm25_hits(query, depth, flt, sparse)
             else:
-                hits = self._dense_hits(mode, query, depth, flt, response)
+                hits = self._dense_hits(mode, query, depth, flt, response, sparse)
             docs = documents_from_hits(hits, exclude)
             if len(docs) >= want or len(hits) < depth or depth >= self.config.max_child_depth:
                 return docs
@@ -267,10 +283,33 @@ class Retriever:
         """The BM25 query vector every arm uses (weighted as ``config.sparse_query`` says)."""
         return sparse_query(self.bm25, query, self.config.sparse_query)
 
-    def _bm25_hits(self, query: str, depth: int, flt: SearchFilter) -> list[Hit]:
-        return _cut(self.store.search_sparse(self.sparse_query(query), depth + TIE_MARGIN, flt), depth)
+    def _expand(self, query: str, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse) -> Expansion:
+        """The feedback search (BM25, under the search's own filter and ACL, without ``exclude``) and the RM3
+        query from it: nothing the reader may not read, or the search leaves out, feeds the expansion."""
+        t0 = time.perf_counter()
+        config = self.config.prf
+        original = self.sparse_query(query)
+        scratch = SearchResponse(results=[], requested_mode="bm25", mode="bm25")
+        top = self._documents("bm25", query, config.feedback_docs, flt, exclude, scratch, sparse=original)
+        feedback = [FeedbackDocument(d.document_id, d.score, d.child_text) for d in top[: config.feedback_docs]]
+        expansion = rm3(self.bm25, original, feedback, config)
+        response.seconds["feedback"] = time.perf_counter() - t0
+        response.expansion = expansion
+        return expansion
 
-    def _dense_hits(self, mode: str, query: str, depth: int, flt: SearchFilter, response: SearchResponse) -> list[Hit]:
+    def _bm25_hits(self, query: str, depth: int, flt: SearchFilter, sparse: SparseVector | None = None) -> list[Hit]:
+        vector = sparse if sparse is not None else self.sparse_query(query)
+        return _cut(self.store.search_sparse(vector, depth + TIE_MARGIN, flt), depth)
+
+    def _dense_hits(
+        self,
+        mode: str,
+        query: str,
+        depth: int,
+        flt: SearchFilter,
+        response: SearchResponse,
+        sparse: SparseVector | None = None,
+    ) -> list[Hit]:
         try:
             t0 = time.perf_counter()
             vector = self._query_vector(query)
@@ -283,16 +322,15 @@ class Retriever:
                 flt.sources, title_line=bool(title), title_vectors=TITLE_VECTOR in self.store.dense_vector_names()
             )
             extra = self._prefetches(plan, vector, title)
-            hybrid = self.store.search_hybrid(
-                vector, self.sparse_query(query), depth + TIE_MARGIN, prefetch, flt, plan.fusion, extra
-            )
+            keywords = sparse if sparse is not None else self.sparse_query(query)
+            hybrid = self.store.search_hybrid(vector, keywords, depth + TIE_MARGIN, prefetch, flt, plan.fusion, extra)
             return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
             message = f"{mode} search unavailable, fell back to bm25: {type(exc).__name__}: {exc}"
             log.warning(message)
             response.warnings.append(message)
             response.mode = "bm25"
-            return self._bm25_hits(query, depth, flt)
+            return self._bm25_hits(query, depth, flt, sparse)
 
     def _prefetches(self, plan: HybridPlan, vector: list[float], title: str) -> list[DensePrefetch]:
         """The plan's extra lists as dense prefetches (the title line embedded only when a list needs it)."""

@@ -118,7 +118,7 @@ class Bm25Encoder:
         p = self.params
         self._tokenizer, self._prepare = _TOKENIZERS[p.tokenizer]
         self._model = Bm25(Bm25Config(k=p.k1, b=p.b, avg_len=p.avg_len, language=p.language, tokenizer=self._tokenizer))
-        self._counting: Bm25 | None = None
+        self._counting: dict[int, Bm25] = {}
 
     @property
     def model_id(self) -> str:
@@ -145,14 +145,36 @@ class Bm25Encoder:
     def encode_query(self, text: str) -> SparseVector:
         return self._convert(self._model.embed_query(self._prepare(text)))
 
-    def term_counts(self, text: str) -> dict[int, float]:
+    def term_counts(self, text: str, min_token_len: int = 0) -> dict[int, float]:
         """Term id → how often the term occurs in ``text`` (after stopwords and stemming): what a weighted
-        query needs and Qdrant's ``embed_query`` (weight 1 per distinct term) does not give."""
-        if self._counting is None:
+        query needs and Qdrant's ``embed_query`` (weight 1 per distinct term) does not give. ``min_token_len``
+        drops tokens of fewer characters (Qdrant's own filter, so the ids of the others are unchanged)."""
+        counting = self._counting.get(min_token_len)
+        if counting is None:
             p = self.params
-            self._counting = Bm25(Bm25Config(k=_K1, b=0.0, avg_len=1.0, language=p.language, tokenizer=self._tokenizer))
-        vector = self._counting.embed_document(self._prepare(text))
+            config = Bm25Config(
+                k=_K1,
+                b=0.0,
+                avg_len=1.0,
+                language=p.language,
+                tokenizer=self._tokenizer,
+                min_token_len=min_token_len or None,
+            )
+            counting = self._counting[min_token_len] = Bm25(config)
+        vector = counting.embed_document(self._prepare(text))
         return {int(i): _tf(float(w)) for i, w in zip(vector.indices, vector.values, strict=True)}
+
+    def content_term_counts(self, text: str, min_len: int = 3, min_cjk_len: int = 2) -> dict[int, float]:
+        """The part of :meth:`term_counts` whose tokens are long enough to carry meaning: at least ``min_len``
+        characters, or ``min_cjk_len`` in Han, kana or Hangul runs (a CJK bigram is two characters). Every id
+        is one :meth:`term_counts` gives for the whole text, so each is a term the index holds for it."""
+        whole = self.term_counts(text)
+        cjk = " ".join(_CJK_RUN.findall(text))
+        rest = _CJK_RUN.sub(" ", text)
+        kept = {**self.term_counts(rest, min_len), **(self.term_counts(cjk, min_cjk_len) if cjk else {})}
+        # A token that ran across a script boundary ("Linuxの") is one term of the whole text and none of the
+        # parts: only ids of the whole text stay, with its counts.
+        return {term: whole[term] for term in kept if term in whole}
 
     @staticmethod
     def _convert(vector: object) -> SparseVector:

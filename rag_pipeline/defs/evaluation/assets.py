@@ -237,10 +237,12 @@ def retrieval_eval_asset(
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
             if arm != "vector":
                 metadata["sparse_query"] = retriever.config.sparse_query.describe()
+            if arm == "prf":
+                metadata["prf"] = retriever.config.prf.describe()
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
                 queries = load_eval_set(path, evaluation.person_resolver())
-                if arm not in ("vector", "bm25"):
+                if arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid):
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
                 if llm is not None:
                     outcome = run_arm(
