@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import dagster as dg
 
+from rag_pipeline.defs.answers import answer_resource, build_answer_quality
 from rag_pipeline.defs.automation import build_automation_condition_sensor, build_eval_sets_changed_sensor
 from rag_pipeline.defs.directory import build_directory_asset, directory_resource
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
@@ -110,6 +111,7 @@ def build_resources(
         "bm25": Bm25Resource(tokenizer=settings.bm25_tokenizer),
         "qdrant": qdrant_resource(settings),
         "directory": directory_resource(settings),
+        **({"answers": answers} if (answers := answer_resource(settings)) else {}),
         **sources,
         **({"slack_notifications": slack_notification_resource(notifications)} if notifications else {}),
         "evaluation": evaluation_resource(settings),
@@ -154,6 +156,9 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     ]
     directories = [build_directory_asset(s.name) for s in specs.values()]
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
+    if settings.answer_model:
+        # Answers are checked only where a model writes them (each query costs LLM calls).
+        assets.append(build_answer_quality([dg.AssetDep(s.keys.points) for s in specs.values()]))
     assets += [d.reconciliation for d in live]
     notification_sensors = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
     return dg.Definitions(

@@ -260,6 +260,8 @@ class Settings(_Frozen):
     # Answers with cited sources (RAG_ANSWER_MODEL: an OpenAI chat model, or any OpenAI-compatible server's via
     # OPENAI_BASE_URL); unset, `ask` and the chat endpoint say how to turn them on.
     answer_model: str | None = None
+    # The judge ragas scores answers' faithfulness with (RAG_JUDGE_MODEL), in the answer_quality asset.
+    judge_model: str | None = None
     # Query rewriting before the search (RAG_REWRITE_MODEL): a JSON plan of queries, expansions and filters.
     rewrite_model: str | None = None
     answer_documents: int = 5
@@ -502,6 +504,7 @@ def _from_env(env: Mapping[str, str]) -> Settings:
         llm_rerank_model=_get(env, "RAG_LLM_RERANK_MODEL"),
         answer_model=_get(env, "RAG_ANSWER_MODEL"),
         rewrite_model=_get(env, "RAG_REWRITE_MODEL"),
+        judge_model=_get(env, "RAG_JUDGE_MODEL"),
         answer_documents=_int(env, "RAG_ANSWER_DOCUMENTS", 5, minimum=1) or 5,
         answer_context_chars=_int(env, "RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
         eval_exact_dense=_flag(env, "RAG_EVAL_EXACT_DENSE", False),

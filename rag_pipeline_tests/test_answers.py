@@ -130,3 +130,66 @@ def test_the_model_failing_or_refusing_is_the_callers_to_report(fake: OpenAIFake
     fake.inject("refusal")
     refused = write_answer(model(fake), "when?", build_context(RESULTS))
     assert refused.text == "I'm sorry, I can't help with that." and refused.sources == []
+
+
+def test_answer_quality_asset_scores_answers_as_their_readers(tmp_path, monkeypatch) -> None:
+    """The Dagster asset over a small index (Slack emulator threads, 4-d stand-in encoder, BM25 context) and a
+    two-query eval set: Carol may read the VPN thread, Bob may not."""
+    import json as _json
+
+    import dagster as dg
+
+    from rag_pipeline.defs.answers import AnswerQualityConfig, AnswerResource, build_answer_quality
+    from rag_pipeline.defs.evaluation.resources import EvaluationResource
+    from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+    from rag_pipeline.index.index_info import claim_dense_model
+    from rag_pipeline.sources.slack_threads import thread_document_id
+    from rag_pipeline_tests import slack_fixtures as F
+    from rag_pipeline_tests.emulators.slack_api import SlackEmulator
+    from rag_pipeline_tests.slack_index import UNLOADABLE_MODEL, index_threads, read_threads
+
+    vpn = thread_document_id(F.CRAFTED_TEAM, F.PRIVATE_CHANNEL, F.PRIVATE_THREAD_ROOT_TS)
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.create_collections(4)
+    with SlackEmulator(F.crafted_workspace()) as emu:
+        index_threads(store, read_threads(emu, F.GENERAL_CHANNEL, F.PRIVATE_CHANNEL))
+    claim_dense_model(store, UNLOADABLE_MODEL)
+    store.close()
+    eval_dir = tmp_path / "eval_sets"
+    eval_dir.mkdir()
+    lines = [
+        {
+            "id": "carol",
+            "query": "Rotating the VPN certificates",
+            "relevant": {vpn: 1},
+            "principal": {"user_id": F.CAROL},
+        },
+        {"id": "bob", "query": "Rotating the VPN certificates", "relevant": {vpn: 1}, "principal": {"user_id": F.BOB}},
+    ]
+    (eval_dir / "vpn.jsonl").write_text("\n".join(_json.dumps(line) for line in lines) + "\n")
+    with OpenAIFake() as server:
+        server.respond(lambda body: "The VPN certificates rotate on Friday [1], see also [8]." if "### Document 1"
+                       in str(body) else None)  # fmt: skip
+        monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        result = dg.materialize(
+            [build_answer_quality([])],
+            resources={
+                "answers": AnswerResource(model="gpt-4o-mini"),
+                "evaluation": EvaluationResource(eval_dir=str(eval_dir), reports_dir=str(tmp_path / "reports")),
+                "qdrant": QdrantResource(path=str(tmp_path / "qdrant")),
+                "dense_embedder": DenseEmbedderResource(model=UNLOADABLE_MODEL, cache_path=str(tmp_path / "c.sqlite")),
+                "bm25": Bm25Resource(),
+            },
+            run_config=dg.RunConfig({"answer_quality": AnswerQualityConfig(eval_set="vpn", mode="bm25")}),
+        )
+        prompts = [str(c.body["messages"][0]["content"]) for c in server.calls("/chat/completions")]
+    assert result.success
+    metadata = {k: v.value for k, v in result.asset_materializations_for_node("answer_quality")[0].metadata.items()}
+    assert metadata["queries"] == 2 and metadata["citation_validity"] == 1.0
+    # Carol's context holds the VPN thread; Bob's never does (his search cannot see it, nor can his prompt).
+    assert metadata["coverage"] == 0.5 and metadata["cited_relevant"] == 0.5
+    assert metadata["invalid_citations"] == metadata["answered"] and metadata["judge_skipped"].startswith("no judge")
+    assert sum("Rotating the VPN certificates on Friday night" in p for p in prompts) == 1
+    assert [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()] == [("citations_valid", True)]
