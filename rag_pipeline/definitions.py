@@ -57,7 +57,10 @@ def source_specs(settings: Settings) -> dict[str, SourceSpec]:
 def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
     """The evaluation over every source's Qdrant points."""
     return build_evaluation(
-        [s.keys.points for s in specs.values()], settings.llm_rerank_model, settings.automation.eval_cron
+        [s.keys.points for s in specs.values()],
+        settings.llm_rerank_model,
+        settings.automation.eval_cron,
+        settings.rewrite_model,
     )
 
 
@@ -69,6 +72,7 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         exact_dense=settings.eval_exact_dense,
         sparse_query=settings.sparse_query,
         learned_fusion=settings.learned_fusion,
+        rewrite_model=settings.rewrite_model,
         directory_path=str(settings.paths.directory),
         identity_links=str(settings.identity_links_file),
     )

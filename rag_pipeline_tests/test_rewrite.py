@@ -157,3 +157,47 @@ def test_sub_queries_merge_by_rrf_and_an_emptying_filter_is_dropped() -> None:
 def test_merge_keeps_each_documents_best_hit() -> None:
     merged = merge_by_rrf([[hit("a"), hit("b")], [hit("b")]], top_k=1)
     assert [r.document_id for r in merged] == ["b"] and merged[0].score == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_the_rewritten_arm_scores_like_any_arm(fake: OpenAIFake, tmp_path: Path) -> None:
+    """The arm over a small index: each query planned (the fake's plan adds an expansion), searched as its
+    reader, ranked; a refused plan is the question as asked, recorded as the query's warning."""
+    from rag_pipeline.defs.evaluation.assets import eval_arm_names
+    from rag_pipeline.evaluation.eval_set import EvalQuery
+    from rag_pipeline.evaluation.runner import REWRITTEN_ARM, run_rewritten_arm
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+    from rag_pipeline.retrieval.retriever import Retriever
+    from rag_pipeline.sources.slack_threads import thread_document_id
+    from rag_pipeline.vectors.sparse import Bm25Encoder
+    from rag_pipeline_tests import slack_fixtures as F
+    from rag_pipeline_tests.emulators.slack_api import SlackEmulator
+    from rag_pipeline_tests.slack_index import HashEncoder, index_threads, read_threads
+
+    assert eval_arm_names(None) == ["vector", "bm25", "hybrid", "reranked", "prf"]
+    assert eval_arm_names(None, "gpt-4o-mini")[-1] == REWRITTEN_ARM
+    vpn = thread_document_id(F.CRAFTED_TEAM, F.PRIVATE_CHANNEL, F.PRIVATE_THREAD_ROOT_TS)
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.create_collections(4)
+    try:
+        with SlackEmulator(F.crafted_workspace()) as emu:
+            index_threads(store, read_threads(emu, F.GENERAL_CHANNEL, F.PRIVATE_CHANNEL))
+        fake.respond(
+            lambda body: json.dumps({"refined_query": "VPN", "expansions": ["certificates"], "confidence": 0.2})
+            if "rotate" in str(body) else None
+        )  # fmt: skip
+        queries = [
+            EvalQuery(id="carol", query="when do we rotate", relevant={vpn: 1}, principal=Principal(user_id=F.CAROL)),
+            EvalQuery(id="bob", query="when do we rotate", relevant={vpn: 1}, principal=Principal(user_id=F.BOB)),
+        ]
+        retriever = Retriever(store, Bm25Encoder(), dense=HashEncoder())
+        outcome = run_rewritten_arm(retriever, rewriter(fake), queries, depth=10)
+        assert outcome.run.arm == REWRITTEN_ARM
+        # The plan's query ("VPN certificates") finds the thread for Carol; Bob, no member, never sees it.
+        assert outcome.run.rankings["carol"][0][0] == vpn
+        assert vpn not in {d for d, _ in outcome.run.rankings["bob"]}
+        assert outcome.run.leaks == {"carol": 0, "bob": 0} and not outcome.warnings
+        fake.inject("refusal", times=1)
+        refused = run_rewritten_arm(retriever, rewriter(fake), [EvalQuery(id="q", query="pizza", relevant={vpn: 1})])
+        assert refused.warnings["q"][-1] == "rewrite refused by the model"
+    finally:
+        store.close()

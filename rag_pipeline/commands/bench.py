@@ -22,7 +22,7 @@ from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import EvalResult, run_arms, summarize_outcomes
 from rag_pipeline.evaluation.report import markdown_table, write_report
-from rag_pipeline.evaluation.runner import ArmOutcome, rerank_examples, run_arm
+from rag_pipeline.evaluation.runner import REWRITTEN_ARM, ArmOutcome, rerank_examples, run_arm, run_rewritten_arm
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, describe_fusion
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -30,6 +30,7 @@ from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -77,9 +78,17 @@ def _evaluate(
     documents: int | None,
     settings: Settings,
 ) -> EvalResult:
+    arms = [a for a in args.arms if a != REWRITTEN_ARM]
     outcomes: dict[str, ArmOutcome] = run_arms(
-        retriever, queries, args.arms, meta.sources, reranker, folds=args.folds, progress=progress
+        retriever, queries, arms, meta.sources, reranker, folds=args.folds, progress=progress
     )
+    if REWRITTEN_ARM in args.arms:
+        if not settings.rewrite_model:
+            raise CommandError("the rewritten arm plans each query with RAG_REWRITE_MODEL, which is not set")
+        rewriter = QueryRewriter(settings.rewrite_model, cache_path=settings.paths.rewrite_plans)
+        outcomes[REWRITTEN_ARM] = run_rewritten_arm(
+            retriever, rewriter, queries, sources=meta.sources, progress=progress
+        )
     for spec in args.extra_reranker or []:
         name, extra = _extra_reranker(spec, settings, retriever.bm25)
         outcomes[name] = run_arm(
@@ -249,9 +258,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--arms",
         nargs="+",
-        choices=MODES,
+        choices=[*MODES, REWRITTEN_ARM],
         default=list(MODES),
-        help="arms to run (default: all; prf is BM25 with an RM3-expanded query)",
+        help="arms to run (default: all but rewritten; prf is BM25 with an RM3-expanded query; rewritten plans each "
+        "query with RAG_REWRITE_MODEL and searches the plan, hybrid)",
     )
     bench.add_argument("--baseline", default="bm25", help="arm the others are tested against (default: %(default)s)")
     bench.add_argument(

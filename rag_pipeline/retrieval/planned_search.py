@@ -93,6 +93,7 @@ def search_planned(
     top_k: int,
     outcome: PlanOutcome,
     scope: Scope = Scope(),
+    exclude: tuple[str, ...] = (),
 ) -> PlannedSearch:
     """Search ``question`` as ``principal`` following ``outcome``'s plan (one plain search without one)."""
     started = time.perf_counter()
@@ -108,6 +109,7 @@ def search_planned(
             authors=(extra.authors if extra and extra.authors else None) or scope.authors,
             updated_from=(extra.since if extra else None) or scope.since,
             updated_to=(extra.until if extra else None) or scope.until,
+            exclude=exclude,
         )
 
     plan = outcome.plan

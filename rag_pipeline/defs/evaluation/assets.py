@@ -25,7 +25,7 @@ from rag_pipeline.evaluation.run_files import (
     run_path,
     save_arm_outcome,
 )
-from rag_pipeline.evaluation.runner import rerank_examples, run_arm
+from rag_pipeline.evaluation.runner import REWRITTEN_ARM, rerank_examples, run_arm, run_rewritten_arm
 from rag_pipeline.evaluation.summary import EvalSummary
 from rag_pipeline.index.store import VectorStore, describe_fusion
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -38,10 +38,10 @@ LLM_ARM = "llm_reranked"
 _COMMON: dict[str, Any] = dict(group_name="evaluation", owners=["team:rag-platform"])
 
 
-def eval_arm_names(llm_rerank_model: str | None) -> list[str]:
-    """The evaluated arms; the LLM-graded one exists where a chat model is configured (it costs API
-    calls per query and candidate)."""
-    return [*MODES, *([LLM_ARM] if llm_rerank_model else [])]
+def eval_arm_names(llm_rerank_model: str | None, rewrite_model: str | None = None) -> list[str]:
+    """The evaluated arms; the LLM-graded one and the rewritten one exist where their chat model is configured
+    (they cost API calls per query, and per candidate for the grades)."""
+    return [*MODES, *([LLM_ARM] if llm_rerank_model else []), *([REWRITTEN_ARM] if rewrite_model else [])]
 
 
 def _retriever(
@@ -126,10 +126,10 @@ class EvaluationDefinitions:
 
 
 def build_evaluation(
-    index_assets: Sequence[str], llm_rerank_model: str | None, eval_cron: str
+    index_assets: Sequence[str], llm_rerank_model: str | None, eval_cron: str, rewrite_model: str | None = None
 ) -> EvaluationDefinitions:
     """The evaluation over the sources' Qdrant points assets (``index_assets``)."""
-    arm_names = eval_arm_names(llm_rerank_model)
+    arm_names = eval_arm_names(llm_rerank_model, rewrite_model)
     arms = dg.StaticPartitionsDefinition(arm_names)
     index_deps = [dg.AssetDep(key, partition_mapping=dg.AllPartitionMapping()) for key in index_assets]
     retrieval_eval = retrieval_eval_asset(arms, index_deps, eval_cron)
@@ -244,7 +244,11 @@ def retrieval_eval_asset(
                 queries = load_eval_set(path, evaluation.person_resolver())
                 if arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid):
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
-                if llm is not None:
+                if arm == REWRITTEN_ARM:
+                    outcome = run_rewritten_arm(
+                        retriever, evaluation.rewriter(), queries, evaluation.depth, meta.sources
+                    )
+                elif llm is not None:
                     outcome = run_arm(
                         retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM
                     )

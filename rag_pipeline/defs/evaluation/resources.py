@@ -12,6 +12,7 @@ from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.llm import LlmReranker
 from rag_pipeline.retrieval.retriever import RetrieverConfig
+from rag_pipeline.retrieval.rewrite import QueryRewriter
 
 # nDCG@10 every arm must reach per eval set; set below the bundled figures measured with the
 # default model (Slack ≥ 0.55, Jira ≥ 0.44, ACL ≥ 0.54 for the weakest arm, BM25) so that a broken
@@ -55,10 +56,19 @@ class EvaluationResource(dg.ConfigurableResource):
         description="Chat model of the llm_reranked arm (RAG_LLM_RERANK_MODEL; OPENAI_API_KEY, OPENAI_BASE_URL)",
     )
 
+    rewrite_model: str | None = Field(
+        default=None, description="Chat model of the rewritten arm (RAG_REWRITE_MODEL); None: no such arm"
+    )
     directory_path: str | None = Field(
         default=None, description="The principal directory, for eval-set lines naming a person (RAG_DATA_DIR)"
     )
     identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
+
+    def rewriter(self) -> QueryRewriter:
+        """The rewritten arm's planner, its plans cached beside the reports (shared with the search service)."""
+        if not self.rewrite_model:
+            raise dg.Failure("the rewritten arm needs RAG_REWRITE_MODEL", allow_retries=False)
+        return QueryRewriter(self.rewrite_model, cache_path=Path(self.reports_dir) / "rewrite_plans.sqlite")
 
     def person_resolver(self) -> Callable[[str], Principal] | None:
         """Resolves eval-set lines that name a person, where a directory exists."""
