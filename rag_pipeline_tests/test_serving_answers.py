@@ -178,6 +178,7 @@ def test_a_rewrite_plan_filters_and_expands_the_search(service: S.ServiceProcess
     assert carol["rewrite"]["dropped_filters"] == ["sources=['jira']"] and carol["results"]
 
 
+@pytest.mark.slow  # a second service process (~15 s to start)
 def test_a_service_without_an_answer_model_says_how_to_turn_answers_on(serving_index: Path, tmp_path: Path) -> None:
     copy = tmp_path / "data"
     shutil.copytree(serving_index, copy)

@@ -48,6 +48,16 @@ def answer_results(
     return write_answer(model, question, build_context(results, limits.documents, limits.max_chars), usage)
 
 
+def _condensed_search(
+    model: AnswerModel, search: Callable[[str], list[SearchResult]], turns: Sequence[tuple[str, str]], usage: Usage
+) -> tuple[str, list[SearchResult], float]:
+    """The standalone question, what searching it found, and the seconds the condensing call took."""
+    started = time.perf_counter()
+    question = condense_question(model, turns, usage)
+    condensing = time.perf_counter() - started
+    return question, search(question), condensing
+
+
 def ask(
     model: AnswerModel,
     search: Callable[[str], list[SearchResult]],
@@ -56,10 +66,7 @@ def ask(
 ) -> Asked:
     """Condense the conversation's last question, search it, answer it."""
     usage = Usage()
-    started = time.perf_counter()
-    question = condense_question(model, turns, usage)
-    condensing = time.perf_counter() - started
-    results = search(question)
+    question, results, condensing = _condensed_search(model, search, turns, usage)
     started = time.perf_counter()
     answer = answer_results(model, question, results, limits, usage)
     return Asked(question, results, answer, condensing + time.perf_counter() - started)
@@ -73,10 +80,7 @@ def ask_streaming(
 ) -> Iterator[str | Asked]:
     """:func:`ask`, the answer's text yielded as it comes, then the :class:`Asked`."""
     usage = Usage()
-    started = time.perf_counter()
-    question = condense_question(model, turns, usage)
-    condensing = time.perf_counter() - started
-    results = search(question)
+    question, results, condensing = _condensed_search(model, search, turns, usage)
     started = time.perf_counter()
     context = build_context(results, limits.documents, limits.max_chars)
     for piece in stream_answer(model, question, context, usage):

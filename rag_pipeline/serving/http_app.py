@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from fastapi import FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.server.mcpserver import Context
@@ -211,6 +211,14 @@ def create_app(
     def reader_from(user_id: str | None, email: str | None, groups: str | None) -> Reader:
         return resolve_reader(user_id, email, groups, trusted_proxy=settings.trusted_proxy, directory=directory)
 
+    def caller(
+        x_user_id: str | None = Header(None),
+        x_user_email: str | None = Header(None),
+        x_user_groups: str | None = Header(None),
+    ) -> Reader:
+        """The reader of a request, from its identity headers (a FastAPI dependency of every /v1 route)."""
+        return reader_from(x_user_id, x_user_email, x_user_groups)
+
     def mcp_reader(ctx: Context[Any, Any]) -> Reader:
         headers = ctx.headers or {}
         return reader_from(headers.get(USER_ID_HEADER), headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER))
@@ -313,11 +321,8 @@ def create_app(
     @app.post("/v1/search")
     async def search(
         request: SearchRequest,
-        x_user_id: str | None = Header(None),
-        x_user_email: str | None = Header(None),
-        x_user_groups: str | None = Header(None),
+        reader: Reader = Depends(caller),
     ) -> dict[str, Any]:
-        reader = reader_from(x_user_id, x_user_email, x_user_groups)
         plan = None
         if request.rewrite:
             if rewriter is None:
@@ -420,11 +425,8 @@ def create_app(
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(
         request: ChatRequest,
-        x_user_id: str | None = Header(None),
-        x_user_email: str | None = Header(None),
-        x_user_groups: str | None = Header(None),
+        reader: Reader = Depends(caller),
     ) -> Response:
-        reader = reader_from(x_user_id, x_user_email, x_user_groups)
         model = answer_model(request.model)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
@@ -480,11 +482,8 @@ def create_app(
     @app.get("/v1/documents/{document_id:path}")
     async def document(
         document_id: str,
-        x_user_id: str | None = Header(None),
-        x_user_email: str | None = Header(None),
-        x_user_groups: str | None = Header(None),
+        reader: Reader = Depends(caller),
     ) -> JSONResponse:
-        reader = reader_from(x_user_id, x_user_email, x_user_groups)
         if len(document_id) > 1000:
             return _error(422, "document_id: at most 1000 characters", "document_id")
         found = await anyio.to_thread.run_sync(
