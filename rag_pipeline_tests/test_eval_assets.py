@@ -112,8 +112,8 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
         if arm != "vector":
             assert metadata["sparse_query"] == "fielded(title=4,body=1,k3=1.2,body_text=prose)"
         if arm == "prf":
-            assert metadata["prf"] == "rm3(bm25, docs=10, terms=10, original=0.5)"
-        if arm in ("hybrid", "reranked"):
+            assert metadata["prf"] == "rm3(hybrid, docs=10, terms=10, original=0.5)"
+        if arm in ("hybrid", "reranked", "prf"):
             assert metadata["slice/fusion"] == "rrf(k=10, weights=1.6/0.4)"
             assert metadata["slice_acl/fusion"] == "rrf(k=60, weights=1/1/0.5)"
         else:

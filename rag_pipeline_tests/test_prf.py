@@ -81,7 +81,8 @@ def test_prf_is_an_arm() -> None:
 
 def test_english_expansion_terms_are_the_indexs_word_terms(store) -> None:
     _index(store, WORD, ENGLISH)
-    response = _retriever(store, WORD).search("kernel panic", "prf", EVERYONE, top_k=10)
+    # BM25 alone with the expanded query, so what the expansion finds is not dense noise (the stand-in encoder).
+    response = _retriever(store, WORD, hybrid=False).search("kernel panic", "prf", EVERYONE, top_k=10)
     expansion = response.expansion
     assert expansion is not None and expansion.terms and response.mode == "prf"
     assert all(_in_index(store, t) for t in expansion.terms)
@@ -97,7 +98,7 @@ def test_english_expansion_terms_are_the_indexs_word_terms(store) -> None:
 
 def test_japanese_feedback_gives_cjk_bigram_terms_the_index_holds(store) -> None:
     _index(store, CJK, JAPANESE)
-    response = _retriever(store, CJK).search("カーネルパニック", "prf", EVERYONE, top_k=10)
+    response = _retriever(store, CJK, hybrid=False).search("カーネルパニック", "prf", EVERYONE, top_k=10)
     expansion = response.expansion
     assert expansion is not None and expansion.terms
     # Bigrams, exactly as the index wrote them: each matches indexed chunks.
@@ -111,6 +112,7 @@ def test_japanese_feedback_gives_cjk_bigram_terms_the_index_holds(store) -> None
 
 def test_expansion_never_reads_a_document_the_reader_may_not(store) -> None:
     secret = " ".join(["kernel panic zorblax"] * 30)
+    # The shipped shape (hybrid): the dense prefetch runs under the reader's ACL as well.
     _index(store, WORD, {**ENGLISH, "s1": secret}, {"s1": Acl(users=("U1",))})
     retriever = _retriever(store, WORD)
     zorblax = _term(WORD, "zorblax")
@@ -169,6 +171,11 @@ def test_rm3_interpolates_the_query_with_the_relevance_model() -> None:
     model = relevance_model(WORD, feedback, config)
     assert model[_term(WORD, "initramfs")] == pytest.approx(2 / 3 * 2 / 5 + 1 / 3 * 1 / 4)
     assert expansion.feedback == ("a", "b")
+    # Classic RM3 (query_terms): the query's own terms compete for the places and gain weight from the model.
+    classic = rm3(WORD, query, feedback, PrfConfig(expansion_terms=3, original_weight=0.6, query_terms=True))
+    assert set(classic.terms) == set(query.indices) | {_term(WORD, "initramfs")}
+    reinforced = dict(zip(classic.query.indices, classic.query.values, strict=True))
+    assert all(reinforced[t] > weights[t] for t in query.indices)
     # No feedback, or no terms to add: the query unchanged.
     assert rm3(WORD, query, [], config).query == query
     assert rm3(WORD, query, feedback, PrfConfig(expansion_terms=0)).query == query

@@ -260,8 +260,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         choices=[*MODES, REWRITTEN_ARM],
         default=list(MODES),
-        help="arms to run (default: all but rewritten; prf is BM25 with an RM3-expanded query; rewritten plans each "
-        "query with RAG_REWRITE_MODEL and searches the plan, hybrid)",
+        help="arms to run (default: all but rewritten; prf is hybrid with an RM3-expanded BM25 side; rewritten "
+        "plans each query with RAG_REWRITE_MODEL and searches the plan, hybrid)",
     )
     bench.add_argument("--baseline", default="bm25", help="arm the others are tested against (default: %(default)s)")
     bench.add_argument(

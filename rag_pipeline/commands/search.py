@@ -307,7 +307,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--mode",
         choices=MODES,
         default="hybrid",
-        help="prf: BM25 with the query expanded by terms of its own first BM25 results (RM3; default: %(default)s)",
+        help="prf: hybrid whose BM25 side is expanded with terms of the query's own first BM25 results (RM3) "
+        "(default: %(default)s)",
     )
     search.add_argument(
         "--user",

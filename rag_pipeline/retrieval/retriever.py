@@ -3,7 +3,8 @@
 Every arm searches child chunks with the principal's ACL in the query (and, for hybrid, in every
 prefetch), then maps children to parents and documents (small-to-big). When the dense model or
 the dense index is unavailable, dense arms degrade to BM25 with a warning instead of failing. ``prf``
-expands the BM25 query with terms of the reader's own first BM25 results (RM3, :mod:`.prf`) and searches again.
+expands the BM25 query with terms of the reader's own first BM25 results (RM3, :mod:`.prf`) and searches again,
+as hybrid with the expanded sparse side (or BM25 alone, ``PrfConfig.hybrid=False``).
 """
 
 from __future__ import annotations
