@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -55,7 +54,7 @@ def indexes(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     copies = []
     for name in ("guarded", "proxied", "spare"):
         copy = tmp_path_factory.mktemp(name) / "data"
-        shutil.copytree(serving_index, copy)
+        S.copy_index(serving_index, copy)
         copies.append(copy)
     return copies[0], copies[1], copies[2]
 
@@ -540,7 +539,7 @@ def test_an_index_of_another_dense_model_is_refused_with_the_reason(
     indexes: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     copy = tmp_path / "data"
-    shutil.copytree(indexes[2], copy)
+    S.copy_index(indexes[2], copy)
     service = _in_process_service(copy / "qdrant", dense_model="another-model")
     service.start()
     try:
@@ -557,7 +556,7 @@ def test_mcp_over_stdio_searches_as_the_configured_reader_only(
     indexes: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     copy = tmp_path / "data"
-    shutil.copytree(indexes[2], copy)
+    S.copy_index(indexes[2], copy)
 
     async def session() -> dict[str, Any]:
         params = StdioServerParameters(

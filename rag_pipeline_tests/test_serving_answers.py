@@ -9,7 +9,6 @@ read, whoever asks; citations come back as sources; nothing found means no model
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +51,7 @@ def fake() -> Iterator[OpenAIFake]:
 @pytest.fixture(scope="module")
 def data_dir(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     copy = tmp_path_factory.mktemp("answers") / "data"
-    shutil.copytree(serving_index, copy)
+    S.copy_index(serving_index, copy)
     return copy
 
 
@@ -181,7 +180,7 @@ def test_a_rewrite_plan_filters_and_expands_the_search(service: S.ServiceProcess
 @pytest.mark.slow  # a second service process (~15 s to start)
 def test_a_service_without_an_answer_model_says_how_to_turn_answers_on(serving_index: Path, tmp_path: Path) -> None:
     copy = tmp_path / "data"
-    shutil.copytree(serving_index, copy)
+    S.copy_index(serving_index, copy)
     with S.running_service(copy, tmp_path / "serve.log", RAG_SERVE_TOKEN=TOKEN) as plain:
         response = httpx.post(f"{plain.url}/v1/chat/completions", headers={**AUTH, "X-User-Id": "U1"}, timeout=30,
                               json={"messages": [{"role": "user", "content": "when?"}]})  # fmt: skip
@@ -195,7 +194,7 @@ def test_a_service_without_an_answer_model_says_how_to_turn_answers_on(serving_i
 @pytest.mark.slow  # a CLI process loading the dense model (~15 s)
 def test_ask_answers_from_the_command_line(serving_index: Path, fake: OpenAIFake, tmp_path: Path) -> None:
     copy = tmp_path / "data"
-    shutil.copytree(serving_index, copy)
+    S.copy_index(serving_index, copy)
     env = S.service_env(copy, RAG_ANSWER_MODEL="gpt-4o-mini", OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=fake.base_url)
     done = subprocess.run(
         S.rag_pipeline_command("ask", "when is the postgres upgrade planned?", "--user", "carol@serve.test", "--json"),
