@@ -98,6 +98,7 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
             "bm25",
             "hybrid",
             "reranked",
+            "prf",
         }
     # The bridged empty days are stored as links to one empty file per asset, and the issue days as files.
     parquet = small_sources / "parquet" / "jira_issues"
