@@ -5,6 +5,7 @@ project's OpenAI fake."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import openai
 import pytest
@@ -193,3 +194,62 @@ def test_answer_quality_asset_scores_answers_as_their_readers(tmp_path, monkeypa
     assert metadata["invalid_citations"] == metadata["answered"] and metadata["judge_skipped"].startswith("no judge")
     assert sum("Rotating the VPN certificates on Friday night" in p for p in prompts) == 1
     assert [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()] == [("citations_valid", True)]
+
+
+@pytest.mark.slow  # reads the bundled data (~20 s) and answers 180 questions through the fake
+def test_no_acl_bundled_dev_prompt_holds_a_document_its_principal_may_not_read(tmp_path) -> None:
+    """Every principal of the bundled ACL eval set asks its questions over an index of the documents the dev sets
+    judge (each query's duplicates across Jira projects included, so what another principal may read ranks
+    high): the context the model receives holds only documents the principal may read, and no text of the
+    others appears in the prompt."""
+    import json as _json
+
+    from rag_pipeline import settings as bundled
+    from rag_pipeline.evaluation.eval_set import load_eval_set
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+    from rag_pipeline.retrieval.retriever import Retriever
+    from rag_pipeline.sources.jira_dump import JiraDumpReader
+    from rag_pipeline.sources.slack_export import SlackExportReader
+    from rag_pipeline.stages import documents_frame, index_documents_directly
+    from rag_pipeline.text.chunking import Chunker
+    from rag_pipeline.vectors.sparse import Bm25Encoder
+    from rag_pipeline_tests.slack_index import HashEncoder
+
+    eval_dir = Path(__file__).resolve().parent.parent / "eval_sets"
+    wanted = {d for name in ("acl_bundled_dev", "slack_ubuntu_dev", "jira_appcelerator_dev")
+              for q in load_eval_set(eval_dir / f"{name}.jsonl") for d in q.relevant}  # fmt: skip
+    slack = SlackExportReader(bundled.BUNDLED_SLACK_EXPORT, bundled.BUNDLED_SLACK_TEAM).read().documents
+    jira = JiraDumpReader(bundled.BUNDLED_JIRA_DUMP, bundled.BUNDLED_JIRA_SITE).read().documents
+    documents = [d for d in [*slack, *jira] if d.id in wanted]
+    assert len(documents) > 500
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.create_collections(4)
+    bm25 = Bm25Encoder()
+    for source in ("slack", "jira"):  # one frame per source: their metadata columns differ
+        chosen = [d for d in documents if d.source == source]
+        index_documents_directly(store, documents_frame(chosen), Chunker(), HashEncoder(), bm25)
+    acls = {d.id: d.acl for d in documents}
+    snippets = {d.id: " ".join(d.text.split())[:60] for d in documents if len(d.text.split()) > 8}
+    queries = load_eval_set(eval_dir / "acl_bundled_dev.jsonl")
+    with OpenAIFake() as server:
+        answerer = model(server)
+        retriever = Retriever(store, bm25)
+        checked = 0
+        for query in queries:
+            principal = query.principal
+            assert principal is not None
+            before = len(server.calls("/chat/completions"))
+            asked = ask(answerer, lambda q, p=principal: retriever.search(q, "bm25", p, top_k=5).results,
+                        [("user", query.query)])  # fmt: skip
+            for doc in asked.answer.context:
+                acl = acls[doc.document_id]
+                assert principal.admits(_json.loads(acl.model_dump_json())), (query.id, doc.document_id)
+            calls = server.calls("/chat/completions")[before:]
+            prompt = " ".join(" ".join(str(c.body["messages"][0]["content"]).split()) for c in calls)
+            for doc_id, snippet in snippets.items():
+                if not principal.admits(_json.loads(acls[doc_id].model_dump_json())):
+                    assert snippet not in prompt, (query.id, doc_id)
+            checked += bool(calls)
+    store.close()
+    # The outsider reads nothing: its 45 questions never reach the model; every other question does.
+    assert checked == len(queries) - sum(q.id.startswith("outsider:") for q in queries) > 100
