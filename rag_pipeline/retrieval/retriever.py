@@ -285,7 +285,7 @@ class Retriever:
         return sparse_query(self.bm25, query, self.config.sparse_query)
 
     def _expand(self, query: str, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse) -> Expansion:
-        """The feedback search (BM25, under the search's own filter and ACL, without ``exclude``) and the RM3
+        """The feedback search (BM25 under the search's own filter and ACL, leaving out ``exclude``) and the RM3
         query from it: nothing the reader may not read, or the search leaves out, feeds the expansion."""
         t0 = time.perf_counter()
         config = self.config.prf
