@@ -44,7 +44,7 @@ from rag_pipeline_tests import serving_fixtures as S
 
 TOKEN = "serve-test-token-1234"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MODES = ("vector", "bm25", "hybrid", "reranked")
+MODES = ("vector", "bm25", "hybrid", "reranked", "prf")
 
 
 @pytest.fixture(scope="module")

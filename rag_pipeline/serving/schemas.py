@@ -57,7 +57,9 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")
-    mode: Mode = Field("hybrid", description="vector, bm25, hybrid or reranked")
+    mode: Mode = Field(
+        "hybrid", description="vector, bm25, hybrid, reranked or prf (hybrid with an RM3-expanded BM25 side)"
+    )
     top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="documents to return")
     source: FilterValues = Field(None, description="only these sources (slack, jira)")
     container: FilterValues = Field(None, description="only these channel ids / project keys")
