@@ -119,10 +119,13 @@ def test_dagster_ui_shows_the_materialized_demo(tmp_path: Path, monkeypatch) -> 
         monkeypatch.delenv(name, raising=False)
 
     from rag_pipeline.runs.backfill import run_backfill
+    from rag_pipeline.runs.directory import refresh_directories
     from rag_pipeline.runs.evaluation import run_evaluation
 
     backfill = run_backfill(Settings.from_env().with_data_dir(tmp_path / "data"))
     assert backfill.as_dict()["runs"] > 0
+    # What `index` and `demo` do after the backfill: the principal directory of the sources read.
+    refresh_directories(Settings.from_env().with_data_dir(tmp_path / "data"), ["slack", "jira"], live=False)
     evaluation = run_evaluation(Settings.from_env().with_data_dir(tmp_path / "data"), force=True)
     assert evaluation.ran and not evaluation.failures
 

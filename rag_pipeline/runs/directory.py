@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from rag_pipeline.defs.directory import directory_resource, refresh_directory
 from rag_pipeline.defs.resources import qdrant_resource
@@ -30,7 +31,25 @@ def refresh_directories(
         resource = resources[f"{source}_source"]
         initialize = getattr(resource, "process_config_and_initialize", None)
         done.append(refresh_directory(source, initialize() if initialize else resource, directory, qdrant, log))
+    record_in_dagster(settings, done)
     return done
+
+
+def record_in_dagster(settings: Settings, done: Sequence[DirectorySync]) -> None:
+    """Each refresh as a materialization of its ``<source>_directory`` asset on the runners' instance, so the UI
+    shows the directory `index`, `demo` or `sync` wrote (with the same metadata as the asset's own runs)."""
+    import dagster as dg
+
+    from rag_pipeline.runs.instance import ensure_dagster_home, open_instance
+
+    ensure_dagster_home(settings)
+    with open_instance() as instance:
+        for sync in done:
+            metadata: dict[str, Any] = {k: v for k, v in sync.as_metadata().items() if v is not None}
+            metadata["skipped_examples"] = [str(p) for p in sync.problems[:20]]
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(asset_key=f"{sync.source}_directory", metadata=metadata)
+            )
 
 
 def directory_store(settings: Settings) -> DirectoryStore:
