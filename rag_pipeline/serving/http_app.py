@@ -32,7 +32,7 @@ from starlette.routing import Match
 
 from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answer_results, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
-from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.retrieval.results import SearchResponse, SearchResult
 from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
@@ -46,7 +46,7 @@ from rag_pipeline.serving.identity import (
 from rag_pipeline.serving.mcp_tools import build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
-from rag_pipeline.serving.service import SearchService
+from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
 from rag_pipeline.settings import ServeSettings
 
@@ -330,13 +330,7 @@ def create_app(
             plan = await anyio.to_thread.run_sync(rewriter.plan, request.query)
             observe_rewrite(plan)
         served = await anyio.to_thread.run_sync(service.search, request, reader.principal, plan, limiter=search_threads)
-        response = served.response
-        metrics.observe_search(
-            response.mode,
-            {k: v / 1000 for k, v in served.timing_ms.items() if k != "wait"},
-            served.waited_seconds,
-            len(response.results),
-        )
+        response = observed(served)
         body: dict[str, Any] = {
             "query": request.query,
             "mode": response.mode,
@@ -394,6 +388,17 @@ def create_app(
             },
         }
 
+    def observed(served: ServedSearch) -> SearchResponse:
+        """A search's stage timings and result count into the metrics (every route that searches); its response."""
+        response = served.response
+        metrics.observe_search(
+            response.mode,
+            {k: v / 1000 for k, v in served.timing_ms.items() if k != "wait"},
+            served.waited_seconds,
+            len(response.results),
+        )
+        return response
+
     def observe_rewrite(plan: PlanOutcome) -> None:
         metrics.observe_rewrite("fallback" if plan.plan is None else "cached" if plan.cached else "planned")
 
@@ -404,15 +409,7 @@ def create_app(
             if rewriter is not None:
                 plan = rewriter.plan(request.query)
                 observe_rewrite(plan)
-            served = service.search(request, reader.principal, plan)
-            response = served.response
-            metrics.observe_search(
-                response.mode,
-                {k: v / 1000 for k, v in served.timing_ms.items() if k != "wait"},
-                served.waited_seconds,
-                len(response.results),
-            )
-            return response.results
+            return observed(service.search(request, reader.principal, plan)).results
 
         return search
 
