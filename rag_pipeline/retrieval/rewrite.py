@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from rag_pipeline.retrieval.sqlite_cache import SqliteCache
 
 PROMPT_VERSION = "1"
 MAX_SUB_QUERIES = 4
@@ -187,42 +187,6 @@ def parse_plan(content: str | None, question: str, now: datetime) -> QueryPlan:
     )
 
 
-class _PlanCache:
-    """Raw replies by key in SQLite (one connection per thread); in memory without a path."""
-
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = str(path) if path else None
-        self._local = threading.local()
-        self._memory: dict[str, str] = {}
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            with sqlite3.connect(self.path or "") as conn:
-                conn.execute("CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, reply TEXT NOT NULL)")
-
-    def _conn(self) -> sqlite3.Connection | None:
-        if self.path is None:
-            return None
-        if not hasattr(self._local, "conn"):
-            self._local.conn = sqlite3.connect(self.path, timeout=30)
-        conn: sqlite3.Connection = self._local.conn
-        return conn
-
-    def get(self, key: str) -> str | None:
-        conn = self._conn()
-        if conn is None:
-            return self._memory.get(key)
-        row = conn.execute("SELECT reply FROM plans WHERE key = ?", (key,)).fetchone()
-        return str(row[0]) if row else None
-
-    def put(self, key: str, reply: str) -> None:
-        conn = self._conn()
-        if conn is None:
-            self._memory[key] = reply
-            return
-        conn.execute("INSERT OR REPLACE INTO plans VALUES (?, ?)", (key, reply))
-        conn.commit()
-
-
 class QueryRewriter:
     """Plans searches with a chat model (``RAG_REWRITE_MODEL``) through the ``openai`` client."""
 
@@ -235,7 +199,7 @@ class QueryRewriter:
             client = OpenAI(timeout=timeout, max_retries=1)
         self.model = model
         self.client = client
-        self.cache = _PlanCache(cache_path)
+        self.cache = SqliteCache(cache_path, "plans", "reply", "TEXT")
 
     def _key(self, question: str, day: date) -> str:
         return hashlib.sha256(f"{self.model}\0{PROMPT_VERSION}\0{day}\0{question}".encode()).hexdigest()

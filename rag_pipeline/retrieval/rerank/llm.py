@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.retrieval.sqlite_cache import SqliteCache
 
 MAX_CANDIDATE_CHARS = 1500
 SYSTEM_PROMPT = (
@@ -36,42 +36,6 @@ class LlmUsage:
     cached: int = 0
     unparseable: int = 0
     tokens: int = 0
-
-
-class _GradeCache:
-    """Grades by key in SQLite (one connection per thread)."""
-
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = str(path) if path else ":memory:"
-        self._local = threading.local()
-        self._memory: dict[str, float] = {}
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            with sqlite3.connect(self.path) as conn:
-                conn.execute("CREATE TABLE IF NOT EXISTS grades (key TEXT PRIMARY KEY, score REAL NOT NULL)")
-
-    def _conn(self) -> sqlite3.Connection | None:
-        if self.path == ":memory:":
-            return None
-        if not hasattr(self._local, "conn"):
-            self._local.conn = sqlite3.connect(self.path, timeout=30)
-        conn: sqlite3.Connection = self._local.conn
-        return conn
-
-    def get(self, key: str) -> float | None:
-        conn = self._conn()
-        if conn is None:
-            return self._memory.get(key)
-        row = conn.execute("SELECT score FROM grades WHERE key = ?", (key,)).fetchone()
-        return float(row[0]) if row else None
-
-    def put(self, key: str, score: float) -> None:
-        conn = self._conn()
-        if conn is None:
-            self._memory[key] = score
-            return
-        conn.execute("INSERT OR REPLACE INTO grades VALUES (?, ?)", (key, score))
-        conn.commit()
 
 
 def parse_grade(content: str | None) -> float | None:
@@ -107,7 +71,7 @@ class LlmReranker:
         self.model = model
         self.name = f"llm:{model}"
         self.client = client or OpenAI(max_retries=max_retries)
-        self.cache = _GradeCache(cache_path)
+        self.cache = SqliteCache(cache_path, "grades", "score", "REAL")
         self.concurrency = concurrency
         self.max_chars = max_chars
         self.usage = LlmUsage()
@@ -122,7 +86,7 @@ class LlmReranker:
         if cached is not None:
             with self._lock:
                 self.usage.cached += 1
-            return cached
+            return float(cached)
         response = self.client.chat.completions.create(
             model=self.model,
             temperature=0,
