@@ -374,3 +374,19 @@ def test_eval_set_lines_may_name_a_person(emu: SlackEmulator, tmp_path: Path) ->
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     with pytest.raises(ValueError, match=r"(?s)acl\.jsonl:1: invalid eval query: .*a person principal is"):
         load_eval_set(path, person_resolver(store.path))
+
+
+def test_the_directory_command_refreshes_and_reports_what_it_skipped(
+    emu: SlackEmulator, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from rag_pipeline.cli import main
+
+    emu.workspace.write_export(tmp_path / "export")
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RAG_SLACK_EXPORT", str(tmp_path / "export"))
+    monkeypatch.setenv("SLACK_TEAM_ID", F.CRAFTED_TEAM)
+    assert main(["directory", "--offline", "--source", "slack", "--json"]) == 0
+    (done,) = json.loads(capsys.readouterr().out)
+    assert done["source"] == "slack" and done["accounts"] > 5 and done["records_skipped"] == len(done["skipped"]) == 2
+    assert any("not an email" in s for s in done["skipped"])
+    assert find_person(DirectoryStore(tmp_path / "data" / "directory.sqlite"), GUEST).accounts[0].status == "guest"
