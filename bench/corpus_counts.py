@@ -21,7 +21,7 @@ from rag_pipeline.definitions import source_specs
 from rag_pipeline.defs.resources import ChunkingResource
 from rag_pipeline.settings import Settings
 from rag_pipeline.stages import chunk_documents, documents_frame
-from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.dense.load import load_dense_encoder
 
 
 def corpus_counts(settings: Settings) -> dict[str, Any]:

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
 from rag_pipeline.sources.jira_dump import JiraDumpReader  # noqa: E402
-from rag_pipeline.vectors import dense  # noqa: E402
-from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder  # noqa: E402
+from rag_pipeline.vectors.dense import load as dense  # noqa: E402
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder  # noqa: E402
 
 
 def matmul_gflops_openvino(rows: int, inner: int, cols: int, seconds: float = 3.0) -> float:
@@ -193,7 +193,7 @@ def main() -> None:
         print(f"peak {name}: {value:.1f} GFLOP/s per core", flush=True)
     peak = max(peaks.values())
 
-    path = dense._minilm_path()
+    path = dense.minilm_path()
     config = json.loads((Path(path) / "config.json").read_text())
     with tempfile.TemporaryDirectory() as cache:
         encoder = OpenVinoEncoder("roofline", path, cache, precision="f32")

@@ -31,8 +31,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rag_pipeline.vectors import dense  # noqa: E402
-from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
+from rag_pipeline.vectors.dense import load as dense  # noqa: E402
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
+from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder  # noqa: E402
 
 # Downloaded by the user (bench/README.md: "SciFact"); SCIFACT=<folder> points elsewhere.
 SCIFACT = Path(os.environ.get("SCIFACT", ROOT / "data" / "beir_scifact"))
@@ -57,13 +58,13 @@ def timed(encode: Callable[[Sequence[str]], np.ndarray], texts: list[str]) -> tu
 
 
 def speed(texts: list[str], model_cache: Path) -> dict[str, Any]:
-    encoders: dict[str, Any] = {"torch fp32": dense.SentenceTransformerEncoder("ref", dense._minilm_path())}
-    encoders["openvino f32"] = OpenVinoEncoder("ref", dense._minilm_path(), model_cache, precision="f32")
+    encoders: dict[str, Any] = {"torch fp32": SentenceTransformerEncoder("ref", dense.minilm_path())}
+    encoders["openvino f32"] = OpenVinoEncoder("ref", dense.minilm_path(), model_cache, precision="f32")
     encoders["openvino f32, one stream"] = OpenVinoEncoder(
-        "ref", dense._minilm_path(), model_cache, precision="f32", streamed=False
+        "ref", dense.minilm_path(), model_cache, precision="f32", streamed=False
     )
     if cpu_supports_bf16():
-        encoders["openvino bf16"] = OpenVinoEncoder("ref", dense._minilm_path(), model_cache, precision="bf16")
+        encoders["openvino bf16"] = OpenVinoEncoder("ref", dense.minilm_path(), model_cache, precision="bf16")
     for encoder in encoders.values():
         encoder.encode_documents(texts[:16])  # first-call allocation is not the steady state
     best: dict[str, dict[str, float]] = {}

@@ -22,7 +22,7 @@ from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.settings import Settings
-from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.dense.load import load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 MEASURES = [nDCG @ 10, R @ 10, R @ 100, RR @ 10]

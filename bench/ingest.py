@@ -52,7 +52,7 @@ def model_alone(data_dir: Path, sample: int) -> dict:
     import pandas as pd
 
     from rag_pipeline.settings import Settings
-    from rag_pipeline.vectors.dense import load_dense_encoder
+    from rag_pipeline.vectors.dense.load import load_dense_encoder
 
     files = sorted((data_dir / "parquet").glob("*_child_chunks/**/*.parquet"))
     texts = [t for f in files for t in pd.read_parquet(f)["text"]]

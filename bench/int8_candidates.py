@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
-from rag_pipeline.vectors import dense  # noqa: E402
-from rag_pipeline.vectors.openvino_dense import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
+from rag_pipeline.vectors.dense import load as dense  # noqa: E402
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
+from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder  # noqa: E402
 
 Encode = Callable[[Sequence[str]], np.ndarray]
 
@@ -106,7 +107,7 @@ def onnxruntime_encoders(encoder: OpenVinoEncoder, work: Path) -> dict[str, Enco
 
     names = ["input_ids", "attention_mask", "token_type_ids"]
     example = model_inputs(encoder, ["a short example", "a longer example text of a few more words"])
-    model = LastHiddenState(AutoModel.from_pretrained(dense._minilm_path()).eval())
+    model = LastHiddenState(AutoModel.from_pretrained(dense.minilm_path()).eval())
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -154,8 +155,8 @@ def main() -> None:
         raise SystemExit(f"--texts {args.texts} leaves fewer than 300 SciFact abstracts to calibrate on")
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        reference = dense.SentenceTransformerEncoder("ref", dense._minilm_path()).encode_documents(timed)
-        encoder = OpenVinoEncoder("ref", dense._minilm_path(), work / "models", precision="f32")
+        reference = SentenceTransformerEncoder("ref", dense.minilm_path()).encode_documents(timed)
+        encoder = OpenVinoEncoder("ref", dense.minilm_path(), work / "models", precision="f32")
         candidates: dict[str, Encode] = {"openvino f32 (the default)": encoder.encode_documents}
         candidates["openvino int8 (nncf)"] = nncf_int8(encoder, calibration, attention_in_f32=False)
         candidates["openvino int8 ffn-only (nncf)"] = nncf_int8(encoder, calibration, attention_in_f32=True)

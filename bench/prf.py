@@ -56,7 +56,8 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig  # noqa:
 from rag_pipeline.settings import Settings  # noqa: E402
 from rag_pipeline.text.chunking import ChunkingConfig  # noqa: E402
 from rag_pipeline.vectors.cache import EmbeddingCache  # noqa: E402
-from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer  # noqa: E402
+from rag_pipeline.vectors.dense.base import DenseEncoder  # noqa: E402
+from rag_pipeline.vectors.dense.load import load_or_defer  # noqa: E402
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params  # noqa: E402
 
 DEV_SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev")

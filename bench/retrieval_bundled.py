@@ -29,7 +29,7 @@ from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.runs.evaluation import run_evaluation
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import load_dense_encoder
+from rag_pipeline.vectors.dense.load import load_dense_encoder
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100")
 

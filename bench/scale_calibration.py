@@ -76,7 +76,7 @@ def real_vectors(points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     from rag_pipeline.settings import Settings
     from rag_pipeline.stages import chunk_documents, documents_frame
     from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
-    from rag_pipeline.vectors.dense import load_dense_encoder
+    from rag_pipeline.vectors.dense.load import load_dense_encoder
 
     settings = Settings.from_env()
     encoder = load_dense_encoder(settings.dense_model)

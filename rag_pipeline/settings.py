@@ -19,7 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from rag_pipeline.index.store import DenseSearch
-from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
 from rag_pipeline.sources.jira_resolution import UNRESOLVED
 from rag_pipeline.text.chunking import Chunker, chunk_id
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache, query_side
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
 
 PARENT_COLUMNS = ("chunk_id", "document_id", "chunk_index", "text", "token_start", "token_end", "token_count")

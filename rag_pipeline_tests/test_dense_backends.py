@@ -14,14 +14,12 @@ import numpy as np
 import pytest
 
 from rag_pipeline.settings import BUNDLED_JIRA_DUMP, Settings, SettingsError
-from rag_pipeline.vectors import dense, openvino_dense
-from rag_pipeline.vectors.dense import (
-    SentenceTransformerEncoder,
-    encoder_backend,
-    load_dense_encoder,
-    resolve_device,
-)
-from rag_pipeline.vectors.openvino_dense import COSINE_TOLERANCE, OpenVinoEncoder, UnsupportedModel, pad_batch
+from rag_pipeline.vectors.dense import load as dense
+from rag_pipeline.vectors.dense import openvino as openvino_dense
+from rag_pipeline.vectors.dense.base import encoder_backend
+from rag_pipeline.vectors.dense.load import load_dense_encoder
+from rag_pipeline.vectors.dense.openvino import COSINE_TOLERANCE, OpenVinoEncoder, UnsupportedModel, pad_batch
+from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder, resolve_device
 
 
 def _jira_texts(n: int) -> list[str]:
@@ -44,11 +42,11 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def openvino_encoder(model_cache: Path) -> OpenVinoEncoder:
-    return OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+    return OpenVinoEncoder("all-MiniLM-L6-v2", dense.minilm_path(), model_cache)
 
 
 def test_openvino_gives_the_reference_vectors_within_tolerance(openvino_encoder: OpenVinoEncoder) -> None:
-    reference = SentenceTransformerEncoder("all-MiniLM-L6-v2", dense._minilm_path())
+    reference = SentenceTransformerEncoder("all-MiniLM-L6-v2", dense.minilm_path())
     # Whole issues, several longer than the model's 256 tokens: truncation must match too.
     texts = [*_jira_texts(40), "", "x", "日本語のテキストも同じトークナイザで"]
     ours, theirs = openvino_encoder.encode_documents(texts), reference.encode_documents(texts)
@@ -136,7 +134,7 @@ def assert_pads_as_the_tokenizer(tokenizer: Any, names: list[str]) -> None:
 def test_batches_are_padded_as_the_tokenizer_pads_on_either_side() -> None:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(dense._minilm_path())
+    tokenizer = AutoTokenizer.from_pretrained(dense.minilm_path())
     assert_pads_as_the_tokenizer(tokenizer, ["input_ids", "attention_mask", "token_type_ids"])
     tokenizer.padding_side = "left"
     assert_pads_as_the_tokenizer(tokenizer, ["input_ids", "attention_mask", "token_type_ids"])
@@ -145,7 +143,7 @@ def test_batches_are_padded_as_the_tokenizer_pads_on_either_side() -> None:
 def test_bulk_work_runs_one_batch_at_a_time_where_throughput_mode_does_not_compile(
     model_cache: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    encoder = OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+    encoder = OpenVinoEncoder("all-MiniLM-L6-v2", dense.minilm_path(), model_cache)
     compiled_for = encoder._compiled_for
 
     def no_streams(hint: str) -> object:
@@ -155,7 +153,7 @@ def test_bulk_work_runs_one_batch_at_a_time_where_throughput_mode_does_not_compi
 
     monkeypatch.setattr(encoder, "_compiled_for", no_streams)
     texts = _jira_texts(20)
-    with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.openvino_dense"):
+    with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.dense.openvino"):
         vectors = encoder.encode_documents(texts)
     assert "throughput mode unavailable" in caplog.text and "streams are not supported" in caplog.text
     alone = np.vstack([encoder.encode_documents([t]) for t in texts[:3]])
@@ -173,7 +171,7 @@ def test_the_conversion_happens_once_per_cache_folder(
         raise AssertionError("converted again")
 
     monkeypatch.setattr(openvino_dense, "_convert", refuse)
-    again = OpenVinoEncoder("all-MiniLM-L6-v2", dense._minilm_path(), model_cache)
+    again = OpenVinoEncoder("all-MiniLM-L6-v2", dense.minilm_path(), model_cache)
     assert np.allclose(again.encode_queries(["hello"]), openvino_encoder.encode_queries(["hello"]), atol=1e-6)
 
 
@@ -183,7 +181,7 @@ def test_auto_falls_back_to_torch_when_openvino_is_missing(
     monkeypatch.setitem(sys.modules, "openvino", None)  # import fails as if the package were not installed
     dense._load_local_encoder.cache_clear()
     try:
-        with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.dense"):
+        with caplog.at_level(logging.WARNING, logger="rag_pipeline.vectors.dense.load"):
             encoder = load_dense_encoder(backend="auto", device="cpu", model_cache=tmp_path)
         assert isinstance(encoder, SentenceTransformerEncoder)
         assert encoder_backend(encoder) == "torch (cpu)"

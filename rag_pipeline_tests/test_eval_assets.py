@@ -18,7 +18,7 @@ from rag_pipeline.defs.resources import DenseEmbedderResource
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import MODES
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline_tests.pipeline import chain, evaluation, resources, settings_for
 
 SLACK_ASSETS = chain("slack")

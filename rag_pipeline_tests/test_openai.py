@@ -15,8 +15,8 @@ from rag_pipeline.defs.resources import DenseEmbedderResource
 from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.llm import LlmReranker, parse_grade
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.vectors.dense import load_dense_encoder
-from rag_pipeline.vectors.openai_dense import OpenAIEmbeddingEncoder, parse_openai_model
+from rag_pipeline.vectors.dense.load import load_dense_encoder
+from rag_pipeline.vectors.dense.openai import OpenAIEmbeddingEncoder, parse_openai_model
 from rag_pipeline_tests import pipeline
 from rag_pipeline_tests.conftest import jira_issue, write_jira_dump
 from rag_pipeline_tests.emulators.openai_api import API_KEY, OpenAIFake, fake_embedding

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.retrieval.results import SearchResult
     from rag_pipeline.retrieval.retriever import RetrieverConfig
     from rag_pipeline.vectors.cache import EmbeddingCache
-    from rag_pipeline.vectors.dense import load_or_defer
+    from rag_pipeline.vectors.dense.load import load_or_defer
 
     model_name = args.model or settings.answer_model
     if not model_name:

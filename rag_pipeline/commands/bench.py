@@ -34,7 +34,7 @@ from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import load_or_defer
+from rag_pipeline.vectors.dense.load import load_or_defer
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params
 
 Progressor = Callable[[str, int, int], None]

@@ -24,7 +24,8 @@ from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer
+from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 

@@ -23,7 +23,7 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.settings import Settings
-from rag_pipeline.vectors.dense import load_or_defer
+from rag_pipeline.vectors.dense.load import load_or_defer
 
 
 class AnswerResource(dg.ConfigurableResource):

@@ -33,7 +33,7 @@ from rag_pipeline.stages import (
     index_documents,
     sparse_children,
 )
-from rag_pipeline.vectors.dense import encoder_backend, usage_since, usage_snapshot
+from rag_pipeline.vectors.dense.base import encoder_backend, usage_since, usage_snapshot
 from rag_pipeline.vectors.progress import ThroughputReporter
 from rag_pipeline.vectors.sparse import cjk_tokenizer_advice, contains_cjk
 

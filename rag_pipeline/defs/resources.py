@@ -17,7 +17,8 @@ from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS, Settings
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DEFAULT_DENSE_MODEL, DenseEncoder, load_dense_encoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
 
 

@@ -11,7 +11,7 @@ from rag_pipeline.index.store import VectorStore
 from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Tokenizer, token_counts
 
 

@@ -20,7 +20,7 @@ from rag_pipeline.sources.document import Acl, Document, epoch_to_datetime
 from rag_pipeline.stages import DirectIndexReport, documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 VERSION_STEP = 1e-6

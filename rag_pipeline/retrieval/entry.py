@@ -17,7 +17,7 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 

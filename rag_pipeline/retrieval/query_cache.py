@@ -10,7 +10,7 @@ import numpy as np
 from cachetools import TTLCache
 
 from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache, query_side
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 
 
 class QueryEmbeddingCache:

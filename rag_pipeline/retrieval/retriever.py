@@ -48,7 +48,7 @@ from rag_pipeline.retrieval.sparse_query import (
     sparse_query,
 )
 from rag_pipeline.vectors.cache import EmbeddingCache
-from rag_pipeline.vectors.dense import DenseEncoder
+from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
 
 log = logging.getLogger(__name__)

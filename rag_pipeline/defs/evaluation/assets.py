@@ -32,7 +32,8 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline.vectors.dense import DenseEncoder, load_or_defer
+from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import load_or_defer
 
 LLM_ARM = "llm_reranked"
 _COMMON: dict[str, Any] = dict(group_name="evaluation", owners=["team:rag-platform"])

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.vectors.dense import LocalEncoder, read_prompts
-from rag_pipeline.vectors.model_folder import written_aside
+from rag_pipeline.vectors.dense.base import LocalEncoder, read_prompts
+from rag_pipeline.vectors.dense.model_folder import written_aside
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.vectors.model_folder import written_aside
+from rag_pipeline.vectors.dense.model_folder import written_aside
 
 MAGIC = b"E5S1"
 QK = 32  # weights per Q4_0 block
