@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
-from rag_pipeline.sources.jira_dump import JiraDumpReader  # noqa: E402
+from rag_pipeline.sources.jira.dump import JiraDumpReader  # noqa: E402
 from rag_pipeline.vectors.dense import load as dense  # noqa: E402
 from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder  # noqa: E402
 

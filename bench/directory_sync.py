@@ -29,8 +29,8 @@ from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client
-from rag_pipeline.sources.slack_api import SlackApiReader, build_web_client
+from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
 from rag_pipeline_tests.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.emulators.jira_site import JiraSite
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator

@@ -40,7 +40,8 @@ from typing import Any
 
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client, endpoint_of
+from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.sources.jira.client import build_jira_client, endpoint_of
 from rag_pipeline_tests.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.emulators.jira_site import JiraSite
 from rag_pipeline_tests.jira_fixtures import synthetic_project_key, synthetic_site

@@ -48,7 +48,7 @@ import slack_sdk
 
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack_api import SlackApiReader, SlackSyncSettings, build_web_client
+from rag_pipeline.sources.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline_tests.emulators.slack_api import RateLimit, RecordedRequest, SlackEmulator
 from rag_pipeline_tests.emulators.slack_workspace import BOT_USER_ID, SlackWorkspace
 from rag_pipeline_tests.slack_fixtures import synthetic_channel_id, synthetic_workspace

@@ -18,7 +18,7 @@ from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
-from rag_pipeline.sources.jira_resolution import UNRESOLVED
+from rag_pipeline.sources.jira.resolution import UNRESOLVED
 from rag_pipeline.text.chunking import Chunker, chunk_id
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache, query_side
 from rag_pipeline.vectors.dense.base import DenseEncoder

@@ -54,8 +54,8 @@ from rag_pipeline.defs.sync_runs import (
 )
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.jira_dump import issue_document_id
-from rag_pipeline.sources.slack_threads import thread_document_id
+from rag_pipeline.sources.jira.dump import issue_document_id
+from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline_tests.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.emulators.jira_site import JiraSite, parse_jira_time
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator

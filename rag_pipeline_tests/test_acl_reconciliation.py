@@ -23,7 +23,7 @@ from rag_pipeline.reconciliation.reconcile import IndexWriters, apply_plans
 from rag_pipeline.reconciliation.slack_reconcile import plan_channel
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline.sources.slack_threads import thread_document_id
+from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests import slack_fixtures as F

@@ -145,7 +145,7 @@ def test_answer_quality_asset_scores_answers_as_their_readers(tmp_path, monkeypa
     from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.index.index_info import claim_dense_model
-    from rag_pipeline.sources.slack_threads import thread_document_id
+    from rag_pipeline.sources.slack.threads import thread_document_id
     from rag_pipeline_tests import slack_fixtures as F
     from rag_pipeline_tests.emulators.slack_api import SlackEmulator
     from rag_pipeline_tests.slack_index import UNLOADABLE_MODEL, index_threads, read_threads
@@ -208,8 +208,8 @@ def test_no_acl_bundled_dev_prompt_holds_a_document_its_principal_may_not_read(t
     from rag_pipeline.evaluation.eval_set import load_eval_set
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.retrieval.retriever import Retriever
-    from rag_pipeline.sources.jira_dump import JiraDumpReader
-    from rag_pipeline.sources.slack_export import SlackExportReader
+    from rag_pipeline.sources.jira.dump import JiraDumpReader
+    from rag_pipeline.sources.slack.export import SlackExportReader
     from rag_pipeline.stages import documents_frame, index_documents_directly
     from rag_pipeline.text.chunking import Chunker
     from rag_pipeline.vectors.sparse import Bm25Encoder

@@ -20,7 +20,7 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack_threads import workspace_group
+from rag_pipeline.sources.slack.threads import workspace_group
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.emulators.qdrant_rest import QdrantRestRecorder

@@ -33,8 +33,8 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.retriever import Retriever, search_filter
 from rag_pipeline.serving.identity import IdentityError, resolve_reader
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira_dump import issue_to_document, project_group, security_level_group
-from rag_pipeline.sources.slack_threads import thread_document_id, workspace_group
+from rag_pipeline.sources.jira.dump import issue_to_document, project_group, security_level_group
+from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.conftest import jira_issue

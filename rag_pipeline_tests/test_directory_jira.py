@@ -15,8 +15,8 @@ from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import sync_directory
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client
-from rag_pipeline.sources.jira_dump import project_group, security_level_group
+from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.jira.dump import project_group, security_level_group
 from rag_pipeline_tests import slack_fixtures as SF
 from rag_pipeline_tests.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.emulators.jira_site import JiraSite

@@ -16,8 +16,8 @@ import pytest
 
 from rag_pipeline.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira_csv import JiraCsvReader
-from rag_pipeline.sources.jira_dump import JiraDumpReader
+from rag_pipeline.sources.jira.csv_export import JiraCsvReader
+from rag_pipeline.sources.jira.dump import JiraDumpReader
 from rag_pipeline.sources.problems import SourceError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "jira_csv"

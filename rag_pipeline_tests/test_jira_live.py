@@ -16,14 +16,9 @@ from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira_api import (
-    JiraAccessError,
-    JiraApiReader,
-    JiraSyncSettings,
-    build_jira_client,
-    jira_group,
-)
-from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_document_id, project_group, security_level_group
+from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, jira_group
+from rag_pipeline.sources.jira.client import build_jira_client
+from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_document_id, project_group, security_level_group
 from rag_pipeline_tests import jira_fixtures as F
 from rag_pipeline_tests.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.emulators.jira_site import JiraSite

@@ -19,8 +19,8 @@ from rag_pipeline.defs.partitions import day_by_container_partitions, jira_proje
 from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira_api import JiraApiReader, JiraSyncSettings, build_jira_client
-from rag_pipeline.sources.slack_api import SlackApiReader, build_web_client
+from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
 from rag_pipeline_tests import jira_fixtures as JF
 from rag_pipeline_tests import slack_fixtures as SF
 from rag_pipeline_tests.conftest import TEAM

@@ -33,7 +33,7 @@ from rag_pipeline.retrieval.rerank.learned import (
 )
 from rag_pipeline.retrieval.results import MODES, SearchResult
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
-from rag_pipeline.sources.jira_resolution import resolution_class
+from rag_pipeline.sources.jira.resolution import resolution_class
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.sparse import Bm25Encoder
 

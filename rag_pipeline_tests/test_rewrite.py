@@ -167,7 +167,7 @@ def test_the_rewritten_arm_scores_like_any_arm(fake: OpenAIFake, tmp_path: Path)
     from rag_pipeline.evaluation.runner import REWRITTEN_ARM, run_rewritten_arm
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.retrieval.retriever import Retriever
-    from rag_pipeline.sources.slack_threads import thread_document_id
+    from rag_pipeline.sources.slack.threads import thread_document_id
     from rag_pipeline.vectors.sparse import Bm25Encoder
     from rag_pipeline_tests import slack_fixtures as F
     from rag_pipeline_tests.emulators.slack_api import SlackEmulator

@@ -12,8 +12,8 @@ import pytest
 from rag_pipeline.definitions import qdrant_resource
 from rag_pipeline.defs.sync_runs import CONTAINER_TAG, SYNC_REASON_TAG, source_states
 from rag_pipeline.index.store import SearchFilter
-from rag_pipeline.sources.slack_export import SlackExportReader
-from rag_pipeline.sources.slack_threads import thread_document_id
+from rag_pipeline.sources.slack.export import SlackExportReader
+from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.pipeline import settings_for

@@ -21,9 +21,9 @@ from rag_pipeline.commands.arguments import iso_instant
 from rag_pipeline.commands.errors import FAILURE, USAGE, explain
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
-from rag_pipeline.sources.jira_dump import JiraDumpReader
+from rag_pipeline.sources.jira.dump import JiraDumpReader
 from rag_pipeline.sources.problems import UnreadableSource
-from rag_pipeline.sources.slack_export import SlackExportReader
+from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.conftest import D1, TEAM, jira_issue, ts, write_jira_dump, write_slack_export
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator
@@ -143,7 +143,7 @@ def test_index_reports_an_unreadable_jira_line_and_indexes_the_rest(tmp_path: Pa
 def test_a_memory_error_decoding_one_line_is_that_lines_problem(tmp_path: Path, monkeypatch) -> None:
     """Any exception while decoding a line, not only the ones JSON raises (reader level: a subprocess cannot
     be made to run out of memory on one line alone)."""
-    import rag_pipeline.sources.jira_dump as jira_dump
+    import rag_pipeline.sources.jira.dump as jira_dump
 
     dump = write_jira_dump(
         tmp_path / "dump.jsonl.gz",

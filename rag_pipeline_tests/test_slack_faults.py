@@ -18,7 +18,7 @@ from rag_pipeline.runs.live_sync import run_sync
 from rag_pipeline.settings import ApiLimits, SlackApiSettings
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import GuardTripped
-from rag_pipeline.sources.slack_api import SlackApiReader, SlackSyncSettings, build_web_client
+from rag_pipeline.sources.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator

@@ -13,14 +13,14 @@ from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, SearchFilter
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.slack_api import (
+from rag_pipeline.sources.slack.api import (
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,
     build_web_client,
 )
-from rag_pipeline.sources.slack_export import SlackExportReader
-from rag_pipeline.sources.slack_threads import thread_document_id, workspace_group
+from rag_pipeline.sources.slack.export import SlackExportReader
+from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.emulators.slack_workspace import SlackWorkspace

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.sources.jira_dump import JiraDumpReader, issue_to_document
+from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_to_document
 from rag_pipeline.sources.problems import SourceError
-from rag_pipeline.sources.slack_export import SlackExportReader
+from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline_tests.conftest import D1, D2, TEAM, jira_issue, ts, write_jira_dump
 
 

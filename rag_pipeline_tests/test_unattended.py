@@ -18,7 +18,7 @@ from rag_pipeline.definitions import build_definitions, qdrant_resource, sync_po
 from rag_pipeline.defs.sync_runs import CONTAINER_TAG
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.runs.sync_status import source_status
-from rag_pipeline.sources.slack_threads import thread_document_id
+from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline_tests import slack_fixtures as F
 from rag_pipeline_tests.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.pipeline import settings_for

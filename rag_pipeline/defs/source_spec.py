@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import dagster as dg
 
 from rag_pipeline.defs.chain import ChainKeys
-from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity
+from rag_pipeline.sources.identity import SourceIdentity
 from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
 
@@ -33,7 +33,7 @@ class OfflineSource(Protocol):
         """Every file or folder it reads (what a change of the source is detected on)."""
         ...
 
-    def identity(self) -> SlackIdentity | JiraIdentity:
+    def identity(self) -> SourceIdentity:
         """Whose data it is (from the data or the resource's config); IdentityError naming the flag if unknown."""
         ...
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
-from rag_pipeline.sources.jira_dump import JiraDumpReader, project_group, security_level_group
+from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group, security_level_group
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 SOURCE = "jira"
@@ -130,7 +130,7 @@ def _group_names(reader: Any) -> list[str]:
 def read_api_directory(
     reader: Any, projects: Iterable[str] | None = None, now: float | None = None
 ) -> DirectorySnapshot:
-    """The directory through the REST API (``reader``: a :class:`~rag_pipeline.sources.jira_api.JiraApiReader`).
+    """The directory through the REST API (``reader``: a :class:`~rag_pipeline.sources.jira.api.JiraApiReader`).
     ``projects``: whose Browse grants to resolve (default: every project the reader discovers)."""
     site = reader.site
     snapshot = DirectorySnapshot(SOURCE, site, time.time() if now is None else now)

@@ -29,7 +29,7 @@ from rag_pipeline.directory.accounts import (
 )
 from rag_pipeline.sources.identifiers import is_valid_container_id
 from rag_pipeline.sources.problems import RecordProblem, describe, shown
-from rag_pipeline.sources.slack_threads import user_display_name, workspace_group
+from rag_pipeline.sources.slack.threads import user_display_name, workspace_group
 
 SOURCE = "slack"
 # Export manifests that list channels with their members: public, private, multi-party DMs.
@@ -96,7 +96,7 @@ def add_channel_members(
 def read_export_directory(path: str | Path, team_id: str, now: float | None = None) -> DirectorySnapshot:
     """The directory of a Slack export: ``users.json`` and the members of ``channels.json``, ``groups.json``
     and ``mpims.json``. Zipped exports are read as the export reader reads them."""
-    from rag_pipeline.sources.slack_export import SlackExportReader
+    from rag_pipeline.sources.slack.export import SlackExportReader
 
     snapshot = DirectorySnapshot(SOURCE, team_id, time.time() if now is None else now)
     reader = SlackExportReader(path, team_id)
@@ -150,7 +150,7 @@ def _manifest(files: Any, name: str, problems: list[RecordProblem]) -> Iterator[
 
 
 def read_api_directory(reader: Any, now: float | None = None) -> DirectorySnapshot:
-    """The directory through the Web API (``reader``: a :class:`~rag_pipeline.sources.slack_api.SlackApiReader`):
+    """The directory through the Web API (``reader``: a :class:`~rag_pipeline.sources.slack.api.SlackApiReader`):
     ``users.list`` (emails need the ``users:read.email`` scope), the private channels the app is in and shared
     channels with ``conversations.members``. Costs ceil(users / 200) + ceil(channels / 200) + one call per
     private or shared channel (more past 200 members)."""

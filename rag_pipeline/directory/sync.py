@@ -22,7 +22,7 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.reconciliation.reconcile import acl_differs, update_acls
 from rag_pipeline.sources.document import Acl
 from rag_pipeline.sources.problems import RecordProblem
-from rag_pipeline.sources.slack_threads import workspace_group
+from rag_pipeline.sources.slack.threads import workspace_group
 
 
 @dataclass

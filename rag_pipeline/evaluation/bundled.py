@@ -14,8 +14,8 @@ from pathlib import Path
 from rag_pipeline import settings
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.sources.jira_dump import JiraDumpReader, project_group
-from rag_pipeline.sources.slack_threads import thread_document_id, workspace_group
+from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group
+from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 
 SLACK_CHANNEL = "C0UBUNTU00"
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan, newer_than_stored
-from rag_pipeline.sources.jira_api import JiraAccessError, JiraApiReader, JiraProject
+from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraProject
 
 
 def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:

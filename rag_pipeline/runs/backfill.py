@@ -33,7 +33,7 @@ from rag_pipeline.runs.instance import (
 )
 from rag_pipeline.runs.metadata import materialization_metadata
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.identity import JiraIdentity, SlackIdentity, claim_identities
+from rag_pipeline.sources.identity import SourceIdentity, claim_identities
 from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
 from rag_pipeline.sources.source_read import OUTSIDE_PARTITIONS, AdmittedDocuments, admit_documents
 
@@ -134,7 +134,7 @@ class BackfillSummary:
         }
 
 
-def _fingerprint(paths: list[str], identity: SlackIdentity | JiraIdentity) -> str:
+def _fingerprint(paths: list[str], identity: SourceIdentity) -> str:
     """What the source's documents follow from: its files and whose data it is read as."""
     digest = hashlib.sha256(repr(identity).encode())
     for path in paths:

@@ -17,7 +17,7 @@ from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
-from rag_pipeline.sources.jira_dump import SOURCE
+from rag_pipeline.sources.jira.dump import SOURCE
 
 
 class JiraReconciliationConfig(dg.Config):

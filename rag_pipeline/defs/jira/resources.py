@@ -14,16 +14,11 @@ from pydantic import Field
 from rag_pipeline import settings
 from rag_pipeline.defs.offline import containers_of, file_version
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.identity import JiraIdentity, jira_sites, resolve_jira_identity
-from rag_pipeline.sources.jira_api import (
-    JiraAccessError,
-    JiraApiReader,
-    JiraSyncSettings,
-    JiraTimeoutError,
-    build_jira_client,
-)
-from rag_pipeline.sources.jira_csv import JiraCsvReader
-from rag_pipeline.sources.jira_dump import JiraDumpReader, JiraRead
+from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
+from rag_pipeline.sources.jira.client import build_jira_client
+from rag_pipeline.sources.jira.csv_export import JiraCsvReader
+from rag_pipeline.sources.jira.dump import JiraDumpReader, JiraRead
+from rag_pipeline.sources.jira.identity import JiraIdentity, jira_sites, resolve_jira_identity
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 

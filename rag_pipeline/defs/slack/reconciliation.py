@@ -18,7 +18,7 @@ from rag_pipeline.defs.source_spec import LiveDefinitions
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.reconciliation.slack_reconcile import plan_channel
-from rag_pipeline.sources.slack_threads import SOURCE
+from rag_pipeline.sources.slack.threads import SOURCE
 
 
 class SlackReconciliationConfig(dg.Config):

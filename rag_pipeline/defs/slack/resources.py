@@ -12,15 +12,15 @@ from pydantic import Field
 
 from rag_pipeline.defs.offline import containers_of, file_version
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.identity import SlackIdentity, resolve_slack_identity
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
-from rag_pipeline.sources.slack_api import (
+from rag_pipeline.sources.slack.api import (
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,
     build_web_client,
 )
-from rag_pipeline.sources.slack_export import SlackExportReader, SlackRead
+from rag_pipeline.sources.slack.export import SlackExportReader, SlackRead
+from rag_pipeline.sources.slack.identity import SlackIdentity, resolve_slack_identity
 from rag_pipeline.sources.source_read import SourceRead
 
 SLACK_API_POOL = "slack_api"

@@ -22,6 +22,7 @@ from typing import Any
 
 from rag_pipeline.sources.document import Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
+from rag_pipeline.sources.jira.markup import jira_body_to_text
 from rag_pipeline.sources.problems import (
     RecordError,
     RecordProblem,
@@ -31,7 +32,6 @@ from rag_pipeline.sources.problems import (
     shown,
 )
 from rag_pipeline.text.clean import clean_text, clean_title, drop_invisible, looks_like_html, strip_html
-from rag_pipeline.text.jira_markup import jira_body_to_text
 
 SOURCE = "jira"
 

@@ -21,7 +21,7 @@ from typing import Any
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
 from rag_pipeline.sources.problems import RecordProblem, SourceError, UnreadableSource, describe, shown
-from rag_pipeline.sources.slack_threads import (
+from rag_pipeline.sources.slack.threads import (
     SlackChannel,
     ThreadDocumentBuilder,
     checked_message,

@@ -16,8 +16,8 @@ from typing import Any
 from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
 from rag_pipeline.sources.identifiers import check_container_id
 from rag_pipeline.sources.problems import RecordError, shown
+from rag_pipeline.sources.slack.markup import slack_to_text
 from rag_pipeline.text.clean import clean_text, clean_title
-from rag_pipeline.text.slack_markup import slack_to_text
 
 SOURCE = "slack"
 # Messages that carry what people wrote. Everything else (joins, leaves, topic/purpose/name

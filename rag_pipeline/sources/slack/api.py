@@ -39,7 +39,7 @@ from rag_pipeline.sources.identifiers import (
 )
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.sources.slack_threads import (
+from rag_pipeline.sources.slack.threads import (
     SlackChannel,
     ThreadDocumentBuilder,
     activity_times,

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira_dump import JiraRead, issue_document_id, issue_to_document
+from rag_pipeline.sources.jira.dump import JiraRead, issue_document_id, issue_to_document
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 DEFAULT_DATE_FORMAT = "%d/%b/%y %H:%M"
