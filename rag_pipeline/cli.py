@@ -15,6 +15,7 @@ from rag_pipeline.commands import explain as explain_command
 from rag_pipeline.commands.arguments import OneLineParser
 from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.registry import source_names
 
 EPILOG = """\
 exit status:
@@ -73,12 +74,12 @@ def _configured_urls(settings: Settings | None) -> dict[str, str]:
     """Server addresses from the configuration and the variable that sets each (named in connection errors)."""
     if settings is None:
         return {}
-    urls = {
-        settings.qdrant.url: "QDRANT_URL",
-        settings.jira_api.url if settings.jira_api else None: "JIRA_URL",
-        settings.slack_api.base_url if settings.slack_api else None: "SLACK_API_BASE_URL",
-    }
-    return {url: variable for url, variable in urls.items() if url}
+    urls: dict[str | None, str | None] = {settings.qdrant.url: "QDRANT_URL"}
+    for section in settings.sources.values():
+        address = section.api_address() if section.live else None
+        if address is not None:
+            urls[address[0]] = address[1]
+    return {url: variable for url, variable in urls.items() if url and variable}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = bool(args.debug)
     if getattr(args, "source", None) is None:
-        args.source = ["slack", "jira"]
+        args.source = list(source_names())
     if not debug:
         _quiet_libraries()
     settings: Settings | None = None

@@ -18,7 +18,7 @@ from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
-from rag_pipeline.sources.jira.resolution import UNRESOLVED
+from rag_pipeline.sources.registry import document_payload
 from rag_pipeline.text.chunking import Chunker, chunk_id
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache, query_side
 from rag_pipeline.vectors.dense.base import DenseEncoder
@@ -158,7 +158,8 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "updated": doc["updated"],
             "version": float(doc["version"]),
             "content_hash": doc["content_hash"],
-            **_issue_payload(doc.get("metadata")),
+            # Fields only some sources have (Jira: resolution, links), from the source's own payload hook.
+            **document_payload(doc["source"], _metadata(doc.get("metadata"))),
         }
         parents = [
             StorePoint(
@@ -236,20 +237,6 @@ def _authors(value: str | None) -> list[str]:
     return [str(a) for a in json.loads(value)] if isinstance(value, str) and value else []
 
 
-def _issue_payload(metadata: str | None) -> dict[str, Any]:
-    """An issue's typed links and resolution as payload.
-
-    ``links`` holds ``"<relation>:<key>"`` (e.g. ``"duplicates:AC-30"``, ``"is duplicated by:AC-23"``),
-    ``link_types`` the link type names (both filterable). ``resolution`` is the issue's resolution name, or
-    ``"Unresolved"`` as Jira shows an open issue; the reranker reads it (an issue closed as a duplicate is
-    rarely the one a searcher wants). Documents whose source has no resolution (Slack) get no such key.
-    """
-    fields = json.loads(metadata) if metadata else {}
-    payload: dict[str, Any] = {}
-    if "resolution" in fields:
-        payload["resolution"] = fields["resolution"] or UNRESOLVED
-    links = fields.get("links") or []
-    if links:
-        payload["links"] = sorted({f"{link.get('relation')}:{link.get('key')}" for link in links})
-        payload["link_types"] = sorted({str(link.get("type")) for link in links})
-    return payload
+def _metadata(value: str | None) -> dict[str, Any]:
+    """A document's source-specific fields (a JSON object in the documents frame; may be missing or empty)."""
+    return dict(json.loads(value)) if isinstance(value, str) and value else {}

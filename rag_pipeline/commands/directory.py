@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from rag_pipeline.commands.index import add_source_options, settings_from_arguments
 from rag_pipeline.directory.sync import DirectorySync
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.registry import source_names
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,11 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "writes them to <data dir>/directory.sqlite in one transaction per source, and rewrites the ACL of indexed "
         "threads of channels whose members changed. `whois` and `explain` read it; searches resolve readers from it.",
     )
-    directory.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    directory.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     directory.add_argument("--offline", action="store_true", help="read the offline files even where an API is set")
-    directory.add_argument(
-        "--jira-directory", default=None, help="CSV of Jira accounts: account_id,email,groups (RAG_JIRA_DIRECTORY)"
-    )
+    add_source_options(directory, lambda option: option.directory)
     directory.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     directory.add_argument("--json", action="store_true", help="print what each sync did as JSON")
     directory.set_defaults(func=run)
@@ -45,8 +44,7 @@ def print_directory_syncs(done: list[DirectorySync], stream: object = sys.stderr
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.runs.directory import refresh_directories
 
-    if args.jira_directory:
-        settings = settings.with_offline_sources(jira_directory=Path(args.jira_directory).resolve())
+    settings = settings_from_arguments(args, settings)
     done = refresh_directories(settings, args.source, live=False if args.offline else None)
     if args.json:
         print(json.dumps([{**d.as_metadata(), "skipped": [str(p) for p in d.problems]} for d in done], indent=2))

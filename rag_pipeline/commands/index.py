@@ -1,8 +1,10 @@
-"""``rag-pipeline index``: a team's own Slack export, Jira dump or Jira CSV export through every partitioned asset.
+"""``rag-pipeline index``: a team's own offline data (Slack export, Jira dump or CSV export, or any registered
+source's files) through every partitioned asset.
 
 Each source is indexed under its own identity (workspace or site), taken from the data where it holds one and
-from ``--slack-team``/``--slack-domain``/``--jira-site`` otherwise; the data folder remembers it and refuses
-another. Without a path, the bundled data is indexed (``demo`` is this plus the evaluation).
+from the source's options (``--slack-team``, ``--jira-site``...) otherwise; the data folder remembers it and
+refuses another. The options come from the registered sources (:mod:`rag_pipeline.sources.registry`). Without a
+path, the bundled data is indexed (``demo`` is this plus the evaluation).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, NothingRead, run_bac
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.registry import IndexOption, Source, registered_sources, source_names
 from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
 from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 
@@ -34,7 +37,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``index`` and ``demo`` share."""
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
-    parser.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    parser.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     parser.add_argument("--full-refresh", action="store_true", help="re-materialize stretches already indexed")
     parser.add_argument(
         "--bridge-days",
@@ -45,52 +48,42 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    sources = registered_sources().values()
     index = sub.add_parser(
         "index",
-        help="index your own Slack export, Jira dump or Jira CSV export (default: the bundled data)",
-        description="Registers the data's channels/projects as partitions and materializes every partition that "
-        "holds data (one run per stretch of consecutive days). Each source is indexed under its own workspace or "
-        "site: from the data where it names one (Slack: team ids on users and messages, the workspace host in "
-        "permalinks; Jira dump: the issues' self URLs), else from --slack-team/--slack-domain/--jira-site; one "
-        "data folder holds one workspace and one site. Re-running skips stretches already indexed.",
-        epilog="examples:\n"
-        "  rag-pipeline index --slack-export acme-export.zip --data-dir acme\n"
-        "  rag-pipeline index --jira-csv jira1.csv --jira-csv jira2.csv --jira-site jira.acme.com\n"
-        "  rag-pipeline index --jira-dump issues.jsonl.gz --source jira --json",
+        help="index your own offline data: "
+        + ", ".join(f"{s.title} ({', '.join(o.flag for o in s.index_options if o.chooses_source)})" for s in sources)
+        + " (default: the bundled data)",
+        description="Registers the data's containers (channels, projects) as partitions and materializes every "
+        "partition that holds data (one run per stretch of consecutive days). Each source is indexed under its own "
+        "identity (workspace or site): from the data where it names one (Slack: team ids on users and messages, the "
+        "workspace host in permalinks; Jira dump: the issues' self URLs), else from the source's options "
+        "(--slack-team/--slack-domain/--jira-site); one data folder holds one identity per source. Re-running skips "
+        "stretches already indexed.",
+        epilog="examples:\n" + "".join(f"  {example}\n" for s in sources for example in s.index_examples),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    index.add_argument("--slack-export", type=Path, help="Slack export folder or zip (RAG_SLACK_EXPORT)")
-    index.add_argument("--jira-dump", type=Path, help="Jira REST issues as JSON lines, .gz or not (RAG_JIRA_DUMP)")
-    index.add_argument(
-        "--jira-csv",
-        type=Path,
-        action="append",
-        help="Jira's CSV export (Export > CSV, all fields); repeatable (RAG_JIRA_CSV, paths joined by ':')",
-    )
-    index.add_argument("--slack-team", help="workspace team id where the export names none (SLACK_TEAM_ID)")
-    index.add_argument("--slack-domain", help="workspace host for links, e.g. acme.slack.com (SLACK_WORKSPACE_DOMAIN)")
-    index.add_argument("--jira-site", help="Jira site host where the data names none, e.g. jira.acme.com (JIRA_SITE)")
-    index.add_argument(
-        "--jira-date-format",
-        help="strptime formats of the CSV's dates, '|'-separated, tried in turn (RAG_JIRA_CSV_DATE_FORMAT; "
-        "default: Jira's '30/Sep/21 5:20 PM' and '30/Sep/21 17:20')",
-    )
-    index.add_argument("--jira-csv-delimiter", help="the CSV's field separator (RAG_JIRA_CSV_DELIMITER; default ',')")
-    index.add_argument(
-        "--jira-directory",
-        type=Path,
-        help="CSV of Jira accounts for the principal directory, columns account_id,email,groups (groups ';'-separated: "
-        "a Jira group, project:KEY or security:LEVEL_ID), for dumps that hold no membership (RAG_JIRA_DIRECTORY)",
-    )
+    add_source_options(index, lambda option: True)
     add_common_arguments(index)
     index.set_defaults(func=run)
 
 
-# Where each offline source is read from: (what, the variable or option that sets it, the Settings fields).
-_SOURCE_PATHS = {
-    "slack": ("Slack export", "--slack-export", "RAG_SLACK_EXPORT", "slack_export"),
-    "jira": ("Jira dump", "--jira-dump", "RAG_JIRA_DUMP", "jira_dump"),
-}
+def add_source_options(parser: argparse.ArgumentParser, wanted: Callable[[IndexOption], bool]) -> None:
+    """Each registered source's ``wanted`` options, in a group per source (``--help`` lists them by source)."""
+    for source in registered_sources().values():
+        options = [o for o in source.index_options if wanted(o)]
+        if not options:
+            continue
+        group = parser.add_argument_group(f"{source.title} ({source.name})")
+        for option in options:
+            kind = {"path": {"type": Path}, "paths": {"type": Path, "action": "append"}, "text": {}}[option.kind]
+            metavar = "VALUE" if option.kind == "text" else "PATH"
+            group.add_argument(option.flag, dest=_dest(source, option), metavar=metavar, help=option.help, **kind)  # type: ignore[arg-type]
+
+
+def _dest(source: Source, option: IndexOption) -> str:
+    """Where argparse keeps a source option: ``<source>__<field>``, never clashing with another source's."""
+    return f"{source.name}__{option.field}"
 
 
 def check_paths(settings: Settings, sources: list[str], options: bool = True) -> None:
@@ -100,43 +93,52 @@ def check_paths(settings: Settings, sources: list[str], options: bool = True) ->
     if settings.dagster_home is not None:
         writable_folder(settings.dagster_home, "Dagster instance folder", "DAGSTER_HOME")
     for source in sources:
-        if source == "jira" and settings.jira_csv:
-            for path in settings.jira_csv:
-                existing_input(path, "Jira CSV export", "--jira-csv / RAG_JIRA_CSV" if options else "RAG_JIRA_CSV")
+        for needed in settings.source(source).inputs():
+            existing_input(needed.path, needed.what, needed.source_of(options))
+
+
+def given_options(args: argparse.Namespace, source: Source) -> dict[str, Any]:
+    """The source's options given on the command line, by settings field (paths resolved)."""
+    given: dict[str, Any] = {}
+    for option in source.index_options:
+        value = getattr(args, _dest(source, option), None)
+        if value is None or value == []:
             continue
-        what, option, variable, field = _SOURCE_PATHS[source]
-        existing_input(Path(getattr(settings, field)), what, f"{option} / {variable}" if options else variable)
-    if "jira" in sources and settings.jira_directory is not None:
-        flag = "--jira-directory / RAG_JIRA_DIRECTORY" if options else "RAG_JIRA_DIRECTORY"
-        existing_input(settings.jira_directory, "Jira directory file", flag)
+        if option.kind == "path":
+            value = value.resolve()
+        elif option.kind == "paths":
+            value = tuple(p.resolve() for p in value)
+        given[option.field] = value
+    return given
 
 
 def settings_from_arguments(args: argparse.Namespace, settings: Settings) -> Settings:
     """The settings with the sources and identities given on the command line."""
-    return settings.with_offline_sources(
-        slack_export=args.slack_export.resolve() if args.slack_export else None,
-        jira_dump=args.jira_dump.resolve() if args.jira_dump else None,
-        jira_csv=tuple(p.resolve() for p in args.jira_csv or ()),
-        slack_team=args.slack_team,
-        slack_domain=args.slack_domain,
-        jira_site=args.jira_site,
-        jira_csv_date_format=args.jira_date_format,
-        jira_csv_delimiter=args.jira_csv_delimiter,
-        jira_directory=args.jira_directory.resolve() if getattr(args, "jira_directory", None) else None,
-    )
+    for source in registered_sources().values():
+        given = given_options(args, source)
+        if given:
+            settings = settings.with_source(source.name, **given)
+    return settings
 
 
 def chosen_sources(args: argparse.Namespace) -> list[str]:
-    """--source where it narrows (the default is both), else the sources given by path, else both."""
-    if sorted(args.source) != ["jira", "slack"]:
+    """--source where it narrows (the default is every source), else the sources given a data path, else all."""
+    everything = list(source_names())
+    if sorted(args.source) != sorted(everything):
         return list(args.source)
-    given = [s for s, path in (("slack", args.slack_export), ("jira", args.jira_dump or args.jira_csv)) if path]
+    given = [
+        s.name
+        for s in registered_sources().values()
+        if any(o.chooses_source and getattr(args, _dest(s, o), None) for o in s.index_options)
+    ]
     return given or list(args.source)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    if args.jira_dump and args.jira_csv:
-        raise CommandError("give --jira-dump or --jira-csv, not both (one Jira source per data folder)")
+    for source in registered_sources().values():
+        paths = [o.flag for o in source.index_options if o.chooses_source and getattr(args, _dest(source, o), None)]
+        if len(paths) > 1:
+            raise CommandError(f"give {' or '.join(paths)}, not both (one {source.title} source per data folder)")
     settings = settings_from_arguments(args, settings)
     args.source = chosen_sources(args)
     console = Console(stderr=True)
@@ -274,11 +276,8 @@ _COLUMNS = (
 
 
 def describe_identity(source: str, identity: dict[str, str | None]) -> str:
-    if source == "slack":
-        host = identity.get("domain")
-        links = f"links on {host}" if host else "no links (no workspace host found; pass --slack-domain)"
-        return f"Slack workspace {identity.get('team_id')}, {links}"
-    return f"Jira site {identity.get('site')}"
+    found = registered_sources().get(source)
+    return found.identity_line(identity) if found is not None else str(identity)
 
 
 def print_summary(result: dict[str, Any], title: str) -> None:

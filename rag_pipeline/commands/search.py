@@ -11,7 +11,7 @@ from typing import Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
-from rag_pipeline.defs.resources import qdrant_resource
+from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import CollectionNames, VectorStore
@@ -23,6 +23,7 @@ from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.registry import source_names
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
@@ -232,7 +233,7 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
         headers["Authorization"] = f"Bearer {settings.serve.token.get_secret_value()}"
     body: dict[str, Any] = {"query": args.query, "mode": args.mode, "top_k": args.top_k}
     for field, value in (
-        ("source", args.source if args.source != ["slack", "jira"] else None),
+        ("source", args.source if sorted(args.source) != sorted(source_names()) else None),
         ("container", args.container),
         ("author", args.author),
         ("since", args.since),
@@ -324,7 +325,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     search.add_argument("--all-documents", action="store_true", help="skip access control (evaluation only)")
     search.add_argument("--top-k", type=positive_int, default=10, help="results to return (default: %(default)s)")
-    search.add_argument("--source", action="append", choices=["slack", "jira"], help="only this source (repeatable)")
+    search.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
     search.add_argument(
         "--author",

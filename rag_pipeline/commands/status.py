@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.defs.builders import source_specs, sync_policy
 from rag_pipeline.index.store_lock import FolderLock, LockHolder
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.registry import source_names
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(with the error's first line), what the sensor would request now and the days still to fetch; per source, "
         "its cron and next tick. Nothing is contacted.",
     )
-    status.add_argument("--source", choices=["slack", "jira"], action="append", help="only this source (repeatable)")
+    status.add_argument("--source", choices=source_names(), action="append", help="only this source (repeatable)")
     status.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=run)
@@ -47,13 +49,12 @@ def _index_holder(settings: Settings) -> LockHolder | None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.definitions import source_specs, sync_policy
     from rag_pipeline.runs.execution import runner_instance
     from rag_pipeline.runs.instance import ensure_dagster_home
     from rag_pipeline.runs.sync_status import source_status
 
     holder = _index_holder(settings)
-    wanted = [s for s in (args.source or ["slack", "jira"]) if s in settings.live_sources]
+    wanted = [s for s in (args.source or source_names()) if s in settings.live_sources]
     if not wanted and holder is not None:
         # Without a live source there is no sync to describe, but who holds the index is still worth telling.
         if args.json:

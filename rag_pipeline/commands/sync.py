@@ -16,20 +16,20 @@ from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.registry import LiveApi, registered_sources
 
-# What each source needs in the environment before anything is contacted.
-_REQUIRED_ENV = {
-    "slack": ("SLACK_BOT_TOKEN", "a Slack bot token, xoxb-..."),
-    "jira": ("JIRA_URL", "the Jira site URL, plus JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/DC)"),
-}
-# slack-sdk's own default when SLACK_API_BASE_URL is unset.
-_SLACK_API_URL = "https://slack.com/api/"
+
+def _live_sources() -> dict[str, LiveApi]:
+    """The registered sources with a live API, and what ``sync`` needs to know of it."""
+    return {name: s.live_api for name, s in registered_sources().items() if s.live_api is not None}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    live = _live_sources()
     sync = sub.add_parser(
         "sync",
-        help="sync days of live Slack or Jira into the index (through the Dagster assets, in-process)",
+        help="sync days of a live source (" + ", ".join(live) + ") into the index (through the Dagster assets, "
+        "in-process)",
         description="Discovers the Slack channels or Jira projects the connector can read, registers them as "
         "partitions and materializes the source's chain for every (day, container) from --start to --end, or from "
         "each container's watermark through today (one run per container, so one that cannot be read fails alone), "
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(SLACK_API_BASE_URL for a proxy or emulator); Jira needs "
         "JIRA_URL and JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center, JIRA_CLOUD=0).",
     )
-    sync.add_argument("--source", required=True, choices=sorted(_REQUIRED_ENV), help="the live source to sync")
+    sync.add_argument("--source", required=True, choices=sorted(live), help="the live source to sync")
     sync.add_argument(
         "--start",
         default=None,
@@ -46,12 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "a container never synced gets its initial history, SLACK_/JIRA_INITIAL_HISTORY_DAYS)",
     )
     sync.add_argument("--end", default=None, type=iso_day, help="last UTC day, YYYY-MM-DD (default: today)")
-    sync.add_argument(
-        "--channel", action="append", default=[], help="Slack channel name or id (repeatable; default: all discovered)"
-    )
-    sync.add_argument(
-        "--project", action="append", default=[], help="Jira project key (repeatable; default: all discovered)"
-    )
+    for name, api in live.items():
+        sync.add_argument(
+            api.containers_flag,
+            dest=f"{name}__containers",
+            metavar="NAME",
+            action="append",
+            default=[],
+            help=api.containers_help,
+        )
     sync.add_argument("--no-reconcile", action="store_true", help="skip removing documents deleted at the source")
     sync.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     sync.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -60,10 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _api_url(source: str, settings: Settings) -> tuple[str, str | None]:
     """The configured API address of ``source`` and the variable that sets it (None: the client's default)."""
-    if source == "jira" and settings.jira_api is not None:
-        return redact_url(settings.jira_api.url), "JIRA_URL"
-    base_url = settings.slack_api.base_url if settings.slack_api is not None else None
-    return redact_url(base_url or _SLACK_API_URL), "SLACK_API_BASE_URL" if base_url else None
+    url, variable = settings.source(source).api_address() or ("", None)
+    return redact_url(url), variable
 
 
 def _unreachable(exc: BaseException, source: str, settings: Settings) -> CommandError | None:
@@ -78,7 +79,7 @@ def _unreachable(exc: BaseException, source: str, settings: Settings) -> Command
     if isinstance(exc, SourceError):
         message = str(exc) if url in str(exc) else f"{exc} ({variable or 'API'}: {url})"
     else:
-        label = "Slack Web API" if source == "slack" else "Jira site"
+        label = _live_sources()[source].label
         check = f"check {variable} and the network" if variable else "check the network"
         message = f"the {label} at {url} could not be reached ({found[1]}): {check}"
     return CommandError(message, FAILURE)
@@ -103,14 +104,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.runs.live_sync import run_sync
 
     console = Console(stderr=True, soft_wrap=True)
+    live = _live_sources()
     if args.source not in settings.live_sources:
-        variable, what = _REQUIRED_ENV[args.source]
+        variable, what = live[args.source].required
         raise CommandError(f"{variable} is not set ({what})")
-    containers = args.channel if args.source == "slack" else args.project
-    wrong = args.project if args.source == "slack" else args.channel
-    if wrong:
-        option = "--project" if args.source == "slack" else "--channel"
-        raise CommandError(f"{option} does not apply to --source {args.source}")
+    containers = getattr(args, f"{args.source}__containers")
+    for name, api in live.items():
+        if name != args.source and getattr(args, f"{name}__containers"):
+            raise CommandError(f"{api.containers_flag} does not apply to --source {args.source}")
     end = args.end or time.strftime("%Y-%m-%d", time.gmtime())  # the runner's default: today (UTC)
     if args.start is not None and end < args.start:
         raise CommandError(f"--end {end} is before --start {args.start}" + ("" if args.end else " (today, UTC)"))
@@ -147,8 +148,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for key in ("documents", "documents_updated", "documents_removed", "api_calls", "retries", "seconds", "runs"):
             table.add_row(key, str(result[key]))
         Console().print(table)
-        label = "channels" if args.source == "slack" else "projects"
-        prefix = "#" if args.source == "slack" else ""
+        label = registered_sources()[args.source].containers_label
+        prefix = live[args.source].container_prefix
         print(f"{label}: " + (", ".join(f"{prefix}{c}" for c in result["containers"]) or "none"))
         for name, message in result["failed"].items():
             console.print(f"failed: {name}: {message}", style="red", markup=False, highlight=False)

@@ -1,9 +1,11 @@
-"""The principal directory as software-defined assets: ``slack_directory`` and ``jira_directory``, one per
-source (in the source's group), refreshed hourly (the discovery cadence) and by ``index``/``sync``.
+"""The principal directory as software-defined assets: ``<source>_directory`` for every source whose resources
+can read one (Slack and Jira), in the source's group, refreshed hourly (the discovery cadence) and by
+``index``/``sync``.
 
-Thin wiring: the reading is :mod:`rag_pipeline.directory` (export, dump or API), the write and the ACL refresh
-are :func:`rag_pipeline.directory.sync.sync_directory`; this module picks the reader for the configured
-resource and turns the result into metadata, a freshness policy and a check.
+Thin wiring: each source resource reads its own directory (``read_directory``: export, dump, CSV or API, through
+:mod:`rag_pipeline.directory`); the write and the ACL refresh are
+:func:`rag_pipeline.directory.sync.sync_directory`; this module turns the result into metadata, a freshness
+policy and a check.
 """
 
 import time
@@ -11,13 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.defs.resources import QdrantResource
-from rag_pipeline.directory import jira_directory, slack_directory
+from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
@@ -29,48 +30,22 @@ DIRECTORY_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(hours
 
 
 class DirectoryResource(dg.ConfigurableResource):
-    """Where the directory is kept, and the optional Jira directory file for offline sites."""
+    """Where the directory is kept."""
 
     path: str = Field(description="SQLite file of the directory (<data>/directory.sqlite)")
-    jira_directory_file: str | None = Field(
-        default=None, description="CSV of Jira accounts and groups for a dump without membership (RAG_JIRA_DIRECTORY)"
-    )
 
     def store(self) -> DirectoryStore:
         return DirectoryStore(self.path)
 
 
 def directory_resource(settings: Settings) -> DirectoryResource:
-    return DirectoryResource(
-        path=str(settings.paths.directory),
-        jira_directory_file=str(settings.jira_directory) if settings.jira_directory else None,
-    )
+    return DirectoryResource(path=str(settings.paths.directory))
 
 
-def read_source_directory(
-    source: str, resource: object, directory: DirectoryResource, log: Callable[[str], None] | None = None
-) -> DirectorySnapshot:
-    """The snapshot of ``source`` through whichever resource feeds it (live API, export, dump or CSV)."""
-    from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
-    from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
+class DirectorySource(Protocol):
+    """A source resource that can read who exists in the source (accounts, groups, channel members)."""
 
-    if isinstance(resource, SlackResource):
-        return slack_directory.read_api_directory(resource.reader(log))
-    if isinstance(resource, SlackExportResource):
-        return slack_directory.read_export_directory(resource.path, resource.identity().team_id)
-    if isinstance(resource, JiraResource):
-        return jira_directory.read_api_directory(resource.reader(log))
-    if isinstance(resource, JiraDumpResource):
-        return jira_directory.read_dump_directory(
-            resource.path, resource.identity().site, directory.jira_directory_file
-        )
-    if isinstance(resource, JiraCsvResource):
-        site = resource.identity().site
-        snapshot = DirectorySnapshot("jira", site, time.time())
-        if directory.jira_directory_file:
-            jira_directory.read_directory_file(directory.jira_directory_file, site, snapshot)
-        return snapshot
-    raise TypeError(f"no directory reader for {source} resource {type(resource).__name__}")
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot: ...
 
 
 @contextmanager
@@ -86,16 +61,17 @@ def _index_of(qdrant: QdrantResource) -> Iterator[VectorStore | None]:
 
 def refresh_directory(
     source: str,
-    resource: object,
+    resource: DirectorySource,
     directory: DirectoryResource,
     qdrant: QdrantResource,
     log: Callable[[str], None] | None = None,
 ) -> DirectorySync:
     """Read, write, and rewrite the ACLs of channels whose readers changed (the asset's and the CLI's body)."""
     started = time.perf_counter()
-    snapshot = read_source_directory(source, resource, directory, log)
+    snapshot = resource.read_directory(log)
     store = directory.store()
-    if source != "slack":
+    if not snapshot.channel_members:
+        # Only channel memberships become document ACLs; without them the index need not be opened.
         return sync_directory(snapshot, store, started=started)
     with _index_of(qdrant) as index:
         return sync_directory(snapshot, store, index, None if index is not None else "no index yet", started)

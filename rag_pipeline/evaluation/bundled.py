@@ -11,10 +11,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from rag_pipeline import settings
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group
+from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
+from rag_pipeline.sources.slack.settings import BUNDLED_SLACK_TEAM
 from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 
 SLACK_CHANNEL = "C0UBUNTU00"
@@ -35,7 +36,7 @@ def build(shared_data: Path, out: Path) -> None:
     for line in (slack_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         q = json.loads(line)
         relevant = {
-            thread_document_id(settings.BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade
+            thread_document_id(BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade
             for ts, grade in qrels[q["_id"]].items()
         }
         slack.append(EvalQuery(id=q["_id"], query=q["text"], relevant=relevant, tags=["slack", q.get("split", "dev")]))
@@ -54,7 +55,7 @@ def build(shared_data: Path, out: Path) -> None:
     )
 
     jira_dir = shared_data / "jira_appcelerator" / "eval"
-    key_to_id = JiraDumpReader(settings.BUNDLED_JIRA_DUMP, settings.BUNDLED_JIRA_SITE).key_to_document_id()
+    key_to_id = JiraDumpReader(BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE).key_to_document_id()
     qrels = _qrels(jira_dir / "qrels.tsv")
     jira = []
     for line in (jira_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines():
@@ -106,12 +107,12 @@ def build(shared_data: Path, out: Path) -> None:
 # Principals of the ACL eval set: (name, user id, groups). The bundled data has one Slack workspace
 # (public channel -> members group) and five Jira projects (browse permission -> project group).
 ACL_PRINCIPALS = (
-    ("slack-member", "U0ACLSLACK", (workspace_group(settings.BUNDLED_SLACK_TEAM),)),
-    ("timob-developer", "U0ACLTIMOB", (project_group(settings.BUNDLED_JIRA_SITE, "TIMOB"),)),
+    ("slack-member", "U0ACLSLACK", (workspace_group(BUNDLED_SLACK_TEAM),)),
+    ("timob-developer", "U0ACLTIMOB", (project_group(BUNDLED_JIRA_SITE, "TIMOB"),)),
     (
         "ac-aloy-developer",
         "U0ACLACALOY",
-        (project_group(settings.BUNDLED_JIRA_SITE, "AC"), project_group(settings.BUNDLED_JIRA_SITE, "ALOY")),
+        (project_group(BUNDLED_JIRA_SITE, "AC"), project_group(BUNDLED_JIRA_SITE, "ALOY")),
     ),
     ("outsider", "U0ACLNONE", ()),
 )
@@ -121,8 +122,8 @@ def acl_queries(
     slack: list[EvalQuery], jira: list[EvalQuery], jira_project: dict[str, str], per_principal: int = 15
 ) -> list[EvalQuery]:
     """Every principal runs the same Slack and Jira queries; relevance keeps only what it may read."""
-    site = settings.BUNDLED_JIRA_SITE
-    slack_group = workspace_group(settings.BUNDLED_SLACK_TEAM)
+    site = BUNDLED_JIRA_SITE
+    slack_group = workspace_group(BUNDLED_SLACK_TEAM)
 
     def readable(doc_id: str, groups: tuple[str, ...]) -> bool:
         if doc_id.startswith("slack:"):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.retrieval.sqlite_cache import SqliteCache
+from rag_pipeline.sources.registry import source_names
 
 PROMPT_VERSION = "1"
 MAX_SUB_QUERIES = 4
@@ -34,7 +35,7 @@ SYSTEM_PROMPT = (
     "or English);\n"
     '"filters": an object with only what the question asks for: "since" and "until" (an ISO date or one of '
     "today, yesterday, this_week, last_week, this_month, last_month, this_year, last_year, last_N_days), "
-    '"authors" (names), "sources" ("slack" and/or "jira");\n'
+    '"authors" (names), "sources" ({sources});\n'
     '"confidence": 0 to 1, how sure you are the filters are what the user asked for.\n'
     "Never invent names or dates."
 )
@@ -42,7 +43,11 @@ SYSTEM_PROMPT = (
 # Filters apply when the plan is at least this sure of them.
 FILTER_CONFIDENCE = 0.7
 _RELATIVE_DAYS = re.compile(r"^last_(\d{1,4})_days$")
-SOURCES = ("slack", "jira")
+
+
+def _sources_phrase() -> str:
+    """The registered sources as the prompt names them: ``"slack" and/or "jira"``."""
+    return " and/or ".join(f'"{name}"' for name in source_names())
 
 
 class PlanError(ValueError):
@@ -165,10 +170,11 @@ def parse_plan(content: str | None, question: str, now: datetime) -> QueryPlan:
     filters_raw = raw.get("filters") or {}
     if not isinstance(filters_raw, dict):
         raise PlanError("filters is not an object")
-    sources = _strings(filters_raw.get("sources"), "filters.sources", 2)
-    unknown = [s for s in sources if s not in SOURCES]
+    known = source_names()
+    sources = _strings(filters_raw.get("sources"), "filters.sources", len(known))
+    unknown = [s for s in sources if s not in known]
     if unknown:
-        raise PlanError(f"filters.sources names {unknown[0]!r}; the sources are slack and jira")
+        raise PlanError(f"filters.sources names {unknown[0]!r}; the sources are {' and '.join(known)}")
     filters = Filters(
         since=resolve_date(filters_raw.get("since"), now, "since"),
         until=resolve_date(filters_raw.get("until"), now, "until"),
@@ -221,7 +227,12 @@ class QueryRewriter:
                     temperature=0,
                     response_format={"type": "json_object"},
                     messages=[
-                        {"role": "system", "content": SYSTEM_PROMPT.format(today=now.astimezone(UTC).date())},
+                        {
+                            "role": "system",
+                            "content": SYSTEM_PROMPT.format(
+                                today=now.astimezone(UTC).date(), sources=_sources_phrase()
+                            ),
+                        },
                         {"role": "user", "content": question},
                     ],
                 )

@@ -21,9 +21,10 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.partitions import multi_key
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.defs.sync_runs import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
+from rag_pipeline.defs.builders import build_resources, source_specs
+from rag_pipeline.defs.chain.partitions import multi_key
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.sync.runs import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
@@ -153,16 +154,17 @@ def run_backfill(
     settings: Settings,
     bridge_days: int = DEFAULT_BRIDGE_DAYS,
     full_refresh: bool = False,
-    sources: tuple[str, ...] = ("slack", "jira"),
+    sources: tuple[str, ...] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> BackfillSummary:
-    """Register the offline sources' partitions and materialize every partition that holds data."""
-    from rag_pipeline.definitions import build_resources, source_specs
+    """Register the offline sources' partitions (default: every registered source) and materialize every
+    partition that holds data."""
 
     enable_range_batching()
     home = ensure_dagster_home(settings)
     started = time.perf_counter()
     specs = source_specs(settings)
+    sources = tuple(specs) if sources is None else sources
     unknown = sorted(set(sources) - set(specs))
     if unknown:
         raise ValueError(f"unknown source(s) {', '.join(unknown)}: choose from {', '.join(specs)}")

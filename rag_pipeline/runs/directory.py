@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rag_pipeline.defs.builders import build_resources, source_specs
+from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.defs.directory import directory_resource, refresh_directory
-from rag_pipeline.defs.resources import qdrant_resource
 from rag_pipeline.directory.people import Links, Person, UnknownPerson, find_person
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync
@@ -20,15 +21,15 @@ def refresh_directories(
 ) -> list[DirectorySync]:
     """Refresh each source's directory from its live API where configured (``live=False``: from the offline
     files, as ``index`` does), writing it and rewriting the ACLs of Slack channels whose readers changed."""
-    from rag_pipeline.definitions import build_resources, source_specs
 
     specs = {name: spec for name, spec in source_specs(settings).items() if name in sources}
     resources = build_resources(settings, specs, live)
     directory = directory_resource(settings)
     qdrant = qdrant_resource(settings).process_config_and_initialize()
     done = []
-    for source in sources:
-        resource = resources[f"{source}_source"]
+    # A source whose resources read no directory (a folder of documents) has nobody to look up.
+    for source in [s for s in sources if s in specs and specs[s].directory]:
+        resource: Any = resources[f"{source}_source"]
         initialize = getattr(resource, "process_config_and_initialize", None)
         done.append(refresh_directory(source, initialize() if initialize else resource, directory, qdrant, log))
     record_in_dagster(settings, done)

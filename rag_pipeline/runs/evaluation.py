@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 
+from rag_pipeline.defs.builders import build_resources, evaluation_definitions, source_specs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.evaluation.eval_set import load_eval_set_meta
 from rag_pipeline.evaluation.report import markdown_table
@@ -57,7 +58,6 @@ def run_evaluation(
     it whenever the index changed. ``sources`` (a partial demo) keeps only the eval sets scoped to
     those sources, so a Slack-only index is not scored on Jira queries.
     """
-    from rag_pipeline.definitions import build_resources, evaluation_definitions, source_specs
 
     ensure_dagster_home(settings)
     specs = source_specs(settings)

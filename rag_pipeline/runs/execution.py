@@ -23,13 +23,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
-from dagster._core.events import DagsterEventType, JobFailureData, RunFailureReason
-from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
-from dagster._core.executor import in_process as in_process_executor
-from dagster._core.utils import make_new_run_id
-from dagster._utils.interrupts import pop_captured_interrupt
 
+from rag_pipeline.defs.dagster_private import (
+    InstanceConcurrencyContext,
+    JobFailureData,
+    RunFailureReason,
+    in_process_executor,
+    make_new_run_id,
+    pop_captured_interrupt,
+)
 from rag_pipeline.runs.instance import open_instance
 from rag_pipeline.runs.recovery import describe_pool, log, recover_runs, runner_tags
 
@@ -61,7 +63,7 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
             self._reported_at.pop(step_key, None)
             return True
         if pop_captured_interrupt():
-            raise DagsterExecutionInterruptedError(
+            raise dg.DagsterExecutionInterruptedError(
                 f"interrupted while step {step_key} waited for a slot in pool {concurrency_key}"
             )
         now = time.monotonic()
@@ -124,7 +126,7 @@ def execute_run(
             result = job.execute_in_process(
                 instance=instance, run_id=run_id, tags={**(tags or {}), **runner_tags()}, **kwargs
             )
-    except DagsterExecutionInterruptedError as exc:
+    except dg.DagsterExecutionInterruptedError as exc:
         raise KeyboardInterrupt(str(exc) or "interrupted") from exc
     finally:
         _release(instance, run_id)
@@ -151,7 +153,7 @@ def _release(instance: dg.DagsterInstance, run_id: str) -> None:
 def _was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
     # Dagster records an interrupted run's failure with this reason (and only that failure).
     for event in result.all_events:
-        if event.event_type == DagsterEventType.RUN_FAILURE:
+        if event.event_type == dg.DagsterEventType.RUN_FAILURE:
             data = event.event_specific_data
             return isinstance(data, JobFailureData) and data.failure_reason == RunFailureReason.UNEXPECTED_TERMINATION
     return False

@@ -13,7 +13,8 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.sync_runs import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.defs.dagster_private import NOOP_COMPUTE_LOG_MANAGER_MODULE
+from rag_pipeline.defs.sync.runs import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.settings import Settings
 
 # The runners' own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that
@@ -26,12 +27,12 @@ DAGSTER_YAML = """telemetry:
 nux:
   enabled: false
 event_log_storage:
-  module: rag_pipeline.defs.event_storage
+  module: rag_pipeline.runs.event_storage
   class: BatchingSqliteEventLogStorage
   config:
     base_dir: {home}/history/runs
 compute_logs:
-  module: dagster._core.storage.noop_compute_log_manager
+  module: {noop_compute_log_manager}
   class: NoOpComputeLogManager
 concurrency:
   pools:
@@ -71,7 +72,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
         # empty or half-written file and open an instance with Dagster's defaults.
         fd, temp = tempfile.mkstemp(dir=home, prefix=".dagster.yaml.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(DAGSTER_YAML.format(home=home))
+            handle.write(DAGSTER_YAML.format(home=home, noop_compute_log_manager=NOOP_COMPUTE_LOG_MANAGER_MODULE))
         os.replace(temp, config)
     os.environ["DAGSTER_HOME"] = str(home)
     global _home  # what open_instance locks (only Settings reads the environment)

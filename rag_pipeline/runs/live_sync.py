@@ -17,8 +17,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.defs.sync_runs import SOURCE_TAG, SYNCED_THROUGH_TAG, container_runs, sync_tags
+from rag_pipeline.defs.builders import build_resources, source_specs, sync_policy
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.sync.runs import SOURCE_TAG, SYNCED_THROUGH_TAG, container_runs, sync_tags
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, enable_range_batching, ensure_dagster_home
 from rag_pipeline.runs.metadata import failure_message, step_metadata
@@ -113,12 +114,14 @@ def run_sync(
     """Sync days ``start``..``end`` (default: today) of a live source for the named containers
     (Slack channels or Jira projects; default: all discovered); without ``start``, each container from its
     watermark (or its initial history). ``resource`` replaces the configured API resource (tests, benchmarks)."""
-    from rag_pipeline.definitions import build_resources, source_specs, sync_policy
 
     specs = source_specs(settings)
     spec = specs[source]
     if resource is None and not spec.is_live:
         raise SourceError(f"the live {source} API is not configured")
+    if spec.live is None or spec.select_live_containers is None:
+        raise SourceError(f"source {source} has no live API to sync")
+    live, select_containers = spec.live, spec.select_live_containers
     enable_range_batching()
     started = time.perf_counter()
     now = datetime.now(UTC)
@@ -131,7 +134,7 @@ def run_sync(
     if resource is not None:
         resources[source] = resources[spec.source_resource_key] = resource
     refused: list[RecordProblem] = []  # listings with an invalid id: skipped containers, in the report
-    selected = spec.select_live_containers(resources[source], containers, refused)
+    selected = select_containers(resources[source], containers, refused)
     summary = SyncSummary(source, start or end, end, containers=[name for _, name in selected])
     summary.problems.extend(refused)
     summary.bad_records += len(refused)
@@ -169,7 +172,7 @@ def run_sync(
                 on_progress(source, done, len(selected))
         synced = [cid for cid, name in selected if name not in summary.failed]
         if reconcile and synced:
-            reconciliation = spec.live.reconciliation
+            reconciliation = live.reconciliation
             asset_name = reconciliation.key.to_user_string()
             reconciled = dg.Definitions(assets=[reconciliation], resources=resources)
             result = execute_run(

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.events import JobFailureData, RunFailureReason
+
+from rag_pipeline.defs.dagster_private import JobFailureData, RunFailureReason
 
 PID_TAG = "rag/pid"
 HOST_TAG = "rag/host"

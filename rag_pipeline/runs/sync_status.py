@@ -9,9 +9,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.defs.sync import cron_window
-from rag_pipeline.defs.sync_runs import source_states, spec_key
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.sync.runs import source_states, spec_key
+from rag_pipeline.defs.sync.sensor import cron_window
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
 from rag_pipeline.scheduling.watermarks import ContainerState, SyncRun
 

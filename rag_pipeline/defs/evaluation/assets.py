@@ -10,10 +10,10 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.automation import daily_eval_condition
-from rag_pipeline.defs.chain import QDRANT_POOL
+from rag_pipeline.defs.chain.assets import QDRANT_POOL
+from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
 from rag_pipeline.evaluation.report import markdown_table, write_report

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
+from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.jira.resources import JIRA_API_POOL
-from rag_pipeline.defs.raw import build_raw_documents_asset
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 
 

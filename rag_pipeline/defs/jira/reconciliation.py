@@ -8,12 +8,12 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.automation import API_RETRY
-from rag_pipeline.defs.chain import QDRANT_POOL, ChainKeys
+from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys
+from rag_pipeline.defs.chain.partitions import JIRA_PROJECTS
+from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.chain.source_spec import LiveDefinitions
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import JIRA_PROJECTS
-from rag_pipeline.defs.reconciliation import live_definitions, reconcile_containers, reconciliation_output
-from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
-from rag_pipeline.defs.source_spec import LiveDefinitions
+from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan

@@ -4,6 +4,7 @@ Both implement :class:`JiraSourceResource`, so ``jira_issues`` and everything do
 graph whichever source feeds it.
 """
 
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -11,14 +12,16 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline import settings
-from rag_pipeline.defs.offline import containers_of, file_version
+from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.directory import jira_directory
+from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
 from rag_pipeline.sources.jira.client import build_jira_client
 from rag_pipeline.sources.jira.csv_export import JiraCsvReader
 from rag_pipeline.sources.jira.dump import JiraDumpReader, JiraRead
 from rag_pipeline.sources.jira.identity import JiraIdentity, jira_sites, resolve_jira_identity
+from rag_pipeline.sources.jira.settings import DEFAULT_JIRA_CSV_DATE_FORMAT
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 
@@ -92,6 +95,10 @@ class JiraResource(JiraSourceResource):
             seconds_per_partition=self.seconds_per_partition,
         )
 
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+        """Groups and their members, the Browse projects grants and the security levels' members, from the API."""
+        return jira_directory.read_api_directory(self.reader(log))
+
     def reader(self, log: Callable[[str], None] | None = None) -> JiraApiReader:
         """A fresh reader (with its own caches and call counters) for one run."""
         client = build_jira_client(
@@ -152,6 +159,13 @@ class JiraDumpResource(JiraSourceResource):
 
     path: str
     site: str | None = Field(default=None, description="Jira site host where the dump names none")
+    directory_file: str | None = Field(
+        default=None, description="CSV of Jira accounts and groups for a dump without membership (RAG_JIRA_DIRECTORY)"
+    )
+
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+        """The people the dump names (reporters, assignees, commenters), plus the directory file where given."""
+        return jira_directory.read_dump_directory(self.path, self.identity().site, self.directory_file)
 
     def input_paths(self) -> list[str]:
         return [self.path]
@@ -174,8 +188,20 @@ class JiraCsvResource(JiraSourceResource):
 
     paths: list[str]
     site: str | None = Field(default=None, description="Jira site host (the CSV names none), e.g. jira.acme.com")
+    directory_file: str | None = Field(
+        default=None, description="CSV of Jira accounts and groups (RAG_JIRA_DIRECTORY): a CSV export names no groups"
+    )
+
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+        """The accounts of the directory file where given (a CSV export holds no membership)."""
+        site = self.identity().site
+        snapshot = DirectorySnapshot("jira", site, time.time())
+        if self.directory_file:
+            jira_directory.read_directory_file(self.directory_file, site, snapshot)
+        return snapshot
+
     date_format: str = Field(
-        default=settings.DEFAULT_JIRA_CSV_DATE_FORMAT, description="strptime formats of dates, '|'-separated"
+        default=DEFAULT_JIRA_CSV_DATE_FORMAT, description="strptime formats of dates, '|'-separated"
     )
     delimiter: str = Field(default=",", description="field separator of the CSV files")
 

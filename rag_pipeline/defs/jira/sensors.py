@@ -4,10 +4,10 @@ import json
 
 import dagster as dg
 
-from rag_pipeline.defs.chain import ChainKeys
+from rag_pipeline.defs.chain.assets import ChainKeys
+from rag_pipeline.defs.chain.discovery import MAX_REPORTED_SKIPS, report_skips, skipped_note
+from rag_pipeline.defs.chain.partitions import JIRA_PROJECTS, jira_projects
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import JIRA_PROJECTS, jira_projects
-from rag_pipeline.defs.sensors import MAX_REPORTED_SKIPS, report_skips, skipped_note
 
 
 def build_jira_project_discovery_sensor(keys: ChainKeys) -> dg.SensorDefinition:

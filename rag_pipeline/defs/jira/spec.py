@@ -5,14 +5,15 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.chain import ChainKeys, build_source_chain
+from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
+from rag_pipeline.defs.chain.partitions import day_by_container_partitions, jira_projects
+from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.jira.assets import build_jira_issues
 from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
 from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
 from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
-from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.settings import ApiLimits, JiraApiSettings, Settings
+from rag_pipeline.settings import ApiLimits, Settings
+from rag_pipeline.sources.jira.settings import JiraApiSettings, JiraSettings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ def select_projects(
 def jira_spec(settings: Settings) -> SourceSpec:
     """Jira: (day, project) partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "project", jira_projects)
+    jira = settings.section("jira", JiraSettings)
     keys = ChainKeys("jira", "jira_issues")
     raw = build_jira_issues(partitions, settings.max_document_chars)
     discovery = build_jira_project_discovery_sensor(keys)
@@ -76,21 +78,24 @@ def jira_spec(settings: Settings) -> SourceSpec:
         keys=keys,
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="jira_dump",
-        offline_resource=_offline_resource(settings),
-        live_resource=jira_api_resource(settings.jira_api, settings.api_limits) if settings.jira_api else None,
+        offline_resource=_offline_resource(jira),
+        live_resource=jira_api_resource(jira.api, settings.api_limits) if jira.api else None,
         live=build_jira_reconciliation(keys, discovery),
         api_tag="jira-api",
         select_live_containers=select_projects,
+        directory=True,
     )
 
 
-def _offline_resource(settings: Settings) -> JiraCsvResource | JiraDumpResource:
+def _offline_resource(jira: JiraSettings) -> JiraCsvResource | JiraDumpResource:
     """Jira's CSV export where one is given (RAG_JIRA_CSV, --jira-csv), else the JSON-lines dump."""
-    if settings.jira_csv:
+    directory = str(jira.directory) if jira.directory else None
+    if jira.csv:
         return JiraCsvResource(
-            paths=[str(p) for p in settings.jira_csv],
-            site=settings.offline_jira_site,
-            date_format=settings.jira_csv_date_format,
-            delimiter=settings.jira_csv_delimiter,
+            paths=[str(p) for p in jira.csv],
+            site=jira.offline_site,
+            date_format=jira.csv_date_format,
+            delimiter=jira.csv_delimiter,
+            directory_file=directory,
         )
-    return JiraDumpResource(path=str(settings.jira_dump), site=settings.offline_jira_site)
+    return JiraDumpResource(path=str(jira.dump), site=jira.offline_site, directory_file=directory)

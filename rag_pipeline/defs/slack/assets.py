@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from rag_pipeline.defs.raw import build_raw_documents_asset
+from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.slack.resources import SLACK_API_POOL
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 

@@ -10,7 +10,9 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.defs.offline import containers_of, file_version
+from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.directory import slack_directory
+from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.slack.api import (
@@ -77,6 +79,10 @@ class SlackResource(SlackSourceResource):
             seconds_per_day=self.seconds_per_partition,
         )
 
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+        """The workspace's users and the members of private and shared channels, from the Web API."""
+        return slack_directory.read_api_directory(self.reader(log))
+
     def reader(self, log: Callable[[str], None] | None = None) -> SlackApiReader:
         """A fresh reader (with its own user/channel caches and call counters) for one run."""
         client = build_web_client(
@@ -136,6 +142,10 @@ class SlackExportResource(SlackSourceResource):
 
     def input_paths(self) -> list[str]:
         return [self.path]
+
+    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+        """The export's users and channel members (users.json, channels.json, groups.json, mpims.json)."""
+        return slack_directory.read_export_directory(self.path, self.identity().team_id)
 
     def identity(self) -> SlackIdentity:
         return _slack_identity(self.path, self.team_id, self.workspace_domain, file_version(self.path))

@@ -4,9 +4,9 @@ import json
 
 import dagster as dg
 
-from rag_pipeline.defs.chain import ChainKeys
-from rag_pipeline.defs.partitions import SLACK_CHANNELS, slack_channels
-from rag_pipeline.defs.sensors import MAX_REPORTED_SKIPS, report_skips, skipped_note
+from rag_pipeline.defs.chain.assets import ChainKeys
+from rag_pipeline.defs.chain.discovery import MAX_REPORTED_SKIPS, report_skips, skipped_note
+from rag_pipeline.defs.chain.partitions import SLACK_CHANNELS, slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 
 

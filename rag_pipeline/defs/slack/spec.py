@@ -5,15 +5,16 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.chain import ChainKeys, build_source_chain
-from rag_pipeline.defs.partitions import day_by_container_partitions, slack_channels
+from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
+from rag_pipeline.defs.chain.partitions import day_by_container_partitions, slack_channels
+from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.slack.assets import build_slack_threads
 from rag_pipeline.defs.slack.reconciliation import build_slack_reconciliation
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.settings import ApiLimits, Settings, SlackApiSettings
+from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.slack.settings import SlackApiSettings, SlackSettings
 
 _log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ def select_channels(
 def slack_spec(settings: Settings) -> SourceSpec:
     """Slack: (day, channel) partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
     partitions = day_by_container_partitions(settings.partition_start, "channel", slack_channels)
+    slack = settings.section("slack", SlackSettings)
     keys = ChainKeys("slack", "slack_threads")
     raw = build_slack_threads(partitions, settings.max_document_chars)
     discovery = build_slack_channel_discovery_sensor(keys)
@@ -81,12 +83,13 @@ def slack_spec(settings: Settings) -> SourceSpec:
         assets=(raw, *build_source_chain(keys, partitions)),
         offline_resource_key="slack_export",
         offline_resource=SlackExportResource(
-            path=str(settings.slack_export),
-            team_id=settings.offline_slack_team,
-            workspace_domain=settings.offline_slack_domain,
+            path=str(slack.export),
+            team_id=slack.offline_team,
+            workspace_domain=slack.offline_domain,
         ),
-        live_resource=slack_api_resource(settings.slack_api, settings.api_limits) if settings.slack_api else None,
+        live_resource=slack_api_resource(slack.api, settings.api_limits) if slack.api else None,
         live=build_slack_reconciliation(keys, discovery),
         api_tag="slack-api",
         select_live_containers=select_channels,
+        directory=True,
     )

@@ -15,9 +15,9 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.automation import INDEX_FRESHNESS
-from rag_pipeline.defs.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
-from rag_pipeline.defs.metadata import length_stats
-from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.chain.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
+from rag_pipeline.defs.chain.metadata import length_stats
+from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
 from rag_pipeline.index.store import TITLE_VECTOR
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS

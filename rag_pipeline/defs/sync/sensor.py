@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import dagster as dg
-from dagster._utils.schedules import cron_string_iterator, reverse_cron_string_iterator
 
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.defs.sync_runs import source_states, sync_tags
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
+from rag_pipeline.defs.sync.runs import source_states, sync_tags
 from rag_pipeline.scheduling.plan import SyncPlan, SyncPolicy, plan_sync
 
 Clock = Callable[[], datetime]

@@ -14,8 +14,8 @@ from pydantic import Field
 
 from rag_pipeline.answers.ask import ContextLimits, ask
 from rag_pipeline.answers.generate import AnswerModel
+from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.evaluation.answer_checks import AnswerScores, judge_with_ragas, score_answer
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter

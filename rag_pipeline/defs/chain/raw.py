@@ -10,9 +10,9 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS
-from rag_pipeline.defs.chain import IO_MANAGER_KEY
-from rag_pipeline.defs.partitions import days_by_container, multi_key
-from rag_pipeline.defs.sync_runs import API_CALLS_TAG, SYNC_FROM_TAG
+from rag_pipeline.defs.chain.assets import IO_MANAGER_KEY
+from rag_pipeline.defs.chain.partitions import days_by_container, multi_key
+from rag_pipeline.defs.sync.runs import API_CALLS_TAG, SYNC_FROM_TAG
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.problems import RecordProblem

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from rag_pipeline.defs.source_spec import OfflineSource, SourceSpec
+from rag_pipeline.defs.chain.source_spec import OfflineSource, SourceSpec
 from rag_pipeline.sources.identifiers import is_valid_container_id
 from rag_pipeline.sources.problems import shown
 

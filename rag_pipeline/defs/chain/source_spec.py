@@ -1,8 +1,8 @@
 """What one source (Slack, Jira, ...) adds to the code location, in one object.
 
-Each source folder under ``defs/`` exports a function ``Settings -> SourceSpec``; the code location,
-the in-process runners and the evaluation take asset keys, partitions and resources from the specs,
-so adding a source means adding one folder and one line in ``definitions.SOURCES``.
+Each registered source (:mod:`rag_pipeline.sources.registry`) names a function ``Settings -> SourceSpec`` (its
+``dagster_spec``); the code location, the in-process runners and the evaluation take asset keys, partitions and
+resources from the specs. A source with only offline data builds its spec with :func:`offline_source_spec`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import dagster as dg
 
-from rag_pipeline.defs.chain import ChainKeys
+from rag_pipeline.defs.chain.assets import ChainKeys
 from rag_pipeline.sources.identity import SourceIdentity
 from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
 
 if TYPE_CHECKING:
     # What define_asset_job returns; dagster does not export the type at the top level.
-    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+    from rag_pipeline.defs.dagster_private import UnresolvedAssetJobDefinition
 
 
 class OfflineSource(Protocol):
@@ -75,9 +75,15 @@ class SourceSpec:
     offline_resource_key: str
     offline_resource: OfflineSource
     live_resource: dg.ConfigurableResource | None  # None where the live API is not configured
-    live: LiveDefinitions
-    api_tag: str  # the run tag value of live syncs (``rag/source``)
-    select_live_containers: ContainerSelector
+    live: LiveDefinitions | None = None  # None for a source without a live API
+    api_tag: str = ""  # the run tag value of live syncs (``rag/source``); default ``<name>-api``
+    select_live_containers: ContainerSelector | None = None
+    # Whether its resources read a principal directory (``read_directory``): a ``<name>_directory`` asset.
+    directory: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.api_tag:
+            object.__setattr__(self, "api_tag", f"{self.name}-api")
 
     @property
     def source_resource_key(self) -> str:
@@ -93,7 +99,14 @@ class SourceSpec:
 
     @property
     def is_live(self) -> bool:
-        return self.live_resource is not None
+        return self.live_resource is not None and self.live is not None
+
+    @property
+    def live_definitions(self) -> LiveDefinitions:
+        """The live definitions of a live source (a TypeError names a source that has none)."""
+        if self.live is None or self.select_live_containers is None:
+            raise TypeError(f"source {self.name} has no live API")
+        return self.live
 
     def resources(self, live: bool | None = None) -> dict[str, object]:
         """This source's resources; ``live=False`` feeds the chain from the offline file even where the
@@ -106,3 +119,46 @@ class SourceSpec:
         else:
             out[self.source_resource_key] = self.offline_resource
         return out
+
+
+def offline_source_spec(
+    *,
+    name: str,
+    raw_asset: str,
+    containers_label: str,
+    container_dimension: str,
+    offline_resource: OfflineSource,
+    settings_partition_start: str,
+    max_document_chars: int,
+    description: str,
+) -> SourceSpec:
+    """The spec of a source read from offline files only: (day, container) partitions over dynamic containers
+    named ``<name>_<containers_label>``, its raw asset (``raw_asset``) and the shared chain down to the Qdrant
+    points, with ``offline_resource`` feeding them (a ``read``/``read_partitions``/``identity`` resource)."""
+    from rag_pipeline.defs.chain.assets import build_source_chain
+    from rag_pipeline.defs.chain.partitions import day_by_container_partitions
+    from rag_pipeline.defs.chain.raw import build_raw_documents_asset
+
+    containers = dg.DynamicPartitionsDefinition(name=f"{name}_{containers_label}")
+    partitions = day_by_container_partitions(settings_partition_start, container_dimension, containers)
+    keys = ChainKeys(name, raw_asset)
+    raw = build_raw_documents_asset(
+        name=raw_asset,
+        source=name,
+        pool=f"{name}_source",
+        partitions_def=partitions,
+        max_document_chars=max_document_chars,
+        failed_label=f"{containers_label}_failed",
+        description=description,
+    )
+    return SourceSpec(
+        name=name,
+        containers_label=containers_label,
+        partitions=partitions,
+        containers=containers,
+        keys=keys,
+        assets=(raw, *build_source_chain(keys, partitions)),
+        offline_resource_key=f"{name}_files",
+        offline_resource=offline_resource,
+        live_resource=None,
+    )

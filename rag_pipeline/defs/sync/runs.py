@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from rag_pipeline.defs.partitions import container_dimension
-from rag_pipeline.defs.source_spec import SourceSpec
+from rag_pipeline.defs.chain.partitions import container_dimension
+from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.scheduling.plan import RangeRequest
 from rag_pipeline.scheduling.watermarks import ContainerState, RunState, SyncRun, container_state
 

@@ -11,8 +11,8 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from rag_pipeline.defs.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
-from rag_pipeline.defs.source_spec import LiveDefinitions
+from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.chain.source_spec import LiveDefinitions
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans

@@ -1,0 +1,192 @@
+"""Everything the code location is built from, as functions of one ``Settings``: the source specs (from the
+source registry), the resources, the evaluation, the sync policy and the whole ``Definitions``.
+
+The code location (:mod:`rag_pipeline.definitions`) calls :func:`build_definitions`; the in-process runners
+(``rag_pipeline.runs``) and the commands build the same resources and specs from here, so a run started from the
+command line executes the very assets the UI shows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import timedelta
+
+import dagster as dg
+
+from rag_pipeline.defs.automation import build_automation_condition_sensor
+from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
+from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
+from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, qdrant_resource
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.directory import build_directory_asset, directory_resource
+from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_quality
+from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
+from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor
+from rag_pipeline.defs.notifications import (
+    SlackNotificationResource,
+    eval_check_slack_notification_sensor,
+    run_failure_slack_notification_sensor,
+)
+from rag_pipeline.defs.sync.sensor import build_gap_check, build_sync_sensor
+from rag_pipeline.scheduling.plan import SyncPolicy
+from rag_pipeline.settings import NotificationSettings, Settings
+from rag_pipeline.sources.registry import load_object, registered_sources
+
+# The Beta/Preview APIs the project uses on purpose (docs/notes/quiet_load.md says why); any other
+# warning, and these categories from any other API, stays visible.
+CHOSEN_BETA_APIS = (
+    r".*\bbackfill_policy\b",
+    r".*\bwith_source_code_references\b",
+    r".*\bCodeReferencesMetadataValue\b",
+    r".*\bLocalFileCodeReference\b",
+    r".*\bAutomationConditionSensorDefinition\b",
+    r".*\bFreshnessPolicy\b",
+    r".*\bfreshness_policy\b",
+    r".*\bpool\b",
+)
+
+
+def source_specs(settings: Settings) -> dict[str, SourceSpec]:
+    """Every registered source's spec, by name (:mod:`rag_pipeline.sources.registry`)."""
+    specs: dict[str, SourceSpec] = {}
+    for name, source in registered_sources().items():
+        spec = load_object(source.dagster_spec)(settings)
+        if not isinstance(spec, SourceSpec) or spec.name != name:
+            raise TypeError(f"{source.dagster_spec} must return the SourceSpec of {name!r}, got {spec!r}")
+        specs[name] = spec
+    return specs
+
+
+def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
+    """The evaluation over every source's Qdrant points."""
+    return build_evaluation(
+        [s.keys.points for s in specs.values()],
+        settings.llm_rerank_model,
+        settings.automation.eval_cron,
+        settings.rewrite_model,
+    )
+
+
+def evaluation_resource(settings: Settings) -> EvaluationResource:
+    return EvaluationResource(
+        eval_dir=str(settings.eval_dir),
+        reports_dir=str(settings.paths.reports),
+        llm_reranker_model=settings.llm_rerank_model,
+        exact_dense=settings.eval_exact_dense,
+        sparse_query=settings.sparse_query,
+        learned_fusion=settings.learned_fusion,
+        rewrite_model=settings.rewrite_model,
+        directory_path=str(settings.paths.directory),
+        identity_links=str(settings.identity_links_file),
+    )
+
+
+def dense_embedder_resource(settings: Settings) -> DenseEmbedderResource:
+    return DenseEmbedderResource(
+        model=settings.dense_model,
+        cache_path=str(settings.paths.embedding_cache),
+        backend=settings.dense_backend,
+        device=settings.dense_device,
+        model_cache=str(settings.model_cache) if settings.model_cache else None,
+    )
+
+
+def slack_notification_resource(notifications: NotificationSettings) -> SlackNotificationResource:
+    """Notifications: RAG_NOTIFY_SLACK_TOKEN, else the connector's SLACK_BOT_TOKEN (an EnvVar either way)."""
+    return SlackNotificationResource(
+        token=dg.EnvVar(notifications.token_env),
+        channel=notifications.channel,
+        base_url=notifications.base_url,
+        webserver_url=notifications.webserver_url,
+    )
+
+
+def build_resources(
+    settings: Settings, specs: dict[str, SourceSpec] | None = None, live: bool | None = None
+) -> dict[str, object]:
+    """Every resource for these settings. Each source reads its live API where configured (``live=False``
+    forces the offline files, as the demo does); the Qdrant server is used where QDRANT_URL is set."""
+    specs = source_specs(settings) if specs is None else specs
+    sources: dict[str, object] = {}
+    for spec in specs.values():
+        sources.update(spec.resources(live))
+    notifications = settings.notifications
+    return {
+        "parquet_io_manager": PartitionedParquetIOManager(base_dir=str(settings.paths.parquet)),
+        "dense_embedder": dense_embedder_resource(settings),
+        "chunking": ChunkingResource(),
+        "bm25": Bm25Resource(tokenizer=settings.bm25_tokenizer),
+        "qdrant": qdrant_resource(settings),
+        "directory": directory_resource(settings),
+        **({"answers": answers} if (answers := answer_resource(settings)) else {}),
+        **sources,
+        **({"slack_notifications": slack_notification_resource(notifications)} if notifications else {}),
+        "evaluation": evaluation_resource(settings),
+    }
+
+
+def sync_policy(settings: Settings, source: str) -> SyncPolicy:
+    """How a live source's scheduled sync plans its range runs."""
+    sync = settings.automation.sync(source)
+    return SyncPolicy(
+        first_day=settings.partition_start,
+        initial_history_days=sync.initial_history_days,
+        settle=timedelta(hours=settings.automation.settle_hours),
+        max_range_days=settings.automation.max_range_days,
+        requests_per_minute=sync.requests_per_minute,
+    )
+
+
+def quiet_chosen_beta_warnings() -> None:
+    """Silence Dagster's Beta/Preview warnings for the APIs listed in :data:`CHOSEN_BETA_APIS` only."""
+    for category in (dg.BetaWarning, dg.PreviewWarning):
+        for pattern in CHOSEN_BETA_APIS:
+            warnings.filterwarnings("ignore", message=pattern, category=category)
+
+
+def build_definitions(settings: Settings) -> dg.Definitions:
+    """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
+
+    A live source's definitions (discovery sensor, reconciliation asset, job and schedule) load only
+    where its API is configured (SLACK_BOT_TOKEN, JIRA_URL); offline, the export and the dump feed the
+    same chains.
+    """
+    quiet_chosen_beta_warnings()
+    specs = source_specs(settings)
+    evaluation = evaluation_definitions(settings, specs)
+    live = [s.live_definitions for s in specs.values() if s.is_live]
+    # A live source whose sync is switched off keeps its assets and reconciliation job (run by hand) but
+    # defines no sensor or schedule, so nothing of it runs by itself.
+    synced = [s for s in specs.values() if s.name in settings.synced_sources]
+    sync_sensors = [
+        build_sync_sensor(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name)) for s in synced
+    ]
+    directories = [build_directory_asset(s.name) for s in specs.values() if s.directory]
+    assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
+    if settings.answer_model:
+        # Answers are checked only where a model writes them (each query costs LLM calls).
+        assets.append(build_answer_quality([dg.AssetDep(s.keys.points) for s in specs.values()]))
+    assets += [d.reconciliation for d in live]
+    notification_sensors = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
+    return dg.Definitions(
+        # Each asset links to the file and line that defines it ("code references" in the UI).
+        assets=dg.with_source_code_references(assets),
+        asset_checks=[build_gap_check(s) for s in specs.values() if s.is_live],
+        jobs=[*evaluation.jobs, *(d.job for d in live)],
+        schedules=[s.live_definitions.schedule for s in synced],
+        sensors=[
+            build_automation_condition_sensor(running=bool(synced)),
+            *sync_sensors,
+            *(s.live_definitions.discovery_sensor for s in synced),
+            build_offline_source_discovery_sensor(list(specs.values())),
+            build_eval_sets_changed_sensor(
+                list(evaluation.arms.get_partition_keys()),
+                [evaluation.retrieval_eval.key.to_user_string()],
+                settings.eval_dir,
+            ),
+            *(notification_sensors if settings.notifications else []),
+        ],
+        resources=build_resources(settings, specs),
+        executor=dg.multiprocess_executor if settings.qdrant.url else dg.in_process_executor,
+    )

@@ -1,0 +1,55 @@
+"""The evaluation's own sensor: every arm runs again when an eval-set file is added, removed or edited."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import dagster as dg
+
+
+def eval_set_hashes(folder: Path) -> dict[str, str]:
+    """Content hash of every file under the eval-sets folder, by relative path."""
+    if not folder.is_dir():
+        return {}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def build_eval_sets_changed_sensor(arms: list[str], asset_keys: list[str], eval_dir: Path) -> dg.SensorDefinition:
+    """A sensor requesting every evaluation arm when an eval-set file is added, removed or edited."""
+
+    @dg.sensor(
+        name="eval_sets_changed_sensor",
+        minimum_interval_seconds=60,
+        asset_selection=asset_keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Hashes every file under eval_sets/ (RAG_EVAL_DIR); when one is added, removed or edited, "
+        "requests every arm of retrieval_eval (the report follows eagerly). The cursor holds the hashes.",
+    )
+    def eval_sets_changed_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        current = eval_set_hashes(eval_dir)
+        if context.cursor is None:
+            # First look: today's sets are covered by the daily evaluation.
+            context.update_cursor(json.dumps(current, sort_keys=True))
+            return dg.SkipReason(f"recorded {len(current)} eval-set files")
+        previous: dict[str, str] = json.loads(context.cursor)
+        if current == previous:
+            return dg.SkipReason("eval sets unchanged")
+        changed = sorted(k for k in set(current) | set(previous) if current.get(k) != previous.get(k))
+        fingerprint = hashlib.sha256(json.dumps(current, sort_keys=True).encode()).hexdigest()[:16]
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"eval-sets:{fingerprint}:{arm}",
+                    partition_key=arm,
+                    tags={"rag/eval_sets_changed": ",".join(changed)[:200]},
+                )
+                for arm in arms
+            ],
+            cursor=json.dumps(current, sort_keys=True),
+        )
+
+    return eval_sets_changed_sensor

@@ -1,0 +1,182 @@
+"""The registered sources: everything that differs between Slack, Jira and any other source, found by name.
+
+A source is one :class:`Source` object in its own folder (``rag_pipeline/sources/<name>/source.py`` for the
+built-in ones). The command line (``--source`` choices, ``index`` options, ``sync``), the settings (one section
+per source, read by the source's own model), the index payload and the Dagster code location (through
+``dagster_spec``, imported only by the Dagster layer) all take what they need from here, so shared code never
+spells a source's name. A package adds a source without touching this project by registering its ``Source``
+under the ``rag_pipeline.sources`` entry-point group::
+
+    [project.entry-points."rag_pipeline.sources"]
+    confluence = "my_package.confluence:SOURCE"
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from rag_pipeline.env_values import EnvValues
+
+ENTRY_POINT_GROUP = "rag_pipeline.sources"
+BUILT_IN = ("rag_pipeline.sources.slack.source:SLACK", "rag_pipeline.sources.jira.source:JIRA")
+
+
+class SourceRegistryError(ValueError):
+    """A registered source cannot be loaded or clashes with another; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    """A path the offline read needs: what it is and what set it (checked before the first run)."""
+
+    path: Path
+    what: str  # "Slack export"
+    option: str | None  # "--slack-export"; None where only the variable sets it
+    variable: str  # "RAG_SLACK_EXPORT"
+
+    def source_of(self, options: bool) -> str:
+        """What the user gave it with, as an error names it."""
+        return f"{self.option} / {self.variable}" if options and self.option else self.variable
+
+
+class SourceSettings(BaseModel):
+    """One source's settings section; each source subclasses it in its own folder and reads its variables in
+    :meth:`from_env` (the environment is read by ``Settings.from_env`` alone, which passes it down)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def from_env(cls, env: EnvValues) -> Self:
+        return cls()
+
+    @property
+    def live(self) -> bool:
+        """Whether the live API is configured (a live source syncs; its API resource is defined)."""
+        return False
+
+    def offline(self) -> Self:
+        """The same section without the live API (the demo reads the offline files only)."""
+        return self
+
+    def inputs(self) -> tuple[InputCheck, ...]:
+        """The paths the offline read needs."""
+        return ()
+
+    def api_address(self) -> tuple[str, str | None] | None:
+        """The live API's address and the variable that sets it (None: the client's default), for errors."""
+        return None
+
+    def default_requests_per_minute(self) -> int | None:
+        """The live API's request budget a scheduled sync plans with, unless a variable sets one."""
+        return None
+
+    def given(self, **values: Any) -> Self:
+        """The section with the values given on the command line (None and () keep the current one)."""
+        update = {k: v for k, v in values.items() if v not in (None, ())}
+        unknown = set(update) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"not settings of {type(self).__name__}: {', '.join(sorted(unknown))}")
+        return self.model_copy(update=update)
+
+
+@dataclass(frozen=True)
+class IndexOption:
+    """An ``index`` option of a source, stored in its settings section's ``field``."""
+
+    flag: str  # "--slack-export"
+    field: str  # "export"
+    help: str
+    kind: Literal["path", "paths", "text"] = "text"  # paths: repeatable
+    chooses_source: bool = False  # given alone, it narrows ``index`` to this source (a data path)
+    directory: bool = False  # ``rag-pipeline directory`` takes it too (what the directory is read from)
+
+
+@dataclass(frozen=True)
+class LiveApi:
+    """What ``sync`` needs to know of a source's live API."""
+
+    required: tuple[str, str]  # the variable that turns it on, and what it holds (named when it is unset)
+    label: str  # "Slack Web API": how an unreachable server is named
+    containers_flag: str  # "--channel": the sync option naming containers
+    containers_help: str
+    container_prefix: str = ""  # "#": how a container is shown
+
+
+def _no_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source: its name, labels, settings section, command-line options, index payload and Dagster spec."""
+
+    name: str  # the payload's ``source``, the asset group, the ``--source`` choice
+    title: str  # "Slack"
+    containers_label: str  # "channels": how its containers are named in summaries and metadata
+    settings: type[SourceSettings]
+    # "module:function" building its Dagster ``SourceSpec`` from the Settings; imported by the Dagster layer only,
+    # so the domain never imports dagster.
+    dagster_spec: str
+    index_options: tuple[IndexOption, ...] = ()
+    index_examples: tuple[str, ...] = ()
+    live_api: LiveApi | None = None
+    # Extra payload fields from a document's ``metadata`` (Jira: resolution and links); filterable in searches.
+    payload: Callable[[Mapping[str, Any]], dict[str, Any]] = field(default=_no_payload)
+    # How the data folder's recorded identity of this source reads in a summary.
+    describe_identity: Callable[[Mapping[str, Any]], str] | None = None
+
+    def identity_line(self, identity: Mapping[str, Any]) -> str:
+        if self.describe_identity is not None:
+            return self.describe_identity(identity)
+        return str(identity.get("described") or ", ".join(f"{k} {v}" for k, v in identity.items()))
+
+
+def load_object(reference: str) -> Any:
+    """The object a ``module:attribute`` reference names."""
+    module, _, attribute = reference.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise SourceRegistryError(f"source entry {reference!r} cannot be loaded: {exc}") from exc
+
+
+@cache
+def registered_sources() -> dict[str, Source]:
+    """Every source, the built-in ones first, then those registered by installed packages (by name)."""
+    found: dict[str, Source] = {}
+    loaded = [(ref, load_object(ref)) for ref in BUILT_IN]
+    loaded += [(f"{ep.name} = {ep.value}", ep.load()) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for where, source in loaded:
+        if not isinstance(source, Source):
+            raise SourceRegistryError(f"source entry {where!r} is a {type(source).__name__}, not a Source")
+        if source.name in found:
+            raise SourceRegistryError(f"source entry {where!r} registers {source.name!r} a second time")
+        found[source.name] = source
+    return found
+
+
+def source_names() -> tuple[str, ...]:
+    """The registered sources' names, in order (the ``--source`` choices)."""
+    return tuple(registered_sources())
+
+
+def get_source(name: str) -> Source:
+    """The registered source ``name``; a ValueError listing the registered ones otherwise."""
+    sources = registered_sources()
+    if name not in sources:
+        raise ValueError(f"unknown source {name!r}: choose from {', '.join(sources)}")
+    return sources[name]
+
+
+def document_payload(source: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The source's extra payload fields for one document (none for a source that is not registered)."""
+    found = registered_sources().get(source)
+    return found.payload(metadata) if found is not None else {}
