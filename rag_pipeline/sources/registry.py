@@ -153,7 +153,12 @@ def registered_sources() -> dict[str, Source]:
     """Every source, the built-in ones first, then those registered by installed packages (by name)."""
     found: dict[str, Source] = {}
     loaded = [(ref, load_object(ref)) for ref in BUILT_IN]
-    loaded += [(f"{ep.name} = {ep.value}", ep.load()) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        where = f"{ep.name} = {ep.value}"
+        try:
+            loaded.append((where, ep.load()))
+        except (ImportError, AttributeError) as exc:
+            raise SourceRegistryError(f"source entry {where!r} cannot be loaded: {exc}") from exc
     for where, source in loaded:
         if not isinstance(source, Source):
             raise SourceRegistryError(f"source entry {where!r} is a {type(source).__name__}, not a Source")
