@@ -46,7 +46,8 @@ def test_command_line_values_replace_one_sources_settings_only(tmp_path: Path) -
     settings = Settings.from_env({})
     given = settings.with_source("jira", csv=(tmp_path / "a.csv",), site="jira.acme.com", dump=None)
     jira = given.section("jira", JiraSettings)
-    assert jira.csv == (tmp_path / "a.csv",) and jira.site == "jira.acme.com" and jira.dump == settings.source("jira").dump
+    assert jira.csv == (tmp_path / "a.csv",) and jira.site == "jira.acme.com"
+    assert jira.dump == settings.section("jira", JiraSettings).dump  # None keeps the current value
     assert jira.offline_site == "jira.acme.com" and given.source("slack") == settings.source("slack")
     with pytest.raises(TypeError, match="not settings of JiraSettings: channel"):
         settings.with_source("jira", channel="x")
