@@ -1,0 +1,1 @@
+"""Dagster tests: assets materialized in-process, definitions (and their snapshot), sensors, instances, resources."""
