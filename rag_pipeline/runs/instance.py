@@ -59,6 +59,19 @@ _home: Path | None = None
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
+# Where the runners' event storage lived before it moved beside the instance code.
+MOVED_EVENT_STORAGE = "rag_pipeline.defs.event_storage"
+
+
+def _write_whole(config: Path, text: str) -> None:
+    """Written whole, then renamed: a second command starting at the same moment would otherwise read an
+    empty or half-written file and open an instance with Dagster's defaults."""
+    fd, temp = tempfile.mkstemp(dir=config.parent, prefix=".dagster.yaml.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temp, config)
+
+
 def ensure_dagster_home(settings: Settings) -> Path:
     """DAGSTER_HOME if set, else ``<data dir>/dagster_home`` (created with the runners' instance config).
 
@@ -68,12 +81,12 @@ def ensure_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        # Written whole, then renamed: a second command starting at the same moment would otherwise read an
-        # empty or half-written file and open an instance with Dagster's defaults.
-        fd, temp = tempfile.mkstemp(dir=home, prefix=".dagster.yaml.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(DAGSTER_YAML.format(home=home, noop_compute_log_manager=NOOP_COMPUTE_LOG_MANAGER_MODULE))
-        os.replace(temp, config)
+        _write_whole(config, DAGSTER_YAML.format(home=home, noop_compute_log_manager=NOOP_COMPUTE_LOG_MANAGER_MODULE))
+    else:
+        written = config.read_text(encoding="utf-8")
+        if MOVED_EVENT_STORAGE in written:
+            # Instances written before the event storage moved from defs/ to runs/ name its old module.
+            _write_whole(config, written.replace(MOVED_EVENT_STORAGE, "rag_pipeline.runs.event_storage"))
     os.environ["DAGSTER_HOME"] = str(home)
     global _home  # what open_instance locks (only Settings reads the environment)
     _home = home

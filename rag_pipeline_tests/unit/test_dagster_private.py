@@ -41,8 +41,18 @@ def test_run_ids_and_the_event_log_storage_are_what_the_runners_extend() -> None
     assert hasattr(compute_logs, "NoOpComputeLogManager")
 
 
-def test_instances_configured_before_the_event_storage_moved_still_load_it() -> None:
-    from rag_pipeline.defs.event_storage import BatchingSqliteEventLogStorage as old
-    from rag_pipeline.runs.event_storage import BatchingSqliteEventLogStorage as new
+def test_instances_configured_before_the_event_storage_moved_are_updated(tmp_path, monkeypatch) -> None:
+    from rag_pipeline.runs.instance import DAGSTER_YAML, ensure_dagster_home, open_instance
+    from rag_pipeline.settings import Settings
 
-    assert old is new
+    settings = Settings.from_env({"RAG_DATA_DIR": str(tmp_path)})
+    home = settings.paths.dagster_home
+    home.mkdir(parents=True)
+    old = DAGSTER_YAML.format(home=home, noop_compute_log_manager=private.NOOP_COMPUTE_LOG_MANAGER_MODULE)
+    (home / "dagster.yaml").write_text(
+        old.replace("rag_pipeline.runs.event_storage", "rag_pipeline.defs.event_storage")
+    )
+    ensure_dagster_home(settings)
+    assert "rag_pipeline.runs.event_storage" in (home / "dagster.yaml").read_text()
+    with open_instance() as instance:
+        assert type(instance.event_log_storage).__name__ == "BatchingSqliteEventLogStorage"

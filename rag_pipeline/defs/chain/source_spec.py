@@ -2,7 +2,8 @@
 
 Each registered source (:mod:`rag_pipeline.sources.registry`) names a function ``Settings -> SourceSpec`` (its
 ``dagster_spec``); the code location, the in-process runners and the evaluation take asset keys, partitions and
-resources from the specs. A source with only offline data builds its spec with :func:`offline_source_spec`.
+resources from the specs. A source with only offline data builds its spec with
+:func:`rag_pipeline.defs.chain.offline_spec.offline_source_spec`.
 """
 
 from __future__ import annotations
@@ -119,46 +120,3 @@ class SourceSpec:
         else:
             out[self.source_resource_key] = self.offline_resource
         return out
-
-
-def offline_source_spec(
-    *,
-    name: str,
-    raw_asset: str,
-    containers_label: str,
-    container_dimension: str,
-    offline_resource: OfflineSource,
-    settings_partition_start: str,
-    max_document_chars: int,
-    description: str,
-) -> SourceSpec:
-    """The spec of a source read from offline files only: (day, container) partitions over dynamic containers
-    named ``<name>_<containers_label>``, its raw asset (``raw_asset``) and the shared chain down to the Qdrant
-    points, with ``offline_resource`` feeding them (a ``read``/``read_partitions``/``identity`` resource)."""
-    from rag_pipeline.defs.chain.assets import build_source_chain
-    from rag_pipeline.defs.chain.partitions import day_by_container_partitions
-    from rag_pipeline.defs.chain.raw import build_raw_documents_asset
-
-    containers = dg.DynamicPartitionsDefinition(name=f"{name}_{containers_label}")
-    partitions = day_by_container_partitions(settings_partition_start, container_dimension, containers)
-    keys = ChainKeys(name, raw_asset)
-    raw = build_raw_documents_asset(
-        name=raw_asset,
-        source=name,
-        pool=f"{name}_source",
-        partitions_def=partitions,
-        max_document_chars=max_document_chars,
-        failed_label=f"{containers_label}_failed",
-        description=description,
-    )
-    return SourceSpec(
-        name=name,
-        containers_label=containers_label,
-        partitions=partitions,
-        containers=containers,
-        keys=keys,
-        assets=(raw, *build_source_chain(keys, partitions)),
-        offline_resource_key=f"{name}_files",
-        offline_resource=offline_resource,
-        live_resource=None,
-    )

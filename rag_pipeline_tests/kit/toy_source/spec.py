@@ -7,7 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.source_spec import SourceSpec, offline_source_spec
+from rag_pipeline.defs.chain.offline_spec import offline_source_spec
+from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline_tests.kit.toy_source.reader import read_folder
