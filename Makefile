@@ -38,7 +38,7 @@ test: $(BIN)/.installed postgres-server browser
 	$(BIN)/pytest -m slow
 
 bench: $(BIN)/.installed
-	$(BIN)/python bench/ingest.py
+	$(BIN)/python -m bench.ingest
 
 # Retrieval quality and latency (after `make bench`, which builds the bundled index in /tmp/rag_bench).
 # SciFact is not shipped (CC BY-NC): download it once, see bench/README.md, or pass SCIFACT=<folder>.
@@ -48,11 +48,11 @@ bench-retrieval: $(BIN)/.installed
 		"Download https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/scifact.zip," \
 		"unzip it (unzip scifact.zip -d data && mv data/scifact data/beir_scifact)," \
 		"or run make bench-retrieval SCIFACT=<folder>; see bench/README.md" >&2; exit 2; }
-	$(BIN)/python bench/bm25s_reference.py "$(SCIFACT)" --out bench/results/bm25s_scifact.json
+	$(BIN)/python -m bench.bm25s_reference "$(SCIFACT)" --out bench/results/bm25s_scifact.json
 	$(BIN)/rag-pipeline bench --beir "$(SCIFACT)" --data-dir /tmp/rag_bench --extra-reranker fixed \
 		--json --out bench/results/scifact > bench/results/scifact.json
 	$(BIN)/rag-pipeline bench --beir "$(SCIFACT)" --data-dir /tmp/rag_bench --truncate-at-model-limit \
 		--baseline hybrid --extra-reranker fixed --json --out bench/results/scifact_whole_abstracts \
 		> bench/results/scifact_whole_abstracts.json
-	$(BIN)/python bench/retrieval_bundled.py --data-dir /tmp/rag_bench
-	$(BIN)/python bench/hybrid_levers.py --data-dir /tmp/rag_bench
+	$(BIN)/python -m bench.retrieval_bundled --data-dir /tmp/rag_bench
+	$(BIN)/python -m bench.experiments.hybrid_levers --data-dir /tmp/rag_bench

@@ -2,7 +2,7 @@
 chunks per source, reader problems, and a digest of every document's text, so a change to the readers or the
 chunker can be checked against an earlier commit without a 25-minute demo run.
 
-    .venv/bin/python bench/corpus_counts.py [--digests /tmp/digests.json] [--compare OTHER_DIGESTS.json]
+    .venv/bin/python -m bench.corpus_counts [--digests /tmp/digests.json] [--compare OTHER_DIGESTS.json]
 
 The counts go to ``bench/results/corpus_counts.json``; ``--digests`` writes every document's text digest and
 title (about 1 MB) and ``--compare`` prints which documents' texts or titles differ from another run's digests.
@@ -10,15 +10,15 @@ title (about 1 MB) and ``--compare`` prints which documents' texts or titles dif
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.definitions import source_specs
-from rag_pipeline.defs.resources import ChunkingResource
+from bench import common
+from rag_pipeline.defs.builders import source_specs
+from rag_pipeline.defs.chain.resources import ChunkingResource
 from rag_pipeline.settings import Settings
 from rag_pipeline.stages import chunk_documents, documents_frame
 from rag_pipeline.vectors.dense.load import load_dense_encoder
@@ -47,18 +47,17 @@ def corpus_counts(settings: Settings) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/corpus_counts.json"))
+    parser = common.parser(__doc__)
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "corpus_counts.json")
     parser.add_argument("--digests", type=Path, help="write every document's text digest and title here")
     parser.add_argument("--compare", type=Path, help="another run's --digests file to compare texts and titles with")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     report = corpus_counts(Settings.from_env())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     counts = {"sources": report["sources"], "totals": report["totals"]}
-    args.out.write_text(json.dumps(counts, indent=2, sort_keys=True) + "\n")
+    common.write_json(args.out, {**counts, "run": common.run_record()}, sort_keys=True)
     if args.digests:
-        args.digests.write_text(json.dumps(report["documents"], sort_keys=True) + "\n")
+        common.write_json(args.digests, report["documents"], indent=None, sort_keys=True)
     print(json.dumps(counts, indent=2))
     if args.compare:
         other = json.loads(args.compare.read_text())

@@ -5,12 +5,11 @@ DAGSTER_HOME and data folder, then the real daemon on the code location with a 6
 measures when the sync run that indexes the message succeeds, then confirms with `rag-pipeline search`.
 Nothing is clicked: the sensors run because they are RUNNING by default.
 
-    .venv/bin/python bench/daemon_first_sync.py [--timeout 600] [--out bench/results/daemon_first_sync.json]
+    .venv/bin/python -m bench.daemon_first_sync [--timeout 600] [--out bench/results/daemon_first_sync.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -20,20 +19,19 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rag_pipeline_tests import slack_fixtures as F  # noqa: E402
-from rag_pipeline_tests.emulators.slack_api import SlackEmulator  # noqa: E402
+from bench import common
+from bench.common import ROOT
+from rag_pipeline_tests.kit import slack_fixtures as F
+from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 
 TOKEN = "xoxb-bench-token"
 QUERY = "zebra migration runbook for the blue cluster"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for the message (default 600)")
-    parser.add_argument("--out", default=str(ROOT / "bench/results/daemon_first_sync.json"), help="JSON results file")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "daemon_first_sync.json", help="JSON results file")
     args = parser.parse_args()
     bin_dir = Path(sys.executable).parent
     with (
@@ -71,7 +69,7 @@ def main() -> int:
             os.environ["DAGSTER_HOME"] = str(home)
             import dagster as dg
 
-            from rag_pipeline.defs.sync_runs import CONTAINER_TAG
+            from rag_pipeline.defs.sync.runs import CONTAINER_TAG
 
             with dg.DagsterInstance.get() as instance:
                 while time.perf_counter() - started < args.timeout and indexed_at is None:
@@ -102,6 +100,7 @@ def main() -> int:
             daemon.wait(30)
         result = {
             "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "run": common.run_record(),
             "slack_sync_cron": env["SLACK_SYNC_CRON"],
             "seconds_to_sync_run_success": round(indexed_at, 1) if indexed_at else None,
             **run_times,
@@ -115,8 +114,7 @@ def main() -> int:
         }
         if found_at is None:
             result["daemon_log_tail"] = (Path(tmp) / "daemon.log").read_text()[-3000:]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(json.dumps(result, indent=2))
     return 0 if found_at is not None else 1
 

@@ -1,7 +1,10 @@
 """Dense backends on this machine: CPU cost per chunk, agreement with torch, and the vector arm's quality.
 
-    .venv/bin/python bench/dense_backends.py                    # 1,000 SciFact abstracts, then SciFact nDCG@10
-    .venv/bin/python bench/dense_backends.py --texts 300 --no-quality
+    .venv/bin/python -m bench.dense_backends                    # 1,000 SciFact abstracts, then SciFact nDCG@10
+    .venv/bin/python -m bench.dense_backends --texts 300 --no-quality
+    SCIFACT=<folder> .venv/bin/python -m bench.dense_backends
+
+SciFact is read from $SCIFACT, else data/beir_scifact (download it once: bench/README.md).
 
 Speed: the same texts through torch fp32 (the reference) and OpenVINO (f32 as the encoder runs bulk work, on
 parallel streams; f32 one batch at a time on all cores, as before 2026-11-26; bf16 where the CPU runs it
@@ -14,47 +17,17 @@ Results: bench/results/dense_backends.json.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rag_pipeline.vectors.dense import load as dense  # noqa: E402
-from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
-from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder  # noqa: E402
-
-# Downloaded by the user (bench/README.md: "SciFact"); SCIFACT=<folder> points elsewhere.
-SCIFACT = Path(os.environ.get("SCIFACT", ROOT / "data" / "beir_scifact"))
-
-
-def scifact_texts(n: int) -> list[str]:
-    texts = []
-    with (SCIFACT / "corpus.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            record = json.loads(line)
-            texts.append(f"{record['title']}\n{record['text']}")
-            if len(texts) == n:
-                break
-    return texts
-
-
-def timed(encode: Callable[[Sequence[str]], np.ndarray], texts: list[str]) -> tuple[np.ndarray, float, float]:
-    """Vectors, CPU ms per chunk and wall ms per chunk of one ``encode(texts)``."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    vectors = encode(texts)
-    return vectors, (time.process_time() - cpu) * 1000 / len(texts), (time.perf_counter() - wall) * 1000 / len(texts)
+from bench import common
+from rag_pipeline.vectors.dense import load as dense
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16
+from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder
 
 
 def speed(texts: list[str], model_cache: Path) -> dict[str, Any]:
@@ -71,7 +44,7 @@ def speed(texts: list[str], model_cache: Path) -> dict[str, Any]:
     vectors: dict[str, np.ndarray] = {}
     for _ in range(2):
         for name, encoder in encoders.items():
-            vectors[name], cpu_ms, wall_ms = timed(encoder.encode_documents, texts)
+            vectors[name], cpu_ms, wall_ms = common.cpu_and_wall_ms(encoder.encode_documents, texts)
             previous = best.get(name, {"cpu_ms_per_chunk": float("inf"), "wall_ms_per_chunk": float("inf")})
             best[name] = {
                 "cpu_ms_per_chunk": round(min(cpu_ms, previous["cpu_ms_per_chunk"]), 1),
@@ -87,55 +60,42 @@ def speed(texts: list[str], model_cache: Path) -> dict[str, Any]:
     return best
 
 
-def quality(backend: str, work: Path) -> dict[str, Any]:
-    data_dir = work / backend
-    command = [str(Path(sys.executable).parent / "rag-pipeline"), "bench", "--beir", str(SCIFACT)]
-    command += ["--arms", "vector", "--json", "--data-dir", str(data_dir)]
-    env = {**os.environ, "RAG_DENSE_BACKEND": backend, "RAG_DENSE_DEVICE": "cpu"}
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    figures = json.loads(done.stdout)
+def quality(backend: str, work: Path, scifact: Path) -> dict[str, Any]:
+    env = {"RAG_DENSE_BACKEND": backend, "RAG_DENSE_DEVICE": "cpu"}
+    figures = common.beir_bench(scifact, ["--arms", "vector"], work / backend, env)
     vector = figures["arms"]["vector"]
     return {
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": figures["seconds"],
         "vector_ndcg@10": round(vector["ndcg@10"], 4),
         "vector_recall@100": round(vector["recall@100"], 4),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--texts", type=int, default=1000, help="SciFact abstracts timed per backend")
     parser.add_argument("--no-quality", action="store_true", help="skip the SciFact nDCG@10 runs (minutes each)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "dense_backends.json")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "dense_backends.json")
     args = parser.parse_args()
+    scifact_folder = common.require_beir(common.scifact_folder())
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         result: dict[str, Any] = {
-            "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "run": common.run_record(),
             "bf16_native": cpu_supports_bf16(),
             "texts": args.texts,
-            "speed": speed(scifact_texts(args.texts), work / "models"),
+            "speed": speed(common.scifact_texts(args.texts, scifact_folder), work / "models"),
         }
         if not args.no_quality:
-            scifact = {backend: quality(backend, work) for backend in ("torch", "openvino")}
+            scifact = {backend: quality(backend, work, scifact_folder) for backend in ("torch", "openvino")}
             scifact["ndcg@10_difference"] = round(
                 scifact["openvino"]["vector_ndcg@10"] - scifact["torch"]["vector_ndcg@10"], 4
             )
             result["scifact"] = scifact
         elif args.out.exists() and "scifact" in (previous := json.loads(args.out.read_text())):
             result["scifact"] = {**previous["scifact"], "note": "kept from the last run with quality (--no-quality)"}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(json.dumps(result, indent=2))
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 if __name__ == "__main__":

@@ -5,22 +5,20 @@ Everything runs against the project's Slack and Jira emulators on 127.0.0.1 thro
 atlassian-python-api clients (the emulators answer in about a millisecond: real APIs add their latency and rate
 limits per call, so the call counts are the figures that carry over). Run from the repository root::
 
-    /usr/bin/time -v .venv/bin/python bench/directory_sync.py [--out bench/results/directory_sync.json]
+    /usr/bin/time -v .venv/bin/python -m bench.directory_sync [--out bench/results/directory_sync.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
 import random
-import statistics
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from rag_pipeline.directory import jira_directory, slack_directory
 from rag_pipeline.directory.explain import explain
 from rag_pipeline.directory.lookup import DirectoryLookup
@@ -29,12 +27,13 @@ from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings, build_jira_client
+from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.sources.jira.client import build_jira_client
 from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
-from rag_pipeline_tests.emulators.jira_api import JiraEmulator
-from rag_pipeline_tests.emulators.jira_site import JiraSite
-from rag_pipeline_tests.emulators.slack_api import SlackEmulator
-from rag_pipeline_tests.emulators.slack_workspace import EMAIL_SCOPE, SlackWorkspace
+from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
+from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
+from rag_pipeline_tests.kit.emulators.slack_workspace import EMAIL_SCOPE, SlackWorkspace
 
 TEAM, SITE = "T0BENCH001", "jira.bench.test"
 
@@ -89,34 +88,16 @@ def _timed_sync(snapshot_of: Any, store: DirectoryStore) -> tuple[DirectorySync,
     return done, time.perf_counter() - started, calls
 
 
-def _percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p95_ms": round(ordered[int(len(ordered) * 0.95) - 1] * 1000, 2),
-        "n": len(ordered),
-    }
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--slack-users", type=int, default=5000)
     parser.add_argument("--private-channels", type=int, default=200)
     parser.add_argument("--jira-accounts", type=int, default=2000)
     parser.add_argument("--lookups", type=int, default=300, help="whois / explain calls timed")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/directory_sync.json"))
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "directory_sync.json")
     args = parser.parse_args()
     rng = random.Random(33)
-    result: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
-        "shape": vars(args) | {"out": str(args.out)},
-    }
-    try:
-        with open("/proc/cpuinfo") as handle:
-            result["machine"]["cpu"] = next(line.split(":", 1)[1].strip() for line in handle if "model name" in line)
-    except (OSError, StopIteration):
-        pass
+    result: dict[str, Any] = {"run": common.run_record(), "shape": vars(args) | {"out": str(args.out)}}
     workspace = slack_workspace(args.slack_users, args.private_channels, rng)
     site = jira_site(args.jira_accounts, rng)
     with tempfile.TemporaryDirectory() as tmp, SlackEmulator(workspace) as slack, JiraEmulator(site) as jira:
@@ -188,15 +169,14 @@ def main() -> None:
             lookup(email)
             warm.append(time.perf_counter() - started)
         result["latency"] = {
-            "whois": _percentiles(whois),
-            "explain_without_index_read": _percentiles(explains),
-            "service_lookup_first": _percentiles(cold),
-            "service_lookup_cached": _percentiles(warm),
+            "whois": common.latency_ms(whois),
+            "explain_without_index_read": common.latency_ms(explains),
+            "service_lookup_first": common.latency_ms(cold),
+            "service_lookup_cached": common.latency_ms(warm),
         }
         result["directory_bytes"] = store.path.stat().st_size
         print(json.dumps(result["latency"], indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(f"written {args.out}")
 
 

@@ -6,12 +6,11 @@ stage, peak RSS), (2) a second run on unchanged data (skips stretches already in
 dense model alone on a sample of the child chunks the pipeline embedded (chunks/s). Reports pipeline
 overhead = (first-run time - model-alone time for the chunks it embedded) / model-alone time.
 
-    python bench/ingest.py [--data-dir /tmp/rag_bench] [--out bench/results/ingest.json]
+    .venv/bin/python -m bench.ingest [--data-dir /tmp/rag_bench] [--out bench/results/ingest.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import shutil
@@ -19,6 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench import common
 
 
 def run_demo(data_dir: Path, *extra: str) -> dict:
@@ -44,9 +45,10 @@ print(json.dumps(out))
 """
 
 
-def model_alone(data_dir: Path, sample: int) -> dict:
+def model_alone(data_dir: Path, sample: int) -> tuple[dict, object]:
     """The model alone (no pipeline, no cache) on a random sample of the child chunks the pipeline
-    embedded, in the pipeline's batch size; its rate prices the full set of chunks."""
+    embedded, in the pipeline's batch size; its rate prices the full set of chunks. Returns the figures and the
+    encoder (whose backend the results record)."""
     import random
 
     import pandas as pd
@@ -70,23 +72,24 @@ def model_alone(data_dir: Path, sample: int) -> dict:
         "chunks_per_second": round(rate, 2),
         "all_chunks": len(texts),
         "seconds_for_all_chunks": round(len(texts) / rate, 2),
-    }
+    }, encoder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/ingest.json"))
+    parser = common.parser(__doc__)
+    parser.add_argument("--data-dir", type=Path, default=common.BENCH_DATA_DIR)
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "ingest.json")
     parser.add_argument("--sample", type=int, default=2000, help="chunks embedded by the model-alone measurement")
     args = parser.parse_args()
     shutil.rmtree(args.data_dir, ignore_errors=True)
     first = run_demo(args.data_dir)
     second = run_demo(args.data_dir)
     refresh = run_demo(args.data_dir, "--full-refresh")
-    alone = model_alone(args.data_dir, args.sample)
+    alone, encoder = model_alone(args.data_dir, args.sample)
     embed_seconds = first["embeddings_computed"] / alone["chunks_per_second"]
     overhead = (first["seconds"] - embed_seconds) / embed_seconds
     report = {
+        "run": common.run_record(encoder),
         "first_run": first,
         "second_run": second,
         "full_refresh_run": refresh,
@@ -98,8 +101,7 @@ def main() -> None:
         "full_refresh_vs_first": round(refresh["seconds"] / first["seconds"], 3),
         "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
     print(json.dumps({k: v for k, v in report.items() if not isinstance(v, dict)}, indent=2))
     print(f"full report: {args.out}")
 

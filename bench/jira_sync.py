@@ -1,7 +1,7 @@
 """Live Jira connector benchmark: REST requests and wall time of a 90-day x 3-project backfill, Cloud and Server.
 
-Everything runs against the Jira REST emulator (rag_pipeline_tests/emulators/jira_api.py) on 127.0.0.1, serving a
-synthetic site (jira_fixtures.synthetic_site): the bundled Appcelerator issues' texts spread over PROJECTS x DAYS,
+Everything runs against the Jira REST emulator (rag_pipeline_tests/kit/emulators/jira_api.py) on 127.0.0.1, serving
+a synthetic site (kit/jira_fixtures.synthetic_site): the bundled Appcelerator issues' texts spread over PROJECTS x DAYS,
 ISSUES_PER_DAY issues per project-day with COMMENTS comments each, plus one issue per project with a long comment
 thread (--long-thread comments) so comment paging is exercised. Each "run" uses a fresh reader (its own client,
 zone and ACL caches), as a Dagster run does. The real atlassian-python-api client sends every request.
@@ -18,15 +18,13 @@ after writing the results when they differ.
 --with-dagster also runs the Cloud backfill through rag_pipeline.runs.live_sync.run_sync (the real Dagster chain,
 embeddings included, reconciliation on) into a temporary data dir.
 
-    python bench/jira_sync.py [--projects 3] [--days 90] [--with-dagster] [--out bench/results/jira_sync.json]
+    .venv/bin/python -m bench.jira_sync [--projects 3] [--days 90] [--with-dagster] [--out bench/results/jira_sync.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -38,13 +36,14 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
 from rag_pipeline.sources.jira.client import build_jira_client, endpoint_of
-from rag_pipeline_tests.emulators.jira_api import JiraEmulator
-from rag_pipeline_tests.emulators.jira_site import JiraSite
-from rag_pipeline_tests.jira_fixtures import synthetic_project_key, synthetic_site
+from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
+from rag_pipeline_tests.kit.jira_fixtures import synthetic_project_key, synthetic_site
 
 USER, TOKEN, PAT = "bot@example.com", "jira-test-token", "jira-test-pat"
 SITE = "bench.atlassian.test"
@@ -221,7 +220,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--projects", type=int, default=3, help="synthetic projects (default 3)")
     parser.add_argument("--days", type=int, default=90, help="synthetic days, all backfilled (default 90)")
     parser.add_argument("--issues-per-day", type=int, default=4, help="issues per project-day (default 4)")
@@ -230,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--start", default="2024-01-01", help="first day (UTC, default 2024-01-01)")
     parser.add_argument("--seed", type=int, default=0, help="synthetic site seed (default 0)")
     parser.add_argument("--with-dagster", action="store_true", help="also backfill through run_sync (slow)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/jira_sync.json"), help="JSON (+ .md)")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "jira_sync.json", help="JSON (+ .md)")
     args = parser.parse_args(argv)
 
     first = date.fromisoformat(args.start)
@@ -244,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     sample = site()
     report: dict[str, Any] = {
-        "command": " ".join(["python", "bench/jira_sync.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": common.command_line(argv),
         "config": {
             "projects": args.projects,
             "days": args.days,
@@ -255,9 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
         },
         "environment": {
-            "python": platform.python_version(),
+            **common.machine(),
             "atlassian_python_api": version("atlassian-python-api"),
-            "cpus": os.cpu_count(),
             "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         "site": {
@@ -292,8 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["dagster"] = dagster_backfill(site(), days[0], days[-1])
         print(f"run_sync: {report['dagster']['seconds']} s", file=sys.stderr)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
     md = markdown(report)
     args.out.with_suffix(".md").write_text(md)
     print(md)

@@ -1,6 +1,6 @@
 """The four arms on the bundled dev eval sets, from the Dagster report and from the CLI — they must agree.
 
-Runs after ``bench/ingest.py`` on the index it built (``--data-dir``, default /tmp/rag_bench):
+Runs after ``bench.ingest`` on the index it built (``--data-dir``, default /tmp/rag_bench):
 
 1. materializes ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on that instance
    (what the Dagster UI shows), timing each eval set's four arms;
@@ -8,12 +8,11 @@ Runs after ``bench/ingest.py`` on the index it built (``--data-dir``, default /t
 3. compares every arm's nDCG@10, Recall@10/100, MRR@10 and MAP@100 between the two, and measures
    hybrid search latency at top-10 (query embedding excluded) on the embedded engine.
 
-    python bench/retrieval_bundled.py [--data-dir /tmp/rag_bench] [--out bench/results/retrieval_bundled.json]
+    .venv/bin/python -m bench.retrieval_bundled [--data-dir /tmp/rag_bench] [--out bench/results/retrieval_bundled.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import common
 from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.retrieval.principal import Principal
@@ -42,7 +42,7 @@ def hybrid_latency(settings: Settings, eval_dir: Path) -> dict[str, float]:
             persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
         )
         timings: dict[str, list[float]] = {}
-        for name in ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev"):
+        for name in common.DEV_SETS:
             queries = load_eval_set(eval_dir / f"{name}.jsonl")
             # Limited to the set's sources as the evaluation is: each source's own fusion (Jira: five lists).
             sources = load_eval_set_meta(eval_dir / f"{name}.jsonl").sources
@@ -61,10 +61,9 @@ def hybrid_latency(settings: Settings, eval_dir: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/retrieval_bundled.json"))
+    parser = common.parser(__doc__)
+    common.add_index_arguments(parser)
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "retrieval_bundled.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
     started = time.perf_counter()
@@ -98,6 +97,7 @@ def main() -> None:
         ]
         agreement[name] = {"max_abs_difference": max(diffs), "compared_values": len(diffs)}
     report = {
+        "run": common.run_record(settings.load_dense_encoder()),
         "dagster": {
             "seconds_all_sets": round(dagster_seconds, 1),
             "checks": dagster.checks,
@@ -107,8 +107,7 @@ def main() -> None:
         "agreement": agreement,
         "hybrid_top10_latency_excluding_embedding": hybrid_latency(settings, args.eval_dir),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
     for name, table in dagster.tables.items():
         print(f"\n### {name}\n\n{table}")
     print(json.dumps({k: report[k] for k in ("agreement", "hybrid_top10_latency_excluding_embedding")}, indent=2))

@@ -1,13 +1,13 @@
 """Search at scale on the embedded engine: synthetic points shaped like the real index, 100k and more.
 
-    .venv/bin/python bench/scale.py                                  # 100k and 300k child points
-    .venv/bin/python bench/scale.py --points 1000000 --queries 200   # ~45 min on 2 cores, 18 GB RAM
+    .venv/bin/python -m bench.scale                                  # 100k and 300k child points
+    .venv/bin/python -m bench.scale --points 1000000 --queries 200   # ~45 min on 2 cores, 18 GB RAM
 
 Each point is what ``index_documents`` writes for a child chunk: a 384-d unit dense vector, a BM25 sparse
 vector (~60 terms from a Zipf vocabulary of 30k, TF-saturated weights, IDF at query time) and the payload
 (document/parent ids, source, container, ACL with users and groups, timestamps, ~400 characters of text).
 Dense vectors come in topics, as real text does, in one of two shapes (``--shape``): ``text`` (the default)
-is fitted to the neighbourhoods of the bundled child chunks' real MiniLM vectors (bench/scale_calibration.py:
+is fitted to the neighbourhoods of the bundled child chunks' real MiniLM vectors (bench.scale_calibration:
 local intrinsic dimension ~20, shared direction, nested topics); ``isotropic`` puts each point at its topic
 centre plus noise in all 384 directions, a far harder case for HNSW than text (LID ~90 at 1M) that the first
 runs used. Results are keyed ``<shape>/<points>``.
@@ -23,7 +23,6 @@ Results: bench/results/scale.json (merged per N, so sizes can be run one at a ti
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import resource
@@ -40,12 +39,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rag_pipeline.index.edge_store import EdgeVectorStore  # noqa: E402
-from rag_pipeline.index.store import AclCondition, DenseSearch, SearchFilter, StorePoint  # noqa: E402
-from rag_pipeline.vectors.sparse import SparseVector  # noqa: E402
+from bench import common
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import AclCondition, DenseSearch, SearchFilter, StorePoint
+from rag_pipeline.vectors.sparse import SparseVector
 
 DIM = 384
 VOCABULARY = 30_000
@@ -147,7 +144,7 @@ class Corpus:
 class IsotropicTopics(Corpus):
     """Each point is its topic centre plus noise in all 384 directions, and a query is a corpus point plus more of
     that noise. Within a topic this is uniform noise: its queries' local intrinsic dimension is ~78 at 300k points
-    and ~93 at 1M, where real chunk vectors measure 14-18 (bench/scale_calibration.py), the hard case for HNSW.
+    and ~93 at 1M, where real chunk vectors measure 14-18 (bench.scale_calibration), the hard case for HNSW.
     The first scale runs used it."""
 
     def dense(self, start: int, size: int) -> np.ndarray:
@@ -160,7 +157,7 @@ class IsotropicTopics(Corpus):
 
 
 class TextShapedTopics(Corpus):
-    """Vectors whose neighbourhoods look like the real index's (fitted by bench/scale_calibration.py against the
+    """Vectors whose neighbourhoods look like the real index's (fitted by bench.scale_calibration against the
     bundled child chunks embedded with MiniLM): every vector shares one direction (mean cosine ~0.2), topics sit
     under 60 areas, and a topic's points spread in a 20-dimensional subspace of their own plus a little noise in
     all directions. A query is a fresh draw from a corpus point's topic, a little further out than its points."""
@@ -245,6 +242,7 @@ def run_size(
         "points": n,
         "shape": shape,
         "hnsw": {"m": search.m, "ef_construct": search.ef_construct, "ef": search.hnsw_ef},
+        "run": common.run_record(),
     }
     with EdgeVectorStore(folder, dense_search=search) as store:
         store.create_collections(DIM)
@@ -263,9 +261,9 @@ def run_size(
     result["disk_mb"] = _disk_mb(folder)
     picked = corpus.queries(queries)
     acl = {
-        "100%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("everyone",))),
-        "10%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-10",))),
-        "1%": SearchFilter(acl=AclCondition(user_id="nobody", groups=("sel-1",))),
+        "100%": SearchFilter(acl=AclCondition(user_ids=("nobody",), groups=("everyone",))),
+        "10%": SearchFilter(acl=AclCondition(user_ids=("nobody",), groups=("sel-10",))),
+        "1%": SearchFilter(acl=AclCondition(user_ids=("nobody",), groups=("sel-1",))),
     }
     started = time.perf_counter()
     with EdgeVectorStore(folder, dense_search=search) as store:
@@ -321,7 +319,7 @@ class _ExactView:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--points", type=int, nargs="+", default=[100_000, 300_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ef", type=int, default=DenseSearch().hnsw_ef, help="hnsw_ef at search time")
@@ -337,25 +335,25 @@ def main() -> None:
         help="dense vectors shaped like the real index's (text) or uniform noise around topic centres (isotropic)",
     )
     parser.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "scale.json")
     args = parser.parse_args()
     if len(args.points) > 1:
         # One process per size: peak RSS is per process, and each size's figure must be its own.
         for n in args.points:
-            command = [sys.executable, __file__, "--points", str(n), "--queries", str(args.queries)]
+            command = [sys.executable, "-m", "bench.scale", "--points", str(n), "--queries", str(args.queries)]
             command += ["--ef", str(args.ef), "--m", str(args.m), "--ef-construct", str(args.ef_construct)]
             command += ["--also-ef", *map(str, args.also_ef), "--shape", args.shape]
             command += ["--out", str(args.out)] + (["--work", str(args.work)] if args.work else [])
             subprocess.run(command, check=True)
         return
     search = DenseSearch(m=args.m, ef_construct=args.ef_construct, hnsw_ef=args.ef)
-    results = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results = common.read_json(args.out)
     with tempfile.TemporaryDirectory(dir=args.work) as scratch:
         for n in args.points:
             print(f"{n:,} points", flush=True)
             key = f"{args.shape}/{n}"
             results[key] = run_size(n, args.queries, Path(scratch), search, args.also_ef, args.shape)
-            args.out.write_text(json.dumps(results, indent=2) + "\n")
+            common.write_json(args.out, results)
             print(json.dumps(results[key], indent=2), flush=True)
 
 

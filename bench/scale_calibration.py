@@ -1,8 +1,8 @@
-"""Is bench/scale.py's synthetic data shaped like the real index? Compare the neighbourhoods of real child-chunk
+"""Is bench.scale's synthetic data shaped like the real index? Compare the neighbourhoods of real child-chunk
 vectors with the generators' at the same number of points.
 
-    .venv/bin/python bench/scale_calibration.py                  # 4,000 bundled child chunks, ~4 min uncached
-    .venv/bin/python bench/scale_calibration.py --points 300000  # also each generator's query stats at 300k
+    .venv/bin/python -m bench.scale_calibration                  # 4,000 bundled child chunks, ~4 min uncached
+    .venv/bin/python -m bench.scale_calibration --points 300000  # also each generator's query stats at 300k
 
 HNSW recall depends on the data's local intrinsic dimension (LID): how many directions the nearest neighbours
 spread in. Uniform-looking noise in 384 dimensions is the worst case; text embeddings live near a much
@@ -10,26 +10,21 @@ lower-dimensional surface. Per vector set, over up to 1,000 probes, this reports
 likelihood LID from the 20 nearest neighbours, the median cosine to the 1st and 10th neighbour and the mean
 cosine between two random vectors (how much every vector shares one direction). Real vectors: a seeded sample of
 the bundled Slack and Jira child chunks, embedded with the default model (through the data folder's embedding
-cache); real queries: the bundled dev sets' questions. Generators: ``text`` and ``isotropic`` from bench/scale.py.
+cache); real queries: the bundled dev sets' questions. Generators: ``text`` and ``isotropic`` from bench.scale.
 Results: bench/results/scale_calibration.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from scale import SHAPES  # noqa: E402
+from bench import common
+from bench.scale import SHAPES
 
 NEIGHBOURS = 20
 
@@ -68,11 +63,11 @@ def vector_set_stats(points: np.ndarray, queries: np.ndarray | None, probes: int
     return result
 
 
-def real_vectors(points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def real_vectors(points: int, seed: int) -> tuple[np.ndarray, np.ndarray, object]:
     """A seeded sample of the bundled child chunks (distinct texts, in random order: any prefix is a sample too)
-    and the dev sets' questions, embedded like the index does."""
-    from rag_pipeline.definitions import source_specs
-    from rag_pipeline.defs.resources import ChunkingResource
+    and the dev sets' questions, embedded like the index does; and the encoder."""
+    from rag_pipeline.defs.builders import source_specs
+    from rag_pipeline.defs.chain.resources import ChunkingResource
     from rag_pipeline.settings import Settings
     from rag_pipeline.stages import chunk_documents, documents_frame
     from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
@@ -91,29 +86,29 @@ def real_vectors(points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     sample = [texts[i] for i in rng.permutation(len(texts))[:points]]
     questions = []
-    for path in sorted((ROOT / "eval_sets").glob("*_dev.jsonl")):
+    for path in sorted(common.EVAL_SETS.glob("*_dev.jsonl")):
         # split on newlines only: str.splitlines also breaks at the U+2028 separators some Slack messages carry
         questions += [json.loads(line)["query"] for line in path.read_text().split("\n") if line.strip()]
     cache = EmbeddingCache(settings.paths.embedding_cache)
     print(f"embedding {len(sample):,} of {len(texts):,} child chunks and {len(questions)} questions", flush=True)
     vectors, _ = embed_with_cache(sample, encoder.model_id, encoder.encode_documents, cache)
     query_vectors = np.asarray(encoder.encode_queries(questions), dtype=np.float32)
-    return np.asarray(vectors, dtype=np.float32), query_vectors
+    return np.asarray(vectors, dtype=np.float32), query_vectors, encoder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument(
         "--sample", type=int, nargs="+", default=[4_000], help="real child chunks (and generated points) compared"
     )
     parser.add_argument("--points", type=int, nargs="*", default=[], help="also the generators' query stats at N")
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale_calibration.json")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "scale_calibration.json")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    real, questions = real_vectors(max(args.sample), args.seed)
+    real, questions, encoder = real_vectors(max(args.sample), args.seed)
     sizes = sorted({min(n, len(real)) for n in args.sample})
-    report: dict[str, Any] = {"neighbours": NEIGHBOURS, "real": {}}
+    report: dict[str, Any] = {"run": common.run_record(encoder), "neighbours": NEIGHBOURS, "real": {}}
     for n in sizes:
         report["real"][str(n)] = vector_set_stats(real[:n], questions)
     print("real", json.dumps(report["real"]), flush=True)
@@ -127,8 +122,7 @@ def main() -> None:
             points = np.concatenate([corpus.dense(s, min(65_536, n - s)) for s in range(0, n, 65_536)])
             report[name][str(n)] = {"points": n, "queries": neighbourhood(corpus.query_vectors(200), points)}
         print(name, json.dumps(report[name]), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ answers checked against the CLI's for every principal × query of ``acl_bundled_
 Run on an index built by ``rag-pipeline demo --no-eval --data-dir DIR`` (the demo's index, ~24 min on 2 AVX2
 cores)::
 
-    .venv/bin/python bench/serve_load.py --data-dir /tmp/rag_demo --out bench/results/serve_load.json
+    .venv/bin/python -m bench.serve_load --data-dir /tmp/rag_demo --out bench/results/serve_load.json
 
 Every query of a cell is one the service has not embedded before (drawn without replacement from the bundled
 eval sets), so each latency includes embedding the query. Clients run in threads of this process over
@@ -14,12 +14,10 @@ keep-alive HTTP connections (httpx); the service runs in its own process, as dep
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import os
-import platform
 import random
 import signal
 import socket
@@ -35,26 +33,12 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
-EVAL_SETS = REPO / "eval_sets"
+from bench import common
+from bench.common import EVAL_SETS
+
 # A reader of everything the bundled data holds (the Slack workspace and every Jira project's group are
 # named in acl_bundled_dev; the all-projects reader is the union).
 SLACK_MEMBERS = "slack:T0UBUNTU:members"
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").split("\n"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def _flags() -> list[str]:
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").split("\n"):
-        if line.startswith("flags"):
-            found = set(line.split(":", 1)[1].split())
-            return sorted(f for f in found if f in {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16"})
-    return []
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -323,9 +307,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_demo"), help="an indexed data folder")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "serve_load.json")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "serve_load.json")
     parser.add_argument("--cli-runs", type=int, default=3, help="CLI searches timed for comparison")
     parser.add_argument("--skip-acl", action="store_true", help="skip the API-vs-CLI check of acl_bundled_dev")
     parser.add_argument(
@@ -335,14 +319,7 @@ def main() -> None:
     data_dir = args.data_dir.resolve()
     pool = _queries()
     headers = {"X-User-Id": "bench", "X-User-Groups": ",".join([SLACK_MEMBERS, *_jira_groups()])}
-    result: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": _cpu(),
-        "cpu_flags": _flags(),
-        "cores": os.cpu_count(),
-        "data_dir": str(data_dir),
-        "command": " ".join(["python", "bench/serve_load.py", *sys.argv[1:]]),
-    }
+    result: dict[str, Any] = {"run": common.run_record(), "data_dir": str(data_dir)}
     if not args.writes_only:
         print("CLI wall time per search ...", file=sys.stderr)
         result["cli_wall_seconds"] = [round(w, 2) for w in _cli_wall(data_dir, args.cli_runs)]
@@ -370,8 +347,7 @@ def main() -> None:
         if not (args.skip_acl or args.writes_only):
             print("acl_bundled_dev through the API, then through the CLI ...", file=sys.stderr)
             result["acl_bundled_dev"] = _acl_check(url, data_dir, lambda: _stop(process))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(json.dumps(result, indent=2))
 
 

@@ -1,8 +1,8 @@
 """Live Slack connector benchmark: Web API calls per backfilled channel-day and backfill wall time.
 
-Everything runs against the Slack Web API emulator (rag_pipeline_tests/emulators/slack_api.py) on 127.0.0.1,
+Everything runs against the Slack Web API emulator (rag_pipeline_tests/kit/emulators/slack_api.py) on 127.0.0.1,
 serving a synthetic workspace: the bundled export's threads spread over CHANNELS x DAYS
-(slack_fixtures.synthetic_workspace), plus --late-replies replies posted 1..DAYS-1 days after their root
+(kit/slack_fixtures.synthetic_workspace), plus --late-replies replies posted 1..DAYS-1 days after their root
 (the synthetic workspace keeps every reply on its root's day, so without them a lookback finds nothing).
 Every "run" uses a fresh reader (its own WebClient, user and channel caches), as a Dagster run does.
 
@@ -23,15 +23,13 @@ Every "run" uses a fresh reader (its own WebClient, user and channel caches), as
 3. --with-dagster: the same backfill through rag_pipeline.runs.live_sync.run_sync (the real Dagster chain,
    embeddings included, reconciliation on) into a temporary data dir, Tier 3 regime.
 
-    python bench/slack_sync.py [--channels 5] [--days 30] [--with-dagster] [--out bench/results/slack_sync.json]
+    .venv/bin/python -m bench.slack_sync [--channels 5] [--days 30] [--with-dagster] [--out FILE.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -46,12 +44,13 @@ from typing import Any
 
 import slack_sdk
 
+from bench import common
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
-from rag_pipeline_tests.emulators.slack_api import RateLimit, RecordedRequest, SlackEmulator
-from rag_pipeline_tests.emulators.slack_workspace import BOT_USER_ID, SlackWorkspace
-from rag_pipeline_tests.slack_fixtures import synthetic_channel_id, synthetic_workspace
+from rag_pipeline_tests.kit.emulators.slack_api import RateLimit, RecordedRequest, SlackEmulator
+from rag_pipeline_tests.kit.emulators.slack_workspace import BOT_USER_ID, SlackWorkspace
+from rag_pipeline_tests.kit.slack_fixtures import synthetic_channel_id, synthetic_workspace
 
 THREAD_METHODS = ("conversations.history", "conversations.replies")
 OVERHEAD_METHODS = ("auth.test", "users.list", "conversations.info")
@@ -406,7 +405,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--channels", type=int, default=5, help="synthetic channels (default 5)")
     parser.add_argument("--days", type=int, default=30, help="synthetic days, all backfilled (default 30)")
     parser.add_argument("--start", default="2024-01-01", help="first day (UTC, default 2024-01-01)")
@@ -423,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--skip-throttled", action="store_true", help="skip the non-Marketplace backfill")
     parser.add_argument("--with-dagster", action="store_true", help="also backfill through run_sync (slow)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/slack_sync.json"), help="JSON (+ .md)")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "slack_sync.json", help="JSON (+ .md)")
     args = parser.parse_args(argv)
 
     first = date.fromisoformat(args.start)
@@ -432,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ws = synthetic_workspace(args.channels, args.days, args.start, args.seed)
     late = add_late_replies(ws, args.late_replies, args.start, args.days, args.seed)
     report: dict[str, Any] = {
-        "command": " ".join(["python", "bench/slack_sync.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": common.command_line(argv),
         "config": {
             "channels": args.channels,
             "days": args.days,
@@ -444,9 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "throttle_window": args.throttle_window,
         },
         "environment": {
-            "python": platform.python_version(),
+            **common.machine(),
             "slack_sdk": slack_sdk.version.__version__,
-            "cpus": os.cpu_count(),
             "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         "workspace": workspace_stats(ws),
@@ -495,8 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["dagster"] = dagster_backfill(ws, days[0], days[-1])
         print(f"run_sync: {report['dagster']['seconds']} s", file=sys.stderr)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
     md = markdown(report)
     args.out.with_suffix(".md").write_text(md)
     print(md)

@@ -1,6 +1,6 @@
 """A simulated week of the unattended sync: lag from creation to indexed and API calls per tick.
 
-Runs ``rag_pipeline_tests/sync_week.py`` (the simulation the slow test ``test_sync_week.py`` uses): the Slack and
+Runs ``rag_pipeline_tests/kit/sync_week.py`` (the simulation the slow test ``test_sync_week.py`` uses): the Slack and
 Jira emulators change tick by tick on a fake clock (messages, replies, edits, deletions and Jira updates at random
 instants, a third at 23:00-23:59:59; a channel and a project created mid-week with 60 days of history), and the
 project's real discovery sensors, sync sensors, gap checks and reconciliation jobs run at each cron tick, with every
@@ -8,9 +8,9 @@ run they request executed in-process. Four variants: Slack in the 15-per-page / 
 Tier 3 (200 per page, 50 per minute), each with and without a 36-hour daemon outage. Each variant ends with a fresh
 full sync of the final emulator state and a document-by-document comparison (missing, extra, stale, duplicated).
 
-    .venv/bin/python bench/sync_week.py                       # the four variants, hourly crons (about an hour)
-    .venv/bin/python bench/sync_week.py --cron "0 */3 * * *"  # coarser ticks, faster
-    .venv/bin/python bench/sync_week.py --variants free-outage tier3-outage
+    .venv/bin/python -m bench.sync_week                       # the four variants, hourly crons (about an hour)
+    .venv/bin/python -m bench.sync_week --cron "0 */3 * * *"  # coarser ticks, faster
+    .venv/bin/python -m bench.sync_week --variants free-outage tier3-outage
 
 Figures per variant and source: lag in ticks and hours (p50/p95/max) outside the outage, ticks after the outage
 until everything that waited is indexed, API calls per tick and per container-day, the planned requests per tick
@@ -19,8 +19,6 @@ window against the budget, and the comparison.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -28,10 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from rag_pipeline_tests import sync_week as week  # noqa: E402
+from bench import common
+from rag_pipeline_tests.kit import sync_week as week
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "free-outage": {"slack_page_size": 15},
@@ -85,7 +81,7 @@ def _progress(name: str) -> Any:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--cron", default="0 * * * *", help="both sources' sync cron (default hourly, the project's)")
     parser.add_argument(
         "--variants",
@@ -95,11 +91,11 @@ def main() -> int:
         help="which variants to run (default all four)",
     )
     parser.add_argument("--no-compare", action="store_true", help="skip the fresh full sync and the comparison")
-    parser.add_argument("--out", default=str(ROOT / "bench/results/sync_week.json"), help="JSON results file")
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "sync_week.json", help="JSON results file")
     args = parser.parse_args()
     logging.getLogger("dagster").setLevel(logging.WARNING)
     results = {name: run_variant(name, args.cron, not args.no_compare) for name in args.variants}
-    Path(args.out).write_text(json.dumps(results, indent=2, default=str) + "\n")
+    common.write_json(args.out, {**results, "run": common.run_record()}, default=str)
     for name, r in results.items():
         for source in ("slack", "jira"):
             lag, api = r[source]["lag"], r[source]["api"]

@@ -24,10 +24,10 @@ used are the dedicated ``manpages-<lang>*`` packages when the folder has any, ot
 ships pages under ``usr/share/man/<lang>/`` (Debian 12 has no ``manpages-ko``; its Korean pages come from
 man-db, passwd, login, psmisc and xz-utils)::
 
-    mkdir -p /tmp/mp/debs && cd /tmp/mp/debs
-    apt-get download manpages-ja manpages-ja-dev man-db passwd login psmisc xz-utils
-    for deb in *.deb; do dpkg-deb -R "$deb" "../extracted/${deb%%_*}"; done
-    .venv/bin/python bench/build_manpage_eval_sets.py /tmp/mp/extracted eval_sets
+    mkdir -p /tmp/mp/debs
+    (cd /tmp/mp/debs && apt-get download manpages-ja manpages-ja-dev man-db passwd login psmisc xz-utils &&
+     for deb in *.deb; do dpkg-deb -R "$deb" "../extracted/${deb%%_*}"; done)
+    .venv/bin/python -m tools.build_manpage_eval_sets /tmp/mp/extracted eval_sets   # from the repository root
 
 writes ``eval_sets/manpages_ja/`` and ``eval_sets/manpages_ko/`` (``corpus.jsonl``, ``queries.jsonl``,
 ``qrels/test.tsv``, ``README.md`` with sources, licences, attribution and counts). Every corpus row keeps
@@ -982,7 +982,7 @@ def readme(lang: str, packages: list[Package], kept: list[Page], stats: dict[str
         "",
         f"    rag-pipeline bench --beir eval_sets/manpages_{lang}",
         "",
-        "Built by `bench/build_manpage_eval_sets.py` (its docstring has the exact commands); do not edit by hand.",
+        "Built by `tools/build_manpage_eval_sets.py` (its docstring has the exact commands); do not edit by hand.",
         "",
         "## Source",
         "",

@@ -8,59 +8,53 @@ Every arm runs on one index per target, through the same evaluation code as ``ra
 baseline). Each target is summarised twice, against ``bm25`` and against ``hybrid``, and every prf variant's
 paired difference to both is given with its own bootstrap CI and unadjusted paired p.
 
-    .venv/bin/python bench/prf.py --demo-dir /tmp/rag_demo                     # the bundled dev sets
-    .venv/bin/python bench/prf.py --beir /work/shared/data/beir_scifact       # SciFact (embeds ~10k children)
-    .venv/bin/python bench/prf.py --beir eval_sets/manpages_ja --bm25-tokenizer cjk-bigram --bm25-only
+    .venv/bin/python -m bench.experiments.prf --demo-dir /tmp/rag_demo     # the bundled dev sets
+    .venv/bin/python -m bench.experiments.prf --beir "$SCIFACT"            # SciFact (embeds ~10k children)
+    .venv/bin/python -m bench.experiments.prf --beir eval_sets/manpages_ja --bm25-tokenizer cjk-bigram --bm25-only
 
 ``--demo-dir`` opens the demo's index (``rag-pipeline demo --no-eval --data-dir DIR``) with the project's own
 opening code, so nothing else may hold it meanwhile. ``--beir`` builds a temporary index as ``rag-pipeline bench
 --beir`` does (children of 400 tokens split at the model's input, BM25 avg_len = corpus mean), embedding through
 the cache in ``--data-dir``. ``--bm25-only`` skips the dense model's embeddings (the chunking still counts in
-its tokenizer) and runs only bm25 and prf[bm25]. Results are merged into ``--out`` (bench/results/prf.json)
-under the target's name.
+its tokenizer) and runs only bm25 and prf[bm25]. Results are merged into ``--out``
+(bench/experiments/results/prf.json) under the target's name. SciFact is not shipped: download it once
+(bench/README.md) and pass its folder, e.g. ``SCIFACT=data/beir_scifact``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import common
+from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.directory.lookup import person_resolver
+from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
+from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.evaluate import summarize_outcomes
+from rag_pipeline.evaluation.runner import ArmOutcome, run_arm
+from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.retrieval.prf import PrfConfig
+from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.settings import Settings
+from rag_pipeline.text.chunking import ChunkingConfig
+from rag_pipeline.vectors.cache import EmbeddingCache
+from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import load_or_defer
+from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params
 
-from rag_pipeline.commands.search import bm25_encoder, open_index  # noqa: E402
-from rag_pipeline.directory.lookup import person_resolver  # noqa: E402
-from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir  # noqa: E402
-from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len  # noqa: E402
-from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta  # noqa: E402
-from rag_pipeline.evaluation.evaluate import summarize_outcomes  # noqa: E402
-from rag_pipeline.evaluation.runner import ArmOutcome, run_arm  # noqa: E402
-from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p  # noqa: E402
-from rag_pipeline.index.edge_store import EdgeVectorStore  # noqa: E402
-from rag_pipeline.index.store import CollectionNames, VectorStore  # noqa: E402
-from rag_pipeline.retrieval.entry import SearchModels, build_retriever  # noqa: E402
-from rag_pipeline.retrieval.prf import PrfConfig  # noqa: E402
-from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig  # noqa: E402
-from rag_pipeline.settings import Settings  # noqa: E402
-from rag_pipeline.text.chunking import ChunkingConfig  # noqa: E402
-from rag_pipeline.vectors.cache import EmbeddingCache  # noqa: E402
-from rag_pipeline.vectors.dense.base import DenseEncoder  # noqa: E402
-from rag_pipeline.vectors.dense.load import load_or_defer  # noqa: E402
-from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Encoder, Bm25Params  # noqa: E402
-
-DEV_SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev")
 # name → PrfConfig fields. The first two are the two shapes the arm could take (Anserini's RM3 defaults:
 # 10 documents, 10 terms, original weight 0.5); the others show how much the figures move with the knobs.
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -75,24 +69,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "prf[bm25,query_terms,terms=20]": {"hybrid": False, "query_terms": True, "expansion_terms": 20},
 }
 DEFAULT_VARIANTS = ("prf[bm25]", "prf[hybrid]")
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                flags = Path("/proc/cpuinfo").read_text()
-                simd = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
-                return f"{line.split(':', 1)[1].strip()}, {simd}, {os.cpu_count()} cores"
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _backend(settings: Settings) -> str:
-    """The encoder class and precision that ran (the model is loaded once per process, so this is the same one)."""
-    encoder = settings.load_dense_encoder()
-    return f"{type(encoder).__name__} {getattr(encoder, 'precision', '')}".strip()
 
 
 class _NoEmbeddings:
@@ -210,7 +186,7 @@ def _table(name: str, figures: dict[str, Any]) -> str:
 
 
 def _dev_sets(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    eval_dir = ROOT / "eval_sets"
+    eval_dir = common.EVAL_SETS
     resolver = (
         person_resolver(settings.paths.directory, settings.identity_links_file)
         if settings.paths.directory.is_file()
@@ -218,7 +194,7 @@ def _dev_sets(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     )
     sets = [
         (load_eval_set_meta(eval_dir / f"{n}.jsonl"), load_eval_set(eval_dir / f"{n}.jsonl", resolver))
-        for n in DEV_SETS
+        for n in common.DEV_SETS
     ]
     dense = load_or_defer(settings.load_dense_encoder)
     results: dict[str, Any] = {}
@@ -240,7 +216,7 @@ def _dev_sets(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def _beir(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    directory = Path(args.beir)
+    directory = common.require_beir(Path(args.beir))
     name = directory.name.removeprefix("beir_")
     dataset = load_beir(directory, "test")
     model = settings.load_dense_encoder()
@@ -283,7 +259,7 @@ def _beir(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--demo-dir", type=Path, help="data folder of the demo index (the bundled dev sets)")
     target.add_argument("--beir", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv)")
@@ -291,27 +267,24 @@ def main() -> int:
     parser.add_argument("--bm25-tokenizer", choices=BM25_TOKENIZERS, default=None, help="--beir: BM25 tokenizer")
     parser.add_argument("--bm25-only", action="store_true", help="--beir: no dense embeddings; BM25 arms only")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(DEFAULT_VARIANTS))
-    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/prf.json")
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "prf.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.demo_dir or args.data_dir)
     if args.beir:
         settings.paths.root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     results = _dev_sets(args, settings) if args.demo_dir else _beir(args, settings)
-    machine = {
-        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "cpu": _cpu(),
+    # The encoder that ran: the model is loaded once per process, so this is the same one.
+    run = {
+        **common.run_record(settings.load_dense_encoder()),
         "dense_model": settings.dense_model,
-        "dense_backend": _backend(settings),
         "seconds": round(time.perf_counter() - started, 1),
-        "command": " ".join(["bench/prf.py", *sys.argv[1:]]),
         "variants": {v: PrfConfig.model_validate(VARIANTS[v]).describe() for v in args.variants},
     }
-    stored: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    stored: dict[str, Any] = common.read_json(args.out)
     for name, figures in results.items():
-        stored[name] = {**figures, "run": machine}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(stored, indent=2) + "\n")
+        stored[name] = {**figures, "run": run}
+    common.write_json(args.out, stored)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

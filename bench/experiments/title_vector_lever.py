@@ -5,24 +5,23 @@ embedding cache) and searched brute force, once with the whole query and once wi
 document lists join the shipped fusion's lists in the harness's replay of Qdrant's weighted RRF
 (``rag_pipeline/evaluation/fusion_tuning.py``), and k and the weights are chosen out of fold. Needs the demo index:
 
-    .venv/bin/python bench/title_vector_lever.py [--data-dir /tmp/rag_bench]   # 4 min on 2 cores
+    .venv/bin/python -m bench.experiments.title_vector_lever [--data-dir /tmp/rag_bench]   # 4 min on 2 cores
+
+Results: bench/experiments/results/title_vector_lever.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hybrid_levers import _dense, _sparse
-
+from bench import common
+from bench.experiments.hybrid_levers import _dense, _sparse
 from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
@@ -103,21 +102,19 @@ def evaluate(name: str, candidates: list[QueryCandidates]) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/title_vector_lever.json"))
+    parser = common.parser(__doc__)
+    common.add_index_arguments(parser)
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "title_vector_lever.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
-    embed = QueryEmbeddingCache(
-        settings.load_dense_encoder(), persistent=EmbeddingCache(settings.paths.embedding_cache)
-    )
+    encoder = settings.load_dense_encoder()
+    embed = QueryEmbeddingCache(encoder, persistent=EmbeddingCache(settings.paths.embedding_cache))
     started = time.perf_counter()
     titles = TitleIndex(args.data_dir, embed)
     print(f"{len(titles.ids)} titles embedded in {time.perf_counter() - started:.0f} s", flush=True)
     bm25 = Bm25Encoder()
     fielded = SPARSE_QUERY_PRESETS["fielded"]
-    results = {}
+    results: dict[str, object] = {}
     for name in SHIPPED:
         path = args.eval_dir / f"{name}.jsonl"
         meta = load_eval_set_meta(path)
@@ -138,9 +135,9 @@ def main() -> None:
                     "doctitle:title": titles.search(embed.get(title), allowed) if title else [],
                 }
                 candidates.append(QueryCandidates(q.id, q.query, lists, q.relevant, tuple(q.exclude), 0))
-        results[name] = evaluate(name, candidates)
-        print(name, results[name]["shipped"], "→", results[name]["with_title_vector_out_of_fold"], flush=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+        results[name] = figures = evaluate(name, candidates)
+        print(name, figures["shipped"], "→", figures["with_title_vector_out_of_fold"], flush=True)
+    common.write_json(args.out, {"run": common.run_record(encoder), **results}, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Hybrid-quality levers, one ablation row each, on every bundled dev set (issue 15).
 
-Runs on the index ``bench/ingest.py`` (or ``rag-pipeline demo --data-dir``) built. Each query's child
+Runs on the index ``bench.ingest`` (or ``rag-pipeline demo --data-dir``) built. Each query's child
 lists are fetched once from the real index, as its principal: dense (whole query), dense (title line),
 BM25 with each query weighting, BM25 (title line). Rows are then computed from those lists with the
 engine's own fusion arithmetic (:mod:`rag_pipeline.evaluation.fusion_tuning`):
@@ -15,18 +15,20 @@ engine's own fusion arithmetic (:mod:`rag_pipeline.evaluation.fusion_tuning`):
 Every learned row is out-of-fold: each query is scored with settings chosen on the other folds.
 Each row has a bootstrap 95 % CI and a paired permutation test against plain RRF.
 
-    python bench/hybrid_levers.py [--data-dir /tmp/rag_bench] [--out bench/results/hybrid_levers]
+    .venv/bin/python -m bench.experiments.hybrid_levers [--data-dir /tmp/rag_bench] [--out FILE_STEM]
+
+Results: bench/experiments/results/hybrid_levers.json and .md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bench import common
 from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
@@ -51,7 +53,6 @@ from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector, token_counts
 
-EVAL_SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev")
 DEPTH = 400  # children per list: the retriever's depth for 100 documents
 
 SPARSE_VARIANTS: dict[str, SparseQueryConfig] = {
@@ -217,11 +218,10 @@ def markdown(results: dict[str, dict[str, object]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/hybrid_levers"))
-    parser.add_argument("--sets", nargs="*", default=list(EVAL_SETS))
+    parser = common.parser(__doc__)
+    common.add_index_arguments(parser)
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "hybrid_levers")
+    parser.add_argument("--sets", nargs="*", default=list(common.DEV_SETS))
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
     bm25 = Bm25Encoder()
@@ -236,8 +236,7 @@ def main() -> None:
         results[name] = evaluate_set(candidates)
         results[name]["seconds"] = {"fetch": round(fetched, 1), "total": round(time.perf_counter() - started, 1)}
         print(name, json.dumps(results[name]["rows"], indent=None)[:4000], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    common.write_json(args.out.with_suffix(".json"), {"run": common.run_record(encoder), **results})
     args.out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
 

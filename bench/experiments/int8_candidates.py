@@ -1,7 +1,9 @@
 """Int8 encoders for the default model on this machine: are any cheaper than f32 at the cache's tolerance?
 
-    .venv/bin/pip install nncf onnxruntime onnx        # not project dependencies: only this bench needs them
-    .venv/bin/python bench/int8_candidates.py          # ~8 min on 2 cores
+    .venv/bin/pip install nncf onnxruntime onnx             # not project dependencies: only this bench needs them
+    .venv/bin/python -m bench.experiments.int8_candidates   # ~8 min on 2 cores
+
+SciFact is read from $SCIFACT, else data/beir_scifact (download it once: bench/README.md).
 
 Issue 14 asks for ≤ 45 CPU ms per chunk at cosine ≥ 0.999 against the torch vectors. On a CPU without native
 bf16 the remaining candidates are 8-bit ones, measured here against the project's OpenVINO f32 encoder on the
@@ -14,16 +16,13 @@ same SciFact abstracts (title + text, many past 256 tokens), batch 8, longest fi
   per-channel quantization (the issue's own 50 ms figure came from this path on another CPU).
 
 CPU ms per chunk counts every thread of the process; cosine is against the torch reference vectors.
-Results: bench/results/int8_candidates.json.
+Results: bench/experiments/results/int8_candidates.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
@@ -32,13 +31,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
-from rag_pipeline.vectors.dense import load as dense  # noqa: E402
-from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16  # noqa: E402
-from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder  # noqa: E402
+from bench import common
+from rag_pipeline.vectors.dense import load as dense
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder, cpu_supports_bf16
+from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder
 
 Encode = Callable[[Sequence[str]], np.ndarray]
 
@@ -46,7 +42,7 @@ Encode = Callable[[Sequence[str]], np.ndarray]
 def measure(encode: Encode, texts: list[str], reference: np.ndarray) -> dict[str, float]:
     """Best of two rounds of CPU and wall ms per chunk, and the cosine of each vector to the reference."""
     encode(texts[:16])
-    rounds = [timed(encode, texts) for _ in range(2)]
+    rounds = [common.cpu_and_wall_ms(encode, texts) for _ in range(2)]
     vectors, best_cpu, best_wall = rounds[-1][0], min(r[1] for r in rounds), min(r[2] for r in rounds)
     cosine = (vectors * reference).sum(axis=1)
     return {
@@ -145,11 +141,11 @@ def onnxruntime_encoders(encoder: OpenVinoEncoder, work: Path) -> dict[str, Enco
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--texts", type=int, default=400, help="SciFact abstracts timed per encoder")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "int8_candidates.json")
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "int8_candidates.json")
     args = parser.parse_args()
-    texts = scifact_texts(args.texts + 300)
+    texts = common.scifact_texts(args.texts + 300)
     timed, calibration = texts[: args.texts], texts[args.texts :]
     if len(calibration) < 300:
         raise SystemExit(f"--texts {args.texts} leaves fewer than 300 SciFact abstracts to calibrate on")
@@ -166,12 +162,12 @@ def main() -> None:
             results[name] = measure(encode, timed, reference)
             print(f"{name}: {results[name]}", flush=True)
     result = {
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "run": common.run_record(),
         "bf16_native": cpu_supports_bf16(),
         "texts": args.texts,
         "candidates": results,
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(json.dumps(result, indent=2))
 
 

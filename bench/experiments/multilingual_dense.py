@@ -10,28 +10,26 @@ The Japanese set has 1,607 long pages (≈70 min to embed with multilingual-e5-s
 seeded sample of its queries is taken, with their pages and as many other pages as distractors; every setup runs on
 the same sample. The Korean set (28 pages) runs whole.
 
-    .venv/bin/python bench/multilingual_dense.py                         # ≈25 min on 2 cores
-    .venv/bin/python bench/multilingual_dense.py --sample 0              # the whole Japanese set (hours)
-    .venv/bin/python bench/multilingual_dense.py --setups "CJK-bigram BM25 + multilingual-e5-small"
+    .venv/bin/python -m bench.experiments.multilingual_dense              # ≈25 min on 2 cores
+    .venv/bin/python -m bench.experiments.multilingual_dense --sample 0   # the whole Japanese set (hours)
+    .venv/bin/python -m bench.experiments.multilingual_dense --setups "CJK-bigram BM25 + multilingual-e5-small"
 
 ``--setups`` runs some setups and keeps the other setups' figures already in the results file.
 
-Results: bench/results/multilingual_dense.json and a markdown table printed at the end.
+Results: bench/experiments/results/multilingual_dense.json and a markdown table printed at the end.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from multilingual_bm25 import run_bench
+from bench import common
+from bench.experiments.multilingual_bm25 import run_bench
 
-ROOT = Path(__file__).resolve().parent.parent
 SETUPS = {
     "english-only (word + MiniLM)": ("word", "all-MiniLM-L6-v2"),
     "multilingual BM25 + MiniLM": ("multilingual", "all-MiniLM-L6-v2"),
@@ -69,23 +67,24 @@ def sample_beir(source: Path, target: Path, queries: int, seed: int = 0) -> Path
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--sample", type=int, default=150, help="Japanese queries sampled (0: the whole set)")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag-bench-multilingual"), help="embedding cache")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/multilingual_dense.json")
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "multilingual_dense.json")
     parser.add_argument("--setups", nargs="+", choices=list(SETUPS), default=list(SETUPS), help="setups to run")
     args = parser.parse_args()
-    japanese = ROOT / "eval_sets" / "manpages_ja"
+    japanese = common.EVAL_SETS / "manpages_ja"
     if args.sample:
         japanese = sample_beir(japanese, args.data_dir / f"manpages_ja_sample{args.sample}", args.sample)
-    sets = [japanese, ROOT / "eval_sets" / "manpages_ko"]
-    results: dict[str, dict[str, Any]] = json.loads(args.out.read_text()) if args.out.exists() else {}
+    sets = [japanese, common.EVAL_SETS / "manpages_ko"]
+    results: dict[str, dict[str, Any]] = common.read_json(args.out)
     for folder in sets:
         for setup in args.setups:
             tokenizer, model = SETUPS[setup]
             print(f"{folder.name}: {setup} …", file=sys.stderr, flush=True)
-            results.setdefault(folder.name, {})[setup] = run_bench(folder, tokenizer, ARMS, args.data_dir, model)
-    args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+            figures = run_bench(folder, tokenizer, ARMS, args.data_dir, model)
+            results.setdefault(folder.name, {})[setup] = {**figures, "run": common.run_record()}
+    common.write_json(args.out, results, ensure_ascii=False)
     print("| set | setup | " + " | ".join(f"{a} nDCG@10" for a in ARMS) + " | queries | documents | seconds |")
     print("|---|---|" + "---:|" * (len(ARMS) + 3))
     for name, by_setup in results.items():

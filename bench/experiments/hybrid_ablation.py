@@ -3,22 +3,23 @@
 For every bundled dev set the hybrid arm runs with the shipped retriever config, then with one lever taken
 away at a time, and with plain RRF (k=60, equal weights, the plain query). Each row has nDCG@10 with a bootstrap
 95 % CI, and a paired permutation test against plain RRF and against the shipped config. Unlike
-``bench/hybrid_levers.py`` (a replay of fetched lists that can score hundreds of settings), every figure here is
-the engine's own fusion over the index's own vectors, title vectors included. Needs the demo index:
+``bench.experiments.hybrid_levers`` (a replay of fetched lists that can score hundreds of settings), every figure
+here is the engine's own fusion over the index's own vectors, title vectors included. Needs the demo index:
 
-    .venv/bin/python bench/hybrid_ablation.py [--data-dir /tmp/rag_bench]   # ≈3 min on 2 cores
+    .venv/bin/python -m bench.experiments.hybrid_ablation [--data-dir /tmp/rag_bench]   # ≈3 min on 2 cores
+
+Results: bench/experiments/results/hybrid_ablation.json and .md.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from bench import common
 from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.metrics import per_query_metrics
@@ -30,8 +31,6 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.sparse import Bm25Encoder
-
-EVAL_SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev", "acl_bundled_dev")
 
 
 def _without(field: str) -> Callable[[SourceFusion], SourceFusion]:
@@ -61,22 +60,21 @@ def configs() -> dict[str, RetrieverConfig]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/hybrid_ablation.json"))
+    parser = common.parser(__doc__)
+    common.add_index_arguments(parser)
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "hybrid_ablation.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
     dense = settings.load_dense_encoder()
     cache = EmbeddingCache(settings.paths.embedding_cache)
-    results: dict[str, object] = {}
+    results: dict[str, object] = {"run": common.run_record(dense)}
     lines = [
         "| set | row | nDCG@10 | 95% CI | Δ vs plain RRF | p | Δ vs shipped | p |",
         "|---|---|---:|---|---:|---:|---:|---:|",
     ]
     with open_index(settings) as store:
         results["title_vectors_in_index"] = TITLE_VECTOR in store.dense_vector_names()
-        for name in EVAL_SETS:
+        for name in common.DEV_SETS:
             path = args.eval_dir / f"{name}.jsonl"
             meta = load_eval_set_meta(path)
             queries = [q for q in load_eval_set(path) if q.judged]
@@ -107,7 +105,7 @@ def main() -> None:
                     f"| {r['p_vs_plain_rrf']:.3f} | {r['delta_vs_shipped']:+.3f} | {r['p_vs_shipped']:.3f} |"
                 )
             results[name] = {"queries": len(queries), "rows": rows}
-    args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    common.write_json(args.out, results, indent=1, ensure_ascii=False)
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

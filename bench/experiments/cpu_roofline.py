@@ -1,7 +1,10 @@
 """How close the CPU embedder runs to this machine's f32 arithmetic ceiling, and what that ceiling allows.
 
-    .venv/bin/python bench/cpu_roofline.py                  # 400 SciFact abstracts + 400 demo Jira chunks
-    .venv/bin/python bench/cpu_roofline.py --texts 100
+    .venv/bin/python -m bench.experiments.cpu_roofline      # 400 SciFact abstracts + 400 demo Jira chunks
+    .venv/bin/python -m bench.experiments.cpu_roofline --texts 100
+
+SciFact is read from $SCIFACT, else data/beir_scifact (download it once: bench/README.md); without it only the
+Jira chunks are measured.
 
 Three measurements:
 1. The ceiling: single-thread f32 matrix-multiply throughput (GFLOP/s per core) through OpenVINO's CPU plugin
@@ -15,16 +18,12 @@ Three measurements:
 
 From these: the achieved GFLOP/s per CPU-second, its share of the peak, and the floor — CPU ms per text if
 every multiply ran at the peak. A floor above a target means no f32 engine reaches that target on this CPU.
-Results: bench/results/cpu_roofline.json.
+Results: bench/experiments/results/cpu_roofline.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,13 +32,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.dense_backends import _cpu_name, scifact_texts, timed  # noqa: E402
-from rag_pipeline.sources.jira.dump import JiraDumpReader  # noqa: E402
-from rag_pipeline.vectors.dense import load as dense  # noqa: E402
-from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder  # noqa: E402
+from bench import common
+from rag_pipeline.sources.jira.dump import JiraDumpReader
+from rag_pipeline.vectors.dense import load as dense
+from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder
 
 
 def matmul_gflops_openvino(rows: int, inner: int, cols: int, seconds: float = 3.0) -> float:
@@ -124,14 +120,20 @@ def char_order_padding(lengths_by_text: list[int], chars: list[int], batch_size:
 
 def demo_jira_texts(n: int, encoder: OpenVinoEncoder) -> list[str]:
     """The first ``n`` child chunks of the bundled Jira export, chunked as indexing chunks them."""
-    from rag_pipeline import settings
+    from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
     from rag_pipeline.stages import chunk_documents, documents_frame
     from rag_pipeline.text.chunking import Chunker
 
-    read = JiraDumpReader(settings.BUNDLED_JIRA_DUMP, settings.BUNDLED_JIRA_SITE).read()
+    read = JiraDumpReader(BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE).read()
     documents = documents_frame(read.documents[: max(n, 50)])
     _, children = chunk_documents(documents, Chunker(None, encoder.count_tokens, encoder.max_tokens))
     return list(children["text"][:n])
+
+
+def _scifact_texts(n: int) -> list[str]:
+    """The first ``n`` SciFact abstracts, or none when SciFact is not downloaded (that corpus is then skipped)."""
+    folder = common.scifact_folder()
+    return common.scifact_texts(n, folder) if (folder / "corpus.jsonl").is_file() else []
 
 
 class CharacterOrderEncoder(OpenVinoEncoder):
@@ -148,7 +150,7 @@ def ordering_rounds(encoders: dict[str, OpenVinoEncoder], texts: list[str], roun
     vectors: dict[str, np.ndarray] = {}
     for _ in range(rounds):
         for name, encoder in encoders.items():
-            vectors[name], cpu_ms, wall_ms = timed(encoder.encode_documents, texts)
+            vectors[name], cpu_ms, wall_ms = common.cpu_and_wall_ms(encoder.encode_documents, texts)
             cpu[name].append(cpu_ms)
             wall[name].append(wall_ms)
     first, *others = vectors.values()
@@ -165,21 +167,12 @@ def ordering_rounds(encoders: dict[str, OpenVinoEncoder], texts: list[str], roun
     }
 
 
-def cpu_model() -> str:
-    """The CPU's model name with the instruction sets that matter here."""
-    info = Path("/proc/cpuinfo")
-    text = info.read_text() if info.exists() else ""
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16")
-    return f"{_cpu_name()} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = common.parser(__doc__)
     parser.add_argument("--texts", type=int, default=400, help="texts per corpus (default 400)")
     parser.add_argument("--rounds", type=int, default=4, help="alternated rounds per batch order (default 4)")
     parser.add_argument("--target-ms", type=float, default=45.0, help="CPU ms per text to judge (default 45)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_roofline.json")
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "cpu_roofline.json")
     args = parser.parse_args()
 
     peaks = {
@@ -199,7 +192,7 @@ def main() -> None:
         encoder = OpenVinoEncoder("roofline", path, cache, precision="f32")
         by_characters = CharacterOrderEncoder("roofline", path, cache, precision="f32")
         corpora = {
-            "scifact abstracts": scifact_texts(args.texts),
+            "scifact abstracts": _scifact_texts(args.texts),
             "demo jira child chunks": demo_jira_texts(args.texts, encoder),
         }
         rows: dict[str, Any] = {}
@@ -233,13 +226,12 @@ def main() -> None:
             print(f"{name}: {json.dumps(rows[name])}", flush=True)
 
     result = {
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "run": common.run_record(),
         "target_cpu_ms_per_text": args.target_ms,
         "peak_gflops_per_core": {k: round(v, 1) for k, v in peaks.items()},
         "corpora": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_json(args.out, result)
     print(f"wrote {args.out}")
 
 

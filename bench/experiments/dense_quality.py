@@ -1,16 +1,17 @@
 """Retrieval quality of the default dense model on the bundled dev eval sets, next to BM25.
 
-Runs after ``bench/ingest.py`` on the index it built: for each query, searches child chunks
+Runs after ``bench.ingest`` on the index it built: for each query, searches child chunks
 (dense exact search or BM25 with Qdrant's IDF), keeps each document's best chunk, drops the
 query's ``exclude`` ids, and scores document rankings with ir-measures (nDCG@10, R@10, R@100,
 RR@10). This is a model-choice measurement, not the four-way evaluation (a later milestone).
 
-    python bench/dense_quality.py [--data-dir /tmp/rag_bench] [--out bench/results/dense_quality.json]
+    .venv/bin/python -m bench.experiments.dense_quality [--data-dir /tmp/rag_bench] [--out FILE.json]
+
+Results: bench/experiments/results/dense_quality.json.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import ir_measures
 from ir_measures import RR, R, nDCG
 
+from bench import common
 from rag_pipeline.commands.search import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter
@@ -39,15 +41,14 @@ def document_ranking(hits, exclude: set[str]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag_bench"))
-    parser.add_argument("--eval-dir", type=Path, default=Path("eval_sets"))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/dense_quality.json"))
+    parser = common.parser(__doc__)
+    common.add_index_arguments(parser)
+    parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "dense_quality.json")
     parser.add_argument("--depth", type=int, default=300, help="child chunks retrieved per query")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
     encoder, bm25 = load_dense_encoder(settings.dense_model), Bm25Encoder()
-    report: dict[str, dict] = {"model": encoder.model_id}
+    report: dict[str, dict] = {"model": encoder.model_id, "run": common.run_record(encoder)}
     with open_index(settings) as store:
         for name, source in SETS.items():
             queries = load_eval_set(args.eval_dir / f"{name}.jsonl")
@@ -72,8 +73,7 @@ def main() -> None:
                     for arm, run in runs.items()
                 },
             }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    common.write_json(args.out, report)
     print(json.dumps(report, indent=2))
 
 
