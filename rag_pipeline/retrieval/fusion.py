@@ -2,7 +2,7 @@
 
 Slack questions are one line; Jira queries are whole issues. Which list deserves more trust, and how
 steeply rank should discount, differs between them, so a search limited to one source fuses with that
-source's setting. The shipped settings were chosen by ``bench/hybrid_levers.py`` on the bundled dev sets;
+source's setting. The shipped settings were chosen by ``bench/experiments/hybrid_levers.py`` on the bundled dev sets;
 the figures it reports for them are out-of-fold (settings chosen on the other folds), see
 ``docs/notes/hybrid_quality.md``.
 """
@@ -75,10 +75,10 @@ def _two_lists(fusion: Fusion, dense: float, sparse: float) -> Fusion:
 OTHER_SOURCES = "*"
 
 
-# Chosen by bench/hybrid_levers.py and the follow-up grid in docs/notes/hybrid_quality.md, out of fold:
+# Chosen by bench/experiments/hybrid_levers.py and the follow-up grid in docs/notes/hybrid_quality.md, out of fold:
 # - Slack: k=10 with dense 1.6 / BM25 0.4, chosen in 4 of 5 folds (0.672 vs 0.648 for plain RRF, p = 0.03).
 # - Jira: k=10 plus the title-line dense prefetch at 0.5, chosen in 5 of 5 folds (0.629 vs 0.610 without it),
-#   plus the document title vectors at 0.5 (bench/title_vector_lever.py: chosen in 5 of 5 folds, 0.638 vs 0.629).
+#   plus the document title vectors at 0.5 (bench/experiments/title_vector_lever.py: chosen in 5 of 5 folds, 0.638 vs 0.629).
 #   Not for other searches: Slack thread roots are not summaries (0.674 vs 0.676), and one-line queries
 #   (SciFact's included) keep exactly the fusion measured for them.
 # - Anything else: k=60 (one-line queries fuse exactly as before) plus the title prefetch at 0.5 (ACL set:

@@ -194,7 +194,7 @@ class OpenVinoEncoder(LocalEncoder):
     def _batch_order(self, texts: Sequence[str], encoded: Any) -> np.ndarray:
         """Longest first by model tokens, not by characters as sentence-transformers orders them: on 400 of the
         demo's Jira chunks character order made 8.5 % of the computed tokens padding, token order 1 %
-        (bench/cpu_roofline.py). Pooling ignores padding, so the order never changes a vector. ``texts`` is
+        (bench/experiments/cpu_roofline.py). Pooling ignores padding, so the order never changes a vector. ``texts`` is
         for orders that need the strings (the benchmark's character order)."""
         return np.argsort([-len(ids) for ids in encoded["input_ids"]], kind="stable")
 
