@@ -78,7 +78,8 @@ OTHER_SOURCES = "*"
 # Chosen by bench/experiments/hybrid_levers.py and the follow-up grid in docs/notes/hybrid_quality.md, out of fold:
 # - Slack: k=10 with dense 1.6 / BM25 0.4, chosen in 4 of 5 folds (0.672 vs 0.648 for plain RRF, p = 0.03).
 # - Jira: k=10 plus the title-line dense prefetch at 0.5, chosen in 5 of 5 folds (0.629 vs 0.610 without it),
-#   plus the document title vectors at 0.5 (bench/experiments/title_vector_lever.py: chosen in 5 of 5 folds, 0.638 vs 0.629).
+#   plus the document title vectors at 0.5 (bench/experiments/title_vector_lever.py: chosen in 5 of 5 folds,
+#   0.638 vs 0.629).
 #   Not for other searches: Slack thread roots are not summaries (0.674 vs 0.676), and one-line queries
 #   (SciFact's included) keep exactly the fusion measured for them.
 # - Anything else: k=60 (one-line queries fuse exactly as before) plus the title prefetch at 0.5 (ACL set:

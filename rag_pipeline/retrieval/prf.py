@@ -43,8 +43,8 @@ class PrfConfig(BaseModel):
         description="rank the query's own terms in the relevance model too (classic RM3: they take some of the "
         "expansion_terms places and their share reinforces them); off: only terms the query lacks are kept",
     )
-    # Measured both ways (bench/experiments/prf.py, docs/notes/prf.md): hybrid with the expanded BM25 side beat BM25 with the
-    # expanded query by 0.08-0.22 nDCG@10 on every dev set and SciFact.
+    # Measured both ways (bench/experiments/prf.py, docs/notes/prf.md): hybrid with the expanded BM25 side beat
+    # BM25 with the expanded query by 0.08-0.22 nDCG@10 on every dev set and SciFact.
     hybrid: bool = Field(
         True,
         description="search the expanded BM25 query fused with the unchanged dense query (the hybrid arm's fusion); "

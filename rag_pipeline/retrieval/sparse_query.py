@@ -37,7 +37,8 @@ class SparseQueryConfig(BaseModel):
         return f"fielded(title={self.title_weight:g},body={self.body_weight:g},k3={self.k3:g},body_text={self.body})"
 
 
-# Named query weightings (RAG_SPARSE_QUERY, --sparse-query). "fielded" is the one bench/experiments/hybrid_levers.py chose.
+# Named query weightings (RAG_SPARSE_QUERY, --sparse-query). "fielded" is the one
+# bench/experiments/hybrid_levers.py chose.
 SPARSE_QUERY_PRESETS: dict[str, SparseQueryConfig] = {
     "plain": SparseQueryConfig(),
     "fielded": SparseQueryConfig(mode="fielded", title_weight=4.0, body="prose", k3=1.2),
