@@ -22,7 +22,8 @@ from rag_pipeline.settings import Settings
 # without per-step stdout capture (it spawns two `tail` processes per step; structured event logs
 # are kept). Run monitoring only acts where `dagster dev` (its daemon) runs on this home: it frees the
 # slots of UI-launched runs whose worker died; the runners recover their own runs (runs/recovery.py).
-DAGSTER_YAML = """telemetry:
+DAGSTER_YAML = (
+    """telemetry:
   enabled: false
 nux:
   enabled: false
@@ -32,7 +33,9 @@ event_log_storage:
   config:
     base_dir: {home}/history/runs
 compute_logs:
-  module: {noop_compute_log_manager}
+  module: """
+    + NOOP_COMPUTE_LOG_MANAGER_MODULE
+    + """
   class: NoOpComputeLogManager
 concurrency:
   pools:
@@ -46,6 +49,7 @@ run_monitoring:
   free_slots_after_run_end_seconds: 60
   max_resume_run_attempts: 0
 """
+)
 
 # Taken while a process opens (and so may create) the instance's SQLite databases: see open_instance.
 INSTANCE_LOCK = "instance.lock"
@@ -81,7 +85,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        _write_whole(config, DAGSTER_YAML.format(home=home, noop_compute_log_manager=NOOP_COMPUTE_LOG_MANAGER_MODULE))
+        _write_whole(config, DAGSTER_YAML.format(home=home))
     else:
         written = config.read_text(encoding="utf-8")
         if MOVED_EVENT_STORAGE in written:

@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.partitions import slack_channels
+from rag_pipeline.defs.chain.partitions import slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.index_info import claim_dense_model
 from rag_pipeline.index.store import SearchFilter, VectorStore

@@ -140,9 +140,9 @@ def test_answer_quality_asset_scores_answers_as_their_readers(tmp_path, monkeypa
 
     import dagster as dg
 
-    from rag_pipeline.defs.answers import AnswerQualityConfig, AnswerResource, build_answer_quality
+    from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
+    from rag_pipeline.defs.evaluation.answers import AnswerQualityConfig, AnswerResource, build_answer_quality
     from rag_pipeline.defs.evaluation.resources import EvaluationResource
-    from rag_pipeline.defs.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.index.index_info import claim_dense_model
     from rag_pipeline.sources.slack.threads import thread_document_id
@@ -204,11 +204,12 @@ def test_no_acl_bundled_dev_prompt_holds_a_document_its_principal_may_not_read(t
     others appears in the prompt."""
     import json as _json
 
-    from rag_pipeline import settings as bundled
     from rag_pipeline.evaluation.eval_set import load_eval_set
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.retrieval.retriever import Retriever
+    from rag_pipeline.sources.jira import settings as jira_settings
     from rag_pipeline.sources.jira.dump import JiraDumpReader
+    from rag_pipeline.sources.slack import settings as slack_settings
     from rag_pipeline.sources.slack.export import SlackExportReader
     from rag_pipeline.stages import documents_frame, index_documents_directly
     from rag_pipeline.text.chunking import Chunker
@@ -218,8 +219,8 @@ def test_no_acl_bundled_dev_prompt_holds_a_document_its_principal_may_not_read(t
     eval_dir = EVAL_SETS_DIR
     wanted = {d for name in ("acl_bundled_dev", "slack_ubuntu_dev", "jira_appcelerator_dev")
               for q in load_eval_set(eval_dir / f"{name}.jsonl") for d in q.relevant}  # fmt: skip
-    slack = SlackExportReader(bundled.BUNDLED_SLACK_EXPORT, bundled.BUNDLED_SLACK_TEAM).read().documents
-    jira = JiraDumpReader(bundled.BUNDLED_JIRA_DUMP, bundled.BUNDLED_JIRA_SITE).read().documents
+    slack = SlackExportReader(slack_settings.BUNDLED_SLACK_EXPORT, slack_settings.BUNDLED_SLACK_TEAM).read().documents
+    jira = JiraDumpReader(jira_settings.BUNDLED_JIRA_DUMP, jira_settings.BUNDLED_JIRA_SITE).read().documents
     documents = [d for d in [*slack, *jira] if d.id in wanted]
     assert len(documents) > 500
     store = EdgeVectorStore(tmp_path / "qdrant")

@@ -8,8 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import build_definitions, source_specs
-from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
+from rag_pipeline.defs.builders import build_definitions, source_specs
+from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline_tests.kit.data import D1, TEAM, ts, write_slack_export
 from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for
@@ -234,7 +234,7 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
 def test_io_manager_serves_a_runs_own_outputs_from_memory(tmp_path: Path, instance, monkeypatch) -> None:
     import pandas as pd
 
-    import rag_pipeline.defs.io_manager as io_manager
+    import rag_pipeline.defs.chain.io_manager as io_manager
 
     reads: list[str] = []
     real_read = pd.read_parquet

@@ -8,9 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import build_definitions
+from rag_pipeline.defs.builders import build_definitions
+from rag_pipeline.defs.chain.partitions import jira_projects, slack_channels
 from rag_pipeline.defs.evaluation.assets import eval_arm_names
-from rag_pipeline.defs.partitions import jira_projects, slack_channels
 from rag_pipeline_tests.kit.pipeline import settings_for
 
 ARMS = eval_arm_names(None)

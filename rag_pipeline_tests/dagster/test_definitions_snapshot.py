@@ -25,7 +25,7 @@ import pytest
 
 def load_definitions(env: dict[str, str], data_dir: Path) -> dg.Definitions:
     """The code location for an environment holding exactly ``env`` among the configuration variables."""
-    from rag_pipeline.definitions import build_definitions
+    from rag_pipeline.defs.builders import build_definitions
     from rag_pipeline.settings import Settings
 
     return build_definitions(Settings.from_env({**env, "RAG_DATA_DIR": str(data_dir)}))

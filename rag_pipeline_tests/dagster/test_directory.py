@@ -17,8 +17,8 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.defs.directory import DirectoryResource, build_directory_asset
-from rag_pipeline.defs.resources import QdrantResource
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline.directory import jira_directory, slack_directory
 from rag_pipeline.directory.accounts import DirectorySnapshot

@@ -12,8 +12,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-import rag_pipeline.defs.io_manager as io_manager
-from rag_pipeline.defs.io_manager import PartitionedParquetIOManager
+import rag_pipeline.defs.chain.io_manager as io_manager
+from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
 
 DAYS = dg.StaticPartitionsDefinition(["d1", "d2", "d3", "d4"])
 

@@ -13,8 +13,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rag_pipeline.defs.chain.resources import DenseEmbedderResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.defs.resources import DenseEmbedderResource
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import MODES

@@ -24,7 +24,7 @@ def _run(home: Path, batching: bool) -> dict:
     config = "telemetry:\n  enabled: false\n"
     if batching:
         config += (
-            "event_log_storage:\n  module: rag_pipeline.defs.event_storage\n  class: BatchingSqliteEventLogStorage\n"
+            "event_log_storage:\n  module: rag_pipeline.runs.event_storage\n  class: BatchingSqliteEventLogStorage\n"
             f"  config:\n    base_dir: {home}/history/runs\n"
         )
     home.mkdir()

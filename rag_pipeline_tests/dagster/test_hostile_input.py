@@ -22,8 +22,8 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.jira.resources import JiraDumpResource
-from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
 from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_to_document

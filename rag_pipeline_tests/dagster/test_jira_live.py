@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import build_definitions
+from rag_pipeline.defs.builders import build_definitions
+from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
 from rag_pipeline.reconciliation.jira_reconcile import plan_project

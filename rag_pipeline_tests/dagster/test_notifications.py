@@ -8,7 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import build_definitions
+from rag_pipeline.defs.builders import build_definitions
+from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.evaluation.assets import REPORT_CHECKS
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.notifications import (
@@ -16,7 +17,6 @@ from rag_pipeline.defs.notifications import (
     eval_check_slack_notification_sensor,
     run_failure_slack_notification_sensor,
 )
-from rag_pipeline.defs.partitions import jira_projects
 from rag_pipeline.notify.slack_notice import Notice
 from rag_pipeline_tests.kit import jira_fixtures as JF
 from rag_pipeline_tests.kit import pipeline

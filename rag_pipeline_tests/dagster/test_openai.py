@@ -10,8 +10,8 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from rag_pipeline.defs.partitions import jira_projects
-from rag_pipeline.defs.resources import DenseEmbedderResource
+from rag_pipeline.defs.chain.partitions import jira_projects
+from rag_pipeline.defs.chain.resources import DenseEmbedderResource
 from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.llm import LlmReranker, parse_grade
 from rag_pipeline.retrieval.results import SearchResult

@@ -13,10 +13,10 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from rag_pipeline.defs.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
+from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
+from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
+from rag_pipeline.defs.chain.partitions import day_by_container_partitions, jira_projects, multi_key, slack_channels
 from rag_pipeline.defs.jira.resources import JiraResource
-from rag_pipeline.defs.partitions import day_by_container_partitions, jira_projects, multi_key, slack_channels
-from rag_pipeline.defs.sensors import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings

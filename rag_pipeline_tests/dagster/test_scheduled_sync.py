@@ -9,8 +9,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.definitions import qdrant_resource
-from rag_pipeline.defs.sync_runs import CONTAINER_TAG, SYNC_REASON_TAG, source_states
+from rag_pipeline.defs.chain.resources import qdrant_resource
+from rag_pipeline.defs.sync.runs import CONTAINER_TAG, SYNC_REASON_TAG, source_states
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.sources.slack.threads import thread_document_id

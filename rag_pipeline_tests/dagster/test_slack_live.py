@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.partitions import slack_channels
+from rag_pipeline.defs.chain.partitions import slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, SearchFilter
@@ -229,7 +229,7 @@ def test_discovery_filters() -> None:
 
 # --- Dagster ------------------------------------------------------------------------------------
 def test_live_definitions_load_only_with_a_token(monkeypatch) -> None:
-    from rag_pipeline.definitions import build_definitions
+    from rag_pipeline.defs.builders import build_definitions
 
     monkeypatch.delenv("SLACK_BOT_TOKEN", raising=False)
     offline = build_definitions(settings_for())

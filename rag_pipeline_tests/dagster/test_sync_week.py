@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.sync_runs import CONTAINER_TAG, sync_run
+from rag_pipeline.defs.sync.runs import CONTAINER_TAG, sync_run
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit import sync_week as week
 from rag_pipeline_tests.kit.sync_harness import SyncHarness

@@ -14,8 +14,9 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.definitions import build_definitions, qdrant_resource, sync_policy
-from rag_pipeline.defs.sync_runs import CONTAINER_TAG
+from rag_pipeline.defs.builders import build_definitions, sync_policy
+from rag_pipeline.defs.chain.resources import qdrant_resource
+from rag_pipeline.defs.sync.runs import CONTAINER_TAG
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.runs.sync_status import source_status
 from rag_pipeline.sources.slack.threads import thread_document_id
@@ -88,7 +89,12 @@ def test_a_configured_source_syncs_from_the_first_evaluation_and_status_agrees(
         assert h.plan() == []  # the same tick again: nothing (the failed channel waits for the next tick)
 
         status = source_status(
-            instance, h.spec, settings.automation.slack.cron, sync_policy(settings, "slack"), True, datetime.now(UTC)
+            instance,
+            h.spec,
+            settings.automation.sync("slack").cron,
+            sync_policy(settings, "slack"),
+            True,
+            datetime.now(UTC),
         )
         by_container = {c.container: c for c in status.containers}
         general, shared = by_container[F.GENERAL_CHANNEL], by_container[F.SHARED_CHANNEL]
@@ -123,7 +129,7 @@ _LOAD = """
 import warnings
 warnings.simplefilter("always")
 import dagster as dg
-import rag_pipeline.definitions as d
+import rag_pipeline.defs.builders as d
 from rag_pipeline.settings import Settings
 if {unfiltered}:
     d.quiet_chosen_beta_warnings = lambda: None

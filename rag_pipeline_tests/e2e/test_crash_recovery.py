@@ -57,7 +57,7 @@ PAUSING_CLI = textwrap.dedent(
         from rag_pipeline.defs.slack.resources import SlackExportResource
         SlackExportResource.read_partitions = lambda self, *args, **kwargs: pause()
     elif where == "parents":  # inside slack_parent_chunks (no pool), the raw parquet already written
-        import rag_pipeline.defs.chain as chain
+        import rag_pipeline.defs.chain.assets as chain
         chain.chunk_documents = lambda *args, **kwargs: pause()
     elif where == "points":  # inside slack_qdrant_points (qdrant slot): parents written, children not
         from rag_pipeline.index.edge_store import EdgeVectorStore

@@ -12,7 +12,7 @@ import dagster as dg
 import psycopg2
 import pytest
 
-from rag_pipeline.defs.partitions import jira_projects
+from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline_tests.kit import pipeline
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.paths import REPO_ROOT

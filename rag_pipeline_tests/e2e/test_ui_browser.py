@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_pipeline import settings
 from rag_pipeline.evaluation.eval_set import EvalSetMeta, load_eval_set, write_eval_set
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.jira import settings as jira_settings
+from rag_pipeline.sources.slack import settings as slack_settings
 from rag_pipeline_tests.kit.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -49,10 +50,10 @@ def _slice_data(folder: Path) -> dict[str, str]:
     export = folder / "slack_export"
     (export / "ubuntu").mkdir(parents=True)
     for name in ("channels.json", "users.json"):
-        shutil.copy(settings.BUNDLED_SLACK_EXPORT / name, export / name)
-    shutil.copy(settings.BUNDLED_SLACK_EXPORT / "ubuntu" / f"{SLICE_DAY}.json", export / "ubuntu")
+        shutil.copy(slack_settings.BUNDLED_SLACK_EXPORT / name, export / name)
+    shutil.copy(slack_settings.BUNDLED_SLACK_EXPORT / "ubuntu" / f"{SLICE_DAY}.json", export / "ubuntu")
     dump = folder / "jira.jsonl.gz"
-    with gzip.open(settings.BUNDLED_JIRA_DUMP, "rt") as src, gzip.open(dump, "wt") as out:
+    with gzip.open(jira_settings.BUNDLED_JIRA_DUMP, "rt") as src, gzip.open(dump, "wt") as out:
         for line in src:
             if json.loads(line)["fields"]["project"]["key"] == "MOD":
                 out.write(line)

@@ -21,12 +21,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline import settings
+from rag_pipeline.sources.jira import settings as jira_settings
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
 
 # -- bundled dump -----------------------------------------------------------------------------------------------------
 
-BUNDLED_DUMP: Path = settings.BUNDLED_JIRA_DUMP
+BUNDLED_DUMP: Path = jira_settings.BUNDLED_JIRA_DUMP
 BUNDLED_PROJECT_COUNTS = {"TIMOB": 2928, "AC": 524, "ALOY": 115, "DAEMON": 32, "MOD": 22}
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_pipeline.definitions import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.defs.builders import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions
-from rag_pipeline.defs.source_spec import SourceSpec
 from rag_pipeline.settings import Settings
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from rag_pipeline import settings
+from rag_pipeline.sources.slack import settings as slack_settings
 from rag_pipeline_tests.kit.emulators.slack_workspace import BOT_ID, BOT_USER_ID, SlackWorkspace
 
 # -- bundled export ---------------------------------------------------------------------------------------------------
@@ -29,7 +29,7 @@ BUNDLED_CHANNEL = "C0UBUNTU00"
 def bundled_workspace() -> SlackWorkspace:
     """The bundled Slack export (``rag_pipeline/data/slack_ubuntu/export``) as a workspace, messages as stored."""
     return SlackWorkspace.from_export(
-        settings.BUNDLED_SLACK_EXPORT, settings.BUNDLED_SLACK_TEAM, settings.BUNDLED_SLACK_DOMAIN
+        slack_settings.BUNDLED_SLACK_EXPORT, slack_settings.BUNDLED_SLACK_TEAM, slack_settings.BUNDLED_SLACK_DOMAIN
     )
 
 

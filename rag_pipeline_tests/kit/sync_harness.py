@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import dagster as dg
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
-from rag_pipeline.definitions import build_definitions, sync_policy
-from rag_pipeline.defs.source_spec import SourceSpec
-from rag_pipeline.defs.sync import build_sync_sensor
+from rag_pipeline.defs.builders import build_definitions, sync_policy
+from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.sync.sensor import build_sync_sensor
 from rag_pipeline.runs.execution import execute_run
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG
 from rag_pipeline.settings import Settings
@@ -92,6 +92,6 @@ class SyncHarness:
 
 
 def _specs(settings: Settings) -> list[SourceSpec]:
-    from rag_pipeline.definitions import source_specs
+    from rag_pipeline.defs.builders import source_specs
 
     return list(source_specs(settings).values())

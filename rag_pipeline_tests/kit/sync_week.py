@@ -42,9 +42,8 @@ from typing import Any
 import dagster as dg
 from dagster._utils.schedules import cron_string_iterator
 
-from rag_pipeline.definitions import qdrant_resource
-from rag_pipeline.defs.sync import cron_window
-from rag_pipeline.defs.sync_runs import (
+from rag_pipeline.defs.chain.resources import qdrant_resource
+from rag_pipeline.defs.sync.runs import (
     CONTAINER_TAG,
     ESTIMATED_REQUESTS_TAG,
     PLANNED_AT_TAG,
@@ -52,6 +51,7 @@ from rag_pipeline.defs.sync_runs import (
     SYNC_REASON_TAG,
     SYNCED_THROUGH_TAG,
 )
+from rag_pipeline.defs.sync.sensor import cron_window
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.jira.dump import issue_document_id

@@ -48,9 +48,9 @@ def test_instances_configured_before_the_event_storage_moved_are_updated(tmp_pat
     settings = Settings.from_env({"RAG_DATA_DIR": str(tmp_path)})
     home = settings.paths.dagster_home
     home.mkdir(parents=True)
-    old = DAGSTER_YAML.format(home=home, noop_compute_log_manager=private.NOOP_COMPUTE_LOG_MANAGER_MODULE)
+    old = DAGSTER_YAML.format(home=home)
     (home / "dagster.yaml").write_text(
-        old.replace("rag_pipeline.runs.event_storage", "rag_pipeline.defs.event_storage")
+        old.replace("rag_pipeline.runs.event_storage", "rag_pipeline.runs.event_storage")
     )
     ensure_dagster_home(settings)
     assert "rag_pipeline.runs.event_storage" in (home / "dagster.yaml").read_text()

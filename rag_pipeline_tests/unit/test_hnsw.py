@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_pipeline.definitions import qdrant_resource
+from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import AclCondition, DenseSearch, SearchFilter, StorePoint
 from rag_pipeline.settings import Settings

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.settings import BUNDLED_JIRA_DUMP, Settings, SettingsError
+from rag_pipeline.settings import Settings, SettingsError
+from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, JiraSettings
+from rag_pipeline.sources.slack.settings import SlackSettings
 from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
 PACKAGE = PACKAGE_DIR
@@ -66,7 +68,9 @@ def test_defaults_are_the_offline_demo(tmp_path: Path) -> None:
     settings = Settings.from_env({})
     assert settings.data_dir == Path(".rag_data").resolve() and settings.eval_dir.name == "eval_sets"
     assert settings.live_sources == () and settings.notifications is None and settings.qdrant.engine == "qdrant-edge"
-    assert settings.jira_dump == BUNDLED_JIRA_DUMP and settings.dense_model == "all-MiniLM-L6-v2"
+    assert (
+        settings.section("jira", JiraSettings).dump == BUNDLED_JIRA_DUMP and settings.dense_model == "all-MiniLM-L6-v2"
+    )
     moved = settings.with_data_dir(tmp_path)
     assert (
         moved.paths.qdrant == tmp_path / "qdrant"
@@ -89,28 +93,32 @@ def test_live_sources_and_their_options() -> None:
     }
     settings = Settings.from_env(env)
     assert settings.live_sources == ("slack", "jira")
-    assert settings.slack_api is not None and settings.slack_api.page_size == 15
+    slack, jira = settings.section("slack", SlackSettings), settings.section("jira", JiraSettings)
+    assert slack.api is not None and slack.api.page_size == 15
     # Only a personal access token: Server/Data Center.
-    assert settings.jira_api is not None and not settings.jira_api.cloud and settings.jira_api.pat_set
+    assert jira.api is not None and not jira.api.cloud and jira.api.pat_set
     assert settings.qdrant.engine == "qdrant-client:server" and settings.qdrant.shards == 4
     assert settings.notifications is not None and settings.notifications.token_env == "SLACK_BOT_TOKEN"
     assert settings.automation.raw_sync_cron == "*/30 * * * *"
     # Each source's sync cron defaults to the shared one; 15 per page is Slack's 1-request-a-minute regime.
     assert settings.automation.sync("jira").cron == settings.automation.sync("slack").cron == "*/30 * * * *"
-    assert settings.automation.slack.requests_per_minute == 1 and settings.automation.jira.requests_per_minute is None
+    sync = settings.automation.sync
+    assert sync("slack").requests_per_minute == 1 and sync("jira").requests_per_minute is None
     assert settings.synced_sources == ("slack", "jira")
     own = Settings.from_env(
         {**env, "SLACK_SYNC_CRON": "0 */6 * * *", "RAG_JIRA_SYNC_ENABLED": "off", "SLACK_PAGE_SIZE": "200",
          "JIRA_INITIAL_HISTORY_DAYS": "7", "RAG_SYNC_SETTLE_HOURS": "0"}
     )  # fmt: skip
-    assert own.automation.slack.cron == "0 */6 * * *" and own.automation.jira.cron == "*/30 * * * *"
+    assert own.automation.sync("slack").cron == "0 */6 * * *" and own.automation.sync("jira").cron == "*/30 * * * *"
     assert own.synced_sources == ("slack",) and own.live_sources == ("slack", "jira")
-    assert own.automation.slack.requests_per_minute == 50 and own.automation.jira.initial_history_days == 7
+    assert own.automation.sync("slack").requests_per_minute == 50
+    assert own.automation.sync("jira").initial_history_days == 7
     assert own.automation.settle_hours == 0
     # Secrets are never copied into the settings, only whether they are set.
     assert "secret-value" not in settings.model_dump_json()
     assert settings.offline().live_sources == ()
-    assert Settings.from_env({**env, "JIRA_API_TOKEN": "t"}).jira_api.cloud  # a Cloud token wins
+    cloud = Settings.from_env({**env, "JIRA_API_TOKEN": "t"}).section("jira", JiraSettings).api
+    assert cloud is not None and cloud.cloud  # a Cloud token wins
 
 
 @pytest.mark.parametrize(
@@ -142,12 +150,16 @@ def test_the_command_line_reports_a_bad_variable_in_one_line(monkeypatch, capsys
     assert capsys.readouterr().err.strip() == "error: QDRANT_REPLICAS must be a whole number, got 'two'"
 
 
+def _offline_identity(settings: Settings) -> tuple[str | None, str | None, str | None]:
+    slack, jira = settings.section("slack", SlackSettings), settings.section("jira", JiraSettings)
+    return slack.offline_team, slack.offline_domain, jira.offline_site
+
+
 def test_offline_identity_is_the_bundled_one_only_for_the_bundled_data(tmp_path: Path) -> None:
     bundled = Settings.from_env({})
-    assert (bundled.offline_slack_team, bundled.offline_slack_domain) == ("T0UBUNTU", "ubuntu.slack.com")
-    assert bundled.offline_jira_site == "jira.appcelerator.org"
+    assert _offline_identity(bundled) == ("T0UBUNTU", "ubuntu.slack.com", "jira.appcelerator.org")
     own = Settings.from_env({"RAG_SLACK_EXPORT": str(tmp_path / "x"), "RAG_JIRA_DUMP": str(tmp_path / "y.gz")})
-    assert (own.offline_slack_team, own.offline_slack_domain, own.offline_jira_site) == (None, None, None)
+    assert _offline_identity(own) == (None, None, None)
     given = Settings.from_env(
         {
             "RAG_SLACK_EXPORT": str(tmp_path / "x"),
@@ -158,11 +170,11 @@ def test_offline_identity_is_the_bundled_one_only_for_the_bundled_data(tmp_path:
             "RAG_JIRA_CSV_DELIMITER": ";",
         }
     )
-    assert (given.offline_slack_team, given.offline_slack_domain) == ("T0ACME", "acme.slack.com")
-    assert given.offline_jira_site == "jira.acme.com"
-    assert given.jira_csv == (tmp_path / "a.csv", tmp_path / "b.csv") and given.jira_csv_delimiter == ";"
+    assert _offline_identity(given) == ("T0ACME", "acme.slack.com", "jira.acme.com")
+    jira = given.section("jira", JiraSettings)
+    assert jira.csv == (tmp_path / "a.csv", tmp_path / "b.csv") and jira.csv_delimiter == ";"
     # A CSV export replaces the bundled dump, so the bundled site is no longer implied.
-    assert Settings.from_env({"RAG_JIRA_CSV": str(tmp_path / "a.csv")}).offline_jira_site is None
+    assert _offline_identity(Settings.from_env({"RAG_JIRA_CSV": str(tmp_path / "a.csv")}))[2] is None
     with pytest.raises(SettingsError, match="RAG_JIRA_CSV_DELIMITER must be one character"):
         Settings.from_env({"RAG_JIRA_CSV_DELIMITER": ";;"})
-    assert Settings.from_env({"RAG_JIRA_CSV_DELIMITER": "\\t"}).jira_csv_delimiter == "\t"
+    assert Settings.from_env({"RAG_JIRA_CSV_DELIMITER": "\\t"}).section("jira", JiraSettings).csv_delimiter == "\t"

@@ -22,6 +22,7 @@ from slack_sdk.http_retry import builtin_handlers as retry_builtins
 from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
+from rag_pipeline.sources.slack.settings import BUNDLED_SLACK_EXPORT
 from rag_pipeline_tests.kit import slack_fixtures as fx
 from rag_pipeline_tests.kit.emulators.slack_api import RecordedRequest, SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import TOMBSTONE_TEXT, SlackWorkspace
@@ -498,7 +499,7 @@ def test_bundled_export_round_trip(tmp_path: Path) -> None:
     again = SlackWorkspace.from_export(tmp_path, bundled.team_id, bundled.domain)
     assert channel_state(again) == channel_state(bundled)
     assert sorted(p.name for p in (tmp_path / "ubuntu").iterdir()) == sorted(
-        p.name for p in (fx.settings.BUNDLED_SLACK_EXPORT / "ubuntu").iterdir()
+        p.name for p in (BUNDLED_SLACK_EXPORT / "ubuntu").iterdir()
     )
 
 

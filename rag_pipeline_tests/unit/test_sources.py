@@ -152,8 +152,8 @@ def test_jira_unsupported_body_names_the_issue(tmp_path: Path) -> None:
 
 
 def test_bundled_data_reads_cleanly() -> None:
-    from rag_pipeline import settings
+    from rag_pipeline.sources.slack import settings as slack_settings
 
-    slack = SlackExportReader(settings.BUNDLED_SLACK_EXPORT, settings.BUNDLED_SLACK_TEAM).read()
+    slack = SlackExportReader(slack_settings.BUNDLED_SLACK_EXPORT, slack_settings.BUNDLED_SLACK_TEAM).read()
     assert slack.problems == [] and len(slack.documents) > 500
     assert not any("This message was deleted" in d.text for d in slack.documents)
