@@ -57,14 +57,16 @@ class SourceSettings(BaseModel):
     def from_env(cls, env: EnvValues) -> Self:
         return cls()
 
+    # By convention a section keeps its live API's settings in a field ``api``, None where it is not configured.
+
     @property
     def live(self) -> bool:
         """Whether the live API is configured (a live source syncs; its API resource is defined)."""
-        return False
+        return getattr(self, "api", None) is not None
 
     def offline(self) -> Self:
         """The same section without the live API (the demo reads the offline files only)."""
-        return self
+        return self.model_copy(update={"api": None}) if "api" in type(self).model_fields else self
 
     def inputs(self) -> tuple[InputCheck, ...]:
         """The paths the offline read needs."""

@@ -77,13 +77,6 @@ class JiraSettings(SourceSettings):
         )
 
     @property
-    def live(self) -> bool:
-        return self.api is not None
-
-    def offline(self) -> Self:
-        return self.model_copy(update={"api": None})
-
-    @property
     def offline_site(self) -> str | None:
         """The site of the offline data: the setting, else the bundled dump's own (for it alone)."""
         bundled = self.dump == BUNDLED_JIRA_DUMP and not self.csv

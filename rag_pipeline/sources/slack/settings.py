@@ -58,13 +58,6 @@ class SlackSettings(SourceSettings):
             api=api,
         )
 
-    @property
-    def live(self) -> bool:
-        return self.api is not None
-
-    def offline(self) -> Self:
-        return self.model_copy(update={"api": None})
-
     # The bundled data names no workspace: its identity is the default for it alone; a team's own export gets
     # its identity from its data or the settings, or its read fails naming the flag.
     @property
