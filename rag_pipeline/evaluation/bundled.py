@@ -45,7 +45,7 @@ def build(shared_data: Path, out: Path) -> None:
         EvalSetMeta(
             name="slack_ubuntu_dev",
             description="Opening questions of real #ubuntu threads; the thread (whose root was deleted) is relevant.",
-            source="shared/data/slack_ubuntu/eval",
+            source="slack_ubuntu eval split (rag_pipeline/data/README.md)",
             license="CC-BY-4.0",
             attribution="Kummerfeld et al., ACL 2019, A Large-Scale Corpus for Conversation Disentanglement",
             queries=len(slack),
@@ -78,7 +78,7 @@ def build(shared_data: Path, out: Path) -> None:
             name="jira_appcelerator_dev",
             description="Issues resolved as duplicates (title + description) -> the issues they duplicate; "
             "the query issue itself is excluded from its results.",
-            source="shared/data/jira_appcelerator/eval",
+            source="jira_appcelerator eval split (rag_pipeline/data/README.md)",
             license="Apache-2.0",
             attribution="github.com/tidev/jira-archive",
             queries=len(jira),

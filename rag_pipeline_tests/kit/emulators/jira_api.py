@@ -4,7 +4,7 @@ It serves the endpoints a Jira ETL calls from a mutable in-memory
 :class:`~rag_pipeline_tests.kit.emulators.jira_site.JiraSite` on ``http://127.0.0.1:<port>``, so the real
 ``atlassian.Jira`` client (atlassian-python-api 5.x) can be pointed at it with ``url=emulator.url``.
 
-What it reproduces (request paths and shapes as surveyed in ``shared/notes/slack_jira_clients.md`` §3):
+What it reproduces (request paths and shapes of the real REST API as atlassian-python-api sees them):
 
 * ``/rest/api/2`` and ``/rest/api/3`` (``latest`` = 2): v2 serves wiki-text bodies, v3 serves Atlassian Document
   Format (:func:`~rag_pipeline_tests.kit.emulators.jira_site.body_for_version` converts either way). Server mode has

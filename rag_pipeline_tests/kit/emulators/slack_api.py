@@ -5,7 +5,7 @@ It serves the methods the Slack ETL calls (``auth.test``, ``conversations.list/h
 :class:`~rag_pipeline_tests.kit.emulators.slack_workspace.SlackWorkspace` on
 ``http://127.0.0.1:<port>/api/``, so the real ``slack_sdk.WebClient`` can be pointed at it with ``base_url``.
 
-What it reproduces (shapes and semantics as surveyed in ``shared/notes/slack_jira_clients.md`` §1-2):
+What it reproduces (shapes and semantics of the real Web API as slack-sdk sees them):
 
 * POST form bodies, JSON bodies and GET query strings, merged; booleans as ``"1"``/``"0"``; every response is
   JSON with ``"ok"``; errors are ``{"ok": false, "error": ...}`` with HTTP 200 (``SlackApiError`` in the SDK).
