@@ -30,12 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "sync",
         help="sync days of a live source (" + ", ".join(live) + ") into the index (through the Dagster assets, "
         "in-process)",
-        description="Discovers the Slack channels or Jira projects the connector can read, registers them as "
+        description="Discovers the containers (channels, projects) the connector can read, registers them as "
         "partitions and materializes the source's chain for every (day, container) from --start to --end, or from "
         "each container's watermark through today (one run per container, so one that cannot be read fails alone), "
-        "then reconciles deletions (and, for Jira, moves) for those containers. Slack needs SLACK_BOT_TOKEN "
-        "(SLACK_API_BASE_URL for a proxy or emulator); Jira needs "
-        "JIRA_URL and JIRA_USERNAME + JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center, JIRA_CLOUD=0).",
+        "then reconciles deletions (and moves) for those containers. What each source needs: "
+        + "; ".join(f"{name}: {api.required[0]} ({api.required[1]})" for name, api in live.items())
+        + ".",
     )
     sync.add_argument("--source", required=True, choices=sorted(live), help="the live source to sync")
     sync.add_argument(
