@@ -3,17 +3,11 @@ neighbourhoods as low-dimensional as real chunk vectors' (the isotropic shape's 
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
-from rag_pipeline_tests.kit.paths import BENCH_DIR
-
-sys.path.insert(0, str(BENCH_DIR))
-
-from scale import SHAPES, IsotropicTopics, TextShapedTopics
-from scale_calibration import neighbourhood, vector_set_stats
+from bench.scale import SHAPES, IsotropicTopics, TextShapedTopics
+from bench.scale_calibration import neighbourhood, vector_set_stats
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
