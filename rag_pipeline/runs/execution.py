@@ -76,6 +76,7 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
         if now - self._reported_at.get(step_key, since) >= self.report_every_seconds:
             self._reported_at[step_key] = now
             recover_runs(self._watched_instance)
+            assign_lost_slot(self._watched_instance, concurrency_key, step_key)
             holders = describe_pool(self._watched_instance, concurrency_key, self._watched_run_id)
             log.warning(
                 f"step {step_key} (run {self._watched_run_id}) has waited {now - since:.0f} s for a slot in pool "
@@ -86,6 +87,23 @@ class WatchedConcurrencyContext(InstanceConcurrencyContext):
     def interval_to_next_pending_claim_check(self) -> float:
         # Dagster's own version returns min(0, ...) <= 0, so its loop never sleeps (~75 % CPU while waiting).
         return WAIT_POLL_SECONDS if self.has_pending_claims() else 0.0
+
+
+def assign_lost_slot(instance: dg.DagsterInstance, pool: str, step_key: str) -> bool:
+    """Hand a free slot of ``pool`` to the first waiting step when Dagster left it unassigned.
+
+    Dagster assigns waiting steps when a slot is freed, and a new claim only when a slot is free at that moment.
+    Between the two checks of a claim (is a slot free? then queue the step) the holder can free its slot and
+    find nobody queued yet: the slot stays free and the queued step waits forever (seen in two ``index``
+    processes started together, with limit 1). A free slot with an unassigned waiting step is that state."""
+    storage = instance.event_log_storage
+    has_free = getattr(storage, "has_unassigned_slots", None)
+    assign = getattr(storage, "assign_pending_steps", None)
+    if has_free is None or assign is None or not has_free(pool):
+        return False
+    assign([pool])
+    log.warning(f"step {step_key}: pool {pool} had a free slot no waiting step was given; assigned it")
+    return True
 
 
 @contextmanager

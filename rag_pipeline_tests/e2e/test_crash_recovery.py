@@ -32,7 +32,7 @@ from dagster._core.utils import make_new_run_id
 
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
-from rag_pipeline.runs.execution import execute_run, runner_instance
+from rag_pipeline.runs.execution import WatchedConcurrencyContext, execute_run, runner_instance
 from rag_pipeline.runs.instance import DAGSTER_YAML
 from rag_pipeline.runs.recovery import HOST_TAG, PID_STARTED_TAG, PID_TAG, process_started, recover_runs
 from rag_pipeline_tests.kit.data import D1, basic_days, ts, write_slack_export
@@ -252,6 +252,32 @@ def test_a_waiting_step_frees_a_dead_runners_slot_and_runs(
     assert any(r.getMessage().startswith(f"recovered run {orphan}") for r in caplog.records)
     assert _holders(instance, "qdrant") == set()  # and the run that got the slot released it
     assert result.dagster_run.tags[PID_TAG] == str(os.getpid())
+
+
+def test_a_free_slot_dagster_left_unassigned_is_given_to_the_waiting_step(
+    instance: dg.DagsterInstance, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two processes claiming together: the holder frees its slot between the waiter's "is a slot free?" and
+    its queueing, so Dagster assigns the free slot to nobody and the queued step would wait forever (what
+    failed the concurrent-index test in CI, 166 s and counting, "no slot assigned to this run yet")."""
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default("qdrant")
+    run = dg.DagsterRun(job_name="waiting", run_id=make_new_run_id())
+    # The state that race leaves: the pool's one slot is free, this step is queued and unassigned.
+    storage.add_pending_step("qdrant", run.run_id, "needs_qdrant", priority=0, should_assign=False)
+    assert not storage.check_concurrency_claim("qdrant", run.run_id, "needs_qdrant").is_assigned
+    waiting = WatchedConcurrencyContext(instance, run)
+    waiting.report_every_seconds = 0.0
+    deadline, claimed = time.monotonic() + 15, False
+    with caplog.at_level(logging.WARNING, logger="rag_pipeline.runs"), waiting:
+        while not claimed and time.monotonic() < deadline:
+            claimed = waiting.claim("qdrant", "needs_qdrant")
+            time.sleep(0.05)
+        assert claimed
+        assert _holders(instance, "qdrant") == {run.run_id}
+        waiting.free_step("needs_qdrant")  # as the executor does when the step ends
+    assert any("had a free slot no waiting step was given" in r.getMessage() for r in caplog.records)
+    assert _holders(instance, "qdrant") == set()
 
 
 @dg.asset
