@@ -17,7 +17,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny
 
-from rag_pipeline.env_values import EnvValues, SettingsError
+from rag_pipeline.env_values import EnvValues
+from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
 from rag_pipeline.index.store import DenseSearch
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
 from rag_pipeline.vectors.dense.base import DenseEncoder
@@ -25,7 +26,6 @@ from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_enco
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-BUNDLED_DATA_DIR = PACKAGE_DIR / "data"
 # Earliest partition day: the bundled Slack export starts in November 2004.
 DEFAULT_PARTITION_START = "2004-01-01"
 DEFAULT_RAW_SYNC_CRON = "0 * * * *"
@@ -41,8 +41,6 @@ DEFAULT_MAX_DOCUMENT_CHARS = 500_000
 # How long a search or a write waits for another process holding the embedded index before giving up.
 DEFAULT_STORE_WAIT_SECONDS = 120
 
-
-__all__ = ["Settings", "SettingsError"]
 
 SectionT = TypeVar("SectionT", bound=SourceSettings)
 

@@ -126,17 +126,18 @@ def chosen_sources(args: argparse.Namespace) -> list[str]:
     everything = list(source_names())
     if sorted(args.source) != sorted(everything):
         return list(args.source)
-    given = [
-        s.name
-        for s in registered_sources().values()
-        if any(o.chooses_source and getattr(args, _dest(s, o), None) for o in s.index_options)
-    ]
+    given = [s.name for s in registered_sources().values() if _data_paths_given(args, s)]
     return given or list(args.source)
+
+
+def _data_paths_given(args: argparse.Namespace, source: Source) -> list[str]:
+    """The flags of ``source``'s data paths given on the command line (each narrows ``index`` to it)."""
+    return [o.flag for o in source.index_options if o.chooses_source and getattr(args, _dest(source, o), None)]
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     for source in registered_sources().values():
-        paths = [o.flag for o in source.index_options if o.chooses_source and getattr(args, _dest(source, o), None)]
+        paths = _data_paths_given(args, source)
         if len(paths) > 1:
             raise CommandError(f"give {' or '.join(paths)}, not both (one {source.title} source per data folder)")
     settings = settings_from_arguments(args, settings)

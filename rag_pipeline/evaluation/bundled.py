@@ -36,8 +36,7 @@ def build(shared_data: Path, out: Path) -> None:
     for line in (slack_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines():
         q = json.loads(line)
         relevant = {
-            thread_document_id(BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade
-            for ts, grade in qrels[q["_id"]].items()
+            thread_document_id(BUNDLED_SLACK_TEAM, SLACK_CHANNEL, ts): grade for ts, grade in qrels[q["_id"]].items()
         }
         slack.append(EvalQuery(id=q["_id"], query=q["text"], relevant=relevant, tags=["slack", q.get("split", "dev")]))
     write_eval_set(

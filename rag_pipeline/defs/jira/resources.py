@@ -191,6 +191,10 @@ class JiraCsvResource(JiraSourceResource):
     directory_file: str | None = Field(
         default=None, description="CSV of Jira accounts and groups (RAG_JIRA_DIRECTORY): a CSV export names no groups"
     )
+    date_format: str = Field(
+        default=DEFAULT_JIRA_CSV_DATE_FORMAT, description="strptime formats of dates, '|'-separated"
+    )
+    delimiter: str = Field(default=",", description="field separator of the CSV files")
 
     def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
         """The accounts of the directory file where given (a CSV export holds no membership)."""
@@ -199,11 +203,6 @@ class JiraCsvResource(JiraSourceResource):
         if self.directory_file:
             jira_directory.read_directory_file(self.directory_file, site, snapshot)
         return snapshot
-
-    date_format: str = Field(
-        default=DEFAULT_JIRA_CSV_DATE_FORMAT, description="strptime formats of dates, '|'-separated"
-    )
-    delimiter: str = Field(default=",", description="field separator of the CSV files")
 
     @property
     def path(self) -> str:
