@@ -225,7 +225,7 @@ class Settings(_Frozen):
     # Answers with cited sources (RAG_ANSWER_MODEL: an OpenAI chat model, or any OpenAI-compatible server's via
     # OPENAI_BASE_URL); unset, `ask` and the chat endpoint say how to turn them on.
     answer_model: str | None = None
-    # The judge ragas scores answers' faithfulness with (RAG_JUDGE_MODEL), in the answer_quality asset.
+    # The judge ragas scores answers' faithfulness and relevancy with (RAG_JUDGE_MODEL), in answer_quality.
     judge_model: str | None = None
     # Query rewriting before the search (RAG_REWRITE_MODEL): a JSON plan of queries, expansions and filters.
     rewrite_model: str | None = None

@@ -3,9 +3,9 @@
 Without a judge: **citation validity** (every cited source was in the answer's context and is readable by the
 query's reader, per the index's own ACL payload: it must be 100 %), **coverage** (a relevant document reached
 the context, cited or not) and **cited relevant** (a relevant document was cited). With a judge model
-(``RAG_JUDGE_MODEL``): ragas **faithfulness** (ragas's answer relevancy also needs an embedding model and is not
-computed). A judge that cannot be reached or answers in another format leaves it out with the reason, never a
-made-up number.
+(``RAG_JUDGE_MODEL``): ragas **faithfulness** and **answer relevancy** (:mod:`rag_pipeline.evaluation.ragas_judge`).
+A judge that cannot be reached or answers in another format leaves a figure out with the reason, never a made-up
+number.
 """
 
 from __future__ import annotations
@@ -15,6 +15,15 @@ from dataclasses import dataclass, field
 
 from rag_pipeline.answers.generate import Answer
 from rag_pipeline.evaluation.eval_set import EvalQuery
+
+
+@dataclass(frozen=True)
+class JudgeSample:
+    """One answered question: what was asked, the answer, and the texts of its context."""
+
+    question: str
+    answer: str
+    contexts: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class AnswerScores:
 
     rows: list[AnswerRow] = field(default_factory=list)
     judge: dict[str, float] = field(default_factory=dict)
-    judge_skipped: str | None = None
+    judge_skipped: dict[str, str] = field(default_factory=dict)  # metric -> why it was left out
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
@@ -59,7 +68,7 @@ class AnswerScores:
             "cited_relevant": self._mean([r.cited_relevant for r in rows]),
             "invalid_citations": sum(r.invalid_citations for r in rows),
             **{f"ragas_{k}": round(v, 4) for k, v in self.judge.items()},
-            "judge_skipped": self.judge_skipped,
+            **{f"ragas_{k}_skipped": why for k, why in self.judge_skipped.items()},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
@@ -81,18 +90,3 @@ def score_answer(query: EvalQuery, answer: Answer, readable: Callable[[str], boo
         invalid_citations=len(answer.invalid_citations),
         answered=bool(answer.context),
     )
-
-
-def judge_with_ragas(judge_model: str, samples: Sequence[tuple[str, str, list[str]]]) -> dict[str, float]:
-    """Mean ragas faithfulness over (question, answer, contexts); raises when the judge cannot score them."""
-    from openai import AsyncOpenAI
-    from ragas.llms import llm_factory
-    from ragas.metrics.collections import Faithfulness
-
-    metric = Faithfulness(llm=llm_factory(judge_model, client=AsyncOpenAI()))
-    scores = [
-        float(metric.score(user_input=q, response=a, retrieved_contexts=c).value)
-        for q, a, c in samples
-        if c  # nothing retrieved: nothing to be faithful to
-    ]
-    return {"faithfulness": sum(scores) / len(scores)} if scores else {}

@@ -1,5 +1,6 @@
-"""``answer_quality``: answers over an eval set checked (citation validity, coverage, ragas faithfulness with a
-judge), defined only where an answer model is configured (RAG_ANSWER_MODEL), like the live sources' assets.
+"""``answer_quality``: answers over an eval set checked (citation validity, coverage, and with a judge ragas
+faithfulness and answer relevancy), defined only where an answer model is configured (RAG_ANSWER_MODEL), like
+the live sources' assets.
 
 Thin wiring: each query is answered through :func:`rag_pipeline.answers.ask.ask` as its eval-set reader, on a
 retriever built by :func:`rag_pipeline.retrieval.entry.build_retriever`, and scored by
@@ -16,7 +17,7 @@ from rag_pipeline.answers.ask import ContextLimits, ask
 from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.evaluation.answer_checks import AnswerScores, judge_with_ragas, score_answer
+from rag_pipeline.evaluation.answer_checks import AnswerScores, JudgeSample, score_answer
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -30,7 +31,9 @@ class AnswerResource(dg.ConfigurableResource):
     """The answer model (RAG_ANSWER_MODEL), its context size, and the optional judge (RAG_JUDGE_MODEL)."""
 
     model: str = Field(description="chat model that writes answers")
-    judge_model: str | None = Field(default=None, description="chat model ragas judges faithfulness with")
+    judge_model: str | None = Field(
+        default=None, description="chat model ragas judges faithfulness and answer relevancy with"
+    )
     documents: int = Field(default=5, description="documents in an answer's context")
     context_chars: int = Field(default=1500, description="characters of each document's parent text")
 
@@ -57,6 +60,26 @@ class AnswerQualityConfig(dg.Config):
     mode: str = Field(default="hybrid", description="search mode of the context: vector, bm25, hybrid, reranked")
 
 
+def judge(
+    judge_model: str, samples: list[JudgeSample], dense_embedder: DenseEmbedderResource, context: Any
+) -> tuple[dict[str, float], dict[str, str]]:
+    """ragas's means over the answered samples, and why any metric was left out. Answer relevancy embeds with
+    the index's dense model; one that cannot load leaves that figure out, not the run."""
+    from rag_pipeline.evaluation.ragas_judge import judge_answers  # ragas costs seconds to import
+
+    try:
+        encoder = dense_embedder.encoder()
+    except Exception as exc:
+        encoder = None
+        reason = f"the dense model could not load: {type(exc).__name__}"
+    context.log.info(f"judging {sum(bool(s.contexts) for s in samples)} answers with {judge_model}")
+    scores = judge_answers(judge_model, samples, encoder)
+    skipped = dict(scores.skipped)
+    if encoder is None:
+        skipped["answer_relevancy"] = reason
+    return scores.means, skipped
+
+
 def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
     @dg.asset(
         deps=index_deps,
@@ -72,7 +95,8 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         ],
         description="Answers the first queries of an eval set as their readers with the answer model and scores "
         "them: citation validity (must be 100 %), coverage of a relevant document in the context, a relevant "
-        "document cited, invalid citations, tokens and cost; ragas faithfulness when RAG_JUDGE_MODEL is set.",
+        "document cited, invalid citations, tokens and cost; ragas faithfulness and answer relevancy (embedded "
+        "with the index's dense model) when RAG_JUDGE_MODEL is set.",
     )
     def answer_quality(
         context: dg.AssetExecutionContext,
@@ -92,7 +116,7 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         limits = ContextLimits(answers.documents, answers.context_chars)
         dense = None if config.mode == "bm25" else load_or_defer(dense_embedder.encoder)
         scores = AnswerScores()
-        samples: list[tuple[str, str, list[str]]] = []
+        samples: list[JudgeSample] = []
         with qdrant.open() as store:
             models = SearchModels(dense_embedder.model, bm25.encoder(), dense=dense)
             retriever = build_retriever(store, models, evaluation.retriever_config())
@@ -118,16 +142,16 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 scores.completion_tokens += usage.completion_tokens
                 if usage.cost_usd is not None:
                     scores.cost_usd = (scores.cost_usd or 0.0) + usage.cost_usd
-                samples.append((asked.question, asked.answer.text, [d.text for d in asked.answer.context]))
+                samples.append(
+                    JudgeSample(asked.question, asked.answer.text, tuple(d.text for d in asked.answer.context))
+                )
                 if number % 10 == 0 or number == len(queries):
                     context.log.info(f"answered {number}/{len(queries)} queries of {config.eval_set}")
         if answers.judge_model:
-            try:
-                scores.judge = judge_with_ragas(answers.judge_model, samples)
-            except Exception as exc:  # a judge that cannot score leaves the figure out, with why
-                scores.judge_skipped = f"ragas could not judge: {type(exc).__name__}"
+            scores.judge, scores.judge_skipped = judge(answers.judge_model, samples, dense_embedder, context)
         else:
-            scores.judge_skipped = "no judge model (RAG_JUDGE_MODEL)"
+            scores.judge_skipped = {"faithfulness": "no judge model (RAG_JUDGE_MODEL)",
+                                    "answer_relevancy": "no judge model (RAG_JUDGE_MODEL)"}  # fmt: skip
         summary = scores.summary()
         validity = scores.citation_validity()
         metadata: dict[str, Any] = {k: v for k, v in summary.items() if v is not None}

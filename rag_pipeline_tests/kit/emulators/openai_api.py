@@ -9,10 +9,12 @@ Chat completions ask the responders a test registered (:meth:`OpenAIFake.respond
 request body and returns the reply's content, or None to pass), then the built-in ones: a prompt holding
 ``### Document N`` (an answer over a retrieved context) gets an answer citing the documents that share words
 with the question, as ``[N]``; a request to condense a conversation (``standalone question``) gets its last
-question back; a prompt asking for a query plan (``"refined_query"``) gets the question back as
-a plan with nothing added; anything else is the LLM reranker's grading prompt, answered ``{"score": s}`` where s
-counts the query's words found in the candidate (capped at 10). ``stream: true`` answers as server-sent events
-in OpenAI's chunk format (the usage on a last chunk with ``stream_options.include_usage``).
+question back; a prompt asking for a query plan (``"refined_query"``) gets the question back as a plan with
+nothing added; ragas's judge prompts (``Now perform the same with the following input``) get a rule-based
+judge's JSON (:func:`_ragas_judgement`); anything else is the LLM reranker's grading prompt, answered
+``{"score": s}`` where s counts the query's words found in the candidate (capped at 10). ``stream: true``
+answers as server-sent events in OpenAI's chunk format (the usage on a last chunk with
+``stream_options.include_usage``).
 
 Faults: HTTP 429 with Retry-After, 500, a refusal (``message.refusal``, no content) and a slow answer (``delay``
 seconds before it, for client time-outs). Every request is recorded.
@@ -149,6 +151,8 @@ class OpenAIFake(LocalHttpService):
         prompt = _prompt(body)
         if "### Document 1" in prompt:
             return _cited_answer(body)
+        if RAGAS_INPUT in prompt:
+            return _ragas_judgement(prompt)
         if "standalone question" in prompt and "Last question:" in prompt:
             return prompt.rsplit("Last question:", 1)[1].strip()
         if "refined_query" in prompt:
@@ -254,6 +258,37 @@ def _cited_answer(body: dict[str, Any]) -> str:
         if shared:
             sentences.append(f"Document {number} covers {', '.join(shared[:3])} [{number}].")
     return " ".join(sentences) or "I don't know: the documents do not say."
+
+
+RAGAS_INPUT = "Now perform the same with the following input"
+
+
+def _ragas_judgement(prompt: str) -> str:
+    """What a rule-based judge answers ragas's three prompts, from the prompt's JSON input:
+
+    - statements of an answer (``question``, ``answer``): its sentences, citations removed;
+    - verdicts (``context``, ``statements``): a statement is supported when at least half of its words
+      (longer than 2 characters) occur in the context;
+    - a question back from an answer (``response``): the answer's first sentence as a question, noncommittal
+      when it says it does not know or found nothing.
+    """
+    text = prompt.rsplit(RAGAS_INPUT, 1)[1]
+    given, _ = json.JSONDecoder().raw_decode(text[text.index("{") :])
+    if "statements" in given and "context" in given:
+        context = query_words(given["context"])
+        verdicts = []
+        for statement in given["statements"]:
+            words = query_words(statement)
+            supported = bool(words) and len(words & context) * 2 >= len(words)
+            verdicts.append({"statement": statement, "reason": "word overlap", "verdict": int(supported)})
+        return json.dumps({"statements": verdicts})
+    if "answer" in given:
+        plain = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", given["answer"])
+        return json.dumps({"statements": [s for s in re.split(r"(?<=[.!?])\s+", plain.strip()) if s]})
+    response = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", given["response"]).strip()
+    first = re.split(r"(?<=[.!?])\s+", response)[0].rstrip(".!?")
+    noncommittal = bool(re.search(r"\b(don't know|no documents were found)\b", response, re.IGNORECASE))
+    return json.dumps({"question": f"{first}?", "noncommittal": int(noncommittal)})
 
 
 def _error(status: int, message: str, param: str | None, code: str | None = None) -> tuple[int, dict[str, Any]]:
