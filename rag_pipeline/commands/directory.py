@@ -42,12 +42,20 @@ def print_directory_syncs(done: list[DirectorySync], stream: object = sys.stderr
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.runs.directory import refresh_directories
+    from rag_pipeline.runs.directory import refresh_directories, sources_without_directory
 
     settings = settings_from_arguments(args, settings)
-    done = refresh_directories(settings, args.source, live=False if args.offline else None)
+    sources = args.source or source_names()
+    done = refresh_directories(settings, sources, live=False if args.offline else None)
+    # Said, never silently passed over: a source named with --source that has no directory to refresh.
+    none = sources_without_directory(settings, args.source or [])
+    for source in none:
+        print(f"{source}: keeps no principal directory (its documents carry their readers); nothing to refresh",
+              file=sys.stderr)  # fmt: skip
     if args.json:
-        print(json.dumps([{**d.as_metadata(), "skipped": [str(p) for p in d.problems]} for d in done], indent=2))
+        rows = [{**d.as_metadata(), "skipped": [str(p) for p in d.problems]} for d in done]
+        rows += [{"source": source, "refreshed": False, "reason": "keeps no principal directory"} for source in none]
+        print(json.dumps(rows, indent=2))
     else:
         print_directory_syncs(done, sys.stdout)
     return 0

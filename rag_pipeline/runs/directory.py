@@ -36,6 +36,12 @@ def refresh_directories(
     return done
 
 
+def sources_without_directory(settings: Settings, sources: Sequence[str]) -> list[str]:
+    """The named sources that keep no principal directory (their documents carry their own readers)."""
+    specs = source_specs(settings)
+    return [s for s in sources if s in specs and not specs[s].directory]
+
+
 def record_in_dagster(settings: Settings, done: Sequence[DirectorySync]) -> None:
     """Each refresh as a materialization of its ``<source>_directory`` asset on the runners' instance, so the UI
     shows the directory `index`, `demo` or `sync` wrote (with the same metadata as the asset's own runs)."""

@@ -86,6 +86,13 @@ def test_the_registered_source_is_offered_by_the_command_line(toy: dict[str, obj
     assert "--toy-folder" not in plain.stdout and "{slack,jira}" in plain.stdout
 
 
+def test_refreshing_the_directory_of_a_source_without_one_says_so(toy: dict[str, object], tmp_path: Path) -> None:
+    done = _cli(toy, "directory", "--source", "toy", "--data-dir", str(tmp_path / "d"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [{"source": "toy", "refreshed": False, "reason": "keeps no principal directory"}]
+    assert "toy: keeps no principal directory" in done.stderr
+
+
 @pytest.mark.slow  # indexing plus a webserver start: about two minutes
 def test_the_toy_source_is_indexed_searched_and_shown_in_the_ui(toy: dict[str, object]) -> None:
     data = str(toy["data"])
