@@ -11,12 +11,17 @@ paired difference to both is given with its own bootstrap CI and unadjusted pair
     .venv/bin/python -m bench.experiments.prf --demo-dir /tmp/rag_demo     # the bundled dev sets
     .venv/bin/python -m bench.experiments.prf --beir "$SCIFACT"            # SciFact (embeds ~10k children)
     .venv/bin/python -m bench.experiments.prf --beir eval_sets/manpages_ja --bm25-tokenizer cjk-bigram --bm25-only
+    RAG_DENSE_MODEL=multilingual-e5-small .venv/bin/python -m bench.experiments.prf --beir eval_sets/manpages_ja \
+        --bm25-tokenizer cjk-bigram --sample 150                          # hybrid on a sample (~11 min)
 
 ``--demo-dir`` opens the demo's index (``rag-pipeline demo --no-eval --data-dir DIR``) with the project's own
 opening code, so nothing else may hold it meanwhile. ``--beir`` builds a temporary index as ``rag-pipeline bench
 --beir`` does (children of 400 tokens split at the model's input, BM25 avg_len = corpus mean), embedding through
 the cache in ``--data-dir``. ``--bm25-only`` skips the dense model's embeddings (the chunking still counts in
-its tokenizer) and runs only bm25 and prf[bm25]. Results are merged into ``--out``
+its tokenizer) and runs only bm25 and prf[bm25]. ``--sample N`` runs on a seeded sample of the folder instead
+(``sample_beir`` of ``bench.experiments.multilingual_dense``: N queries, their relevant pages and as many other
+pages, written under ``--data-dir``; the target is then named ``<folder>_sampleN``); the dense model is
+``RAG_DENSE_MODEL`` (default all-MiniLM-L6-v2). Results are merged into ``--out``
 (bench/experiments/results/prf.json) under the target's name. SciFact is not shipped: download it once
 (bench/README.md) and pass its folder, e.g. ``SCIFACT=data/beir_scifact``.
 """
@@ -35,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from bench import common
+from bench.experiments.multilingual_dense import sample_beir
 from rag_pipeline.commands.search import bm25_encoder, open_index
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
@@ -129,7 +135,7 @@ def _paired(
     return {
         "mean": round(float(diff.mean()), 4),
         "ci95": [round(low, 4), round(high, 4)],
-        "p": round(paired_permutation_p(a.to_numpy(dtype=float), b.to_numpy(dtype=float)), 4),
+        "p": round(paired_permutation_p(a.to_numpy(dtype=float).tolist(), b.to_numpy(dtype=float).tolist()), 4),
         "better": int((diff > 1e-12).sum()),
         "worse": int((diff < -1e-12).sum()),
     }
@@ -217,6 +223,8 @@ def _dev_sets(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 def _beir(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     directory = common.require_beir(Path(args.beir))
+    if args.sample:
+        directory = sample_beir(directory, args.data_dir / f"{directory.name}_sample{args.sample}", args.sample)
     name = directory.name.removeprefix("beir_")
     dataset = load_beir(directory, "test")
     model = settings.load_dense_encoder()
@@ -266,6 +274,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/rag-bench-prf"), help="embedding cache (--beir)")
     parser.add_argument("--bm25-tokenizer", choices=BM25_TOKENIZERS, default=None, help="--beir: BM25 tokenizer")
     parser.add_argument("--bm25-only", action="store_true", help="--beir: no dense embeddings; BM25 arms only")
+    parser.add_argument("--sample", type=int, default=0, help="--beir: queries sampled (0: the whole set)")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(DEFAULT_VARIANTS))
     parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "prf.json")
     args = parser.parse_args()
