@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from rag_pipeline.machine import cpu_name, instruction_sets
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 EXPERIMENT_RESULTS = ROOT / "bench" / "experiments" / "results"
@@ -40,7 +42,6 @@ SCIFACT_DOWNLOAD = f"curl -LO {SCIFACT_URL} && unzip scifact.zip -d data && mv d
 DEFAULT_SCIFACT = ROOT / "data" / "beir_scifact"
 
 # Instruction sets that decide what the dense encoder can run natively (bf16, int8 dot products).
-INSTRUCTION_SETS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16")
 
 
 # -- arguments ----------------------------------------------------------------------------------------------------
@@ -105,35 +106,6 @@ def beir_bench(
 
 
 # -- the machine --------------------------------------------------------------------------------------------------
-
-
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text(encoding="utf-8")
-    except OSError:
-        return ""
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``)."""
-    for line in _cpuinfo().split("\n"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def instruction_sets() -> list[str]:
-    """Which of AVX2, AVX-512, VNNI and BF16 (``INSTRUCTION_SETS``) the CPU reports."""
-    for line in _cpuinfo().split("\n"):
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            return [f for f in INSTRUCTION_SETS if f in flags]
-    return []
-
-
-def cpu_description() -> str:
-    """``model name (instruction sets)``, e.g. ``AMD EPYC 7B13 (avx2)``."""
-    return f"{cpu_name()} ({', '.join(instruction_sets()) or 'no AVX2'})"
 
 
 def encoder_backend(encoder: object) -> str:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 
-from rag_pipeline.commands.index import add_common_arguments, check_paths, index_sources, print_summary
+from rag_pipeline.commands.index import add_common_arguments, check_paths, index_sources, print_summary, step_progress
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
 from rag_pipeline.runs.skipped import print_skipped
 from rag_pipeline.settings import Settings
+from rag_pipeline.vectors.progress import ProgressUpdate
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,14 +35,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     check_paths(settings, args.source, options=False)
+    say = (lambda text: None) if args.json else (lambda text: console.print(text, highlight=False))
+    say("Indexing the data through every partitioned asset (read, chunk, embed, write to Qdrant)…")
     result = index_sources(args, settings, console, title="rag-pipeline demo", command="demo")
     evaluation = None
     if not args.no_eval:
         changed = result["runs"] > 0 or args.full_refresh
-        with task_bars(console, disable=args.json) as on_eval_progress:
-            evaluation = run_evaluation(
-                settings, force=changed, on_progress=on_eval_progress, sources=tuple(args.source)
-            )
+        if changed:
+            say("Evaluating every arm on the eval sets (queries per eval set and arm below; the reranked arm first "
+                "collects its training data and trains its cross-fitted rerankers)…")  # fmt: skip
+        with task_bars(console, disable=args.json) as bars, step_progress(_eval_progress(console, bars, args.json)):
+            evaluation = run_evaluation(settings, force=changed, on_progress=bars, sources=tuple(args.source))
         result["evaluation"] = {
             "ran": evaluation.ran,
             "seconds": round(evaluation.seconds, 1),
@@ -60,6 +65,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     home = result["dagster_home"]
     print(f"Dagster instance: {home}  (open the UI: DAGSTER_HOME={home} dagster dev)")
     return 0
+
+
+def _eval_progress(
+    console: Console, bars: Callable[[str, int, int], None], quiet: bool
+) -> Callable[[ProgressUpdate], None]:
+    """The evaluation steps' own reports (each eval set's phases): a bar with rate and ETA on a terminal; in a
+    log, one line per finished phase (with its rate), so a five-minute evaluation is never silent."""
+
+    def on_update(update: ProgressUpdate) -> None:
+        if quiet:
+            return
+        if console.is_terminal:
+            bars(update.what, update.done, update.total)
+        elif update.done >= update.total:
+            console.print(update.line(), highlight=False)
+
+    return on_update
 
 
 def _print_evaluation(evaluation: EvaluationSummary) -> None:

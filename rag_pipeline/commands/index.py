@@ -24,6 +24,7 @@ from rich.table import Table
 
 from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.machine import describe_machine
 from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, NothingRead, run_backfill
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
@@ -177,7 +178,20 @@ def index_sources(
         skipped.add(source, found)
     result["directory"] = _refresh_directory(settings, list(args.source), skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
+    result["machine"] = _machine(settings)
     return result
+
+
+def _machine(settings: Settings) -> dict[str, Any]:
+    """Where these seconds were measured: CPU, instruction sets, cores, dense encoder backend and precision (the
+    encoder is already loaded in this process when anything was embedded; otherwise loading it takes ~2 s)."""
+    from rag_pipeline.machine import machine
+
+    try:
+        encoder = settings.load_dense_encoder()
+    except Exception as exc:  # a model that cannot load was reported by the run that needed it
+        return machine() | {"dense_encoder": f"{settings.dense_model} (not loaded: {type(exc).__name__})"}
+    return machine(encoder)
 
 
 def _refresh_directory(settings: Settings, sources: list[str], skipped: Skipped) -> dict[str, Any]:
@@ -286,6 +300,8 @@ def print_summary(result: dict[str, Any], title: str) -> None:
     console = Console()
     for source, identity in result.get("identities", {}).items():
         print(f"{source}: {describe_identity(source, identity)}")  # never wrapped: a log line to grep
+    if "machine" in result:
+        print(f"machine: {describe_machine(result['machine'])}")
     if not console.is_terminal:
         print(f"{title} ({result['seconds']} s)")
         for name, figures in result["per_source"].items():

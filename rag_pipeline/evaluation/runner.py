@@ -56,6 +56,8 @@ def run_arm(
     name = name or arm
     retriever.embed_queries([q.query for q in queries])
     outcome = ArmOutcome(ArmRun(arm=name, rankings={}, latency_ms={}, leaks={}))
+    if progress:
+        progress(name, 0, len(queries))  # starting now: the rate counts from here
     for i, query in enumerate(queries, start=1):
         principal = principal_of(query)
         reranker = rerankers.get(query.id) if isinstance(rerankers, Mapping) else rerankers
@@ -94,6 +96,8 @@ def rerank_examples(
     """Hybrid candidates (with signals and parent text) of labelled queries, labelled from ``relevant``."""
     retriever.embed_queries([q.query for q in queries])
     examples = []
+    if progress:
+        progress("reranker training data", 0, len(queries))
     for i, query in enumerate(queries, start=1):
         candidates = retriever.rerank_candidates(
             query.query, principal_of(query), depth, exclude=query.exclude, sources=sources
@@ -140,6 +144,8 @@ def run_rewritten_arm(
     (hybrid, sub-queries merged by RRF), as its reader. Latency includes the plan (a cache hit costs ~0.1 ms)."""
     outcome = ArmOutcome(ArmRun(arm=REWRITTEN_ARM, rankings={}, latency_ms={}, leaks={}))
     scope = Scope(sources=tuple(sources) if sources else None)
+    if progress:
+        progress(REWRITTEN_ARM, 0, len(queries))
     for i, query in enumerate(queries, start=1):
         principal = principal_of(query)
         started = time.perf_counter()

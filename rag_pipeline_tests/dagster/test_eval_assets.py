@@ -118,6 +118,11 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
             assert metadata["slice_acl/fusion"] == "rrf(k=60, weights=1/1/0.5)"
         else:
             assert "slice/fusion" not in metadata
+        # The step log says how far each eval set's phase is (done/total, rate), so a long arm is never silent.
+        said = [e.user_message for e in instance.all_logs(done.run_id) if not e.is_dagster_event]
+        assert any(m.startswith(f"slice {arm}: ") and m.endswith("/s") and "(100%)" in m for m in said), said
+        if arm == "reranked":
+            assert any(m.startswith("slice reranker training data: ") for m in said)
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
 
 

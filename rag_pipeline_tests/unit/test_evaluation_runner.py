@@ -89,3 +89,14 @@ def test_runs_round_trip_through_parquet(indexed, tmp_path: Path) -> None:
     assert loaded.chunk_rankings == outcome.chunk_rankings
     with pytest.raises(FileNotFoundError, match=r"retrieval_eval\[vector\]"):
         load_arm_outcome(tmp_path, "vector", "t")
+
+
+def test_each_phase_reports_done_total_and_rate_from_its_start(indexed) -> None:
+    from rag_pipeline.evaluation.progress import eval_set_progress
+
+    updates = []
+    run_arm(Retriever(indexed, BM25), "bm25", QUERIES, progress=eval_set_progress("t", updates.append))
+    # Each query is a tenth or more of three: each is reported, under the eval set's name and the arm's; the arm
+    # announced its start (0 of 3, not an update), so the rate counts from there.
+    assert [(u.what, u.done, u.total) for u in updates] == [("t bm25", 1, 3), ("t bm25", 2, 3), ("t bm25", 3, 3)]
+    assert updates[-1].per_second > 0 and updates[-1].line().startswith("t bm25: 3/3 (100%), ")

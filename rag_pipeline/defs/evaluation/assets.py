@@ -16,6 +16,7 @@ from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
+from rag_pipeline.evaluation.progress import eval_set_progress
 from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.report_store import ReportChecks, ReportStore
 from rag_pipeline.evaluation.run_files import (
@@ -173,7 +174,8 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 if "acl" in meta.tags:
                     continue  # the same queries again, restricted: adds no new labels
                 queries = [q for q in load_eval_set(path, evaluation.person_resolver()) if q.judged]
-                examples += rerank_examples(retriever, queries, sources=meta.sources)
+                progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
+                examples += rerank_examples(retriever, queries, sources=meta.sources, progress=progress)
                 context.log.info(f"{meta.name}: {len(queries)} labelled queries")
         model = train_reranker(
             examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()), encoder=retriever.bm25
@@ -245,13 +247,15 @@ def retrieval_eval_asset(
                 queries = load_eval_set(path, evaluation.person_resolver())
                 if arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid):
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
+                # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
+                progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
                 if arm == REWRITTEN_ARM:
                     outcome = run_rewritten_arm(
-                        retriever, evaluation.rewriter(), queries, evaluation.depth, meta.sources
+                        retriever, evaluation.rewriter(), queries, evaluation.depth, meta.sources, progress
                     )
                 elif llm is not None:
                     outcome = run_arm(
-                        retriever, "reranked", queries, evaluation.depth, meta.sources, rerankers=llm, name=LLM_ARM
+                        retriever, "reranked", queries, evaluation.depth, meta.sources, llm, LLM_ARM, progress
                     )
                 else:
                     outcome = run_arms(
@@ -260,6 +264,7 @@ def retrieval_eval_asset(
                         [arm],
                         meta.sources,
                         folds=evaluation.folds,
+                        progress=progress,
                         depth=evaluation.depth,
                     )[arm]
                 save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
