@@ -125,7 +125,12 @@ def cross_fitted_rerankers(
     if not labelled:
         return {}
     examples = rerank_examples(retriever, labelled, sources=sources, progress=progress)
-    fitted = cross_fit(examples, folds=folds, encoder=retriever.bm25)
+    fitted = cross_fit(
+        examples,
+        folds=folds,
+        encoder=retriever.bm25,
+        progress=(lambda done, total: progress("training cross-fitted rerankers", done, total)) if progress else None,
+    )
     return {q.id: fitted.for_query(q.query) for q in queries}
 
 

@@ -123,6 +123,7 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
         assert any(m.startswith(f"slice {arm}: ") and m.endswith("/s") and "(100%)" in m for m in said), said
         if arm == "reranked":
             assert any(m.startswith("slice reranker training data: ") for m in said)
+            assert any(m.startswith("slice training cross-fitted rerankers: 5/5 (100%)") for m in said), said
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,13 +286,20 @@ def cross_fit(
     seed: int = 0,
     params: dict[str, Any] | None = None,
     encoder: Bm25Encoder | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CrossFit:
-    """Assign query texts to folds and train one model per fold on the other folds' examples."""
+    """Assign query texts to folds and train one model per fold on the other folds' examples (``progress(done,
+    total)`` after each fold: a fold's inner cross-validation and bag take seconds to minutes)."""
     fold_of = _fold_of(examples, folds, seed)
     models: dict[int, MultiSignalReranker] = {}
-    for fold in range(min(folds, len(fold_of))):
+    total = min(folds, len(fold_of))
+    if progress:
+        progress(0, total)
+    for fold in range(total):
         train = [e for e in examples if fold_of[query_key(e.query)] != fold]
         models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}", encoder=encoder)
+        if progress:
+            progress(fold + 1, total)
     return CrossFit(models, fold_of)
 
 
