@@ -120,10 +120,11 @@ def _evaluate(instance, res: dict, arms=MODES) -> dg.ExecuteInProcessResult:
             assert "slice/fusion" not in metadata
         # The step log says how far each eval set's phase is (done/total, rate), so a long arm is never silent.
         said = [e.user_message for e in instance.all_logs(done.run_id) if not e.is_dagster_event]
-        assert any(m.startswith(f"slice {arm}: ") and m.endswith("/s") and "(100%)" in m for m in said), said
+        finished = [m for m in said if "(100%)" in m and m.endswith("/s")]
+        assert any(m.startswith(f"slice {arm}: ") for m in finished), "\n".join(said)
         if arm == "reranked":
             assert any(m.startswith("slice reranker training data: ") for m in said)
-            assert any(m.startswith("slice training cross-fitted rerankers: 5/5 (100%)") for m in said), said
+            assert any(m.startswith("slice training cross-fitted rerankers: ") for m in finished), "\n".join(said)
     return dg.materialize([retrieval_eval_report], instance=instance, resources=res, raise_on_error=False)
 
 
