@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny
+from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_validator
 
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
 from rag_pipeline.index.store import DenseSearch
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
+from rag_pipeline.text.language import LANGUAGE_SETTINGS, LanguageChoice, LanguageSetting, read_choice
+from rag_pipeline.text.language import MODELS as LANGUAGE_MODELS
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Tokenizer
@@ -67,6 +69,11 @@ class DataPaths(_Frozen):
     @property
     def embedding_cache(self) -> Path:
         return self.root / "embedding_cache.sqlite"
+
+    @property
+    def language(self) -> Path:
+        """The language the index is built for, and its two models (:mod:`rag_pipeline.text.language`)."""
+        return self.root / "language.json"
 
     @property
     def source_identities(self) -> Path:
@@ -204,6 +211,12 @@ class Settings(_Frozen):
     dagster_home: Path | None = None
     partition_start: str = DEFAULT_PARTITION_START
     dense_model: str = DEFAULT_DENSE_MODEL
+    # The language family the index is built for (RAG_LANGUAGE / --language): "auto" chooses it from the data on
+    # a data folder's first index and keeps the recorded choice; "english" or "cjk" set both models below,
+    # except one set explicitly (RAG_DENSE_MODEL / RAG_BM25_TOKENIZER: "pinned").
+    language: LanguageSetting = "auto"
+    dense_model_pinned: bool = False
+    bm25_tokenizer_pinned: bool = False
     # How local dense models run: OpenVINO on the CPU (same vectors, less CPU) with torch as the reference and
     # fallback; on a CUDA/MPS device, torch there.
     dense_backend: Literal["auto", "openvino", "torch"] = "auto"
@@ -245,10 +258,47 @@ class Settings(_Frozen):
     # Each registered source's own section (rag_pipeline/sources/<name>/settings.py), by name.
     sources: dict[str, SerializeAsAny[SourceSettings]] = {}
 
+    @model_validator(mode="after")
+    def _pin_models_given(self) -> Settings:
+        # A model named when the settings are built (not from the environment, which says so itself) is meant.
+        for name in ("dense_model", "bm25_tokenizer"):
+            if name in self.model_fields_set and f"{name}_pinned" not in self.model_fields_set:
+                object.__setattr__(self, f"{name}_pinned", True)
+        return self
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read every configuration variable once (``env`` defaults to ``os.environ``)."""
-        return _from_env(os.environ if env is None else env)
+        """Read every configuration variable once (``env`` defaults to ``os.environ``), with the data folder's
+        recorded language applied."""
+        return _from_env(os.environ if env is None else env).with_language_applied()
+
+    def recorded_language(self) -> LanguageChoice | None:
+        """The language choice recorded in the data folder (None before its first index)."""
+        return read_choice(self.paths.language)
+
+    def language_undecided(self) -> bool:
+        """``auto`` with nothing recorded yet, and a model left to choose: the next index decides."""
+        pinned = self.dense_model_pinned and self.bm25_tokenizer_pinned
+        return self.language == "auto" and not pinned and self.recorded_language() is None
+
+    def with_language(self, language: LanguageSetting) -> Settings:
+        """These settings with ``language`` set (``--language``), its models applied."""
+        return self.model_copy(update={"language": language}).with_language_applied()
+
+    def with_language_applied(self) -> Settings:
+        """The dense model and BM25 tokenizer of the language in force: the one set (english/cjk), else the
+        recorded choice, else English; a model set explicitly (pinned) always stays."""
+        recorded = self.recorded_language() if self.language == "auto" else None
+        if recorded is not None:
+            dense, tokenizer = recorded.dense_model, recorded.bm25_tokenizer
+        else:
+            dense, tokenizer = LANGUAGE_MODELS["english" if self.language == "auto" else self.language]
+        update: dict[str, Any] = {}
+        if not self.dense_model_pinned:
+            update["dense_model"] = dense
+        if not self.bm25_tokenizer_pinned:
+            update["bm25_tokenizer"] = tokenizer
+        return self.model_copy(update=update)
 
     def load_dense_encoder(self) -> DenseEncoder:
         """The configured dense model on the configured backend and device (cached per process)."""
@@ -267,7 +317,7 @@ class Settings(_Frozen):
         """The same settings on another data folder (``--data-dir``); ``None`` keeps this one."""
         if data_dir is None:
             return self
-        return self.model_copy(update={"data_dir": Path(data_dir).resolve()})
+        return self.model_copy(update={"data_dir": Path(data_dir).resolve()}).with_language_applied()
 
     def source(self, name: str) -> SourceSettings:
         """The settings section of source ``name`` (a ValueError names the registered sources otherwise)."""
@@ -342,6 +392,9 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         dagster_home=Path(home).resolve() if home else None,
         partition_start=env.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START,
         dense_model=env.get("RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
+        language=env.choice("RAG_LANGUAGE", LANGUAGE_SETTINGS, "auto"),
+        dense_model_pinned=bool(env.get("RAG_DENSE_MODEL")),
+        bm25_tokenizer_pinned=bool(env.get("RAG_BM25_TOKENIZER")),
         dense_backend=env.choice("RAG_DENSE_BACKEND", ("auto", "openvino", "torch"), "auto"),
         dense_device=env.choice("RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
         model_cache=env.path("RAG_MODEL_CACHE", _user_cache(env) / "rag_pipeline" / "models"),

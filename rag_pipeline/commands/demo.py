@@ -9,7 +9,14 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from rag_pipeline.commands.index import add_common_arguments, check_paths, index_sources, print_summary, step_progress
+from rag_pipeline.commands.index import (
+    add_common_arguments,
+    check_paths,
+    index_sources,
+    language_settings,
+    print_summary,
+    step_progress,
+)
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
 from rag_pipeline.runs.skipped import print_skipped
@@ -38,6 +45,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     say = (lambda text: None) if args.json else (lambda text: console.print(text, highlight=False))
     say("Indexing the data through every partitioned asset (read, chunk, embed, write to Qdrant)…")
     result = index_sources(args, settings, console, title="rag-pipeline demo", command="demo")
+    settings = language_settings(args, settings)  # the models the index was just written with
     evaluation = None
     if not args.no_eval:
         changed = result["runs"] > 0 or args.full_refresh

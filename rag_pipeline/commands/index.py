@@ -30,6 +30,7 @@ from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.registry import IndexOption, Source, registered_sources, source_names
+from rag_pipeline.text.language import LANGUAGE_SETTINGS, LanguageChoice
 from rag_pipeline.vectors.progress import PROGRESS_FIELD, PROGRESS_LOGGER, ProgressUpdate
 from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 
@@ -46,6 +47,23 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BRIDGE_DAYS,
         help="empty days between two stretches that still share one run (default: %(default)s)",
     )
+    parser.add_argument(
+        "--language",
+        choices=LANGUAGE_SETTINGS,
+        default=None,
+        help="what the index is built for: english (all-MiniLM-L6-v2, word BM25), cjk (Japanese, Chinese, Korean: "
+        "multilingual-e5-small, cjk-bigram BM25) or auto, which a data folder's first index chooses from a sample "
+        "of its documents and later runs keep (default: $RAG_LANGUAGE or auto; RAG_DENSE_MODEL and "
+        "RAG_BM25_TOKENIZER still win)",
+    )
+
+
+def language_settings(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The settings with ``--language`` and the data folder's recorded choice applied (again after an index,
+    which may have just recorded one)."""
+    if getattr(args, "language", None):
+        settings = settings.with_language(args.language)
+    return settings.with_language_applied()
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -146,6 +164,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     check_paths(settings, args.source)
     result = index_sources(args, settings, console, title="rag-pipeline index")
+    settings = language_settings(args, settings)
     for source, figures in result["per_source"].items():
         cjk, chunks = figures["cjk_child_chunks"], figures["child_chunks"]
         advice = cjk_tokenizer_advice(settings.bm25_tokenizer, cjk, chunks, source)
@@ -166,6 +185,7 @@ def index_sources(
     """The backfill with a progress bar per source (a line per update where stderr is not a terminal), and
     its ``skipped`` records written to the data folder (:mod:`rag_pipeline.runs.skipped`). A source of which
     nothing could be read is an error naming it (exit 1), its skipped records written all the same."""
+    settings = language_settings(args, settings)
     try:
         result, problems = _backfill(args, settings, console)
     except NothingRead as exc:
@@ -178,7 +198,7 @@ def index_sources(
         skipped.add(source, found)
     result["directory"] = _refresh_directory(settings, list(args.source), skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
-    result["machine"] = _machine(settings)
+    result["machine"] = _machine(language_settings(args, settings))
     return result
 
 
@@ -295,11 +315,19 @@ def describe_identity(source: str, identity: dict[str, str | None]) -> str:
     return found.identity_line(identity) if found is not None else str(identity)
 
 
+def describe_language(figures: dict[str, Any]) -> str:
+    """The summary's language line, from the JSON summary's ``language``."""
+    choice = LanguageChoice(**{k: v for k, v in figures.items() if k != "chosen_by_this_run"})
+    return choice.describe() + (" — chosen by this run" if figures.get("chosen_by_this_run") else "")
+
+
 def print_summary(result: dict[str, Any], title: str) -> None:
     """Tables on a terminal; ``key: value`` lines otherwise, which an 80-column log never cuts."""
     console = Console()
     for source, identity in result.get("identities", {}).items():
         print(f"{source}: {describe_identity(source, identity)}")  # never wrapped: a log line to grep
+    if result.get("language"):
+        print(f"language: {describe_language(result['language'])}")
     if "machine" in result:
         print(f"machine: {describe_machine(result['machine'])}")
     if not console.is_terminal:

@@ -14,7 +14,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,13 @@ from rag_pipeline.runs.instance import (
     ensure_dagster_home,
     range_tags,
 )
+from rag_pipeline.runs.language import decide_language
 from rag_pipeline.runs.metadata import materialization_metadata
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.identity import SourceIdentity, claim_identities
 from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
 from rag_pipeline.sources.source_read import OUTSIDE_PARTITIONS, AdmittedDocuments, admit_documents
+from rag_pipeline.text.language import LanguageChoice
 
 FINGERPRINT_TAG = "rag/source_fingerprint"
 # Measured on the bundled Jira project AC (full refresh): 53 runs over 493 partitions took 78 s,
@@ -108,6 +110,9 @@ class BackfillSummary:
     identities: dict[str, dict[str, str | None]] = field(default_factory=dict)  # per source: team/domain or site
     # Per source: what its read and the raw step's checks turned away (the raw assets' bad_records), once each.
     problems: dict[str, list[RecordProblem]] = field(default_factory=dict)
+    # The language the index is built for (None: both models set explicitly), and whether this run chose it.
+    language: LanguageChoice | None = None
+    language_chosen_now: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         total = lambda name: sum(getattr(s, name) for s in self.sources.values())  # noqa: E731
@@ -132,6 +137,9 @@ class BackfillSummary:
             "dagster_home": self.dagster_home,
             "data_dir": self.data_dir,
             "identities": self.identities,
+            "language": None
+            if self.language is None
+            else {**asdict(self.language), "chosen_by_this_run": self.language_chosen_now},
         }
 
 
@@ -168,13 +176,18 @@ def run_backfill(
     unknown = sorted(set(sources) - set(specs))
     if unknown:
         raise ValueError(f"unknown source(s) {', '.join(unknown)}: choose from {', '.join(specs)}")
-    # The demo always reads the offline sources, even where a live API is configured.
-    resources = build_resources(settings, specs, live=False)
     identities = {source: specs[source].offline_resource.identity() for source in sources}
     claim_identities(settings.paths.source_identities, identities)
     # Every source is read (and checked) before the first run, so one that cannot be read stops the command
     # before anything of another source is indexed.
     reads = {source: admitted_read(specs[source], _partition_days(settings), settings) for source in sources}
+    # The folder's first index chooses its language (tokenizer and dense model) from what it is about to write.
+    undecided = settings.language_undecided()
+    settings, language = decide_language(
+        settings, lambda: [doc.text for read in reads.values() for _, doc in read.documents]
+    )
+    # The demo always reads the offline sources, even where a live API is configured.
+    resources = build_resources(settings, specs, live=False)
     summaries: dict[str, SourceSummary] = {}
     with runner_instance() as instance:
         for source in sources:
@@ -191,6 +204,8 @@ def run_backfill(
         str(settings.data_dir),
         {source: dict(vars(identity)) for source, identity in identities.items()},
         {source: read.problems for source, read in reads.items()},
+        language,
+        undecided and language is not None,
     )
 
 

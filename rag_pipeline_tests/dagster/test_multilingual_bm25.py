@@ -144,6 +144,15 @@ def test_one_collection_of_four_languages_finds_each_by_its_own_words(
     assert json.loads(captured.out)["per_source"]["slack"]["cjk_child_chunks"] == 3
     assert json.loads(captured.out)["documents"] == 4
     assert "warning" not in captured.err
+    # Nobody chose a language: three of the four threads are CJK, so the folder's first index chose the
+    # multilingual dense model (the tokenizer was set explicitly and stays), and recorded it.
+    language = json.loads(captured.out)["language"]
+    assert (language["language"], language["dense_model"], language["bm25_tokenizer"]) == (
+        "cjk", "multilingual-e5-small", tokenizer,
+    )  # fmt: skip
+    assert language["decided_by"] == "sample" and language["chosen_by_this_run"]
+    assert (language["sampled"], language["cjk_documents"]) == (4, 3)
+    assert json.loads((data / "language.json").read_text())["dense_model"] == "multilingual-e5-small"
     assert "タイムアウト" in _bm25_top(capsys, data, "タイムアウト")
     assert "超时" in _bm25_top(capsys, data, "数据库连接超时")
     assert "초과됩니다" in _bm25_top(capsys, data, "데이터베이스 연결")
@@ -162,7 +171,9 @@ def test_indexing_cjk_text_with_the_word_tokenizer_warns_and_names_the_setting(
     data = tmp_path / "data"
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("RAG_BM25_TOKENIZER", raising=False)
-    assert main(["index", "--slack-export", str(export), "--data-dir", str(data), "--json"]) == 0
+    # English chosen on purpose (auto would choose CJK for this export, and warn about nothing).
+    argv = ["index", "--slack-export", str(export), "--data-dir", str(data), "--json", "--language", "english"]
+    assert main(argv) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["per_source"]["slack"]["cjk_child_chunks"] == 3
     assert "warning: 3 of 4 slack child chunks contain Japanese, Chinese or Korean text" in captured.err
