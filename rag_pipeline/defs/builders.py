@@ -16,7 +16,13 @@ import dagster as dg
 from rag_pipeline.defs.automation import build_automation_condition_sensor
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
-from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, qdrant_resource
+from rag_pipeline.defs.chain.resources import (
+    AUTO,
+    Bm25Resource,
+    ChunkingResource,
+    DenseEmbedderResource,
+    qdrant_resource,
+)
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.directory import build_directory_asset, directory_resource
 from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_quality
@@ -29,6 +35,7 @@ from rag_pipeline.defs.notifications import (
     run_failure_slack_notification_sensor,
 )
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_sync_sensor
+from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.settings import NotificationSettings, Settings
 from rag_pipeline.sources.registry import load_object, registered_sources
@@ -82,14 +89,31 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
     )
 
 
+def undecided_language_file(settings: Settings) -> str | None:
+    """The data folder's language file while its language is still to be chosen by a first index run from
+    Dagster (no choice recorded, no index yet): the resources' unpinned models are then ``auto``."""
+    names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
+    existing_index = settings.qdrant.url is not None or (settings.paths.qdrant / names.children).exists()
+    return None if existing_index or not settings.language_undecided() else str(settings.paths.language)
+
+
 def dense_embedder_resource(settings: Settings) -> DenseEmbedderResource:
+    language_file = undecided_language_file(settings)
     return DenseEmbedderResource(
-        model=settings.dense_model,
+        model=AUTO if language_file and not settings.dense_model_pinned else settings.dense_model,
+        language_file=language_file,
         cache_path=str(settings.paths.embedding_cache),
         backend=settings.dense_backend,
         device=settings.dense_device,
         model_cache=str(settings.model_cache) if settings.model_cache else None,
     )
+
+
+def bm25_resource(settings: Settings) -> Bm25Resource:
+    language_file = undecided_language_file(settings)
+    if language_file and not settings.bm25_tokenizer_pinned:
+        return Bm25Resource(tokenizer="auto", language_file=language_file)
+    return Bm25Resource(tokenizer=settings.bm25_tokenizer)
 
 
 def slack_notification_resource(notifications: NotificationSettings) -> SlackNotificationResource:
@@ -116,7 +140,7 @@ def build_resources(
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=str(settings.paths.parquet)),
         "dense_embedder": dense_embedder_resource(settings),
         "chunking": ChunkingResource(),
-        "bm25": Bm25Resource(tokenizer=settings.bm25_tokenizer),
+        "bm25": bm25_resource(settings),
         "qdrant": qdrant_resource(settings),
         "directory": directory_resource(settings),
         **({"answers": answers} if (answers := answer_resource(settings)) else {}),

@@ -15,6 +15,7 @@ on its English documents' BM25 by going CJK; its dense side trades MiniLM for th
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -116,6 +117,23 @@ def read_choice(path: Path) -> LanguageChoice | None:
 def record_choice(path: Path, choice: LanguageChoice) -> None:
     """Written whole, then renamed, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(".tmp")
+    temp = path.with_suffix(f".{os.getpid()}.tmp")
     temp.write_text(json.dumps(asdict(choice), indent=2) + "\n", encoding="utf-8")
     temp.replace(path)
+
+
+def record_first_choice(path: Path, choice: LanguageChoice) -> LanguageChoice:
+    """Record ``choice`` unless a choice is already recorded, and return the one in force: two runs deciding
+    at once (a sensor launching many partitions of a new folder) agree on whichever was written first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(f".{os.getpid()}.tmp")
+    temp.write_text(json.dumps(asdict(choice), indent=2) + "\n", encoding="utf-8")
+    try:
+        os.link(temp, path)  # fails when the file exists: the first writer wins
+    except FileExistsError:
+        pass
+    finally:
+        temp.unlink(missing_ok=True)
+    found = read_choice(path)
+    assert found is not None
+    return found

@@ -169,6 +169,11 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         started = time.perf_counter()
         docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        # A data folder's first index chooses its language (and with it the dense model, whose tokenizer
+        # bounds the children) from the documents about to be chunked, where nobody chose one.
+        choice = dense_embedder.choose_language(lambda: docs["text"].tolist())
+        if choice is not None:
+            context.log.info(f"language: {choice.describe()}")
         chunker = chunking.chunker(dense_embedder.encoder())
         _, children = chunk_documents(docs, chunker)
         children[PARTITION_COLUMN] = children["document_id"].map(partition_of_document(documents))
@@ -352,7 +357,7 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             store.create_collections(dimension)
             # Sparse first: on an index that records a dense model but no terms, the terms are the legacy ones.
             claim_sparse_terms(store, bm25.encoder().terms_id)
-            claim_dense_model(store, dense_embedder.model)
+            claim_dense_model(store, dense_embedder.model_name())
             if TITLE_VECTOR not in store.dense_vector_names():
                 context.log.warning(
                     "this index was created before document title vectors: titles are not written and hybrid "

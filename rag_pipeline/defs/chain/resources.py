@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal, cast
 
 import dagster as dg
 from pydantic import Field
@@ -16,10 +17,15 @@ from rag_pipeline.index.store_lock import log as store_lock_log
 from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.settings import DEFAULT_STORE_WAIT_SECONDS, Settings
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig
+from rag_pipeline.text.language import MODELS as LANGUAGE_MODELS
+from rag_pipeline.text.language import LanguageChoice, choose_language, read_choice, record_first_choice
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
+
+# A model named "auto": the data folder's recorded language's, chosen by its first index.
+AUTO = "auto"
 
 
 class DenseEmbedderResource(dg.ConfigurableResource):
@@ -36,9 +42,34 @@ class DenseEmbedderResource(dg.ConfigurableResource):
     model_cache: str | None = Field(
         default=None, description="Folder of converted models (RAG_MODEL_CACHE; default: the user's cache folder)"
     )
+    language_file: str | None = Field(
+        default=None,
+        description="Where the data folder records its language (set while it has none: the first child_chunks "
+        "step chooses it from its documents, and 'auto' models resolve through it)",
+    )
+
+    def model_name(self) -> str:
+        """The model in force: ``auto`` resolves to the recorded language's (English until one is recorded)."""
+        if self.model != AUTO:
+            return self.model
+        recorded = read_choice(Path(self.language_file)) if self.language_file else None
+        return recorded.dense_model if recorded else LANGUAGE_MODELS["english"][0]
+
+    def choose_language(self, texts: Callable[[], Sequence[str]]) -> LanguageChoice | None:
+        """Where the data folder has no language yet, choose it from ``texts()`` (the documents a step is about
+        to chunk) and record it; the choice in force (None where nothing is left to choose)."""
+        if not self.language_file:
+            return None
+        path = Path(self.language_file)
+        if (recorded := read_choice(path)) is not None:
+            return recorded
+        choice = choose_language(texts())
+        if self.model != AUTO:  # a dense model set explicitly is what the index is written with
+            choice = replace(choice, dense_model=self.model)
+        return record_first_choice(path, choice)
 
     def encoder(self) -> DenseEncoder:
-        return load_dense_encoder(self.model, self.backend, self.device, self.model_cache)
+        return load_dense_encoder(self.model_name(), self.backend, self.device, self.model_cache)
 
     def cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.cache_path)
@@ -70,12 +101,23 @@ class Bm25Resource(dg.ConfigurableResource):
     k1: float = 1.2
     b: float = 0.75
     avg_len: float = 256.0
-    tokenizer: Bm25Tokenizer = Field(
-        default="word", description="word; cjk-bigram (or multilingual) for Japanese, Chinese or Korean text"
+    # One Literal: Dagster's config types take no union of Literals. Bm25Tokenizer's names, plus auto.
+    tokenizer: Literal["word", "multilingual", "cjk-bigram", "auto"] = Field(
+        default="word",
+        description="word; cjk-bigram (or multilingual) for Japanese, Chinese or Korean text; auto: the data "
+        "folder's recorded language's",
     )
+    language_file: str | None = Field(default=None, description="Where the data folder records its language")
+
+    def tokenizer_name(self) -> Bm25Tokenizer:
+        """The tokenizer in force: ``auto`` resolves to the recorded language's (word until one is recorded)."""
+        if self.tokenizer != "auto":
+            return self.tokenizer
+        recorded = read_choice(Path(self.language_file)) if self.language_file else None
+        return cast(Bm25Tokenizer, recorded.bm25_tokenizer if recorded else LANGUAGE_MODELS["english"][1])
 
     def encoder(self) -> Bm25Encoder:
-        return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len, tokenizer=self.tokenizer))
+        return Bm25Encoder(Bm25Params(k1=self.k1, b=self.b, avg_len=self.avg_len, tokenizer=self.tokenizer_name()))
 
 
 class QdrantResource(dg.ConfigurableResource):

@@ -118,7 +118,7 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         scores = AnswerScores()
         samples: list[JudgeSample] = []
         with qdrant.open() as store:
-            models = SearchModels(dense_embedder.model, bm25.encoder(), dense=dense)
+            models = SearchModels(dense_embedder.model_name(), bm25.encoder(), dense=dense)
             retriever = build_retriever(store, models, evaluation.retriever_config())
             for number, query in enumerate(queries, start=1):
                 reader = query.principal or Principal.all_documents_for_evaluation()

@@ -53,7 +53,7 @@ def _retriever(
     bm25: Bm25Resource,
     evaluation: EvaluationResource,
 ) -> Retriever:
-    models = SearchModels(dense_embedder.model, bm25.encoder(), dense=dense, cache=dense_embedder.cache())
+    models = SearchModels(dense_embedder.model_name(), bm25.encoder(), dense=dense, cache=dense_embedder.cache())
     return build_retriever(store, models, evaluation.retriever_config())
 
 

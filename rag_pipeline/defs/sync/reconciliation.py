@@ -43,7 +43,7 @@ def reconcile_containers(
     cannot be read is skipped and reported), then apply the plans."""
     failed: dict[str, str] = {}
     with qdrant.open() as store:
-        check_dense_model(store, dense_embedder.model)
+        check_dense_model(store, dense_embedder.model_name())
         check_sparse_terms(store, bm25.encoder().terms_id)
         plans = []
         for container in containers:
