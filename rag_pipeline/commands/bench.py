@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -25,6 +26,7 @@ from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.runner import REWRITTEN_ARM, ArmOutcome, rerank_examples, run_arm, run_rewritten_arm
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, describe_fusion
+from rag_pipeline.machine import describe_machine, machine
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
@@ -225,6 +227,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         config = retriever_config(args, settings)
         described = {
+            "machine": _machine(settings),
             "dense_search": settings.qdrant.dense_search.describe(),
             "sparse_query": config.sparse_query.describe(),
             "prf": config.prf.describe(),
@@ -238,7 +241,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     for result in results:
         print(f"\n## {result.name} ({result.summary.queries} queries)\n")
         print(markdown_table(result.summary))
+    print(f"\nmachine: {describe_machine(_machine(settings))}")
     return 0
+
+
+def _machine(settings: Settings) -> dict[str, Any]:
+    """Where the latencies were measured (the encoder is loaded already: the arms embedded their queries)."""
+    try:
+        return machine(settings.load_dense_encoder())
+    except Exception as exc:  # the arms reported the model's failure already
+        return machine() | {"dense_encoder": f"{settings.dense_model} (not loaded: {type(exc).__name__})"}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

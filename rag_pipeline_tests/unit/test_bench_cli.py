@@ -17,6 +17,10 @@ def test_bench_beir_json_shape_and_report(tmp_path: Path, capsys) -> None:
     figures = json.loads(capsys.readouterr().out)
     assert figures["queries"] == 2 and figures["documents"] == 6
     assert figures["dense_search"] == "hnsw (m=16, ef_construct=100, ef=128)"
+    # Where the latencies were measured: the CPU, its instruction sets and the encoder's backend and precision.
+    machine = figures["machine"]
+    assert machine["cpu"] and machine["cores"] >= 1 and isinstance(machine["instruction_sets"], list)
+    assert "all-MiniLM-L6-v2, " in machine["dense_encoder"]  # model id, backend (precision)
     assert set(figures["arms"]) == {"vector", "bm25", "hybrid", "reranked", "prf", "reranked[fixed-weights]"}
     for name, arm in figures["arms"].items():
         assert set(arm) >= {"ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100", "p50_ms", "p95_ms", "ci95"}
@@ -28,7 +32,8 @@ def test_bench_beir_json_shape_and_report(tmp_path: Path, capsys) -> None:
     assert "reranked" in (out / "report.md").read_text()
     # Second run: the embedding cache in --data-dir serves every chunk.
     assert main(["bench", "--beir", str(beir), "--arms", "bm25", "hybrid", "--data-dir", str(tmp_path / "data")]) == 0
-    assert "| hybrid" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "| hybrid" in table and "\nmachine: " in table and "all-MiniLM-L6-v2, " in table
     # Exact dense search on request, said in the output; six documents rank the same either way.
     assert main([*argv, "--arms", "vector", "--exact-dense"]) == 0
     exact = json.loads(capsys.readouterr().out)
