@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.machine import cpu_name, instruction_sets
+from rag_pipeline.machine import machine as describe_this_machine
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -114,13 +113,9 @@ def encoder_backend(encoder: object) -> str:
 
 
 def machine(encoder: object | None = None) -> dict[str, Any]:
-    """CPU model, instruction sets, cores, Python and, given one, the dense encoder's backend."""
-    out: dict[str, Any] = {
-        "cpu": cpu_name(),
-        "instruction_sets": instruction_sets(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-    }
+    """CPU model, instruction sets, cores, Python (:func:`rag_pipeline.machine.machine`) and, given one, the
+    dense encoder's class and precision."""
+    out = describe_this_machine()
     if encoder is not None:
         out["encoder"] = encoder_backend(encoder)
     return out
