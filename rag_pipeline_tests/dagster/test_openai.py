@@ -233,8 +233,15 @@ def test_search_bench_and_evaluation_use_the_model_the_index_was_built_with(
         assert evaluate().success
         assert len(openai.calls("/embeddings")) > before
 
-        # Another model configured: searches, the benchmark, the evaluation and writes all refuse, naming both.
+        # Unset, the data folder's recorded language holds the model its first index was written with.
         monkeypatch.delenv("RAG_DENSE_MODEL")
+        assert json.loads((data / "language.json").read_text())["dense_model"] == model
+        capsys.readouterr()
+        assert main(search) == 0
+        assert json.loads(capsys.readouterr().out)["results"][0]["document_id"] == "jira:ai.test:1"
+
+        # Another model configured: searches, the benchmark, the evaluation and writes all refuse, naming both.
+        monkeypatch.setenv("RAG_DENSE_MODEL", "all-MiniLM-L6-v2")
         for argv in (search, bench):
             capsys.readouterr()  # the materializations' own log lines
             assert main(argv) == 2
