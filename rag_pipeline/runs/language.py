@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.index.index_info import indexed_dense_model, indexed_sparse_terms
+from rag_pipeline.index.index_info import IndexModelMismatch, indexed_dense_model, indexed_sparse_terms
 from rag_pipeline.index.opening import open_vector_store
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.settings import Settings
@@ -26,6 +26,12 @@ def decide_language(settings: Settings, texts: Callable[[], Sequence[str]]) -> t
     choose). Decides and records the choice when the folder has none; ``texts()`` is called only then."""
     recorded = settings.recorded_language()
     if recorded is not None:
+        if settings.language not in ("auto", recorded.language):
+            raise IndexModelMismatch(
+                f"this data folder's index is built for {recorded.language} ({settings.paths.language}), not "
+                f"{settings.language} (--language / RAG_LANGUAGE): index {settings.language} text into another "
+                "data folder (--data-dir), or leave the language to the folder"
+            )
         return settings, recorded
     if settings.dense_model_pinned and settings.bm25_tokenizer_pinned:
         return settings, None

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, cast
 
+from rag_pipeline.env_values import SettingsError
+
 Language = Literal["english", "cjk"]
 LanguageSetting = Literal["auto", "english", "cjk"]
 LANGUAGE_SETTINGS: tuple[LanguageSetting, ...] = ("auto", "english", "cjk")
@@ -111,7 +113,7 @@ def read_choice(path: Path) -> LanguageChoice | None:
             raise ValueError(f"unknown language {data['language']!r}")
         return LanguageChoice(**data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} does not hold a language choice ({exc}): delete it to choose again") from exc
+        raise SettingsError(f"{path} does not hold a language choice ({exc}): delete it to choose again") from exc
 
 
 def record_choice(path: Path, choice: LanguageChoice) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.env_values import SettingsError
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
+from rag_pipeline.index.index_info import IndexModelMismatch, claim_dense_model, claim_sparse_terms
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.runs.language import decide_language
 from rag_pipeline.settings import Settings
@@ -58,7 +59,7 @@ def test_a_choice_round_trips_and_a_damaged_file_is_named(tmp_path: Path) -> Non
     record_choice(path, chosen("cjk", "setting"))
     assert read_choice(path) == chosen("cjk", "setting").__class__(**json.loads(path.read_text()))
     path.write_text('{"language": "klingon"}')
-    with pytest.raises(ValueError, match=str(path)):
+    with pytest.raises(SettingsError, match=str(path)):
         read_choice(path)
 
 
@@ -101,6 +102,9 @@ def test_the_first_index_decides_and_later_runs_keep_the_choice(tmp_path: Path) 
     # Later: the recorded choice, without reading the documents again, even if they are English now.
     again, kept = decide_language(_settings(data), _texts(seen, [EN] * 10))
     assert kept == choice and seen == ["read"] and again.dense_model == "multilingual-e5-small"
+    # Asking for the other language on this folder is refused before anything is written, naming both.
+    with pytest.raises(IndexModelMismatch, match=r"built for cjk .* not english"):
+        decide_language(_settings(data, RAG_LANGUAGE="english"), _texts(seen, [EN]))
 
 
 def test_an_explicit_language_is_recorded_without_sampling(tmp_path: Path) -> None:
