@@ -42,18 +42,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     console = Console(stderr=True)
     check_paths(settings, args.source, options=False)
-    say = (lambda text: None) if args.json else (lambda text: console.print(text, highlight=False))
+    # On stdout, never wrapped, before the summary: stderr stays progress and the one error line of a failure.
+    say = (lambda text: None) if args.json else (lambda text: print(text, flush=True))
     say("Indexing the data through every partitioned asset (read, chunk, embed, write to Qdrant)…")
     result = index_sources(args, settings, console, title="rag-pipeline demo", command="demo")
     settings = language_settings(args, settings)  # the models the index was just written with
     evaluation = None
     if not args.no_eval:
         changed = result["runs"] > 0 or args.full_refresh
-        if changed:
-            say("Evaluating every arm on the eval sets (queries per eval set and arm below; the reranked arm first "
-                "collects its training data and trains its cross-fitted rerankers)…")  # fmt: skip
+
+        def announce(eval_sets: int, arms: int) -> None:
+            say(f"Evaluating {arms} arms on {eval_sets} eval sets (progress per eval set and arm below; the reranked "
+                "arm first collects its training data and trains its cross-fitted rerankers)…")  # fmt: skip
+
         with task_bars(console, disable=args.json) as bars, step_progress(_eval_progress(console, bars, args.json)):
-            evaluation = run_evaluation(settings, force=changed, on_progress=bars, sources=tuple(args.source))
+            evaluation = run_evaluation(
+                settings, force=changed, on_progress=bars, sources=tuple(args.source), on_start=announce
+            )
         result["evaluation"] = {
             "ran": evaluation.ran,
             "seconds": round(evaluation.seconds, 1),

@@ -51,12 +51,14 @@ def run_evaluation(
     force: bool = False,
     on_progress: ProgressFn | None = None,
     sources: tuple[str, ...] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> EvaluationSummary:
     """Materialize ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on the runners' instance.
 
     Skipped (the last report is shown) when a report exists and ``force`` is false: the caller forces
     it whenever the index changed. ``sources`` (a partial demo) keeps only the eval sets scoped to
-    those sources, so a Slack-only index is not scored on Jira queries.
+    those sources, so a Slack-only index is not scored on Jira queries. ``on_start(eval_sets, arms)`` is
+    called when the evaluation runs, before its first arm.
     """
 
     ensure_dagster_home(settings)
@@ -86,6 +88,8 @@ def run_evaluation(
         defs = dg.Definitions(assets=definitions.assets, jobs=definitions.jobs, resources=resources)
         with runner_instance() as instance:
             arms = definitions.arms.get_partition_keys()
+            if on_start:
+                on_start(len(resources["evaluation"].eval_set_paths()), len(arms))  # type: ignore[attr-defined]
             eval_job = defs.resolve_job_def("retrieval_eval_job")
             for done, arm in enumerate(arms):
                 if on_progress:

@@ -135,6 +135,10 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "jira" in out and "Dagster instance" in out
     assert "### tiny" in out and "| bm25 (baseline)" in out
+    # It says what it does before each phase, the index's language and the machine the seconds came from.
+    assert out.index("Indexing the data") < out.index("Evaluating 5 arms on 1 eval sets") < out.index("### tiny")
+    assert "\nlanguage: english (dense all-MiniLM-L6-v2, BM25 word; chosen from the data: 0 of 2 sampled" in out
+    assert "\nmachine: " in out and " cores; dense encoder " in out
     # A Slack-only demo is not scored on an eval set scoped to Jira.
     assert main(["demo", "--source", "slack", "--json", "--data-dir", str(small_sources)]) == 0
     slack_only = json.loads(capsys.readouterr().out)["evaluation"]
