@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-retrieval setup postgres-server browser
+.PHONY: demo test lint bench bench-retrieval setup postgres-server redis-server celery-broker browser
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ postgres-server:
 		($(SUDO) apt-get update -qq && \
 		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql)
 
+# The Celery tests (slow suite) and `make celery-broker` use Debian's redis-server as the broker.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -qq && \
+		 $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server)
+
+# A broker for `RAG_EXECUTOR=celery` on this machine (loopback, no persistence); see docs/guides/scaling.md.
+celery-broker: redis-server
+	redis-server --port 6379 --bind 127.0.0.1 --save "" --appendonly no
+
 # The slow UI test screenshots the Dagster UI with Debian's Chromium.
 browser:
 	@command -v chromium >/dev/null 2>&1 || \
@@ -31,11 +41,11 @@ browser:
 
 # The default suite, then the slow one (the Dagster UI in a real browser with screenshots in test-artifacts/,
 # the minute-long scheduled-sync, crash and concurrency runs, the simulated week).
-test: $(BIN)/.installed postgres-server browser
+test: $(BIN)/.installed postgres-server redis-server browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy  # the whole package; strict on the domain packages (pyproject.toml [tool.mypy])
 	RAG_REQUIRE_POSTGRES=1 $(BIN)/pytest
-	$(BIN)/pytest -m slow
+	RAG_REQUIRE_REDIS=1 $(BIN)/pytest -m slow
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.ingest

@@ -10,7 +10,7 @@ import warnings
 
 import dagster as dg
 
-from rag_pipeline.commands import ask, bench, demo, directory, index, mcp, search, serve, status, sync, whois
+from rag_pipeline.commands import ask, bench, demo, directory, index, mcp, search, serve, status, sync, whois, worker
 from rag_pipeline.commands import explain as explain_command
 from rag_pipeline.commands.arguments import OneLineParser
 from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
@@ -37,7 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="print tracebacks and library warnings")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in (index, demo, search, ask, whois, explain_command, directory, serve, mcp, bench, sync, status):
+    for command in (
+        index,
+        demo,
+        search,
+        ask,
+        whois,
+        explain_command,
+        directory,
+        serve,
+        mcp,
+        bench,
+        sync,
+        status,
+        worker,
+    ):
         command.add_parser(sub)
     for command_parser in sub.choices.values():
         # Also after the subcommand (`rag-pipeline demo --debug`); SUPPRESS keeps a --debug given before it,

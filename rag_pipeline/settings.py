@@ -144,6 +144,22 @@ class QdrantSettings(_Frozen):
         return "qdrant-client:server" if self.url else "qdrant-edge"
 
 
+class ExecutionSettings(_Frozen):
+    """Where a run's steps execute (RAG_EXECUTOR): ``auto`` keeps the embedded engine's one process (in-process;
+    multiprocess with a Qdrant server), ``celery`` hands each step to Celery workers through a broker
+    (RAG_CELERY_BROKER_URL, RAG_CELERY_BACKEND_URL), ``k8s`` runs each step as a Kubernetes Job.
+
+    The broker's URL can carry a password, so only whether it is set is recorded here; the executor reads the
+    variable itself (a Dagster ``env`` config source), and it never lands in a run's config."""
+
+    executor: Literal["auto", "in_process", "multiprocess", "celery", "k8s"] = "auto"
+    celery_backend_set: bool = False
+    # Seconds a step's task may stay unacknowledged before the broker hands it to another worker: a worker
+    # that dies (SIGKILL, a lost machine) has its step run again elsewhere after this long. It must exceed the
+    # longest step, or a step still running is handed out twice.
+    celery_visibility_timeout: int = 7200
+
+
 class ApiLimits(_Frozen):
     """Bounds on every live API read, so a faulty server cannot make a run request or wait forever."""
 
@@ -251,6 +267,7 @@ class Settings(_Frozen):
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
     store_wait_seconds: int = DEFAULT_STORE_WAIT_SECONDS
     qdrant: QdrantSettings = QdrantSettings()
+    execution: ExecutionSettings = ExecutionSettings()
     api_limits: ApiLimits = ApiLimits()
     notifications: NotificationSettings | None = None
     automation: AutomationSettings = AutomationSettings()
@@ -369,6 +386,23 @@ def _source_sync(env: EnvValues, source: str, cron: str, requests_per_minute: in
     )
 
 
+EXECUTORS = ("auto", "in_process", "multiprocess", "celery", "k8s")
+
+
+def _execution(env: EnvValues) -> ExecutionSettings:
+    executor = env.choice("RAG_EXECUTOR", EXECUTORS, "auto")
+    if executor == "celery" and not env.get("RAG_CELERY_BROKER_URL"):
+        raise SettingsError(
+            "RAG_EXECUTOR=celery needs RAG_CELERY_BROKER_URL, the broker the workers listen on "
+            "(e.g. redis://127.0.0.1:6379/0); see docs/guides/scaling.md"
+        )
+    return ExecutionSettings(
+        executor=executor,
+        celery_backend_set=bool(env.get("RAG_CELERY_BACKEND_URL")),
+        celery_visibility_timeout=env.int("RAG_CELERY_VISIBILITY_TIMEOUT", 7200, minimum=10) or 7200,
+    )
+
+
 def _from_env(raw: Mapping[str, str]) -> Settings:
     env = EnvValues(raw)
     sources = {name: source.settings.from_env(env) for name, source in registered_sources().items()}
@@ -423,6 +457,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             hnsw_ef=env.int("RAG_HNSW_EF", DenseSearch.hnsw_ef, minimum=1) or DenseSearch.hnsw_ef,
             exact_dense=env.flag("RAG_DENSE_EXACT", False),
         ),
+        execution=_execution(env),
         api_limits=ApiLimits(
             timeout_seconds=env.int("RAG_API_TIMEOUT_SECONDS", 30, minimum=1) or 30,
             page_cap=env.int("RAG_API_PAGE_CAP", 10_000, minimum=1) or 10_000,

@@ -29,6 +29,7 @@ from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_q
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor
+from rag_pipeline.defs.executors import build_executor
 from rag_pipeline.defs.notifications import (
     SlackNotificationResource,
     eval_check_slack_notification_sensor,
@@ -212,5 +213,5 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             *(notification_sensors if settings.notifications else []),
         ],
         resources=build_resources(settings, specs),
-        executor=dg.multiprocess_executor if settings.qdrant.url else dg.in_process_executor,
+        executor=build_executor(settings),
     )

@@ -19,6 +19,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.chain.resources import QdrantResource
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
@@ -85,6 +86,7 @@ def build_directory_asset(source: str) -> dg.AssetsDefinition:
         key=key,
         group_name=source,
         kinds={source, "sqlite"},
+        op_tags=step_tags(QDRANT_QUEUE),
         owners=["team:rag-platform"],
         required_resource_keys={f"{source}_source", "directory", "qdrant"},
         automation_condition=dg.AutomationCondition.on_cron(DIRECTORY_CRON),

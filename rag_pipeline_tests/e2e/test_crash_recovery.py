@@ -30,11 +30,10 @@ from dagster._core.instance.config import dagster_instance_config
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.utils import make_new_run_id
 
-from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.runs.execution import WatchedConcurrencyContext, execute_run, runner_instance
 from rag_pipeline.runs.instance import DAGSTER_YAML
 from rag_pipeline.runs.recovery import HOST_TAG, PID_STARTED_TAG, PID_TAG, process_started, recover_runs
+from rag_pipeline_tests.kit.celery_cluster import index_snapshot
 from rag_pipeline_tests.kit.data import D1, basic_days, ts, write_slack_export
 from rag_pipeline_tests.kit.paths import REPO_ROOT
 
@@ -430,20 +429,6 @@ class Demo:
         return [line for line in self.stderr().splitlines() if line.startswith("recovered run ")]
 
 
-def _index(data: Path) -> dict[str, object]:
-    with EdgeVectorStore(data / "qdrant", CollectionNames.with_prefix("rag")) as store:
-        documents = store.indexed_documents()
-        names = store.names
-        return {
-            "documents": documents,
-            "counts": {name: store.count(name) for name in (names.children, names.parents)},
-            "points": {
-                name: sorted((p.id, p.document_id, p.version) for p in store.document_points(name, sorted(documents)))
-                for name in (names.children, names.parents)
-            },
-        }
-
-
 @pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
 def test_kill_9_at_three_steps_then_rerun_gives_the_clean_index(tmp_path: Path) -> None:
     private = {"2024-03-01": [{"type": "message", "user": "U3", "text": "private plans", "ts": ts(D1 + 700)}]}
@@ -466,7 +451,7 @@ def test_kill_9_at_three_steps_then_rerun_gives_the_clean_index(tmp_path: Path) 
     raw = Demo(tmp_path, env, crashed, "raw").kill_when_paused()
     parents = Demo(tmp_path, env, crashed, "parents").kill_when_paused()
     points = Demo(tmp_path, env, crashed, "points").kill_when_paused()
-    half_written = _index(crashed)["counts"]
+    half_written = index_snapshot(crashed)["counts"]
     assert half_written == {"rag_children": 0, "rag_parents": 3}  # #general's parents, none of its children
     rerun = Demo(tmp_path, env, crashed)
     summary = rerun.completed()
@@ -484,7 +469,7 @@ def test_kill_9_at_three_steps_then_rerun_gives_the_clean_index(tmp_path: Path) 
     assert summary["documents"] == clean_summary["documents"] == 4
     assert summary["points"] == clean_summary["points"] > 0
 
-    assert _index(crashed) == _index(tmp_path / "clean")
+    assert index_snapshot(crashed) == index_snapshot(tmp_path / "clean")
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(crashed / "dagster_home"))) as instance:
         runs = instance.get_runs()
         failed = [r for r in runs if r.status == dg.DagsterRunStatus.FAILURE]

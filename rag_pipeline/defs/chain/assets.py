@@ -18,6 +18,7 @@ from rag_pipeline.defs.automation import INDEX_FRESHNESS
 from rag_pipeline.defs.chain.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
 from rag_pipeline.defs.chain.metadata import length_stats
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
+from rag_pipeline.defs.executors import EMBED_QUEUE, QDRANT_QUEUE, step_tags
 from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
 from rag_pipeline.index.store import TITLE_VECTOR
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
@@ -102,6 +103,7 @@ def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         ins={"documents": dg.AssetIn(keys.raw)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"tiktoken", "parquet"},
+        op_tags=step_tags(EMBED_QUEUE),
         description=f"Parent chunks of {source} documents (cl100k tokens; default 2000 with 200 overlap): "
         "the text a search result returns.",
         check_specs=[
@@ -145,6 +147,7 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
         ins={"documents": dg.AssetIn(keys.raw), "parents": dg.AssetIn(keys.parents)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"tiktoken", "parquet"},
+        op_tags=step_tags(EMBED_QUEUE),
         description=f"Child chunks of {source} documents (default 400 cl100k tokens, 50 overlap, shortened to fit the "
         "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
         check_specs=[
@@ -217,6 +220,7 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         ins={"children": dg.AssetIn(keys.children), "documents": dg.AssetIn(keys.raw)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"pytorch", "parquet"},
+        op_tags=step_tags(EMBED_QUEUE, embedding=True),
         description=f"Dense embeddings of {source} child chunks (local model by default), plus one per document "
         "title (the title vector hybrid search can prefetch), via the persistent embedding cache keyed by "
         "(model, sha256 of text).",
@@ -280,6 +284,7 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
         ins={"children": dg.AssetIn(keys.children)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"bm25", "parquet"},
+        op_tags=step_tags(EMBED_QUEUE),
         description=f"BM25 term-frequency weights of {source} child chunks (hashed term ids; IDF is applied by "
         "Qdrant at query time, so nothing is refit as partitions arrive).",
         **common,
@@ -328,6 +333,7 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         },
         kinds={"qdrant"},
         pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         freshness_policy=INDEX_FRESHNESS,
         description=f"{source} child points (dense + BM25 + payload) and parent points (text) in Qdrant. Never "
         "regresses a document to an older version; new points land before stale ones are removed.",

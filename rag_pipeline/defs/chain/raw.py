@@ -12,6 +12,7 @@ import pandas as pd
 from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS
 from rag_pipeline.defs.chain.assets import IO_MANAGER_KEY
 from rag_pipeline.defs.chain.partitions import days_by_container, multi_key
+from rag_pipeline.defs.executors import source_api_queue, step_tags
 from rag_pipeline.defs.sync.runs import API_CALLS_TAG, SYNC_FROM_TAG
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document
@@ -178,6 +179,7 @@ def build_raw_documents_asset(
         kinds={source, "parquet"},
         owners=["team:rag-platform"],
         pool=pool,
+        op_tags=step_tags(source_api_queue(source)),
         freshness_policy=RAW_FRESHNESS,
         retry_policy=API_RETRY,
         required_resource_keys={resource_key},

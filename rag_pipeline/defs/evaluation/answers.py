@@ -17,6 +17,7 @@ from rag_pipeline.answers.ask import ContextLimits, ask
 from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.evaluation.answer_checks import AnswerScores, JudgeSample, score_answer
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter
@@ -85,6 +86,7 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         deps=index_deps,
         group_name="evaluation",
         kinds={"openai"},
+        op_tags=step_tags(QDRANT_QUEUE),
         owners=["team:rag-platform"],
         check_specs=[
             dg.AssetCheckSpec(

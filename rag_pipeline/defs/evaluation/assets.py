@@ -14,6 +14,7 @@ from rag_pipeline.defs.chain.assets import QDRANT_POOL
 from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
 from rag_pipeline.evaluation.progress import eval_set_progress
@@ -151,6 +152,7 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
     @dg.asset(
         deps=index_deps,
         pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         kinds={"lightgbm"},
         description="The learned multi-signal reranker (LightGBM LambdaRank over BM25, dense, fusion, field, recency "
         "and source features) trained on every labelled query of the eval sets; `rag-pipeline search --mode reranked` "
@@ -216,6 +218,7 @@ def retrieval_eval_asset(
         partitions_def=arms,
         deps=index_deps,
         pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         automation_condition=daily_eval_condition(eval_cron),
         kinds={"python"},
         description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
@@ -319,6 +322,7 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         check_specs=REPORT_CHECKS,
         automation_condition=dg.AutomationCondition.eager(),
         kinds={"markdown"},
+        op_tags=step_tags(QDRANT_QUEUE),
         description="The arms compared per eval set: nDCG@10 / Recall / MRR / MAP with bootstrap CIs, paired "
         "randomization tests vs the baseline (Holm-corrected), latency, leaks; markdown, JSON, per-query parquet, "
         "plots.",

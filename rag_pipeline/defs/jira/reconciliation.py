@@ -12,6 +12,7 @@ from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.chain.partitions import JIRA_PROJECTS
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import LiveDefinitions
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.index.store import IndexedDocument
@@ -35,6 +36,7 @@ def build_jira_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefini
         kinds={"jira", "qdrant"},
         owners=["team:rag-platform"],
         pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         retry_policy=API_RETRY,
         description="Lists every discovered project's current issue ids (ids only, large pages) and compares them with "
         "the index: issues Jira no longer has are removed; issues moved to another project (new key, same id) are "

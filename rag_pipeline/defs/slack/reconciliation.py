@@ -13,6 +13,7 @@ from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.chain.partitions import SLACK_CHANNELS
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import LiveDefinitions
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.index.store import IndexedDocument
@@ -39,6 +40,7 @@ def build_slack_reconciliation(keys: ChainKeys, discovery_sensor: dg.SensorDefin
         kinds={"slack", "qdrant"},
         owners=["team:rag-platform"],
         pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         retry_policy=API_RETRY,
         description="Compares every discovered channel's indexed threads with what Slack lists now: removes threads "
         "whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback whose "
