@@ -107,18 +107,10 @@ def beir_bench(
 # -- the machine --------------------------------------------------------------------------------------------------
 
 
-def encoder_backend(encoder: object) -> str:
-    """The dense encoder's class and precision, e.g. ``OpenVinoEncoder f32``."""
-    return f"{type(encoder).__name__} {getattr(encoder, 'precision', '') or ''}".strip()
-
-
-def machine(encoder: object | None = None) -> dict[str, Any]:
-    """CPU model, instruction sets, cores, Python (:func:`rag_pipeline.machine.machine`) and, given one, the
-    dense encoder's class and precision."""
-    out = describe_this_machine()
-    if encoder is not None:
-        out["encoder"] = encoder_backend(encoder)
-    return out
+def machine(encoder: Any | None = None) -> dict[str, Any]:
+    """CPU model, instruction sets, cores, Python and, given one, the dense encoder's model, backend and precision
+    (:func:`rag_pipeline.machine.machine`, as the demo's summary prints them)."""
+    return describe_this_machine(encoder)
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_val
 
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
-from rag_pipeline.index.store import DenseSearch
+from rag_pipeline.index.store import CollectionNames, DenseSearch
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
 from rag_pipeline.text.language import LANGUAGE_SETTINGS, LanguageChoice, LanguageSetting, read_choice
 from rag_pipeline.text.language import MODELS as LANGUAGE_MODELS
@@ -153,6 +153,7 @@ class ExecutionSettings(_Frozen):
     variable itself (a Dagster ``env`` config source), and it never lands in a run's config."""
 
     executor: Literal["auto", "in_process", "multiprocess", "celery", "k8s"] = "auto"
+    celery_broker_set: bool = False
     celery_backend_set: bool = False
     # Seconds a step's task may stay unacknowledged before the broker hands it to another worker: a worker
     # that dies (SIGKILL, a lost machine) has its step run again elsewhere after this long. It must exceed the
@@ -289,6 +290,11 @@ class Settings(_Frozen):
         recorded language applied."""
         return _from_env(os.environ if env is None else env).with_language_applied()
 
+    def has_embedded_index(self) -> bool:
+        """Whether the data folder's embedded index already holds the collections (never with a Qdrant server)."""
+        names = CollectionNames.with_prefix(self.qdrant.collection_prefix)
+        return self.qdrant.url is None and (self.paths.qdrant / names.children).exists()
+
     def recorded_language(self) -> LanguageChoice | None:
         """The language choice recorded in the data folder (None before its first index)."""
         return read_choice(self.paths.language)
@@ -398,6 +404,7 @@ def _execution(env: EnvValues) -> ExecutionSettings:
         )
     return ExecutionSettings(
         executor=executor,
+        celery_broker_set=bool(env.get("RAG_CELERY_BROKER_URL")),
         celery_backend_set=bool(env.get("RAG_CELERY_BACKEND_URL")),
         celery_visibility_timeout=env.int("RAG_CELERY_VISIBILITY_TIMEOUT", 7200, minimum=10) or 7200,
     )

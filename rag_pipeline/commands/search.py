@@ -14,7 +14,7 @@ from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
 from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
-from rag_pipeline.index.store import CollectionNames, VectorStore
+from rag_pipeline.index.store import VectorStore
 from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
@@ -48,12 +48,10 @@ def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait)
     The embedded index admits one process at a time: while a pipeline step or another search holds it,
     this waits (up to RAG_STORE_WAIT_SECONDS, reporting on ``on_wait``), then exits with the reason. Keep
     the block to the queries themselves."""
-    if not settings.qdrant.url:
-        names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
-        if not (settings.paths.qdrant / names.children).exists():
-            raise CommandError(
-                f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
-            )
+    if not settings.qdrant.url and not settings.has_embedded_index():
+        raise CommandError(
+            f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
+        )
     store = open_vector_store(store_location(settings), on_wait=on_wait, label=process_label())
     try:
         check_dense_model(store, settings.dense_model)

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.defs.executors import CELERY_BROKER_ENV
     from rag_pipeline.runs.instance import ensure_dagster_home
 
-    if not os.environ.get(CELERY_BROKER_ENV):
+    if not settings.execution.celery_broker_set:
         raise CommandError(
             f"{CELERY_BROKER_ENV} is not set: the broker this worker listens on (e.g. redis://127.0.0.1:6379/0)"
         )
@@ -102,5 +102,5 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     sys.stderr.flush()
     # dagster-celery starts `celery` from PATH: the one installed beside this Python, also where the
     # environment was not activated.
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    os.execve(command[0], command, env)
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), *os.get_exec_path()])
+    os.execv(command[0], command)

@@ -36,7 +36,6 @@ from rag_pipeline.defs.notifications import (
     run_failure_slack_notification_sensor,
 )
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_sync_sensor
-from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.settings import NotificationSettings, Settings
 from rag_pipeline.sources.registry import load_object, registered_sources
@@ -93,8 +92,7 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
 def undecided_language_file(settings: Settings) -> str | None:
     """The data folder's language file while its language is still to be chosen by a first index run from
     Dagster (no choice recorded, no index yet): the resources' unpinned models are then ``auto``."""
-    names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
-    existing_index = settings.qdrant.url is not None or (settings.paths.qdrant / names.children).exists()
+    existing_index = settings.qdrant.url is not None or settings.has_embedded_index()
     return None if existing_index or not settings.language_undecided() else str(settings.paths.language)
 
 

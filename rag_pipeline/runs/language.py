@@ -10,7 +10,6 @@ from dataclasses import replace
 from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.index_info import IndexModelMismatch, indexed_dense_model, indexed_sparse_terms
 from rag_pipeline.index.opening import open_vector_store
-from rag_pipeline.index.store import CollectionNames
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.language import (
     LanguageChoice,
@@ -52,10 +51,8 @@ def decide_language(settings: Settings, texts: Callable[[], Sequence[str]]) -> t
 def _from_existing_index(settings: Settings) -> LanguageChoice | None:
     """The models of an index already in the folder (written before choices were recorded): it can only be
     searched with them, so they are the choice."""
-    if not settings.qdrant.url:
-        names = CollectionNames.with_prefix(settings.qdrant.collection_prefix)
-        if not (settings.paths.qdrant / names.children).exists():
-            return None
+    if not settings.qdrant.url and not settings.has_embedded_index():
+        return None
     location = qdrant_resource(settings).process_config_and_initialize().location()
     store = open_vector_store(location)
     try:
