@@ -24,8 +24,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
-from numba.core.errors import NumbaTypeSafetyWarning
-from ranx import evaluate
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +100,10 @@ def per_query_metrics(qrels: Qrels, run: Run, metrics: Sequence[str] = DEFAULT_M
             order = ranked_ids(run[query_id])
             # Strictly decreasing rank-derived scores pin ranx to our tie-broken order.
             sub_run[query_id] = {doc_id: float(len(order) - rank) for rank, doc_id in enumerate(order)}
+        # ranx (with numba, ~1 s) is imported when a ranking is scored, not by every command that imports this.
+        from numba.core.errors import NumbaTypeSafetyWarning
+        from ranx import evaluate
+
         with warnings.catch_warnings():
             # ranx hashes doc ids to uint64 and numba warns about the cast to int64 on every call; harmless.
             warnings.simplefilter("ignore", NumbaTypeSafetyWarning)

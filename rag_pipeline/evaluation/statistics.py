@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 
 def _as_array(values: Iterable[float]) -> np.ndarray:
@@ -32,6 +31,8 @@ def bootstrap_ci(
         return (math.nan, math.nan)
     if data.size < 2 or np.all(data == data[0]):
         return (float(data[0]), float(data[0]))
+    from scipy import stats  # ~1 s to import: here, not at every command's start-up
+
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         # BCa warns (DegenerateDataWarning) and returns NaN on very lopsided samples, e.g. one hit in 200
@@ -86,6 +87,8 @@ def paired_permutation_pvalues(a: np.ndarray, b: np.ndarray, n_resamples: int = 
     if x.shape[1] == 0 or not differ.any():
         return pvalues
     x, y = x[differ], y[differ]
+    from scipy import stats
+
     result = stats.permutation_test(
         (x, y),
         _mean_difference,

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, DenseSearch, VectorStore
 
@@ -53,6 +52,9 @@ def open_vector_store(
     ``wait_seconds`` (default: the location's), reporting on ``on_wait``; ``yields`` marks an opener that
     hands the folder to waiting ones (the search service). A server has no such lock."""
     if location.url:
+        # qdrant-client (~1.2 s to import) only where a server is used, not by every command at start-up.
+        from rag_pipeline.index.client_store import ClientVectorStore
+
         return ClientVectorStore.connect(
             url=location.url,
             api_key=location.api_key,

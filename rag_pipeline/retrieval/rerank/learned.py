@@ -13,14 +13,18 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightgbm as lgb
 import numpy as np
 
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
+
+if TYPE_CHECKING:
+    # Imported where a model is loaded or trained: lightgbm brings scikit-learn (~2 s), which every
+    # `rag-pipeline` command would otherwise pay at start-up, --help included.
+    import lightgbm as lgb
 
 # The no-labels default: plain fusion order, nudged by the signals that helped most when learned on
 # the bundled dev sets (title coverage for Jira summaries, dense closeness to the best candidate).
@@ -127,6 +131,8 @@ class MultiSignalReranker:
                 f"reranker at {directory} was trained on features {metadata.get('features')}; "
                 f"this code computes {list(FEATURE_NAMES)} — retrain it (materialize reranker_model)"
             )
+        import lightgbm as lgb
+
         boosters = []
         for i in range(int(metadata.get("bag", 0))):
             model = directory / MODEL_FILE.format(i)
@@ -181,6 +187,8 @@ def choose_reg_lambda(
 ) -> tuple[float, dict[str, float]]:
     """The L2 value whose models score the best mean nDCG@10 (LightGBM's, over each held-out query's
     candidates) across ``folds`` inner folds of ``usable``; ties go to the smaller value."""
+    import lightgbm as lgb
+
     fold_of = _fold_of(usable, folds, seed=1)
     splits = []  # (training matrix, held-out matrix) per fold, shared by every value of the grid
     for fold in range(folds):
@@ -216,6 +224,8 @@ def train_reranker(
     fixed weights (and says so in the metadata) when no example has a relevant candidate. ``encoder`` counts
     the term-overlap features (the index's BM25 encoder; word terms by default); the model keeps its tokenizer.
     """
+    import lightgbm as lgb
+
     encoder = encoder or term_encoder()
     tokenizer = encoder.params.tokenizer
     featurize(examples, encoder)
