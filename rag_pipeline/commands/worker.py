@@ -95,6 +95,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     config_file.write_text(json.dumps(worker_config(settings), indent=2), encoding="utf-8")
     queues = worker_queues(args)
     command = worker_command(args, queues, config_file)
+    if settings.execution.executor != "celery":
+        # Workers only get steps from runs whose code location hands them over; a common first mistake.
+        print(
+            f"note: RAG_EXECUTOR is {settings.execution.executor} here; runs send their steps to workers only where "
+            "the code location that launches them has RAG_EXECUTOR=celery",
+            file=sys.stderr,
+        )
     if args.print_command:
         print(" ".join(command))
         return 0

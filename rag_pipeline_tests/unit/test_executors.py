@@ -121,6 +121,7 @@ def test_worker_starts_dagster_celery_on_the_executors_config_and_every_queue(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))  # restored afterwards (the command exports it)
     code, out, err = _cli(monkeypatch, capsys, "worker", "--print-command", "-n", "w1", "-c", "2")
     assert code == 0, err
+    assert "RAG_EXECUTOR is auto here" in err  # the code location must hand steps over; the worker says so
     command = out.split()
     assert command[1:5] == ["worker", "start", "-A", "dagster_celery.app"]
     # One comma-separated -q: Celery 5 keeps only the last of several -Q.
@@ -132,10 +133,14 @@ def test_worker_starts_dagster_celery_on_the_executors_config_and_every_queue(
     assert written == {"execution": {"config": celery_executor_config(Settings.from_env())}}
     assert "broker-password" not in config_file.read_text()
 
-    code, out, _ = _cli(monkeypatch, capsys, "worker", "--print-command", "-q", "embed", "-q", "qdrant")
-    assert out.split()[out.split().index("-q") + 1] == "embed,qdrant"
+    monkeypatch.setenv("RAG_EXECUTOR", "celery")
+    code, out, err = _cli(monkeypatch, capsys, "worker", "--print-command", "-q", "embed", "-q", "qdrant")
+    assert out.split()[out.split().index("-q") + 1] == "embed,qdrant" and "note:" not in err
     code, _, err = _cli(monkeypatch, capsys, "worker", "-q", "gpu")
     assert code == 2 and "gpu" in err
     monkeypatch.delenv("RAG_CELERY_BROKER_URL")
     code, _, err = _cli(monkeypatch, capsys, "worker")
-    assert code == 2 and "RAG_CELERY_BROKER_URL is not set" in err
+    assert code == 2 and "RAG_CELERY_BROKER_URL" in err  # named by the settings (RAG_EXECUTOR=celery) or the worker
+    monkeypatch.delenv("RAG_EXECUTOR")
+    code, _, err = _cli(monkeypatch, capsys, "worker")
+    assert code == 2 and "RAG_CELERY_BROKER_URL is not set" in err  # the worker itself needs a broker
