@@ -198,7 +198,9 @@ def create_app(
     hosts = allowed_hosts(listen_host, settings.allowed_hosts)
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
-    metrics = ServiceMetrics(lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds)
+    metrics = ServiceMetrics(
+        lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds, service.index_written
+    )
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
 
     def has_token(request: Request) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -18,13 +19,14 @@ _STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 
 
 class ServiceMetrics:
-    """Requests by route and status, latency per stage, index age, waits for the index and hand-overs."""
+    """Requests by route and status, latency per stage, index age and freshness, waits for the index and hand-overs."""
 
     def __init__(
         self,
         index_opened_at: Callable[[], float | None],
         hand_overs: Callable[[], int],
         open_seconds: Callable[[], float],
+        index_written: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -55,6 +57,13 @@ class ServiceMetrics:
             registry=self.registry,
         )
         index_age.set_function(lambda: _age(index_opened_at()))
+        # Index freshness: when the pipeline last wrote documents (the index records it with every write).
+        written = Gauge(
+            "rag_index_written_timestamp_seconds",
+            "Unix time of the pipeline's last write to the index (read again at most every 30 s)",
+            registry=self.registry,
+        )
+        written.set_function(lambda: _epoch(index_written()))
         self.registry.register(
             _Counted("rag_index_hand_overs", "Times the service handed the index to a writer", hand_overs)
         )
@@ -128,6 +137,15 @@ class _Counted(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily(self._name, self._documentation, value=float(self._value()))
+
+
+def _epoch(instant: str | None) -> float:
+    if not instant:
+        return float("nan")
+    try:
+        return datetime.fromisoformat(instant).timestamp()
+    except ValueError:
+        return float("nan")
 
 
 def _age(opened_at: float | None) -> float:

@@ -35,6 +35,8 @@ from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 log = logging.getLogger(__name__)
 
 SERVICE_LABEL = "rag-pipeline serve (search service; hands the index to writers)"
+# How stale the index's last-write time may be in the metrics (a scrape reads it again after this long).
+WRITTEN_REREAD_SECONDS = 30.0
 
 
 @dataclass
@@ -101,6 +103,7 @@ class SearchService:
         # in flight: few, quick ones hand it over sooner.
         self._slots = threading.BoundedSemaphore(max_concurrent_queries or max(2, os.cpu_count() or 2))
         self._index_written: str | None = None
+        self._written_read_at = 0.0
         self._documents: int | None = None
         folder = location.path if location.embedded else None
         self.index = SharedIndex[Retriever](
@@ -143,8 +146,22 @@ class SearchService:
     def _prepare(self, store: VectorStore) -> Retriever:
         retriever = build_retriever(store, self.models, self.config)
         self._index_written = written_at(store)
+        self._written_read_at = time.monotonic()
         self._documents = None  # counted again by the next health check
         return retriever
+
+    def index_written(self) -> str | None:
+        """When the pipeline last wrote documents to the index. Read when the index is (re)opened, and again at
+        most every :data:`WRITTEN_REREAD_SECONDS` seconds: a Qdrant server is never reopened, so writes to it would
+        otherwise never show."""
+        if time.monotonic() - self._written_read_at >= WRITTEN_REREAD_SECONDS and self.index.state()[0] == "open":
+            try:
+                with self.index.reading(timeout=1.0) as (retriever, _waited):
+                    self._index_written = written_at(retriever.store)
+                    self._written_read_at = time.monotonic()
+            except Exception:  # lent to a writer, a server not answering: the last value stands
+                pass
+        return self._index_written
 
     # --- health --------------------------------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, Any]]:

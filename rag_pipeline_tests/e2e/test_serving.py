@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from contextlib import redirect_stdout
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,10 @@ def test_metrics_parse_and_count_requests_by_route_status_and_stage(guarded: S.S
     assert {("embed", "reranked"), ("retrieve", "reranked"), ("rerank", "reranked"), ("total", "reranked")} <= stages
     age = next(s.value for s in families["rag_index_age_seconds"].samples)
     assert not math.isnan(age) and 0 <= age < 3600
+    # Index freshness: the time of the pipeline's last write, as /health reports it.
+    written = next(s.value for s in families["rag_index_written_timestamp_seconds"].samples)
+    updated = httpx.get(f"{guarded.url}/health", headers=AUTH, timeout=10).json()["index_updated"]
+    assert written == datetime.fromisoformat(updated).timestamp() and written <= time.time()
     assert "rag_store_wait_seconds" in families and "rag_index_hand_overs" in families
 
 

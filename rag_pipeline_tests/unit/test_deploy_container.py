@@ -719,7 +719,7 @@ def test_dashboard_panels_query_only_what_the_search_service_exposes(exposed_met
             for grouping in groupings:
                 assert set(grouping) <= in_query, f"{panel['title']}: groups by {set(grouping) - in_query}"
     # The figures the dashboard is for: index freshness, latency per stage, requests and refusals.
-    assert {"rag_index_age_seconds", "rag_stage_seconds_bucket", "rag_requests_total"} <= used
+    assert {"rag_index_written_timestamp_seconds", "rag_stage_seconds_bucket", "rag_requests_total"} <= used
 
 
 # --- the image ---------------------------------------------------------------------------------------------------
