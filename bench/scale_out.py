@@ -23,7 +23,6 @@ Results: bench/results/scale_out.json.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import dagster as dg
 from bench.common import RESULTS, parser, run_record, write_json
 from rag_pipeline_tests.kit.celery_cluster import (
     Cluster,
+    bundled_slack_env,
     celery_env,
     ensure_instance,
     finished_run,
@@ -57,11 +57,6 @@ ASSETS = ("slack_threads", "slack_parent_chunks", "slack_child_chunks", "slack_d
 
 def _days() -> list[str]:
     return sorted(p.stem for p in EXPORT.glob("*.json"))
-
-
-def _base_env(folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_"))}
-    return {**env, "RAG_EVAL_DIR": str(folder / "no_eval_sets"), "RAG_JIRA_DUMP": str(folder / "no_jira.jsonl.gz")}
 
 
 def _step_stats(home: Path, run_ids: list[str]) -> dict[str, Any]:
@@ -106,7 +101,7 @@ def _run_all(env: dict[str, str], days: list[str], concurrent: int) -> tuple[lis
 
 
 def in_process_arm(folder: Path, days: list[str]) -> tuple[dict[str, Any], dict[str, object]]:
-    env = with_data(_base_env(folder), folder / "data")
+    env = with_data(bundled_slack_env(folder), folder / "data")
     ensure_instance(env)
     run_ids, wall = _run_all(env, days, 1)
     home = Path(env["DAGSTER_HOME"])
@@ -115,7 +110,7 @@ def in_process_arm(folder: Path, days: list[str]) -> tuple[dict[str, Any], dict[
 
 def celery_arm(folder: Path, days: list[str], concurrent: int) -> tuple[dict[str, Any], dict[str, object]]:
     with redis_server(folder / "redis") as broker:
-        env = celery_env(_base_env(folder), folder / "data", broker.url(), 7200)
+        env = celery_env(bundled_slack_env(folder), folder / "data", broker.url(), 7200)
         ensure_instance(env)
         cluster = Cluster(env, folder)
         peaks: dict[str, int] = defaultdict(int)
@@ -165,7 +160,7 @@ def celery_arm(folder: Path, days: list[str], concurrent: int) -> tuple[dict[str
 
 
 def cli_arm(folder: Path) -> dict[str, Any]:
-    env = with_data(_base_env(folder), folder / "data")
+    env = with_data(bundled_slack_env(folder), folder / "data")
     command = [str(Path(sys.executable).parent / "rag-pipeline"), "index", "--source", "slack", "--json"]
     began = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_validator
 
@@ -144,6 +144,10 @@ class QdrantSettings(_Frozen):
         return "qdrant-client:server" if self.url else "qdrant-edge"
 
 
+Executor = Literal["auto", "in_process", "multiprocess", "celery", "k8s"]
+DEFAULT_CELERY_VISIBILITY_TIMEOUT = 7200
+
+
 class ExecutionSettings(_Frozen):
     """Where a run's steps execute (RAG_EXECUTOR): ``auto`` keeps the embedded engine's one process (in-process;
     multiprocess with a Qdrant server), ``celery`` hands each step to Celery workers through a broker
@@ -152,13 +156,13 @@ class ExecutionSettings(_Frozen):
     The broker's URL can carry a password, so only whether it is set is recorded here; the executor reads the
     variable itself (a Dagster ``env`` config source), and it never lands in a run's config."""
 
-    executor: Literal["auto", "in_process", "multiprocess", "celery", "k8s"] = "auto"
+    executor: Executor = "auto"
     celery_broker_set: bool = False
     celery_backend_set: bool = False
     # Seconds a step's task may stay unacknowledged before the broker hands it to another worker: a worker
     # that dies (SIGKILL, a lost machine) has its step run again elsewhere after this long. It must exceed the
     # longest step, or a step still running is handed out twice.
-    celery_visibility_timeout: int = 7200
+    celery_visibility_timeout: int = DEFAULT_CELERY_VISIBILITY_TIMEOUT
 
 
 class ApiLimits(_Frozen):
@@ -392,21 +396,20 @@ def _source_sync(env: EnvValues, source: str, cron: str, requests_per_minute: in
     )
 
 
-EXECUTORS = ("auto", "in_process", "multiprocess", "celery", "k8s")
-
-
 def _execution(env: EnvValues) -> ExecutionSettings:
-    executor = env.choice("RAG_EXECUTOR", EXECUTORS, "auto")
-    if executor == "celery" and not env.get("RAG_CELERY_BROKER_URL"):
+    executor = env.choice("RAG_EXECUTOR", get_args(Executor), "auto")
+    broker_set = bool(env.get("RAG_CELERY_BROKER_URL"))
+    if executor == "celery" and not broker_set:
         raise SettingsError(
             "RAG_EXECUTOR=celery needs RAG_CELERY_BROKER_URL, the broker the workers listen on "
             "(e.g. redis://127.0.0.1:6379/0); see docs/guides/scaling.md"
         )
+    timeout = env.int("RAG_CELERY_VISIBILITY_TIMEOUT", DEFAULT_CELERY_VISIBILITY_TIMEOUT, minimum=10)
     return ExecutionSettings(
         executor=executor,
-        celery_broker_set=bool(env.get("RAG_CELERY_BROKER_URL")),
+        celery_broker_set=broker_set,
         celery_backend_set=bool(env.get("RAG_CELERY_BACKEND_URL")),
-        celery_visibility_timeout=env.int("RAG_CELERY_VISIBILITY_TIMEOUT", 7200, minimum=10) or 7200,
+        celery_visibility_timeout=timeout or DEFAULT_CELERY_VISIBILITY_TIMEOUT,
     )
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from rag_pipeline_tests.kit.celery_cluster import (
     Cluster,
+    bundled_slack_env,
     celery_env,
     ensure_instance,
     finished_run,
@@ -49,12 +50,6 @@ STEPS = {"slack_threads", "slack_parent_chunks", "slack_child_chunks", "slack_de
          "slack_sparse_vectors", "slack_qdrant_points"}  # fmt: skip
 
 
-def _base_env(folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_"))}
-    # The bundled export only; no eval sets, so nothing but the selected chain runs.
-    return {**env, "RAG_EVAL_DIR": str(folder / "no_eval_sets"), "RAG_JIRA_DUMP": str(folder / "no_jira.jsonl.gz")}
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if redis_server_binary() is None:
@@ -63,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         pytest.skip("redis-server is not installed (Debian package redis-server; `make test` installs it)")
     folder = tmp_path_factory.mktemp("celery")
     with redis_server(folder / "redis") as broker:
-        env = celery_env(_base_env(folder), folder / "data", broker.url(), VISIBILITY_TIMEOUT)
+        env = celery_env(bundled_slack_env(folder), folder / "data", broker.url(), VISIBILITY_TIMEOUT)
         # The workers load the pause hook (kit/pause_after_first_write), armed by the kill test only.
         env["PYTHONPATH"] = os.pathsep.join([str(PAUSE_HOOK), str(REPO_ROOT)])
         env["RAG_TEST_PAUSE_MARKER"] = str(folder / "paused")
@@ -84,7 +79,7 @@ def in_process_index(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict
     """The same range runs, each in-process, in a data folder of its own: the index after the backfill's days,
     and after the killed run's day too."""
     folder = tmp_path_factory.mktemp("in_process")
-    env = with_data(_base_env(folder), folder / "data")
+    env = with_data(bundled_slack_env(folder), folder / "data")
     ensure_instance(env)
     for day in BACKFILL_DAYS:
         finished_run(launch_range_run(env, "slack", CHANNEL, day, day))

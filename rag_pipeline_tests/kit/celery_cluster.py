@@ -180,6 +180,13 @@ class Cluster:
             worker.stop()
 
 
+def bundled_slack_env(folder: Path) -> dict[str, str]:
+    """This process's environment without the project's settings: the bundled Slack export, no Jira dump, no eval
+    sets (so a run selects nothing but the Slack chain)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_"))}
+    return {**env, "RAG_EVAL_DIR": str(folder / "no_eval_sets"), "RAG_JIRA_DUMP": str(folder / "no_jira.jsonl.gz")}
+
+
 def celery_env(base: Mapping[str, str], data: Path, broker: str, visibility_timeout: int) -> dict[str, str]:
     """What a worker and a run launched against it see: the Celery executor, the broker, one data folder."""
     env = {
