@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,9 +89,16 @@ def ensure_dagster_home(settings: Settings) -> Path:
         _write_whole(config, DAGSTER_YAML.format(home=home))
     else:
         written = config.read_text(encoding="utf-8")
-        if MOVED_EVENT_STORAGE in written:
-            # Instances written before the event storage moved from defs/ to runs/ name its old module.
-            _write_whole(config, written.replace(MOVED_EVENT_STORAGE, "rag_pipeline.runs.event_storage"))
+        # Instances written before the event storage moved from defs/ to runs/ name its old module.
+        current = written.replace(MOVED_EVENT_STORAGE, "rag_pipeline.runs.event_storage")
+        # A data folder copied or moved elsewhere still names the old folder's event log in the config written
+        # for it: its runs would be recorded there (or in a folder since deleted) while its run list is here.
+        # Only the runners' own config is re-pointed; one somebody edited is theirs.
+        base_dir = re.search(r"^    base_dir: (.+)/history/runs$", current, flags=re.MULTILINE)
+        if base_dir and base_dir[1] != str(home) and current == DAGSTER_YAML.format(home=base_dir[1]):
+            current = DAGSTER_YAML.format(home=home)
+        if current != written:
+            _write_whole(config, current)
     os.environ["DAGSTER_HOME"] = str(home)
     global _home  # what open_instance locks (only Settings reads the environment)
     _home = home

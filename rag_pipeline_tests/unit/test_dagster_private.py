@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 from rag_pipeline.defs import dagster_private as private
 
@@ -36,23 +38,49 @@ def test_run_ids_and_the_event_log_storage_are_what_the_runners_extend() -> None
     assert re.fullmatch(r"[0-9a-f-]{36}", private.make_new_run_id())
     assert callable(getattr(private.SqliteEventLogStorage, "from_config_value", None))
     assert hasattr(private.SqliteEventLogStorage, "store_event") and private.SQLITE_BUSY_TIMEOUT_SECONDS > 0
+    # The batching storage serializes each event once for both shards with the base class's row builder.
+    assert callable(getattr(private.SqliteEventLogStorage, "_event_to_row", None))
     assert "asset_key" in private.SqlEventLogStorageTable.c
     compute_logs = importlib.import_module(private.NOOP_COMPUTE_LOG_MANAGER_MODULE)
     assert hasattr(compute_logs, "NoOpComputeLogManager")
 
 
 def test_instances_configured_before_the_event_storage_moved_are_updated(tmp_path, monkeypatch) -> None:
-    from rag_pipeline.runs.instance import DAGSTER_YAML, ensure_dagster_home, open_instance
+    from rag_pipeline.runs.instance import DAGSTER_YAML, MOVED_EVENT_STORAGE, ensure_dagster_home, open_instance
     from rag_pipeline.settings import Settings
 
     settings = Settings.from_env({"RAG_DATA_DIR": str(tmp_path)})
     home = settings.paths.dagster_home
     home.mkdir(parents=True)
     old = DAGSTER_YAML.format(home=home)
-    (home / "dagster.yaml").write_text(
-        old.replace("rag_pipeline.runs.event_storage", "rag_pipeline.runs.event_storage")
-    )
+    (home / "dagster.yaml").write_text(old.replace("rag_pipeline.runs.event_storage", MOVED_EVENT_STORAGE))
     ensure_dagster_home(settings)
-    assert "rag_pipeline.runs.event_storage" in (home / "dagster.yaml").read_text()
+    assert (home / "dagster.yaml").read_text() == old
     with open_instance() as instance:
         assert type(instance.event_log_storage).__name__ == "BatchingSqliteEventLogStorage"
+
+
+def test_a_copied_data_folder_records_its_runs_in_its_own_event_log(tmp_path, monkeypatch) -> None:
+    """The config written for a folder names its event log by absolute path; a copy of the folder (a backup
+    restored, a folder moved to another disk) must not go on writing into the original's."""
+    from rag_pipeline.runs.instance import DAGSTER_YAML, ensure_dagster_home, open_instance
+    from rag_pipeline.settings import Settings
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    original = Settings.from_env({"RAG_DATA_DIR": str(tmp_path / "original")})
+    ensure_dagster_home(original)
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "original", copy)
+    shutil.rmtree(tmp_path / "original")
+    settings = Settings.from_env({"RAG_DATA_DIR": str(copy)})
+    home = ensure_dagster_home(settings)
+    assert (home / "dagster.yaml").read_text() == DAGSTER_YAML.format(home=home)
+    with open_instance() as instance:
+        assert Path(instance.event_log_storage._base_dir).resolve() == (home / "history" / "runs").resolve()
+    assert not (tmp_path / "original").exists()
+
+    # A config somebody edited is theirs, absolute paths and all.
+    edited = DAGSTER_YAML.format(home=tmp_path / "elsewhere").replace("max_retries: 1", "max_retries: 3")
+    (home / "dagster.yaml").write_text(edited)
+    ensure_dagster_home(settings)
+    assert (home / "dagster.yaml").read_text() == edited

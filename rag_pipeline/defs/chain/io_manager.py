@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -89,26 +90,38 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         partitions_def = _partitions_def(context)
         # Every key is checked before anything is written, so a bad key in a range leaves no partial range behind.
         paths = {key: self._path(context.asset_key, key, partitions_def) for key in keys}
+        folders: set[Path] = set()
+        # Empty frames by identity (the chain's steps share one empty frame among a range's empty partitions):
+        # the file each one is linked to, worked out once per step instead of once per partition.
+        empty_files: dict[int, Path] = {}
         for key, path in paths.items():
             frame = obj[key]
-            path.parent.mkdir(parents=True, exist_ok=True)
-
-            def fill(tmp: Path, frame: pd.DataFrame = frame) -> None:
-                if len(frame) or not self._link_empty(context.asset_key, frame, tmp):
-                    frame.to_parquet(tmp, index=False)
-
-            _write_atomically(path, fill)
+            if path.parent not in folders:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(path.parent)
+            template = None
+            if not len(frame):
+                if id(frame) not in empty_files:
+                    empty_files[id(frame)] = self._empty_file(context.asset_key, frame)
+                template = empty_files[id(frame)]
+            if template is not None:
+                try:
+                    _link(template, path)
+                except OSError:  # no hard links here, or the partition's folder is on another disk
+                    template = None
+            if template is None:
+                _write_atomically(path, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
             self._written[path] = (_identity(path), frame)
 
-    def _link_empty(self, asset_key: dg.AssetKey, frame: pd.DataFrame, tmp: Path) -> bool:
-        """Hard-link ``tmp`` to the asset's file of an empty frame with these columns and types, written once.
+    def _empty_file(self, asset_key: dg.AssetKey, frame: pd.DataFrame) -> Path:
+        """The asset's file of an empty frame with these columns and types, written once, for empty partitions
+        to be hard links to (where the file system has none, the caller writes each frame).
 
         Most partitions of a first backfill are empty (a day on which a project had no issue: 64,515 of the
         demo's 70,825 partition files), and writing an empty parquet costs as much as a small one (~2.5 ms):
         ~160 s of the demo's first run. A link costs ~0.1 ms and is the same file to every reader. Files are
         only ever replaced, never written in place, so a later write of one partition leaves the others
-        empty. False (the caller writes the frame) where the file system has no hard links or another disk
-        holds the partition's folder."""
+        empty."""
         # Named by the Arrow schema with its pandas metadata: columns, types, and what pandas restores on read.
         # repr() of a dtype names a categorical's categories too, so equal keys mean equal schemas.
         dtypes = tuple((str(column), repr(dtype)) for column, dtype in frame.dtypes.items())
@@ -117,20 +130,9 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             schema = pa.Schema.from_pandas(frame, preserve_index=False)
             digest = self._empty_digests[dtypes] = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
         template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
-        try:
-            if not template.exists():
-                _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
-            try:
-                os.link(template, tmp)
-            except OSError as exc:
-                if exc.errno != errno.EMLINK:
-                    raise
-                # ext4 allows 65,000 links to a file: a new one takes the next 65,000 (the old keeps its links).
-                _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
-                os.link(template, tmp)
-        except OSError:
-            return False
-        return True
+        if not template.exists():
+            _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
+        return template
 
     def load_input(self, context: dg.InputContext) -> dict[str, pd.DataFrame]:
         frames = {}
@@ -153,6 +155,31 @@ def _identity(path: Path) -> tuple[int, int]:
     """Which file a path names, and when it was written: empty partitions share one file and its mtime."""
     stat = path.stat()
     return stat.st_ino, stat.st_mtime_ns
+
+
+def _link(template: Path, path: Path) -> None:
+    """``path`` becomes a hard link to ``template`` (an empty partition's file).
+
+    A partition that is already that file (an empty day indexed empty again) is left alone, and a new one is
+    linked straight to its name, which is atomic; only a partition that held other data takes a temp name and
+    a rename. When the template's link count runs out (ext4 allows 65,000), the template name gets a fresh
+    copy, which takes the next ones (earlier links keep the old file)."""
+    try:
+        if os.path.samefile(template, path):
+            return
+    except FileNotFoundError:
+        pass
+    for attempt in range(2):
+        try:
+            try:
+                os.link(template, path)
+            except FileExistsError:
+                _write_atomically(path, lambda tmp: os.link(template, tmp))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EMLINK or attempt:
+                raise
+            _write_atomically(template, lambda tmp: shutil.copyfile(template, tmp))
 
 
 def _write_atomically(path: Path, fill: Callable[[Path], None]) -> None:

@@ -55,7 +55,9 @@ def documents_by_partition(
     for day, doc in admitted.documents:
         selected[str(multi_key(partitions_def, day, doc.container))].append(doc)
     problems = [*problems, *admitted.problems]
-    frames = {k: documents_frame(docs) for k, docs in selected.items()}
+    # Partitions without documents (most days of a backfill) share one empty frame; assets never mutate inputs.
+    empty = documents_frame([])
+    frames = {k: documents_frame(docs) if docs else empty for k, docs in selected.items()}
     total = sum(len(f) for f in frames.values())
     if problems:
         context.log.warning(f"{len(problems)} source records could not be read; first: {problems[0]}")
