@@ -16,11 +16,13 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import PrivateAttr
 
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
@@ -50,14 +52,15 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
     # Digests of the empty frames' Arrow schemas by columns and dtypes: deriving the schema costs ~0.5 ms, as much
     # as the link it names, and a backfill's tens of thousands of empty frames share a handful of schemas.
     _empty_digests: dict[tuple[tuple[str, str], ...], str] = PrivateAttr(default_factory=dict)
+    # Checked paths by (asset, partition key, dimensions): every step's inputs and output name the same range's
+    # tens of thousands of files, and checking a key costs ~0.1 ms (~8 s of the demo's first index).
+    _paths: dict[tuple[tuple[str, ...], str, int | None], Path] = PrivateAttr(default_factory=dict)
 
     def _path(
         self, asset_key: dg.AssetKey, partition_key: str, partitions_def: dg.PartitionsDefinition | None = None
     ) -> Path:
         """The file of one partition, or :class:`UnsafePartitionKey` when the key cannot be one."""
         key = str(partition_key)
-        parts = key.split(_KEY_SEPARATOR)
-        shown = f"{asset_key.to_user_string()} partition key {key[:120]!r}"
         # A multi-partition key has one part per dimension; more parts would mean a '|' inside a value
         # ("a|b" as a channel id), which would silently write the partition one folder deeper.
         expected = None
@@ -65,6 +68,16 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             expected = len(partitions_def.partitions_defs)
         elif partitions_def is not None:
             expected = 1
+        cached = self._paths.get((tuple(asset_key.path), key, expected))
+        if cached is not None:
+            return cached
+        path = self._checked_path(asset_key, key, expected)
+        self._paths[(tuple(asset_key.path), key, expected)] = path
+        return path
+
+    def _checked_path(self, asset_key: dg.AssetKey, key: str, expected: int | None) -> Path:
+        parts = key.split(_KEY_SEPARATOR)
+        shown = f"{asset_key.to_user_string()} partition key {key[:120]!r}"
         if expected is not None and len(parts) != expected:
             raise UnsafePartitionKey(f"{shown} has {len(parts)} parts separated by '|', expected {expected}")
         for part in parts:
@@ -94,6 +107,8 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         # Empty frames by identity (the chain's steps share one empty frame among a range's empty partitions):
         # the file each one is linked to, worked out once per step instead of once per partition.
         empty_files: dict[int, Path] = {}
+        # A link is its template's file: one stat per template instead of one per partition.
+        template_identity: dict[Path, tuple[int, int]] = {}
         for key, path in paths.items():
             frame = obj[key]
             if path.parent not in folders:
@@ -110,8 +125,11 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                 except OSError:  # no hard links here, or the partition's folder is on another disk
                     template = None
             if template is None:
-                _write_atomically(path, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
-            self._written[path] = (_identity(path), frame)
+                _write_atomically(path, partial(_write_parquet, frame))
+                identity = _identity(path)
+            else:
+                identity = template_identity.get(template) or template_identity.setdefault(template, _identity(path))
+            self._written[path] = (identity, frame)
 
     def _empty_file(self, asset_key: dg.AssetKey, frame: pd.DataFrame) -> Path:
         """The asset's file of an empty frame with these columns and types, written once, for empty partitions
@@ -131,7 +149,7 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             digest = self._empty_digests[dtypes] = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
         template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
         if not template.exists():
-            _write_atomically(template, lambda tmp: frame.to_parquet(tmp, index=False))
+            _write_atomically(template, lambda tmp: _write_parquet(frame, tmp))
         return template
 
     def load_input(self, context: dg.InputContext) -> dict[str, pd.DataFrame]:
@@ -149,6 +167,16 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             else:
                 frames[key] = pd.read_parquet(path)
         return frames
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """What ``frame.to_parquet(path, index=False)`` writes (the same Arrow table with its pandas metadata,
+    snappy-compressed), without pandas' own checks around it: 1.5 ms instead of 2.5 ms for a partition's file."""
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
 
 
 def _identity(path: Path) -> tuple[int, int]:
@@ -179,7 +207,7 @@ def _link(template: Path, path: Path) -> None:
         except OSError as exc:
             if exc.errno != errno.EMLINK or attempt:
                 raise
-            _write_atomically(template, lambda tmp: shutil.copyfile(template, tmp))
+            _write_atomically(template, partial(_copy_file, template))
 
 
 def _write_atomically(path: Path, fill: Callable[[Path], None]) -> None:
