@@ -1,0 +1,125 @@
+"""The pipeline's own time on a first index: wall seconds minus the seconds its stages report (issue 37, part 3).
+
+    .venv/bin/python -m bench.pipeline_overhead --cache /tmp/rag_demo/embedding_cache.sqlite
+    .venv/bin/python -m bench.pipeline_overhead --cache <cache> --ref 79b84bd     # A/B against a revision
+
+Each arm runs ``rag-pipeline demo --no-eval --json`` (the bundled Slack export and Jira dump, every partitioned
+asset) into a fresh data folder that holds only a copy of ``--cache``, an embedding cache of the same data: the
+embeddings then come from the cache, so both arms do the same stage work and what differs is the pipeline around
+the stages (Dagster's events, the partition files, the runs). Without ``--cache`` a first run fills one (the full
+embedding time, ~10 min on AVX2). ``--ref`` runs that revision's ``rag_pipeline`` package (a git worktree, same
+virtual environment) as arm A, the working tree as arm B; arms alternate when ``--repeat`` > 1.
+
+Per run: wall seconds (the process), the command's own seconds, the sum of its stage seconds (each step's
+``elapsed_seconds``), overhead = command seconds - stage seconds, runs, partitions, peak RSS. Results:
+bench/results/pipeline_overhead.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, ROOT, parser, run_record, write_json
+
+CACHE_FILE = "embedding_cache.sqlite"
+
+
+def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
+    """One ``demo --no-eval --json`` with ``package_root``'s rag_pipeline, timed from outside."""
+    command = [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "demo", "--no-eval", "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("RAG_")}
+    env.update(PYTHONPATH=str(package_root), RAG_DATA_DIR=str(data_dir))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    done = subprocess.run(
+        [*command, "--data-dir", str(data_dir)], cwd=package_root, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"demo failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    summary = json.loads(done.stdout)
+    stages = {
+        source: {stage: float(seconds) for stage, seconds in figures["stage_seconds"].items()}
+        for source, figures in summary["per_source"].items()
+    }
+    stage_total = sum(sum(per.values()) for per in stages.values())
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {
+        "wall_seconds": round(wall, 1),
+        "command_seconds": summary["seconds"],
+        "stage_seconds": round(stage_total, 1),
+        "overhead_seconds": round(summary["seconds"] - stage_total, 1),
+        "stages": stages,
+        "runs": summary["runs"],
+        "partitions": summary["partitions"],
+        "points": summary["points"],
+        "embeddings_computed": summary["embeddings_computed"],
+        # ru_maxrss of the children is the largest so far: only a new maximum is this run's own
+        "peak_rss_mb": round(peak / 1024) if peak > before else None,
+    }
+
+
+def worktree(ref: str, into: Path) -> Path:
+    """A checkout of ``ref`` (its rag_pipeline package is what arm A imports)."""
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "-f", str(into), ref], cwd=ROOT, check=True, capture_output=True
+    )
+    return into
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    work = Path(tempfile.mkdtemp(prefix="rag-overhead-"))
+    cache = args.cache
+    if cache is None:
+        print("no --cache: filling one with a first index (full embedding time)", file=sys.stderr)
+        first = work / "fill"
+        run_demo(ROOT, first)
+        cache = first / CACHE_FILE
+    arms = {"B": ROOT}
+    if args.ref:
+        arms = {"A": worktree(args.ref, work / "ref"), "B": ROOT}
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
+    try:
+        for attempt in range(args.repeat):
+            for arm, root in arms.items():
+                data_dir = work / f"{arm}{attempt}"
+                data_dir.mkdir()
+                shutil.copy(cache, data_dir / CACHE_FILE)
+                result = run_demo(root, data_dir)
+                runs[arm].append(result)
+                print(
+                    f"{arm}: wall {result['wall_seconds']} s, stages {result['stage_seconds']} s, "
+                    f"overhead {result['overhead_seconds']} s, peak {result['peak_rss_mb']} MB",
+                    file=sys.stderr,
+                )
+                shutil.rmtree(data_dir)
+    finally:
+        if args.ref:
+            subprocess.run(["git", "worktree", "remove", "--force", str(work / "ref")], cwd=ROOT, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    out = {**run_record(), "ref": args.ref, "runs": runs}
+    print(json.dumps({arm: [r["overhead_seconds"] for r in rs] for arm, rs in runs.items()}))
+    write_json(args.output, out)
+
+
+def _parser() -> Any:
+    p = parser(__doc__)
+    p.add_argument("--cache", type=Path, help="embedding cache of the bundled data to seed each folder with")
+    p.add_argument("--ref", help="git revision to run as arm A (default: the working tree only)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per arm (default: %(default)s)")
+    p.add_argument("--output", type=Path, default=RESULTS / "pipeline_overhead.json")
+    return p
+
+
+if __name__ == "__main__":
+    main()
