@@ -505,3 +505,32 @@ def test_the_reranker_scores_the_candidates_it_was_trained_on_whatever_top_k(sto
         assert response.mode == "reranked" and spy.seen == expected, top_k
         ids = [r.document_id for r in response.results]
         assert len(ids) == min(top_k, 40) and len(set(ids)) == len(ids)
+
+
+def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(monkeypatch) -> None:
+    """The inner cross-validation and the bag fit several models at a time (one LightGBM thread each) where there
+    are cores: the chosen L2, its scores and every booster are what one fit after another gives."""
+    import rag_pipeline.retrieval.rerank.learned as learned
+
+    examples = _synthetic_examples(80, seed=5)
+    params = {"n_estimators": 40, "min_child_samples": 2, "num_threads": 2}
+    threads_seen: list[int] = []
+    real_in_parallel = learned._in_parallel
+
+    def recording(fits, workers=None):
+        threads_seen.append(workers or learned.fit_workers())
+        return real_in_parallel(fits, workers)
+
+    monkeypatch.setattr(learned, "_in_parallel", recording)
+    monkeypatch.setattr(learned, "fit_workers", lambda: 1)
+    one_by_one = train_reranker(examples, params=params, bag=3)
+    monkeypatch.setattr(learned, "fit_workers", lambda: 2)
+    side_by_side = train_reranker(examples, params=params, bag=3)
+    assert threads_seen == [1, 1, 2, 2]  # the inner search and the bag, each way
+    assert side_by_side.metadata["reg_lambda_inner_ndcg10"] == one_by_one.metadata["reg_lambda_inner_ndcg10"]
+    assert side_by_side.version == one_by_one.version
+    features = np.vstack([candidate_features(e.query, e.candidates, BM25) for e in examples[:10]])
+    for mine, theirs in zip(side_by_side.boosters, one_by_one.boosters, strict=True):
+        assert np.array_equal(mine.predict(features), theirs.predict(features))
+        # The trees themselves, not only their predictions here (the parameters section names the threads).
+        assert mine.model_to_string().split("parameters:")[0] == theirs.model_to_string().split("parameters:")[0]

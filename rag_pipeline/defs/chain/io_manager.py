@@ -55,6 +55,14 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
     # Checked paths by (asset, partition key, dimensions): every step's inputs and output name the same range's
     # tens of thousands of files, and checking a key costs ~0.1 ms (~8 s of the demo's first index).
     _paths: dict[tuple[tuple[str, ...], str, int | None], Path] = PrivateAttr(default_factory=dict)
+    # Keys whose parts passed the checks (by key and number of dimensions), for the other assets of the range.
+    _checked_parts: dict[tuple[str, int | None], list[str]] = PrivateAttr(default_factory=dict)
+    _base: str = PrivateAttr(default="")
+
+    def _set_base(self) -> str:
+        """The data folder as an absolute, normalized path (computed once)."""
+        self._base = os.path.normpath(os.path.abspath(self.base_dir))
+        return self._base
 
     def _path(
         self, asset_key: dg.AssetKey, partition_key: str, partitions_def: dg.PartitionsDefinition | None = None
@@ -76,23 +84,26 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         return path
 
     def _checked_path(self, asset_key: dg.AssetKey, key: str, expected: int | None) -> Path:
-        parts = key.split(_KEY_SEPARATOR)
         shown = f"{asset_key.to_user_string()} partition key {key[:120]!r}"
-        if expected is not None and len(parts) != expected:
-            raise UnsafePartitionKey(f"{shown} has {len(parts)} parts separated by '|', expected {expected}")
-        for part in parts:
-            try:
-                check_container_id(part, f"{shown} cannot name a file: its part")
-            except InvalidIdentifier as exc:
-                raise UnsafePartitionKey(f"{exc} (channels and projects are registered by discovery)") from None
+        parts = self._checked_parts.get((key, expected))
+        if parts is None:
+            parts = key.split(_KEY_SEPARATOR)
+            if expected is not None and len(parts) != expected:
+                raise UnsafePartitionKey(f"{shown} has {len(parts)} parts separated by '|', expected {expected}")
+            for part in parts:
+                try:
+                    check_container_id(part, f"{shown} cannot name a file: its part")
+                except InvalidIdentifier as exc:
+                    raise UnsafePartitionKey(f"{exc} (channels and projects are registered by discovery)") from None
+            self._checked_parts[(key, expected)] = parts
         *folders, leaf = parts
-        path = Path(self.base_dir, *asset_key.path, *folders, f"{leaf}.parquet")
         # Belt and braces for the charset above: compared lexically (no symlink resolution), so an operator may
         # still point an asset's folder at another disk with a symlink; input names cannot create symlinks.
-        base = os.path.normpath(os.path.abspath(self.base_dir))
-        target = os.path.normpath(os.path.abspath(path))
-        if os.path.commonpath([base, target]) != base or target == base:
+        base = self._base or self._set_base()
+        target = os.path.normpath(os.path.join(base, *asset_key.path, *folders, f"{leaf}.parquet"))
+        if not target.startswith(base.rstrip(os.sep) + os.sep) or target == base:
             raise UnsafePartitionKey(f"{shown} resolves to {target}, outside the data folder {base}")
+        path = Path(target)
         return path
 
     def handle_output(self, context: dg.OutputContext, obj: dict[str, pd.DataFrame]) -> None:
@@ -157,12 +168,14 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         partitions_def = _partitions_def(context)
         for key in context.asset_partition_keys:
             path = self._path(context.asset_key, key, partitions_def)
-            if not path.exists():
+            try:
+                identity = _identity(path)  # one stat: whether it exists, and which file it is
+            except FileNotFoundError:
                 raise FileNotFoundError(
                     f"{context.asset_key.to_user_string()} partition {key} has not been materialized ({path})"
-                )
+                ) from None
             recent = self._written.get(path)
-            if recent is not None and recent[0] == _identity(path):
+            if recent is not None and recent[0] == identity:
                 frames[key] = recent[1]  # shared with other readers of this run: assets never mutate inputs
             else:
                 frames[key] = pd.read_parquet(path)
