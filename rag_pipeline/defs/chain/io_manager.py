@@ -187,9 +187,12 @@ def _copy_file(source: Path, target: Path) -> None:
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """What ``frame.to_parquet(path, index=False)`` writes (the same Arrow table with its pandas metadata,
-    snappy-compressed), without pandas' own checks around it: 1.5 ms instead of 2.5 ms for a partition's file."""
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    """The frame as ``frame.to_parquet(path, index=False)`` stores it (the same Arrow table and pandas
+    metadata, snappy), without column statistics or dictionary pages: a partition's file is read whole, never
+    filtered, and for a few rows of long text both only cost. 1.0 ms instead of 2.5 ms for a partition's file
+    (0.9 instead of 2.5 for dense vectors), and about a third smaller."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    pq.write_table(table, path, use_dictionary=False, write_statistics=False)
 
 
 def _identity(path: Path) -> tuple[int, int]:
