@@ -11,7 +11,7 @@ embedding time, ~10 min on AVX2). ``--ref`` runs that revision's ``rag_pipeline`
 virtual environment) as arm A, the working tree as arm B; arms alternate when ``--repeat`` > 1.
 
 Per run: wall seconds (the process), the command's own seconds, the sum of its stage seconds (each step's
-``elapsed_seconds``), overhead = command seconds - stage seconds, runs, partitions, peak RSS. Results:
+``elapsed_seconds``), overhead = command seconds - stage seconds, runs, partitions, peak RSS (GNU time). Results:
 bench/results/pipeline_overhead.json.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -38,21 +37,25 @@ def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
     command = [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "demo", "--no-eval", "--json"]
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith("RAG_")}
     env.update(PYTHONPATH=str(package_root), RAG_DATA_DIR=str(data_dir))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rss_file = data_dir / "peak_rss_kb"
     started = time.perf_counter()
     done = subprocess.run(
-        [*command, "--data-dir", str(data_dir)], cwd=package_root, env=env, capture_output=True, text=True
+        ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *command, "--data-dir", str(data_dir)],
+        cwd=package_root,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"demo failed ({done.returncode}):\n{done.stderr[-3000:]}")
     summary = json.loads(done.stdout)
+    peak_kb = int(rss_file.read_text().split()[-1])
     stages = {
         source: {stage: float(seconds) for stage, seconds in figures["stage_seconds"].items()}
         for source, figures in summary["per_source"].items()
     }
     stage_total = sum(sum(per.values()) for per in stages.values())
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
         "wall_seconds": round(wall, 1),
         "command_seconds": summary["seconds"],
@@ -63,8 +66,7 @@ def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
         "partitions": summary["partitions"],
         "points": summary["points"],
         "embeddings_computed": summary["embeddings_computed"],
-        # ru_maxrss of the children is the largest so far: only a new maximum is this run's own
-        "peak_rss_mb": round(peak / 1024) if peak > before else None,
+        "peak_rss_mb": round(peak_kb / 1024),  # GNU time's %M: the process's maximum resident set, in KiB
     }
 
 

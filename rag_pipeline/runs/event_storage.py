@@ -96,7 +96,8 @@ def serialized_rows(
 
     Metadata is told apart by the identity of its values: the partitions of one output share the same
     value objects, which the batch keeps alive while it is written, so equal identities mean equal JSON."""
-    entries_by_metadata: dict[tuple[tuple[str, int], ...], str | None] = {}
+    # Each entry keeps its metadata alive with it, so an id in a key can never be reused within the call.
+    entries_by_metadata: dict[tuple[tuple[str, int], ...], tuple[object, str | None]] = {}
     rows = []
     for event in events:
         bare = _without_metadata(event)
@@ -107,10 +108,10 @@ def serialized_rows(
         key = tuple((label, id(value)) for label, value in metadata.items())
         if key not in entries_by_metadata:
             row = event_to_row(event)
-            entries_by_metadata[key] = _entries_json(row["event"], dg.serialize_value(bare))
+            entries_by_metadata[key] = (metadata, _entries_json(row["event"], dg.serialize_value(bare)))
             rows.append(row)
             continue
-        entries = entries_by_metadata[key]
+        entries = entries_by_metadata[key][1]
         row = event_to_row(bare) if entries is not None else event_to_row(event)
         if entries is not None:
             head, found, tail = row["event"].partition(_NO_ENTRIES)

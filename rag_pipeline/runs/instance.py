@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import tempfile
@@ -52,6 +53,8 @@ run_monitoring:
 """
 )
 
+log = logging.getLogger(__name__)
+
 # Taken while a process opens (and so may create) the instance's SQLite databases: see open_instance.
 INSTANCE_LOCK = "instance.lock"
 # The DAGSTER_HOME that ensure_dagster_home exported for this process (the one DagsterInstance.get() opens).
@@ -95,8 +98,16 @@ def ensure_dagster_home(settings: Settings) -> Path:
         # for it: its runs would be recorded there (or in a folder since deleted) while its run list is here.
         # Only the runners' own config is re-pointed; one somebody edited is theirs.
         base_dir = re.search(r"^    base_dir: (.+)/history/runs$", current, flags=re.MULTILINE)
-        if base_dir and base_dir[1] != str(home) and current == DAGSTER_YAML.format(home=base_dir[1]):
-            current = DAGSTER_YAML.format(home=home)
+        if base_dir and base_dir[1] != str(home):
+            if current == DAGSTER_YAML.format(home=base_dir[1]):
+                current = DAGSTER_YAML.format(home=home)
+            else:
+                log.warning(
+                    "%s names the event log of another folder (%s/history/runs) and was edited, so it is left "
+                    "as it is: runs of this data folder are recorded there",
+                    config,
+                    base_dir[1],
+                )
         if current != written:
             _write_whole(config, current)
     os.environ["DAGSTER_HOME"] = str(home)

@@ -125,3 +125,22 @@ def test_a_splice_that_cannot_be_proven_identical_is_refused() -> None:
     assert _entries_json('{"a": 1, "metadata_entries": [{"x": 1}], "b": 2}', bare) == '[{"x": 1}]'
     assert _entries_json('{"a": 1, "metadata_entries": [{"x": 1}], "b": 3}', bare) is None  # another field differs
     assert _entries_json('{"a": 1, "metadata_entries": [], "metadata_entries": []}', bare * 2) is None
+
+
+def test_a_real_range_run_serializes_its_metadata_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster hands over a range's materializations sharing the step's metadata values, which is what lets the
+    storage serialize that metadata once: 80 partitions of ``upstream``, one metadata serialized."""
+    import rag_pipeline.runs.event_storage as event_storage
+
+    monkeypatch.setenv("DAGSTER_EVENT_BATCH_SIZE", "1000")
+    spliced: list[str | None] = []
+    real = event_storage._entries_json
+
+    def counting(full: str, bare: str) -> str | None:
+        spliced.append(real(full, bare))
+        return spliced[-1]
+
+    monkeypatch.setattr(event_storage, "_entries_json", counting)
+    result = _run(tmp_path / "home", batching=True, keep_events=True)
+    assert result["records"] == 80
+    assert len(spliced) == 1 and spliced[0] is not None and '"partitions"' in spliced[0]

@@ -60,7 +60,7 @@ def test_instances_configured_before_the_event_storage_moved_are_updated(tmp_pat
         assert type(instance.event_log_storage).__name__ == "BatchingSqliteEventLogStorage"
 
 
-def test_a_copied_data_folder_records_its_runs_in_its_own_event_log(tmp_path, monkeypatch) -> None:
+def test_a_copied_data_folder_records_its_runs_in_its_own_event_log(tmp_path, monkeypatch, caplog) -> None:
     """The config written for a folder names its event log by absolute path; a copy of the folder (a backup
     restored, a folder moved to another disk) must not go on writing into the original's."""
     from rag_pipeline.runs.instance import DAGSTER_YAML, ensure_dagster_home, open_instance
@@ -79,8 +79,10 @@ def test_a_copied_data_folder_records_its_runs_in_its_own_event_log(tmp_path, mo
         assert Path(instance.event_log_storage._base_dir).resolve() == (home / "history" / "runs").resolve()
     assert not (tmp_path / "original").exists()
 
-    # A config somebody edited is theirs, absolute paths and all.
+    # A config somebody edited is theirs, absolute paths and all: left as it is, with a warning naming both.
     edited = DAGSTER_YAML.format(home=tmp_path / "elsewhere").replace("max_retries: 1", "max_retries: 3")
     (home / "dagster.yaml").write_text(edited)
-    ensure_dagster_home(settings)
+    with caplog.at_level("WARNING", logger="rag_pipeline.runs.instance"):
+        ensure_dagster_home(settings)
     assert (home / "dagster.yaml").read_text() == edited
+    assert f"{tmp_path / 'elsewhere'}/history/runs" in caplog.text and "was edited" in caplog.text

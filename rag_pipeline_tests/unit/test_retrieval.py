@@ -534,3 +534,5 @@ def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(mon
         assert np.array_equal(mine.predict(features), theirs.predict(features))
         # The trees themselves, not only their predictions here (the parameters section names the threads).
         assert mine.model_to_string().split("parameters:")[0] == theirs.model_to_string().split("parameters:")[0]
+        # ...and the fits really ran with one thread each side by side, two one after another.
+        assert "[num_threads: 1]" in mine.model_to_string() and "[num_threads: 2]" in theirs.model_to_string()

@@ -127,12 +127,12 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                 folders.add(path.parent)
             template = None
             if not len(frame):
-                if id(frame) not in empty_files:
-                    empty_files[id(frame)] = self._empty_file(context.asset_key, frame)
-                template = empty_files[id(frame)]
-            if template is not None:
                 try:
-                    _link(template, path)
+                    if id(frame) not in empty_files:
+                        empty_files[id(frame)] = self._empty_file(context.asset_key, frame)
+                    template = empty_files[id(frame)]
+                    if _link(template, path):  # a new copy of the template took over: its own identity
+                        template_identity.pop(template, None)
                 except OSError:  # no hard links here, or the partition's folder is on another disk
                     template = None
             if template is None:
@@ -158,7 +158,7 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         if digest is None:
             schema = pa.Schema.from_pandas(frame, preserve_index=False)
             digest = self._empty_digests[dtypes] = hashlib.sha256(schema.serialize().to_pybytes()).hexdigest()[:16]
-        template = Path(self.base_dir, *asset_key.path, f".empty-{digest}.parquet")
+        template = Path(self._base or self._set_base(), *asset_key.path, f".empty-{digest}.parquet")
         if not template.exists():
             _write_atomically(template, lambda tmp: _write_parquet(frame, tmp))
         return template
@@ -170,7 +170,7 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             path = self._path(context.asset_key, key, partitions_def)
             try:
                 identity = _identity(path)  # one stat: whether it exists, and which file it is
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 raise FileNotFoundError(
                     f"{context.asset_key.to_user_string()} partition {key} has not been materialized ({path})"
                 ) from None
@@ -201,16 +201,16 @@ def _identity(path: Path) -> tuple[int, int]:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _link(template: Path, path: Path) -> None:
+def _link(template: Path, path: Path) -> bool:
     """``path`` becomes a hard link to ``template`` (an empty partition's file).
 
     A partition that is already that file (an empty day indexed empty again) is left alone, and a new one is
     linked straight to its name, which is atomic; only a partition that held other data takes a temp name and
     a rename. When the template's link count runs out (ext4 allows 65,000), the template name gets a fresh
-    copy, which takes the next ones (earlier links keep the old file)."""
+    copy, which takes the next ones (earlier links keep the old file). True when that happened."""
     try:
         if os.path.samefile(template, path):
-            return
+            return False
     except FileNotFoundError:
         pass
     for attempt in range(2):
@@ -219,11 +219,12 @@ def _link(template: Path, path: Path) -> None:
                 os.link(template, path)
             except FileExistsError:
                 _write_atomically(path, lambda tmp: os.link(template, tmp))
-            return
+            return attempt > 0
         except OSError as exc:
             if exc.errno != errno.EMLINK or attempt:
                 raise
             _write_atomically(template, partial(_copy_file, template))
+    raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def _write_atomically(path: Path, fill: Callable[[Path], None]) -> None:

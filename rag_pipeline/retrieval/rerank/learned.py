@@ -71,9 +71,19 @@ META_FILE = "reranker.json"
 T = TypeVar("T")
 
 
+# At most this many fits at a time: a machine's core count says nothing of a container's CPU quota.
+MAX_FIT_WORKERS = 4
+
+
 def fit_workers() -> int:
-    """Fits run at a time: one per core this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """Fits run at a time: one per core this process may use, at most :data:`MAX_FIT_WORKERS`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, MAX_FIT_WORKERS))
+
+
+def _side_by_side(params: dict[str, Any]) -> bool:
+    """Whether fits with these parameters give the same model with any thread count."""
+    return bool(params.get("deterministic")) and bool(params.get("force_row_wise"))
 
 
 def _in_parallel(fits: Sequence[Callable[[int], T]], workers: int | None = None) -> list[T]:
@@ -81,9 +91,11 @@ def _in_parallel(fits: Sequence[Callable[[int], T]], workers: int | None = None)
 
     LightGBM releases the GIL while it trains, and small fits scale better across fits than across threads:
     on 2 cores (AMD EPYC, AVX2) two one-thread fits of the reranker take 2.67 s together where one two-thread
-    fit takes 1.89 s. Models are the same with any thread count (``deterministic=True`` and row-wise histograms;
-    ``test_learned_reranker`` compares them), so this changes the time, not the figures. With one worker the
-    fits run one after another with the configured threads (``0``: keep the parameters' ``num_threads``)."""
+    fit takes 1.89 s. Models are the same with any thread count (``deterministic=True`` and row-wise histograms,
+    which callers check with :func:`_side_by_side`; ``test_retrieval`` compares the trees), so this changes the
+    time, not the figures; a saved model's parameters section names the thread count it was fitted with. With
+    one worker the fits run one after another with the configured threads (``0``: keep the parameters'
+    ``num_threads``)."""
     workers = min(workers or fit_workers(), len(fits))
     if workers <= 1:
         return [fit(0) for fit in fits]
@@ -234,7 +246,8 @@ def choose_reg_lambda(
         model.fit(x, y, group=groups, eval_X=(xv,), eval_y=(yv,), eval_group=[gv], eval_at=[10])
         return float(model.evals_result_["valid_0"]["ndcg@10"][-1] * len(gv))
 
-    results = iter(_in_parallel([partial(weighted_ndcg, value, split) for value in grid for split in splits]))
+    fits = [partial(weighted_ndcg, value, split) for value in grid for split in splits]
+    results = iter(_in_parallel(fits, None if _side_by_side(params) else 1))
     scores: dict[str, float] = {}
     for value in grid:
         total = 0.0
@@ -302,7 +315,7 @@ def train_reranker(
         model.fit(x, y, group=groups)
         return model.booster_
 
-    boosters = _in_parallel([partial(bagged, seed) for seed in range(bag)])
+    boosters = _in_parallel([partial(bagged, seed) for seed in range(bag)], None if _side_by_side(params) else 1)
     gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
     importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
     metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
