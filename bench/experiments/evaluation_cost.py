@@ -39,8 +39,8 @@ from rag_pipeline.retrieval.rerank.learned import (
     LAMBDARANK_PARAMS,
     REG_LAMBDA_GRID,
     TUNING_FOLDS,
-    _in_parallel,
     fit_workers,
+    run_fits,
 )
 
 OUT = common.ROOT / "bench" / "experiments" / "results" / "evaluation_cost.json"
@@ -75,13 +75,13 @@ def fit_seconds(queries: int, candidates: int, repeats: int, fits: int) -> dict[
         predictions[threads] = np.asarray(model.predict(x))
     out["identical_predictions_across_threads"] = bool(np.array_equal(predictions[1], predictions[2]))
 
-    # What the evaluation does now: as many one-thread fits at a time as there are cores (_in_parallel).
+    # What the evaluation does now: as many one-thread fits at a time as there are cores (run_fits).
     def fit(seed: int, threads: int) -> None:
         lgb.LGBMRanker(**{**LAMBDARANK_PARAMS, "num_threads": threads or 2, "seed": seed}).fit(x, y, group=groups)
 
     workers = fit_workers()
     started = time.perf_counter()
-    _in_parallel([partial(fit, seed) for seed in range(repeats * workers)])
+    run_fits([partial(fit, seed) for seed in range(repeats * workers)], LAMBDARANK_PARAMS)
     out["fits_side_by_side"] = workers
     out["seconds_per_fit_side_by_side"] = round((time.perf_counter() - started) / (repeats * workers), 3)
     out["fits"] = fits

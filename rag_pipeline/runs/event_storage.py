@@ -111,16 +111,24 @@ def serialized_rows(
             entries_by_metadata[key] = (metadata, _entries_json(row["event"], dg.serialize_value(bare)))
             rows.append(row)
             continue
-        entries = entries_by_metadata[key][1]
-        row = event_to_row(bare) if entries is not None else event_to_row(event)
-        if entries is not None:
-            head, found, tail = row["event"].partition(_NO_ENTRIES)
-            if not found or _NO_ENTRIES in tail:
-                row = event_to_row(event)
-            else:
-                row["event"] = head + _ENTRIES_KEY + entries + tail
-        rows.append(row)
+        # Where the splice cannot be made exactly, the event is serialized the ordinary way.
+        rows.append(_spliced_row(bare, entries_by_metadata[key][1], event_to_row) or event_to_row(event))
     return rows
+
+
+def _spliced_row(
+    bare: dg.EventLogEntry, entries: str | None, event_to_row: Callable[[dg.EventLogEntry], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The row of ``bare`` (an event without its metadata) with the serialized ``entries`` put back; None where
+    there are none to put back or ``bare``'s JSON does not hold exactly one empty list to put them in."""
+    if entries is None:
+        return None
+    row = event_to_row(bare)
+    head, found, tail = row["event"].partition(_NO_ENTRIES)
+    if not found or _NO_ENTRIES in tail:
+        return None
+    row["event"] = head + _ENTRIES_KEY + entries + tail
+    return row
 
 
 def _without_metadata(event: dg.EventLogEntry) -> dg.EventLogEntry | None:

@@ -515,13 +515,13 @@ def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(mon
     examples = _synthetic_examples(80, seed=5)
     params = {"n_estimators": 40, "min_child_samples": 2, "num_threads": 2}
     threads_seen: list[int] = []
-    real_in_parallel = learned._in_parallel
+    real_run_fits = learned.run_fits
 
-    def recording(fits, workers=None):
-        threads_seen.append(workers or learned.fit_workers())
-        return real_in_parallel(fits, workers)
+    def recording(fits, params):
+        threads_seen.append(learned.fit_workers())
+        return real_run_fits(fits, params)
 
-    monkeypatch.setattr(learned, "_in_parallel", recording)
+    monkeypatch.setattr(learned, "run_fits", recording)
     monkeypatch.setattr(learned, "fit_workers", lambda: 1)
     one_by_one = train_reranker(examples, params=params, bag=3)
     monkeypatch.setattr(learned, "fit_workers", lambda: 2)

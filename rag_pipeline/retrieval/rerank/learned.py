@@ -86,17 +86,17 @@ def _side_by_side(params: dict[str, Any]) -> bool:
     return bool(params.get("deterministic")) and bool(params.get("force_row_wise"))
 
 
-def _in_parallel(fits: Sequence[Callable[[int], T]], workers: int | None = None) -> list[T]:
-    """``[fit(threads) for fit in fits]``, in that order, several at a time with one LightGBM thread each.
+def run_fits(fits: Sequence[Callable[[int], T]], params: dict[str, Any]) -> list[T]:
+    """``[fit(threads) for fit in fits]``, in that order, several at a time with one LightGBM thread each where
+    ``params`` make the model independent of the thread count.
 
     LightGBM releases the GIL while it trains, and small fits scale better across fits than across threads:
     on 2 cores (AMD EPYC, AVX2) two one-thread fits of the reranker take 2.67 s together where one two-thread
     fit takes 1.89 s. Models are the same with any thread count (``deterministic=True`` and row-wise histograms,
-    which callers check with :func:`_side_by_side`; ``test_retrieval`` compares the trees), so this changes the
-    time, not the figures; a saved model's parameters section names the thread count it was fitted with. With
-    one worker the fits run one after another with the configured threads (``0``: keep the parameters'
-    ``num_threads``)."""
-    workers = min(workers or fit_workers(), len(fits))
+    :func:`_side_by_side`; ``test_retrieval`` compares the trees), so this changes the time, not the figures; a
+    saved model's parameters section names the thread count it was fitted with. With one worker (one core, or
+    other parameters) the fits run one after another with the parameters' ``num_threads`` (``threads`` 0)."""
+    workers = min(fit_workers() if _side_by_side(params) else 1, len(fits))
     if workers <= 1:
         return [fit(0) for fit in fits]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lightgbm-fit") as pool:
@@ -247,7 +247,7 @@ def choose_reg_lambda(
         return float(model.evals_result_["valid_0"]["ndcg@10"][-1] * len(gv))
 
     fits = [partial(weighted_ndcg, value, split) for value in grid for split in splits]
-    results = iter(_in_parallel(fits, None if _side_by_side(params) else 1))
+    results = iter(run_fits(fits, params))
     scores: dict[str, float] = {}
     for value in grid:
         total = 0.0
@@ -315,7 +315,7 @@ def train_reranker(
         model.fit(x, y, group=groups)
         return model.booster_
 
-    boosters = _in_parallel([partial(bagged, seed) for seed in range(bag)], None if _side_by_side(params) else 1)
+    boosters = run_fits([partial(bagged, seed) for seed in range(bag)], params)
     gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
     importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
     metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
