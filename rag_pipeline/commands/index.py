@@ -25,7 +25,7 @@ from rich.table import Table
 from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.machine import describe_machine
-from rag_pipeline.runs.backfill import DEFAULT_BRIDGE_DAYS, NothingRead, run_backfill
+from rag_pipeline.runs.backfill import NothingRead, run_backfill
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
@@ -44,8 +44,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bridge-days",
         type=non_negative_int,
-        default=DEFAULT_BRIDGE_DAYS,
-        help="empty days between two stretches that still share one run (default: %(default)s)",
+        default=None,
+        help=argparse.SUPPRESS,  # kept so old scripts still parse: one run per source needs no bridging
     )
     parser.add_argument(
         "--language",
@@ -74,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + ", ".join(f"{s.title} ({', '.join(o.flag for o in s.index_options if o.chooses_source)})" for s in sources)
         + " (default: the bundled data)",
         description="Registers the data's containers (channels, projects) as partitions and materializes every "
-        "partition that holds data (one run per stretch of consecutive days). Each source is indexed under its own "
+        "week of its history (one run per source). Each source is indexed under its own "
         "identity (workspace or site): from the data where it names one (Slack: team ids on users and messages, the "
         "workspace host in permalinks; Jira dump: the issues' self URLs), else from the source's options "
         "(--slack-team/--slack-domain/--jira-site); one data folder holds one identity per source. Re-running skips "
@@ -268,7 +268,6 @@ def _backfill(
         with step_progress(on_step_progress):
             summary = run_backfill(
                 settings,
-                bridge_days=args.bridge_days,
                 full_refresh=args.full_refresh,
                 sources=tuple(args.source),
                 on_progress=on_progress,

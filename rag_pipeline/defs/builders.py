@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -35,10 +36,13 @@ from rag_pipeline.defs.notifications import (
     eval_check_slack_notification_sensor,
     run_failure_slack_notification_sensor,
 )
-from rag_pipeline.defs.sync.sensor import build_gap_check, build_sync_sensor
+from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, build_sync_sensor
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.settings import NotificationSettings, Settings
 from rag_pipeline.sources.registry import load_object, registered_sources
+
+if TYPE_CHECKING:
+    from rag_pipeline.defs.dagster_private import UnresolvedAssetJobDefinition
 
 # The Beta/Preview APIs the project uses on purpose (docs/notes/quiet_load.md says why); any other
 # warning, and these categories from any other API, stays visible.
@@ -149,6 +153,19 @@ def build_resources(
     }
 
 
+def resync_job(spec: SourceSpec) -> UnresolvedAssetJobDefinition:
+    """``<source>_resync``: the source's chain over the selected weeks, for the containers named in the
+    launchpad (``ops: {<raw asset>: {config: {containers: [...]}}}``); only their rows are read and
+    rewritten, the other containers' rows of those weeks are kept."""
+    return dg.define_asset_job(
+        f"{spec.name}_resync",
+        selection=list(spec.keys.all),
+        description=f"Re-sync {spec.containers_label} of {spec.name} over a range of weeks: pick the weeks, then "
+        f"name the {spec.containers_label} in the config of `{spec.keys.raw}` (`containers: [...]`; empty: all).",
+        tags={"rag/resync": spec.name},
+    )
+
+
 def sync_policy(settings: Settings, source: str) -> SyncPolicy:
     """How a live source's scheduled sync plans its range runs."""
     sync = settings.automation.sync(source)
@@ -195,8 +212,15 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         # Each asset links to the file and line that defines it ("code references" in the UI).
         assets=dg.with_source_code_references(assets),
-        asset_checks=[build_gap_check(s) for s in specs.values() if s.is_live],
-        jobs=[*evaluation.jobs, *(d.job for d in live)],
+        asset_checks=[
+            *(build_gap_check(s) for s in specs.values() if s.is_live),
+            *(
+                build_lag_check(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name))
+                for s in specs.values()
+                if s.is_live
+            ),
+        ],
+        jobs=[*evaluation.jobs, *(d.job for d in live), *(resync_job(s) for s in specs.values())],
         schedules=[s.live_definitions.schedule for s in synced],
         sensors=[
             build_automation_condition_sensor(running=bool(synced)),

@@ -1,10 +1,9 @@
-"""Runs the partitioned asset chains over the partitions that hold data, in as few Dagster runs as
-possible: one single-run backfill per stretch of consecutive non-empty days of a channel/project.
+"""Runs each offline source's asset chain over its whole history in one Dagster run: a single-run backfill
+of every week from the first partition day through the current one, for every channel/project at once.
 
-Used by ``rag-pipeline demo`` and the benchmark. Every partition that holds data is materialized
-through the real assets (so the Dagster UI shows them); empty days between two stretches closer
-than ``bridge_days`` are included in one run (materialized as empty, which is also true sync state)
-because a run costs more than a few empty partitions.
+Used by ``rag-pipeline demo``, ``rag-pipeline index`` and the benchmarks. Every week is materialized through
+the real assets (so the Dagster UI shows the whole history as synced, nothing as missing); a week without
+documents costs its Dagster events and no file.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.builders import build_resources, source_specs
-from rag_pipeline.defs.chain.partitions import multi_key
+from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.runs import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
+from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
@@ -34,6 +33,8 @@ from rag_pipeline.runs.instance import (
 )
 from rag_pipeline.runs.language import decide_language
 from rag_pipeline.runs.metadata import materialization_metadata
+from rag_pipeline.runs.migration import MigrationReport, upgrade_data_folder
+from rag_pipeline.scheduling.coverage import weeks_between
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.identity import SourceIdentity, claim_identities
 from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
@@ -41,42 +42,6 @@ from rag_pipeline.sources.source_read import OUTSIDE_PARTITIONS, AdmittedDocumen
 from rag_pipeline.text.language import LanguageChoice
 
 FINGERPRINT_TAG = "rag/source_fingerprint"
-# Measured on the bundled Jira project AC (full refresh): 53 runs over 493 partitions took 78 s,
-# 16 runs over 1,431 partitions 51 s, 1 run over 2,376 partitions 39 s. With the batching event log
-# an empty partition costs next to nothing and a run ~0.8 s, so gaps up to a year share one run.
-DEFAULT_BRIDGE_DAYS = 366
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Consecutive days of one container, materialized by one run."""
-
-    source: str
-    container: str
-    start: date
-    end: date
-    days_with_data: int
-
-    @property
-    def days(self) -> int:
-        return (self.end - self.start).days + 1
-
-
-def segments_for(source: str, days_by_container: dict[str, list[date]], bridge_days: int) -> list[Segment]:
-    """Group each container's data days into runs, bridging gaps of at most ``bridge_days`` empty days."""
-    out = []
-    for container, days in sorted(days_by_container.items()):
-        days = sorted(set(days))
-        start = prev = days[0]
-        count = 1
-        for day in days[1:]:
-            if (day - prev).days - 1 > bridge_days:
-                out.append(Segment(source, container, start, prev, count))
-                start, count = day, 0
-            prev = day
-            count += 1
-        out.append(Segment(source, container, start, prev, count))
-    return out
 
 
 @dataclass
@@ -113,6 +78,8 @@ class BackfillSummary:
     # The language the index is built for (None: both models set explicitly), and whether this run chose it.
     language: LanguageChoice | None = None
     language_chosen_now: bool = False
+    # What upgrading a data folder of an earlier version did (None: nothing to upgrade).
+    migration: MigrationReport | None = None
 
     def as_dict(self) -> dict[str, Any]:
         total = lambda name: sum(getattr(s, name) for s in self.sources.values())  # noqa: E731
@@ -140,6 +107,7 @@ class BackfillSummary:
             "language": None
             if self.language is None
             else {**asdict(self.language), "chosen_by_this_run": self.language_chosen_now},
+            **({"migration": self.migration.as_dict()} if self.migration else {}),
         }
 
 
@@ -160,13 +128,12 @@ ProgressFn = Callable[[str, int, int], None]
 
 def run_backfill(
     settings: Settings,
-    bridge_days: int = DEFAULT_BRIDGE_DAYS,
     full_refresh: bool = False,
     sources: tuple[str, ...] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> BackfillSummary:
-    """Register the offline sources' partitions (default: every registered source) and materialize every
-    partition that holds data."""
+    """Register the offline sources' containers (default: every registered source) and materialize every week
+    of their history, one run per source."""
 
     enable_range_batching()
     home = ensure_dagster_home(settings)
@@ -190,12 +157,13 @@ def run_backfill(
     resources = build_resources(settings, specs, live=False)
     summaries: dict[str, SourceSummary] = {}
     with runner_instance() as instance:
+        migration = upgrade_data_folder(settings.paths.parquet, instance)
         for source in sources:
             spec = specs[source]
             # One job per source: materialize() would rebuild the asset graph on every call.
             job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
             summaries[source] = _backfill_source(
-                instance, spec, job, reads[source], _partition_days(settings), bridge_days, full_refresh, on_progress
+                instance, spec, job, reads[source], _partition_days(settings), full_refresh, on_progress
             )
     return BackfillSummary(
         summaries,
@@ -206,6 +174,7 @@ def run_backfill(
         {source: read.problems for source, read in reads.items()},
         language,
         undecided and language is not None,
+        migration,
     )
 
 
@@ -259,16 +228,14 @@ def _backfill_source(
     job: dg.JobDefinition,
     read: AdmittedDocuments,
     partition_days: tuple[date, date],
-    bridge_days: int,
     full_refresh: bool,
     on_progress: ProgressFn | None,
 ) -> SourceSummary:
-    """One source's data days as range runs; ranges already indexed from the same file are skipped."""
-    days: dict[str, list[date]] = defaultdict(list)
+    """One source's whole history as one range run over every week; skipped when the same file was indexed
+    through the same weeks before."""
     first, last = partition_days
     summary = SourceSummary()
-    for day, doc in read.documents:
-        days[doc.container].append(date.fromisoformat(day))
+    containers = sorted({doc.container for _, doc in read.documents})
     summary.documents_outside_partitions = sum(1 for p in read.problems if OUTSIDE_PARTITIONS in p.reason)
     if summary.documents_outside_partitions:
         print(
@@ -276,38 +243,40 @@ def _backfill_source(
             f"({first}..{last}) were not indexed; set RAG_PARTITION_START earlier to include them",
             file=sys.stderr,
         )
-    instance.add_dynamic_partitions(spec.containers_name, sorted(days))
+    if not containers:
+        return summary
+    instance.add_dynamic_partitions(spec.containers_name, containers)
     fingerprint = _fingerprint(spec.offline_resource.input_paths(), spec.offline_resource.identity())
-    done = set() if full_refresh else _completed_ranges(instance, spec.name, fingerprint)
-    segments = segments_for(spec.name, days, bridge_days)
-    total_partitions = sum(s.days for s in segments)
-    finished = 0
-    for segment in segments:
-        start = str(multi_key(spec.partitions, segment.start.isoformat(), segment.container))
-        end = str(multi_key(spec.partitions, segment.end.isoformat(), segment.container))
-        summary.partitions += segment.days
-        if (start, end) in done:
-            summary.runs_skipped += 1
-        else:
-            result = execute_run(
-                job,
-                instance,
-                tags=range_tags(start, end, **{FINGERPRINT_TAG: fingerprint, SOURCE_TAG: spec.name}),
-                raise_on_error=True,
-                run_config=QUIET_RUN_CONFIG,
-            )
-            _collect(summary, spec, result)
-        finished += segment.days
-        if on_progress:
-            on_progress(spec.name, finished, total_partitions)
+    start, end = week_key(first), week_key(last)
+    last_data_week = week_key(max(day for day, _ in read.documents))
+    weeks = len(weeks_between(first, last))
+    summary.partitions = weeks
+    if not full_refresh and _indexed_before(instance, spec.name, fingerprint, start, last_data_week):
+        summary.runs_skipped += 1
+    else:
+        result = execute_run(
+            job,
+            instance,
+            tags=range_tags(start, end, **{FINGERPRINT_TAG: fingerprint, SOURCE_TAG: spec.name}),
+            raise_on_error=True,
+            run_config=QUIET_RUN_CONFIG,
+        )
+        _collect(summary, spec, result)
+    if on_progress:
+        on_progress(spec.name, weeks, weeks)
     return summary
 
 
-def _completed_ranges(instance: dg.DagsterInstance, source: str, fingerprint: str) -> set[tuple[str, str]]:
+def _indexed_before(instance: dg.DagsterInstance, source: str, fingerprint: str, start: str, through: str) -> bool:
+    """Whether a successful run indexed this file (same fingerprint) from ``start`` through ``through`` or
+    later (the current week moves on; the file's last week does not)."""
     records = instance.get_run_records(
         dg.RunsFilter(tags={SOURCE_TAG: source, FINGERPRINT_TAG: fingerprint}, statuses=[dg.DagsterRunStatus.SUCCESS])
     )
-    return {(r.dagster_run.tags[RANGE_START_TAG], r.dagster_run.tags[RANGE_END_TAG]) for r in records}
+    return any(
+        r.dagster_run.tags.get(RANGE_START_TAG) == start and r.dagster_run.tags.get(RANGE_END_TAG, "") >= through
+        for r in records
+    )
 
 
 def _collect(summary: SourceSummary, spec: SourceSpec, result: dg.ExecuteInProcessResult) -> None:

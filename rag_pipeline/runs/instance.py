@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.dagster_private import NOOP_COMPUTE_LOG_MANAGER_MODULE
-from rag_pipeline.defs.sync.runs import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.settings import Settings
 
 # The runners' own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that

@@ -1,14 +1,17 @@
 """``rag-pipeline sync``: materializes a live source's chain for a range of days, in-process, on the
 same Dagster instance as the demo and the daemon, then reconciles deletions for the synced containers.
 
-One run per container (Slack channel, Jira project), so a container that cannot be read fails alone. The
-runs carry the same tags as the sync sensor's: without ``--start`` each container continues from its
-watermark (a new one gets its initial history), and a range through today that starts at or before the
-watermark moves it, so a hand sync and the schedule never disagree about what is synced.
+One run covers every selected container (Slack channel, Jira project), each from its own watermark, as the
+sync sensor's runs do; a container that cannot be read fails alone (the run succeeds for the others and names
+it in ``rag/failed_containers``). Without ``--start`` each container continues from its watermark (a new one
+gets its initial history; a backlog longer than ``max_range_days`` takes several runs), and a range through
+today that starts at or before the watermark moves it, so a hand sync and the schedule never disagree about
+what is synced.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,13 +21,14 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.builders import build_resources, source_specs, sync_policy
-from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.runs import SOURCE_TAG, SYNCED_THROUGH_TAG, container_runs, sync_tags
+from rag_pipeline.defs.sync.runs import source_states, sync_request
+from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, enable_range_batching, ensure_dagster_home
 from rag_pipeline.runs.metadata import failure_message, step_metadata
+from rag_pipeline.runs.migration import upgrade_data_folder
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
-from rag_pipeline.scheduling.watermarks import container_state
+from rag_pipeline.scheduling.watermarks import ContainerState
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
@@ -69,29 +73,22 @@ class SyncSummary:
         return out
 
 
-# A container's backlog longer than this many capped ranges is left to the next sync (or the sensor).
-MAX_RANGES_PER_CONTAINER = 50
+# A backlog longer than this many capped ranges is left to the next sync (or the sensor).
+MAX_RUNS = 50
 
 
-def _ranges(
-    instance: dg.DagsterInstance,
-    spec: SourceSpec,
-    container: str,
-    policy: SyncPolicy,
-    now: datetime,
-    start: str | None,
-    end: str,
+def _range(
+    state: ContainerState, policy: SyncPolicy, now: datetime, start: str | None, end: str
 ) -> RangeRequest | None:
     """The next range of a container: ``start``..``end`` when given (it moves the watermark only when it
     reaches today and starts at or before it), else from the container's watermark through today."""
-    state = container_state(container, container_runs(instance, spec, container))
     if start is None:
         found = next_range(state, now, now, policy)
         return found if isinstance(found, RangeRequest) else None
     first, last = date.fromisoformat(start), date.fromisoformat(end)
     moves = last == day_of(now) and (state.watermark is None or first <= day_of(state.watermark))
     return RangeRequest(
-        container=container,
+        container=state.container,
         start=first,
         end=last,
         sync_from=state.watermark,
@@ -139,37 +136,54 @@ def run_sync(
     summary.problems.extend(refused)
     summary.bad_records += len(refused)
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
+    names = dict(selected)
     with runner_instance() as instance:
+        upgrade_data_folder(settings.paths.parquet, instance)
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
-        for done, (container, name) in enumerate(selected, start=1):
-            for _ in range(MAX_RANGES_PER_CONTAINER):
-                request = _ranges(instance, spec, container, policy, now, start, end)
-                if request is None:
-                    break
-                summary.start = min(summary.start, request.start.isoformat())
-                tags = sync_tags(spec, request, now)
-                if request.reason.endswith("(past range)"):
-                    del tags[SYNCED_THROUGH_TAG]  # a past range never moves the watermark
-                result = execute_run(chain_job, instance, tags=tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
-                summary.runs += 1
-                raw = step_metadata(result, spec.keys.raw)
-                summary.api_calls += int(raw.get("api_calls", 0))
-                summary.retries += int(raw.get("api_retries", 0))
-                summary.bad_records += int(raw.get("bad_records", 0))
-                summary.problems.extend(
-                    RecordProblem(str(item["location"]), str(item["reason"]))
-                    for item in raw.get("bad_record_list") or []
-                    if isinstance(item, dict) and "location" in item and "reason" in item
-                )
-                if not result.success:
-                    summary.failed[name] = failure_message(result) or f"the sync run for {name} failed"
-                    break
-                summary.documents += int(raw.get("documents", 0))
-                summary.documents_updated += int(step_metadata(result, spec.keys.points).get("documents_written", 0))
-                if start is not None:
-                    break  # an explicit range is one run
+        for _ in range(MAX_RUNS):
+            states, _runs = source_states(instance, spec)
+            by_container = {s.container: s for s in states}
+            requests = [
+                request
+                for cid, name in selected
+                if name not in summary.failed
+                and (request := _range(by_container[cid], policy, now, start, end)) is not None
+            ]
+            if not requests:
+                break
+            summary.start = min(summary.start, *(r.start.isoformat() for r in requests))
+            tags, run_config = sync_request(spec, requests, now)
+            for request in requests:
+                if request.reason.endswith("(past range)"):  # a past range never moves the watermark
+                    run_config["ops"][spec.keys.raw]["config"]["plan"][request.container]["synced_through"] = None
+            result = execute_run(
+                chain_job, instance, tags=tags, raise_on_error=False, run_config={**QUIET_RUN_CONFIG, **run_config}
+            )
+            summary.runs += 1
+            raw = step_metadata(result, spec.keys.raw)
+            summary.api_calls += int(raw.get("api_calls", 0))
+            summary.retries += int(raw.get("api_retries", 0))
+            summary.bad_records += int(raw.get("bad_records", 0))
+            summary.problems.extend(
+                RecordProblem(str(item["location"]), str(item["reason"]))
+                for item in raw.get("bad_record_list") or []
+                if isinstance(item, dict) and "location" in item and "reason" in item
+            )
+            if not result.success:
+                message = failure_message(result) or "the sync run failed"
+                for request in requests:
+                    summary.failed[names[request.container]] = message
+                break
+            run = instance.get_run_by_id(result.run_id)
+            failed = json.loads((run.tags if run else {}).get(FAILED_CONTAINERS_TAG) or "{}")
+            for container, message in failed.items():
+                summary.failed[names.get(container, container)] = message
+            summary.documents += int(raw.get("documents", 0))
+            summary.documents_updated += int(step_metadata(result, spec.keys.points).get("documents_written", 0))
             if on_progress:
-                on_progress(source, done, len(selected))
+                on_progress(source, len(selected) - len(summary.failed), len(selected))
+            if start is not None:
+                break  # an explicit range is one run
         synced = [cid for cid, name in selected if name not in summary.failed]
         if reconcile and synced:
             reconciliation = live.reconciliation

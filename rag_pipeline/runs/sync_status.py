@@ -9,8 +9,9 @@ from typing import Any
 
 import dagster as dg
 
+from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.runs import source_states, spec_key
+from rag_pipeline.defs.sync.runs import source_states
 from rag_pipeline.defs.sync.sensor import cron_window
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
 from rag_pipeline.scheduling.watermarks import ContainerState, SyncRun
@@ -69,11 +70,12 @@ def _run(run: SyncRun | None) -> dict[str, Any] | None:
 
 
 def _latest_raw_metadata(instance: dg.DagsterInstance, spec: SourceSpec, state: ContainerState) -> dict[str, Any]:
-    """The raw asset's metadata from the container's last successful sync (lag, newest source timestamp)."""
+    """The raw asset's metadata from the container's last successful sync (lag, newest source timestamp: the
+    run's, which covered this container among others)."""
     run = state.last_success
     if run is None:
         return {}
-    key = spec_key(spec, run.last_day, state.container)
+    key = week_key(run.last_day)
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(spec.keys.raw), asset_partitions=[key]), limit=1
     ).records

@@ -1,9 +1,10 @@
 """The per-source asset chain: raw documents -> parent chunks -> child chunks -> dense vectors ->
-sparse vectors -> Qdrant points, with identical partitions at every step.
+sparse vectors -> Qdrant points, with identical weekly partitions at every step.
 
-Every asset has a single-run backfill policy and receives/returns ``{partition_key: frame}``, so a
-backfill of thousands of partitions is one step per asset with large batches, not thousands of
-steps.
+Every asset has a single-run backfill policy and receives/returns ``{week: frame}``, so a backfill of
+years is one step per asset with large batches. Each step processes only the cells (container x day) its
+run covers (:mod:`rag_pipeline.defs.chain.coverage`): a sync of some channels rewrites their rows of a week
+and leaves the other channels' rows as they are.
 """
 
 import time
@@ -15,7 +16,16 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.automation import INDEX_FRESHNESS
-from rag_pipeline.defs.chain.frames import PARTITION_COLUMN, concat_partitions, partition_of_document, split_partitions
+from rag_pipeline.defs.chain.coverage import run_coverage
+from rag_pipeline.defs.chain.frames import (
+    BOOKKEEPING,
+    PARTITION_COLUMN,
+    CoveredFrames,
+    concat_partitions,
+    covered_rows,
+    label_like_documents,
+    split_partitions,
+)
 from rag_pipeline.defs.chain.metadata import length_stats
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.executors import EMBED_QUEUE, QDRANT_QUEUE, step_tags
@@ -117,12 +127,13 @@ def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         context: dg.AssetExecutionContext, chunking: ChunkingResource, documents: dict[str, pd.DataFrame]
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         started = time.perf_counter()
-        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        coverage = run_coverage(context, keys.raw)
+        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
         parents, _ = chunk_documents(docs, chunking.chunker())
-        parents[PARTITION_COLUMN] = parents["document_id"].map(partition_of_document(documents))
+        label_like_documents(parents, docs)
         empty = int((parents["text"].str.strip() == "").sum())
         yield dg.Output(
-            split_partitions(parents, context.partition_keys, PARENT_COLUMNS),
+            CoveredFrames(split_partitions(parents, context.partition_keys, PARENT_COLUMNS), coverage),
             metadata={
                 "partitions": len(context.partition_keys),
                 "documents": len(docs),
@@ -171,7 +182,8 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
         parents: dict[str, pd.DataFrame],
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
         started = time.perf_counter()
-        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        coverage = run_coverage(context, keys.raw)
+        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
         # A data folder's first index chooses its language (and with it the dense model, whose tokenizer
         # bounds the children) from the documents about to be chunked, where nobody chose one.
         choice = dense_embedder.choose_language(lambda: docs["text"].tolist())
@@ -179,8 +191,8 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
             context.log.info(f"language: {choice.describe()}")
         chunker = chunking.chunker(dense_embedder.encoder())
         _, children = chunk_documents(docs, chunker)
-        children[PARTITION_COLUMN] = children["document_id"].map(partition_of_document(documents))
-        parent_ids = set(concat_partitions(parents, PARENT_COLUMNS)["chunk_id"])
+        label_like_documents(children, docs)
+        parent_ids = set(covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage)["chunk_id"])
         orphans = int((~children["parent_id"].isin(parent_ids)).sum())
         empty = int((children["text"].str.strip() == "").sum())
         if chunker.stats.clamped_children:
@@ -189,7 +201,7 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
                 f"{chunker.stats.model_limit} tokens (shortest: {chunker.stats.shortest_clamped} cl100k tokens)"
             )
         yield dg.Output(
-            split_partitions(children, context.partition_keys, CHILD_COLUMNS),
+            CoveredFrames(split_partitions(children, context.partition_keys, CHILD_COLUMNS), coverage),
             metadata={
                 "partitions": len(context.partition_keys),
                 "child_chunks": len(children),
@@ -233,8 +245,9 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         documents: dict[str, pd.DataFrame],
     ) -> dg.Output:
         started = time.perf_counter()
-        frame = concat_partitions(children, CHILD_COLUMNS)
-        docs = concat_partitions(documents, DOCUMENT_COLUMNS)
+        coverage = run_coverage(context, keys.raw)
+        frame = covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage)
+        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
         encoder = dense_embedder.encoder()
         cache = dense_embedder.cache()
         usage_before = usage_snapshot(encoder)
@@ -249,13 +262,14 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         finally:
             cache.close()
         usage = usage_since(encoder, usage_before)
-        dense[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
-        titles[PARTITION_COLUMN] = titles["document_id"].map(partition_of_document(documents))
+        for column in (PARTITION_COLUMN, *BOOKKEEPING):
+            dense[column] = frame[column].to_numpy()
+        label_like_documents(titles, docs)
         dense = pd.concat([dense, titles], ignore_index=True) if len(titles) else dense
         elapsed = time.perf_counter() - started
         computed = stats.computed + title_stats.computed
         return dg.Output(
-            split_partitions(dense, context.partition_keys, DENSE_COLUMNS),
+            CoveredFrames(split_partitions(dense, context.partition_keys, DENSE_COLUMNS), coverage),
             metadata={
                 "partitions": len(context.partition_keys),
                 "model": encoder.model_id,
@@ -293,17 +307,19 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
         context: dg.AssetExecutionContext, bm25: Bm25Resource, children: dict[str, pd.DataFrame]
     ) -> dg.Output:
         started = time.perf_counter()
-        frame = concat_partitions(children, CHILD_COLUMNS)
+        coverage = run_coverage(context, keys.raw)
+        frame = covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage)
         encoder = bm25.encoder()
         sparse = sparse_children(frame, encoder)
         cjk = int(frame["text"].map(contains_cjk).sum()) if len(frame) else 0
         advice = cjk_tokenizer_advice(encoder.params.tokenizer, cjk, len(frame), source)
         if advice:
             context.log.warning(advice)
-        sparse[PARTITION_COLUMN] = frame[PARTITION_COLUMN].to_numpy()
+        for column in (PARTITION_COLUMN, *BOOKKEEPING):
+            sparse[column] = frame[column].to_numpy()
         terms = sparse["indices"].map(len) if len(sparse) else pd.Series(dtype=int)
         return dg.Output(
-            split_partitions(sparse, context.partition_keys, SPARSE_COLUMNS),
+            CoveredFrames(split_partitions(sparse, context.partition_keys, SPARSE_COLUMNS), coverage),
             metadata={
                 "partitions": len(context.partition_keys),
                 "vectors": len(sparse),
@@ -351,12 +367,13 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         sparse: dict[str, pd.DataFrame],
     ) -> dg.MaterializeResult:
         started = time.perf_counter()
+        coverage = run_coverage(context, keys.raw)
         inputs = IndexInputs(
-            documents=concat_partitions(documents, DOCUMENT_COLUMNS),
-            parents=concat_partitions(parents, PARENT_COLUMNS),
-            children=concat_partitions(children, CHILD_COLUMNS),
-            dense=concat_partitions(dense, DENSE_COLUMNS),
-            sparse=concat_partitions(sparse, SPARSE_COLUMNS),
+            documents=covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage),
+            parents=covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage),
+            children=covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage),
+            dense=covered_rows(concat_partitions(dense, DENSE_COLUMNS), coverage),
+            sparse=covered_rows(concat_partitions(sparse, SPARSE_COLUMNS), coverage),
         )
         dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
         with qdrant.open() as store:

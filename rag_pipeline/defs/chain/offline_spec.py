@@ -3,7 +3,7 @@
 import dagster as dg
 
 from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
-from rag_pipeline.defs.chain.partitions import day_by_container_partitions
+from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.chain.source_spec import OfflineSource, SourceSpec
 
@@ -13,23 +13,25 @@ def offline_source_spec(
     name: str,
     raw_asset: str,
     containers_label: str,
-    container_dimension: str,
     offline_resource: OfflineSource,
     settings_partition_start: str,
     max_document_chars: int,
     description: str,
 ) -> SourceSpec:
-    """The spec of a source read from offline files only: (day, container) partitions over dynamic containers
-    named ``<name>_<containers_label>``, its raw asset (``raw_asset``) and the shared chain down to the Qdrant
+    """The spec of a source read from offline files only: weekly partitions, its containers registered as the
+    dynamic partitions ``<name>_<containers_label>``, its raw asset (``raw_asset``) and the shared chain down to
+    the Qdrant
     points, with ``offline_resource`` feeding them (a ``read``/``read_partitions``/``identity`` resource)."""
     containers = dg.DynamicPartitionsDefinition(name=f"{name}_{containers_label}")
-    partitions = day_by_container_partitions(settings_partition_start, container_dimension, containers)
+    partitions = weekly_partitions(settings_partition_start)
     keys = ChainKeys(name, raw_asset)
     raw = build_raw_documents_asset(
         name=raw_asset,
         source=name,
         pool=f"{name}_source",
         partitions_def=partitions,
+        first_day=settings_partition_start,
+        containers_name=f"{name}_{containers_label}",
         max_document_chars=max_document_chars,
         failed_label=f"{containers_label}_failed",
         description=description,

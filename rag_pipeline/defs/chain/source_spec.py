@@ -69,7 +69,7 @@ class SourceSpec:
 
     name: str
     containers_label: str  # "channels" / "projects": metadata labels and the reconciliation config field
-    partitions: dg.MultiPartitionsDefinition
+    partitions: dg.PartitionsDefinition  # weeks (defs/chain/partitions.py)
     containers: dg.DynamicPartitionsDefinition
     keys: ChainKeys
     assets: tuple[dg.AssetsDefinition, ...]  # raw documents first, then the chain down to the Qdrant points
@@ -93,7 +93,7 @@ class SourceSpec:
 
     @property
     def containers_name(self) -> str:
-        """The name of the dynamic channel/project partitions."""
+        """The name of the dynamic partitions that register the source's channels/projects."""
         name = self.containers.name
         assert name is not None, "a source's containers are named dynamic partitions"
         return name

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
-from rag_pipeline.defs.chain.partitions import day_by_container_partitions, jira_projects
+from rag_pipeline.defs.chain.partitions import jira_projects, weekly_partitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.jira.assets import build_jira_issues
 from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
@@ -64,11 +64,11 @@ def select_projects(
 
 
 def jira_spec(settings: Settings) -> SourceSpec:
-    """Jira: (day, project) partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
-    partitions = day_by_container_partitions(settings.partition_start, "project", jira_projects)
+    """Jira: weekly partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
+    partitions = weekly_partitions(settings.partition_start)
     jira = settings.section("jira", JiraSettings)
     keys = ChainKeys("jira", "jira_issues")
-    raw = build_jira_issues(partitions, settings.max_document_chars)
+    raw = build_jira_issues(partitions, settings.partition_start, settings.max_document_chars)
     discovery = build_jira_project_discovery_sensor(keys)
     return SourceSpec(
         name="jira",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
-from rag_pipeline.defs.chain.partitions import day_by_container_partitions, slack_channels
+from rag_pipeline.defs.chain.partitions import slack_channels, weekly_partitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.slack.assets import build_slack_threads
 from rag_pipeline.defs.slack.reconciliation import build_slack_reconciliation
@@ -68,11 +68,11 @@ def select_channels(
 
 
 def slack_spec(settings: Settings) -> SourceSpec:
-    """Slack: (day, channel) partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
-    partitions = day_by_container_partitions(settings.partition_start, "channel", slack_channels)
+    """Slack: weekly partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
+    partitions = weekly_partitions(settings.partition_start)
     slack = settings.section("slack", SlackSettings)
     keys = ChainKeys("slack", "slack_threads")
-    raw = build_slack_threads(partitions, settings.max_document_chars)
+    raw = build_slack_threads(partitions, settings.partition_start, settings.max_document_chars)
     discovery = build_slack_channel_discovery_sensor(keys)
     return SourceSpec(
         name="slack",

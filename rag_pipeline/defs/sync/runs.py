@@ -1,32 +1,41 @@
 """The sync runs of a live source as the Dagster instance holds them, read into the planner's terms.
 
-Every sync run (requested by a source's sync sensor, or started by ``rag-pipeline sync``) carries its
-source, container and range as tags, and the instant it makes good when it succeeds
-(``rag/synced_through``); the watermark of a container is therefore visible in the UI (filter the runs by
-``rag/container``) and survives a lost sensor cursor.
+A sync run (requested by a source's sync sensor, or started by ``rag-pipeline sync``) covers every container
+that was behind when it was planned, each from its own watermark: its raw asset's run config holds the plan
+(per container: the days read, and ``synced_through``, the instant a success makes good). The watermark of a
+container is therefore visible in the UI (the run's config; the run's tags give the source and counts) and
+survives a lost sensor cursor. A container the run could not read is named in ``rag/failed_containers``: the
+run succeeds for the others, and that container's part counts as failed.
+
+Runs of earlier versions (one per container, with ``rag/container`` and ``rag/synced_through`` tags) are
+still read, so a data folder's watermarks carry over to this version.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.partitions import container_dimension
+from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.sync.tags import (
+    API_CALLS_TAG,
+    CONTAINER_COUNT_TAG,
+    ESTIMATED_REQUESTS_TAG,
+    FAILED_CONTAINERS_TAG,
+    LEGACY_CONTAINER_TAG,
+    LEGACY_SYNCED_THROUGH_TAG,
+    PLANNED_AT_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    SOURCE_TAG,
+)
 from rag_pipeline.scheduling.plan import RangeRequest
 from rag_pipeline.scheduling.watermarks import ContainerState, RunState, SyncRun, container_state
-
-SOURCE_TAG = "rag/source"
-CONTAINER_TAG = "rag/container"
-SYNCED_THROUGH_TAG = "rag/synced_through"
-SYNC_FROM_TAG = "rag/sync_from"
-SYNC_REASON_TAG = "rag/sync_reason"
-PLANNED_AT_TAG = "rag/planned_at"
-ESTIMATED_REQUESTS_TAG = "rag/estimated_requests"
-API_CALLS_TAG = "rag/api_calls"
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 _IN_FLIGHT = {
     dg.DagsterRunStatus.QUEUED,
@@ -37,38 +46,47 @@ _IN_FLIGHT = {
     dg.DagsterRunStatus.MANAGED,
 }
 _RECENT_RUNS = 10
+# Successful runs are read back page by page until every known container has its watermark.
+_SUCCESS_PAGE = 50
+_SUCCESS_PAGES = 20
 
 
-def sync_tags(spec: SourceSpec, request: RangeRequest, planned_at: datetime) -> dict[str, str]:
-    """The tags of a range run for one container: Dagster's partition range plus what the planner reads back
-    (``planned_at`` is the planner's clock, so a replayed or simulated schedule reads back its own times)."""
-    start = spec_key(spec, request.start.isoformat(), request.container)
-    end = spec_key(spec, request.end.isoformat(), request.container)
-    tags = {
-        RANGE_START_TAG: start,
-        RANGE_END_TAG: end,
-        SOURCE_TAG: spec.api_tag,
-        CONTAINER_TAG: request.container,
-        SYNCED_THROUGH_TAG: request.synced_through.astimezone(UTC).isoformat(timespec="seconds"),
-        SYNC_REASON_TAG: request.reason,
-        PLANNED_AT_TAG: planned_at.astimezone(UTC).isoformat(timespec="seconds"),
-        ESTIMATED_REQUESTS_TAG: str(request.estimated_requests),
+def _iso(instant: datetime | None) -> str | None:
+    return instant.astimezone(UTC).isoformat(timespec="seconds") if instant is not None else None
+
+
+def sync_request(
+    spec: SourceSpec, requests: Sequence[RangeRequest], planned_at: datetime
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The tags and run config of one sync run covering ``requests`` (one per container): Dagster's partition
+    range over their weeks, and the plan the raw asset reads and the planner reads back (``planned_at`` is the
+    planner's clock, so a replayed or simulated schedule reads back its own times)."""
+    start = min(r.start for r in requests)
+    end = max(r.end for r in requests)
+    plan = {
+        r.container: {
+            "first_day": r.start.isoformat(),
+            "last_day": r.end.isoformat(),
+            "synced_through": _iso(r.synced_through) if r.synced_through is not None else None,
+            "sync_from": _iso(r.sync_from),
+            "reason": r.reason,
+            "estimated_requests": r.estimated_requests,
+        }
+        for r in requests
     }
-    if request.sync_from is not None:
-        tags[SYNC_FROM_TAG] = request.sync_from.astimezone(UTC).isoformat(timespec="seconds")
-    return tags
-
-
-def spec_key(spec: SourceSpec, day: str, container: str) -> str:
-    return str(dg.MultiPartitionKey({"date": day, container_dimension(spec.partitions): container}))
+    tags = {
+        RANGE_START_TAG: week_key(start),
+        RANGE_END_TAG: week_key(end),
+        SOURCE_TAG: spec.api_tag,
+        PLANNED_AT_TAG: _iso(planned_at) or "",
+        CONTAINER_COUNT_TAG: str(len(plan)),
+        ESTIMATED_REQUESTS_TAG: str(sum(r.estimated_requests for r in requests)),
+    }
+    return tags, {"ops": {spec.keys.raw: {"config": {"plan": plan}}}}
 
 
 def _instant(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
-
-
-def _day_of_key(spec: SourceSpec, key: str) -> str:
-    return spec.partitions.get_partition_key_from_str(key).keys_by_dimension["date"]
 
 
 def _state(status: dg.DagsterRunStatus) -> RunState | None:
@@ -94,58 +112,109 @@ def first_error_line(instance: dg.DagsterInstance, run_id: str) -> str | None:
     return None
 
 
-def sync_run(spec: SourceSpec, record: dg.RunRecord, instance: dg.DagsterInstance | None = None) -> SyncRun | None:
-    """A run record as the planner sees it (None for runs without a sync range)."""
-    tags = record.dagster_run.tags
-    state = _state(record.dagster_run.status)
-    container, start, end = tags.get(CONTAINER_TAG), tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
-    if state is None or not (container and start and end):
-        return None
+def _plan_of(spec: SourceSpec, run: dg.DagsterRun) -> dict[str, dict[str, Any]]:
+    ops = (run.run_config or {}).get("ops") or {}
+    plan = ((ops.get(spec.keys.raw) or {}).get("config") or {}).get("plan") or {}
+    return {str(c): dict(p) for c, p in plan.items() if isinstance(p, dict)}
+
+
+def _legacy_day(key: str) -> str:
+    """The day of a ``day|container`` partition key of an earlier version (either order)."""
+    return next(part for part in key.split("|") if len(part) == 10 and part[4] == "-" and part[7] == "-")
+
+
+def sync_runs(spec: SourceSpec, record: dg.RunRecord, instance: dg.DagsterInstance | None = None) -> list[SyncRun]:
+    """A run record as the planner sees it: one :class:`SyncRun` per container it covers (none for a run that
+    is not a sync run)."""
+    run = record.dagster_run
+    tags = run.tags
+    state = _state(run.status)
+    if state is None:
+        return []
     planned = _instant(tags.get(PLANNED_AT_TAG)) or record.create_timestamp.replace(
         tzinfo=record.create_timestamp.tzinfo or UTC
     )
-    finished = record.end_time
+    finished = datetime.fromtimestamp(record.end_time, UTC) if record.end_time else None
     calls = tags.get(API_CALLS_TAG)
-    estimate = tags.get(ESTIMATED_REQUESTS_TAG)
-    return SyncRun(
-        run_id=record.dagster_run.run_id,
-        container=container,
-        state=state,
-        first_day=_day_of_key(spec, start),
-        last_day=_day_of_key(spec, end),
-        planned_at=planned,
-        synced_through=_instant(tags.get(SYNCED_THROUGH_TAG)),
-        finished_at=datetime.fromtimestamp(finished, UTC) if finished else None,
-        error=first_error_line(instance, record.dagster_run.run_id)
-        if instance is not None and state is RunState.FAILURE
-        else None,
-        api_calls=int(calls) if calls and calls.isdigit() else None,
-        estimated_requests=int(estimate) if estimate and estimate.isdigit() else None,
-    )
+    api_calls = int(calls) if calls and calls.isdigit() else None
+    error = first_error_line(instance, run.run_id) if instance is not None and state is RunState.FAILURE else None
+    plan = _plan_of(spec, run)
+    if not plan and tags.get(LEGACY_CONTAINER_TAG) and tags.get(RANGE_START_TAG) and tags.get(RANGE_END_TAG):
+        estimate = tags.get(ESTIMATED_REQUESTS_TAG)
+        plan = {
+            tags[LEGACY_CONTAINER_TAG]: {
+                "first_day": _legacy_day(tags[RANGE_START_TAG]),
+                "last_day": _legacy_day(tags[RANGE_END_TAG]),
+                "synced_through": tags.get(LEGACY_SYNCED_THROUGH_TAG),
+                "estimated_requests": int(estimate) if estimate and estimate.isdigit() else None,
+            }
+        }
+    failed: dict[str, str] = json.loads(tags.get(FAILED_CONTAINERS_TAG) or "{}")
+    total = sum(int(p.get("estimated_requests") or 0) for p in plan.values()) or 1
+    out = []
+    for container, part in sorted(plan.items()):
+        mine = RunState.FAILURE if state is RunState.SUCCESS and container in failed else state
+        estimate = part.get("estimated_requests")
+        out.append(
+            SyncRun(
+                run_id=run.run_id,
+                container=container,
+                state=mine,
+                first_day=str(part["first_day"]),
+                last_day=str(part["last_day"]),
+                planned_at=planned,
+                synced_through=_instant(part.get("synced_through")),
+                finished_at=finished,
+                error=failed.get(container) or error,
+                # The run's calls shared by the containers in proportion to their estimates (Slack's budget
+                # plans each container's next range from its requests per day).
+                api_calls=round(api_calls * int(estimate or 0) / total) if api_calls is not None else None,
+                estimated_requests=int(estimate) if estimate is not None else None,
+            )
+        )
+    return out
 
 
-def container_runs(
-    instance: dg.DagsterInstance, spec: SourceSpec, container: str, with_errors: bool = False
+def source_runs(
+    instance: dg.DagsterInstance, spec: SourceSpec, containers: Sequence[str], with_errors: bool = False
 ) -> list[SyncRun]:
-    """The recent sync runs of a container plus its latest successful ones (the watermark survives a streak
-    of failures longer than the recent window)."""
-    tags = {SOURCE_TAG: spec.api_tag, CONTAINER_TAG: container}
-    recent = instance.get_run_records(dg.RunsFilter(tags=tags), limit=_RECENT_RUNS)
-    succeeded = instance.get_run_records(
-        dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=_RECENT_RUNS
-    )
-    seen: dict[str, dg.RunRecord] = {r.dagster_run.run_id: r for r in [*recent, *succeeded]}
-    runs = [sync_run(spec, r, instance if with_errors else None) for r in seen.values()]
-    return [r for r in runs if r is not None]
+    """The recent sync runs of a source, plus its successful ones back until every container in
+    ``containers`` has its latest success (the watermark survives a streak of failures)."""
+    tags = {SOURCE_TAG: spec.api_tag}
+    seen: dict[str, dg.RunRecord] = {
+        r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(tags=tags), limit=_RECENT_RUNS)
+    }
+    waiting = set(containers)
+    cursor = None
+    for _ in range(_SUCCESS_PAGES):
+        page = instance.get_run_records(
+            dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=_SUCCESS_PAGE, cursor=cursor
+        )
+        for record in page:
+            seen[record.dagster_run.run_id] = record
+            failed = json.loads(record.dagster_run.tags.get(FAILED_CONTAINERS_TAG) or "{}")
+            waiting -= {r.container for r in sync_runs(spec, record) if r.container not in failed and r.synced_through}
+        if not waiting or len(page) < _SUCCESS_PAGE:
+            break
+        cursor = page[-1].dagster_run.run_id
+    return [run for record in seen.values() for run in sync_runs(spec, record, instance if with_errors else None)]
 
 
 def source_states(
     instance: dg.DagsterInstance, spec: SourceSpec, with_errors: bool = False
 ) -> tuple[list[ContainerState], list[SyncRun]]:
     """Every known container's state, and every run read for it."""
-    states, runs = [], []
-    for container in sorted(instance.get_dynamic_partitions(spec.containers_name)):
-        mine = container_runs(instance, spec, container, with_errors)
-        states.append(container_state(container, mine))
-        runs.extend(mine)
-    return states, runs
+    containers = sorted(instance.get_dynamic_partitions(spec.containers_name))
+    runs = source_runs(instance, spec, containers, with_errors)
+    by_container: dict[str, list[SyncRun]] = {}
+    for run in runs:
+        by_container.setdefault(run.container, []).append(run)
+    states = [container_state(c, by_container.get(c, [])) for c in containers]
+    return states, [r for r in runs if r.container in set(containers)]
+
+
+def container_runs(
+    instance: dg.DagsterInstance, spec: SourceSpec, container: str, with_errors: bool = False
+) -> list[SyncRun]:
+    """The sync runs read for one container (its part of each)."""
+    return [r for r in source_runs(instance, spec, [container], with_errors) if r.container == container]

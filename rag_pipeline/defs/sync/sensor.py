@@ -1,24 +1,28 @@
 """The sync that runs itself: one sensor per live source owns its sync runs, and an asset check shows gaps.
 
 The sensor evaluates every minute (RUNNING by default where the source is configured and its switch is
-on). Each evaluation reads every container's watermark from the instance's sync runs and requests one
-range run of the source's whole chain per container that is behind (see :mod:`rag_pipeline.scheduling.plan`):
-on the first evaluation of a fresh instance every container's initial history, after the daemon was down
-past a cron tick the backlog from each watermark, otherwise one range per container per cron tick. The
-cron only says when a container is behind; nothing waits for a tick to pass *between* two evaluations.
+on). Each evaluation reads every container's watermark from the instance's sync runs, plans a range for each
+container that is behind (see :mod:`rag_pipeline.scheduling.plan`): on the first evaluation of a fresh
+instance every container's initial history, after the daemon was down past a cron tick the backlog from each
+watermark, otherwise the days since the watermark) and requests **one** run of the source's whole chain that
+covers them all, each container from its own watermark: the runs per tick do not grow with the number of
+channels or projects. The cron only says when a container is behind; nothing waits for a tick to pass
+*between* two evaluations.
 """
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
+from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
-from rag_pipeline.defs.sync.runs import source_states, sync_tags
+from rag_pipeline.defs.sync.runs import source_states, sync_request
 from rag_pipeline.scheduling.plan import SyncPlan, SyncPolicy, plan_sync
 
 Clock = Callable[[], datetime]
@@ -81,8 +85,9 @@ def build_sync_sensor(
         minimum_interval_seconds=minimum_interval_seconds,
         asset_selection=list(spec.keys.all),
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Syncs every {spec.name} {spec.containers_label[:-1]} that is behind its cron `{cron}` (UTC): "
-        f"one range run per container from its watermark's day (less a {policy.settle} settle window) through today, "
+        description=f"Syncs every {spec.name} {spec.containers_label[:-1]} that is behind its cron `{cron}` (UTC) in "
+        f"one run per tick: each container from its watermark's day (less a {policy.settle} settle window) through "
+        "today, "
         f"at most {policy.max_range_days} days per run; a new one first gets {policy.initial_history_days} days of "
         "history. Watermarks are the `rag/synced_through` tags of its successful runs; the cursor shows them." + budget,
     )
@@ -90,21 +95,27 @@ def build_sync_sensor(
         now = clock()
         plan, summary = plan_now(context.instance, spec, cron, policy, now)
         for request in plan.requests:
-            context.log.info(
+            context.log.debug(
                 f"{request.container}: {request.start}..{request.end} ({request.reason}, ~{request.estimated_requests} "
                 "requests)"
+            )
+        if plan.requests:
+            context.log.info(
+                f"one run for {len(plan.requests)} {spec.containers_label}: "
+                f"{min(r.start for r in plan.requests)}..{max(r.end for r in plan.requests)}"
             )
         for container, why in plan.waiting.items():
             if why != "up to date":
                 context.log.info(f"{container}: {why}")
+        requests = []
+        if plan.requests:
+            tags, run_config = sync_request(spec, plan.requests, now)
+            digest = hashlib.sha256(json.dumps(run_config, sort_keys=True).encode()).hexdigest()[:16]
+            requests.append(
+                dg.RunRequest(run_key=f"{spec.name}-sync:{now.isoformat()}:{digest}", tags=tags, run_config=run_config)
+            )
         return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(
-                    run_key=f"{spec.name}-sync:{r.container}:{r.start}:{r.end}:{r.synced_through.isoformat()}",
-                    tags=sync_tags(spec, r, now),
-                )
-                for r in plan.requests
-            ],
+            run_requests=requests,
             cursor=json.dumps(summary, sort_keys=True),
             skip_reason=None if plan.requests else _description(plan, summary),
         )
@@ -112,57 +123,85 @@ def build_sync_sensor(
     return sync_sensor
 
 
-def missing_days(materialized: dict[str, set[str]], last_day: dict[str, str]) -> dict[str, list[str]]:
-    """Per container, the days between its first materialized day and ``last_day`` that were never materialized."""
-    gaps: dict[str, list[str]] = {}
-    for container, days in materialized.items():
-        if not days:
-            continue
-        first = datetime.fromisoformat(min(days)).date()
-        last = datetime.fromisoformat(max(max(days), last_day.get(container, ""))).date()
-        missing = [
-            day.isoformat()
-            for day in (first + timedelta(days=i) for i in range((last - first).days + 1))
-            if day.isoformat() not in days
-        ]
-        if missing:
-            gaps[container] = missing
-    return gaps
+def missing_weeks(materialized: set[str], first_week: str, last_week: str) -> list[str]:
+    """The weeks from ``first_week`` through ``last_week`` that were never materialized."""
+    from rag_pipeline.scheduling.coverage import weeks_between
+
+    first, last = datetime.fromisoformat(first_week).date(), datetime.fromisoformat(last_week).date()
+    return [week for week in weeks_between(first, last) if week not in materialized]
 
 
 def build_gap_check(spec: SourceSpec) -> dg.AssetChecksDefinition:
-    """``no_missing_days`` on the raw asset: every day from a container's first synced day through its
-    watermark has been materialized."""
+    """``no_missing_days`` on the raw asset: every week from the first synced day through the newest watermark
+    has been materialized."""
 
     @dg.asset_check(
         asset=spec.keys.raw,
         name="no_missing_days",
-        description="Fails when a channel/project has a day between its first synced day and its watermark that "
-        "was never materialized (a sync that skipped a day, or a wiped partition). Runs with every sync run.",
+        description="Fails when a week between the first synced day and the newest watermark was never "
+        "materialized (a sync that skipped days, or a wiped partition). Runs with every sync run.",
     )
     def no_missing_days(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         states, _ = source_states(context.instance, spec)
-        watermark_day = {s.container: s.watermark.date().isoformat() for s in states if s.watermark is not None}
-        materialized: dict[str, set[str]] = defaultdict(set)
-        for key in context.instance.get_materialized_partitions(dg.AssetKey(spec.keys.raw)):
-            dims = spec.partitions.get_partition_key_from_str(key).keys_by_dimension
-            container = next(v for k, v in dims.items() if k != "date")
-            if container in watermark_day:
-                materialized[container].add(dims["date"])
-        gaps = missing_days(materialized, watermark_day)
-        listed = {c: days[:20] + ([f"... {len(days) - 20} more"] if len(days) > 20 else []) for c, days in gaps.items()}
+        synced = [s for s in states if s.watermark is not None and s.first_synced_day is not None]
+        if not synced:
+            return dg.AssetCheckResult(passed=True, metadata={spec.containers_label: 0, "missing_weeks": 0})
+        first = week_key(min(s.first_synced_day for s in synced if s.first_synced_day))
+        last = week_key(max(s.watermark for s in synced if s.watermark).date())
+        materialized = set(context.instance.get_materialized_partitions(dg.AssetKey(spec.keys.raw)))
+        gaps = missing_weeks(materialized, first, last)
         return dg.AssetCheckResult(
             passed=not gaps,
             severity=dg.AssetCheckSeverity.ERROR,
-            description=None
-            if not gaps
-            else f"{sum(len(d) for d in gaps.values())} missing day(s) in {len(gaps)} "
-            f"{spec.containers_label}: " + "; ".join(f"{c}: {', '.join(d[:5])}" for c, d in sorted(gaps.items())),
+            description=None if not gaps else f"{len(gaps)} week(s) never materialized: {', '.join(gaps[:5])}",
             metadata={
-                spec.containers_label: len(watermark_day),
-                "missing_days": sum(len(d) for d in gaps.values()),
-                "gaps": dg.MetadataValue.json(listed),
+                spec.containers_label: len(synced),
+                "missing_weeks": len(gaps),
+                "gaps": dg.MetadataValue.json(gaps[:20]),
             },
         )
 
     return no_missing_days
+
+
+def build_lag_check(
+    spec: SourceSpec, cron: str, policy: SyncPolicy, clock: Clock = utc_now
+) -> dg.AssetChecksDefinition:
+    """``containers_within_lag`` on the raw asset: every known container's watermark is at most two cron
+    intervals plus the settle window old (a container that fails alone, or is carried tick after tick,
+    shows here while the others keep syncing)."""
+
+    @dg.asset_check(
+        asset=spec.keys.raw,
+        name="containers_within_lag",
+        description=f"Fails when a {spec.containers_label[:-1]}'s watermark is older than two intervals of the cron "
+        f"`{cron}` plus the settle window, or it was never synced: per-container freshness. Runs with every sync run.",
+    )
+    def containers_within_lag(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        now = clock()
+        latest, upcoming = cron_window(cron, now)
+        bound = 2 * (upcoming - latest) + policy.settle
+        states, _ = source_states(context.instance, spec)
+        behind = {
+            s.container: "never synced"
+            if s.watermark is None
+            else f"{(now - s.watermark).total_seconds() / 3600:.1f} h"
+            for s in states
+            if s.watermark is None or now - s.watermark > bound
+        }
+        return dg.AssetCheckResult(
+            passed=not behind,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=None
+            if not behind
+            else f"{len(behind)} of {len(states)} {spec.containers_label} behind {bound}: "
+            + ", ".join(f"{c} ({why})" for c, why in sorted(behind.items())[:10]),
+            metadata={
+                spec.containers_label: len(states),
+                "behind": len(behind),
+                "bound_hours": round(bound.total_seconds() / 3600, 2),
+                "behind_list": dg.MetadataValue.json(dict(sorted(behind.items())[:50])),
+            },
+        )
+
+    return containers_within_lag

@@ -43,7 +43,6 @@ def toy_spec(settings: Settings) -> SourceSpec:
         name="toy",
         raw_asset="toy_notes",
         containers_label="shelves",
-        container_dimension="shelf",
         offline_resource=ToyFolderResource(folder=str(toy.folder) if toy.folder else None),
         settings_partition_start=settings.partition_start,
         max_document_chars=settings.max_document_chars,
