@@ -69,13 +69,13 @@ def main() -> int:
             os.environ["DAGSTER_HOME"] = str(home)
             import dagster as dg
 
-            from rag_pipeline.defs.sync.runs import CONTAINER_TAG
+            from rag_pipeline.defs.sync.tags import SOURCE_TAG
 
             with dg.DagsterInstance.get() as instance:
                 while time.perf_counter() - started < args.timeout and indexed_at is None:
                     time.sleep(1)
                     records = instance.get_run_records(
-                        dg.RunsFilter(tags={CONTAINER_TAG: F.GENERAL_CHANNEL}, statuses=[dg.DagsterRunStatus.SUCCESS])
+                        dg.RunsFilter(tags={SOURCE_TAG: "slack-api"}, statuses=[dg.DagsterRunStatus.SUCCESS])
                     )
                     if records:
                         indexed_at = time.perf_counter() - started

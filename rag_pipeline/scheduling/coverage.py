@@ -1,6 +1,6 @@
 """Which (container, day) cells one run reads and rewrites.
 
-The chain is partitioned by week only (docs/decisions/0007-weekly-partitions.md): one partition holds every
+The chain is partitioned by week only (docs/decisions/partitions-and-backfills.md): one partition holds every
 channel's or project's documents of that week. A run rewrites part of a week when it syncs only some
 containers, or some days of them (a scheduled tick reads each container from its own watermark; a re-sync
 reads one channel). Its coverage says which cells it owns: every stored row of a covered cell is replaced by

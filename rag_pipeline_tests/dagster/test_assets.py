@@ -12,7 +12,7 @@ from rag_pipeline.defs.builders import build_definitions, source_specs
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline_tests.kit.data import D1, TEAM, ts, write_slack_export
-from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for
+from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for
 
 SLACK_ASSETS = chain("slack")
 JIRA_ASSETS = chain("jira")
@@ -82,7 +82,9 @@ def test_definitions_load_and_every_asset_is_described() -> None:
 
 def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
     res = _resources(tmp_path)
-    result = dg.materialize(SLACK_ASSETS, instance=instance, resources=res, partition_key="C0UBUNTU00|2004-11-16")
+    result = dg.materialize(
+        SLACK_ASSETS, instance=instance, resources=res, **cell("slack_threads", "C0UBUNTU00", "2004-11-16")
+    )
     assert result.success
     raw, children = _meta(result, "slack_threads"), _meta(result, "slack_child_chunks")
     dense, points = _meta(result, "slack_dense_vectors"), _meta(result, "slack_qdrant_points")
@@ -99,8 +101,9 @@ def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
     checks = result.get_asset_check_evaluations()
     assert {c.check_name for c in checks} == {"parents_have_text", "children_have_text", "children_have_parents"}
     assert all(c.passed for c in checks)
-    assert (tmp_path / "parquet" / "slack_child_chunks" / "C0UBUNTU00" / "2004-11-16.parquet").exists()
-    assert instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points")) == {"C0UBUNTU00|2004-11-16"}
+    # One file for the week (2004-11-16 is a Tuesday), its rows labelled with their day and channel.
+    assert (tmp_path / "parquet" / "slack_child_chunks" / "2004-11-15.parquet").exists()
+    assert instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points")) == {"2004-11-15"}
 
     # Re-materialization: same point ids and counts, zero new embeddings.
     from rag_pipeline.index.edge_store import EdgeVectorStore
@@ -112,7 +115,9 @@ def test_bundled_slack_partition_chain(tmp_path: Path, instance) -> None:
             return {r.id for r in store.document_points(store.names.children, ids)}
 
     before = point_ids()
-    again = dg.materialize(SLACK_ASSETS, instance=instance, resources=res, partition_key="C0UBUNTU00|2004-11-16")
+    again = dg.materialize(
+        SLACK_ASSETS, instance=instance, resources=res, **cell("slack_threads", "C0UBUNTU00", "2004-11-16")
+    )
     assert _meta(again, "slack_dense_vectors")["embeddings_computed"] == 0
     assert _meta(again, "slack_dense_vectors")["embeddings_cached"] == dense["vectors"]
     assert _meta(again, "slack_qdrant_points")["points_removed"] == 0
@@ -137,22 +142,22 @@ def test_range_run_writes_every_partition_in_one_run(tmp_path: Path, instance, s
         instance=instance,
         resources=res,
         tags={
-            "dagster/asset_partition_range_start": "C0PUB|2024-03-01",
-            "dagster/asset_partition_range_end": "C0PUB|2024-03-03",
+            "dagster/asset_partition_range_start": "2024-02-26",
+            "dagster/asset_partition_range_end": "2024-03-04",
         },
+        run_config={"ops": {"slack_threads": {"config": {"containers": ["C0PUB"]}}}},
     )
     assert result.success
-    # One step per asset, one materialization per partition.
-    assert len(result.asset_materializations_for_node("slack_qdrant_points")) == 3
-    assert instance.get_materialized_partitions(dg.AssetKey("slack_child_chunks")) == {
-        "C0PUB|2024-03-01",
-        "C0PUB|2024-03-02",
-        "C0PUB|2024-03-03",
-    }
+    # One step per asset, one materialization per week.
+    assert len(result.asset_materializations_for_node("slack_qdrant_points")) == 2
+    assert instance.get_materialized_partitions(dg.AssetKey("slack_child_chunks")) == {"2024-02-26", "2024-03-04"}
     import pandas as pd
 
-    day = lambda d: pd.read_parquet(tmp_path / "parquet" / "slack_threads" / "C0PUB" / f"{d}.parquet")  # noqa: E731
-    assert len(day("2024-03-01")) == 2 and len(day("2024-03-02")) == 1 and len(day("2024-03-03")) == 0
+    week = pd.read_parquet(tmp_path / "parquet" / "slack_threads" / "2024-02-26.parquet")
+    assert week.groupby("_day").size().to_dict() == {"2024-03-01": 2, "2024-03-02": 1}
+    assert set(week["_container"]) == {"C0PUB"}
+    # A week without documents has no file.
+    assert not (tmp_path / "parquet" / "slack_threads" / "2024-03-04.parquet").exists()
     assert _meta(result, "slack_qdrant_points")["documents_written"] == 3
 
 
@@ -181,12 +186,18 @@ def test_older_partition_rerun_does_not_regress_newer_version(tmp_path: Path, in
     data = tmp_path / "data"
     # The late reply moves the thread to 2024-03-05 (the partition of its latest activity).
     newer = dg.materialize(
-        SLACK_ASSETS, instance=instance, resources=_resources(data, new_export), partition_key="C0PUB|2024-03-05"
+        SLACK_ASSETS,
+        instance=instance,
+        resources=_resources(data, new_export),
+        **cell("slack_threads", "C0PUB", "2024-03-05"),
     )
     assert _meta(newer, "slack_qdrant_points")["documents_written"] == 1
     # Re-running the old day with the old state of the thread must not overwrite the newer version.
     older = dg.materialize(
-        SLACK_ASSETS, instance=instance, resources=_resources(data, old_export), partition_key="C0PUB|2024-03-01"
+        SLACK_ASSETS,
+        instance=instance,
+        resources=_resources(data, old_export),
+        **cell("slack_threads", "C0PUB", "2024-03-01"),
     )
     meta = _meta(older, "slack_qdrant_points")
     assert (meta["documents_written"], meta["documents_skipped_older"], meta["points_removed"]) == (0, 1, 0)
@@ -203,7 +214,7 @@ def test_older_partition_rerun_does_not_regress_newer_version(tmp_path: Path, in
 
 def test_jira_partition_chain_on_bundled_dump(tmp_path: Path, instance) -> None:
     result = dg.materialize(
-        JIRA_ASSETS, instance=instance, resources=_resources(tmp_path), partition_key="2017-02-14|DAEMON"
+        JIRA_ASSETS, instance=instance, resources=_resources(tmp_path), **cell("jira_issues", "DAEMON", "2017-02-14")
     )
     assert result.success
     raw = _meta(result, "jira_issues")
@@ -242,8 +253,10 @@ def test_io_manager_serves_a_runs_own_outputs_from_memory(tmp_path: Path, instan
         io_manager.pd, "read_parquet", lambda path, **kw: reads.append(str(path)) or real_read(path, **kw)
     )
     res = _resources(tmp_path)
-    key = "C0UBUNTU00|2004-11-16"
-    assert dg.materialize(SLACK_ASSETS, instance=instance, resources=res, partition_key=key).success
+    key = "2004-11-15"
+    assert dg.materialize(
+        SLACK_ASSETS, instance=instance, resources=res, **cell("slack_threads", "C0UBUNTU00", "2004-11-16")
+    ).success
     assert reads == []  # every input came from the step that wrote it in this run
     downstream = [a.key for a in SLACK_ASSETS if a.key.path[0] != "slack_threads"]
     result = dg.materialize(
@@ -252,5 +265,5 @@ def test_io_manager_serves_a_runs_own_outputs_from_memory(tmp_path: Path, instan
     assert result.success
     # A later run reads the raw partition from disk (once per consumer), everything else from memory again.
     # Consumers: parent chunks, child chunks, dense vectors (the titles) and the points.
-    assert len(reads) == 4 and all(r.endswith("slack_threads/C0UBUNTU00/2004-11-16.parquet") for r in reads)
+    assert len(reads) == 4 and all(r.endswith("slack_threads/2004-11-15.parquet") for r in reads)
     assert _meta(result, "slack_qdrant_points")["points_removed"] == 0

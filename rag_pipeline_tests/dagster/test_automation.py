@@ -42,12 +42,12 @@ def test_raw_assets_wait_for_their_sync_sensor_downstream_is_eager_and_eval_dail
         # The raw assets have no cron condition any more: the sync sensors own their range runs.
         assert tick.total_requested == 0
         # A raw partition materialized by anything (a sync run, a hand materialization) is followed eagerly.
-        instance.report_runless_asset_event(dg.AssetMaterialization("slack_threads", partition="C1|2026-11-21"))
+        instance.report_runless_asset_event(dg.AssetMaterialization("slack_threads", partition="2026-11-16"))
         eager = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, cursor=tick.cursor,
             evaluation_time=datetime(2026, 11, 21, 11, 20, tzinfo=UTC),
         )  # fmt: skip
-        assert _requested(eager, "slack_parent_chunks") == {"C1|2026-11-21"}
+        assert _requested(eager, "slack_parent_chunks") == {"2026-11-16"}
         assert _requested(eager, "slack_threads") == set() and _requested(eager, "jira_issues") == set()
         morning = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, cursor=eager.cursor,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -15,20 +15,11 @@ from dagster._core.instance.ref import InstanceRef
 from rag_pipeline.cli import build_parser, main
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.runs.backfill import Segment, run_backfill, segments_for
+from rag_pipeline.runs.backfill import run_backfill
+from rag_pipeline.scheduling.coverage import weeks_between
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 from rag_pipeline_tests.kit.pipeline import settings_for
-
-
-def test_segments_bridge_small_gaps_only() -> None:
-    days = {"C1": [date(2024, 1, d) for d in (1, 2, 3, 10, 30)], "C2": [date(2024, 1, 5)]}
-    assert segments_for("slack", days, bridge_days=6) == [
-        Segment("slack", "C1", date(2024, 1, 1), date(2024, 1, 10), 4),
-        Segment("slack", "C1", date(2024, 1, 30), date(2024, 1, 30), 1),
-        Segment("slack", "C2", date(2024, 1, 5), date(2024, 1, 5), 1),
-    ]
-    assert len(segments_for("slack", days, bridge_days=0)) == 4
 
 
 @pytest.fixture
@@ -83,17 +74,14 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
     # Every child chunk and every document's title (6 documents, each with a title), embedded once.
     assert first["embeddings_computed"] == first["child_chunks"] + 6 and first["child_chunks"] > 0
     assert first["points"] == first["parent_chunks"] + first["child_chunks"]
-    # Jira days 03-01 and 03-04 share one run (gap of 2 empty days is bridged).
-    assert first["per_source"]["jira"]["runs"] == 1 and first["per_source"]["jira"]["partitions"] == 4
+    # One run per source over every week of the partitions (2004 through this week): nothing shows as missing.
+    weeks = weeks_between(date(2004, 1, 1), datetime.now(UTC).date())
+    assert first["per_source"]["jira"]["runs"] == 1 and first["per_source"]["jira"]["partitions"] == len(weeks)
+    assert first["per_source"]["slack"]["runs"] == 1
 
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(first["dagster_home"])) as instance:
-        assert instance.get_materialized_partitions(dg.AssetKey("jira_qdrant_points")) == {
-            "2024-03-01|AC",
-            "2024-03-02|AC",
-            "2024-03-03|AC",
-            "2024-03-04|AC",
-        }
-        assert "G0PRIV|2024-03-01" in instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points"))
+        assert instance.get_materialized_partitions(dg.AssetKey("jira_qdrant_points")) == set(weeks)
+        assert "2024-02-26" in instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points"))
         assert instance.get_materialized_partitions(dg.AssetKey("retrieval_eval")) == {
             "vector",
             "bm25",
@@ -101,11 +89,12 @@ def test_demo_indexes_every_partition_with_data_and_reruns_for_free(small_source
             "reranked",
             "prf",
         }
-    # The bridged empty days are stored as links to one empty file per asset, and the issue days as files.
+    # Only the weeks with issues have a file (the others cost their Dagster events and nothing else); each row
+    # names its day and project.
     parquet = small_sources / "parquet" / "jira_issues"
-    empty, full = parquet / "2024-03-02" / "AC.parquet", parquet / "2024-03-01" / "AC.parquet"
-    assert empty.stat().st_nlink >= 2 and empty.stat().st_ino == (parquet / "2024-03-03" / "AC.parquet").stat().st_ino
-    assert full.stat().st_nlink == 1 and len(pd.read_parquet(full)) == 1 and pd.read_parquet(empty).empty
+    assert sorted(p.name for p in parquet.glob("*.parquet")) == ["2024-02-26.parquet", "2024-03-04.parquet"]
+    week = pd.read_parquet(parquet / "2024-02-26.parquet")
+    assert week[["_day", "_container"]].values.tolist() == [["2024-03-01", "AC"]]
     # The demo ends with the evaluation, run through the Dagster eval assets on the same instance.
     evaluation = first["evaluation"]
     assert evaluation["ran"] and evaluation["checks"]["acl_no_leaks"]

@@ -19,12 +19,12 @@ from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_s
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.vectors.dense.base import DenseEncoder
-from rag_pipeline_tests.kit.pipeline import chain, evaluation, resources, settings_for
+from rag_pipeline_tests.kit.pipeline import cell, chain, evaluation, resources, settings_for
 
 SLACK_ASSETS = chain("slack")
 EVALUATION = evaluation()
 reranker_model, retrieval_eval, retrieval_eval_report = EVALUATION.assets
-PARTITION = "C0UBUNTU00|2004-11-16"
+CELL = cell("slack_threads", "C0UBUNTU00", "2004-11-16")
 MEMBERS = "slack:T0UBUNTU:members"
 
 
@@ -48,7 +48,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("eval_data")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("slack_channels", ["C0UBUNTU00"])
-        result = dg.materialize(SLACK_ASSETS, instance=instance, resources=resources(data), partition_key=PARTITION)
+        result = dg.materialize(SLACK_ASSETS, instance=instance, resources=resources(data), **CELL)
         assert result.success
     return data
 

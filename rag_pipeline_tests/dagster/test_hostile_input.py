@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
@@ -42,7 +43,7 @@ from rag_pipeline_tests.kit.hostile import (
     msg,
     outside_folder,
 )
-from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for, spec
+from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for, spec
 
 
 def _problems(problems: list[RecordProblem], needle: str) -> list[str]:
@@ -422,7 +423,9 @@ def test_end_to_end_slack_chain_indexes_good_records_and_reports_bad_ones(
         added = sensor(dg.build_sensor_context(instance=instance, resources={"slack_export": res["slack_export"]}))
         assert [r.partition_keys for r in added.dynamic_partitions_requests] == [["C0PUB"]]
         instance.add_dynamic_partitions("slack_channels", ["C0PUB"])
-        result = dg.materialize(assets, instance=instance, resources=res, partition_key="C0PUB|2024-03-01")
+        result = dg.materialize(
+            assets, instance=instance, resources=res, **cell("slack_threads", "C0PUB", "2024-03-01")
+        )
     assert result.success
     raw, points = _meta(result, "slack_threads"), _meta(result, "slack_qdrant_points")
     assert raw["documents"] == 3 and points["documents_written"] == 3
@@ -451,7 +454,8 @@ def test_end_to_end_slack_chain_indexes_good_records_and_reports_bad_ones(
     assert max(len(p["text"]) for p in payloads) <= 1000
     # Nothing was read from the folder the traversal name points at, nothing written outside the data folder.
     assert not [p for p in opened if _inside(p, outside)]
-    assert sorted(p.name for p in (data / "parquet" / "slack_threads").iterdir()) == ["C0PUB"]
+    stored = [pd.read_parquet(p) for p in (data / "parquet" / "slack_threads").glob("*.parquet")]
+    assert stored and {c for frame in stored for c in frame["_container"]} == {"C0PUB"}
     assert not (tmp_path / "tmp").exists()
 
 
@@ -473,7 +477,9 @@ def test_end_to_end_jira_raw_asset_reports_issues_outside_the_partitions(tmp_pat
     raw_asset = chain("jira", settings_for(data))[0]
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("jira_projects", ["AC"])
-        result = dg.materialize([raw_asset], instance=instance, resources=res, partition_key="2024-03-01|AC")
+        result = dg.materialize(
+            [raw_asset], instance=instance, resources=res, **cell("jira_issues", "AC", "2024-03-01")
+        )
     assert result.success
     raw = _meta(result, "jira_issues")
     assert raw["documents"] == 1 and raw["bad_records"] == 2

@@ -22,7 +22,7 @@ from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_document_id, pr
 from rag_pipeline_tests.kit import jira_fixtures as F
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
-from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for, spec
+from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for, spec
 
 SITE = "jira.example.test"
 USER, TOKEN, PAT = "bot@example.com", "jira-test-token", "jira-test-pat"
@@ -423,12 +423,12 @@ def test_materialize_partitions_then_reconcile_deletions_and_moves(crafted: Jira
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(jira_projects.name, ["OPS", "NEW"])
         for day in ("2024-03-07", "2024-03-04", "2024-03-09", "2024-03-10"):
-            result = dg.materialize(CHAIN, instance=instance, resources=res, partition_key=f"{day}|OPS")
+            result = dg.materialize(CHAIN, instance=instance, resources=res, **cell("jira_issues", "OPS", day))
             assert result.success
         raw = {k: v.value for k, v in result.asset_materializations_for_node("jira_issues")[0].metadata.items()}
         assert TOKEN not in json.dumps({k: str(v) for k, v in raw.items()})
         assert raw["documents"] == 1 and raw["api_calls_by_method"]["GET /rest/api/3/search/jql"] == 1
-        first = dg.materialize(CHAIN, instance=instance, resources=res, partition_key="2024-03-04|OPS")
+        first = dg.materialize(CHAIN, instance=instance, resources=res, **cell("jira_issues", "OPS", "2024-03-04"))
         bad = {k: v.value for k, v in first.asset_materializations_for_node("jira_issues")[0].metadata.items()}
         assert bad["bad_records"] == 1 and F.BAD_BODY_KEY in bad["bad_record_examples"]
         with _store(tmp_path) as store:
@@ -476,7 +476,7 @@ def test_sync_command_json_and_one_failing_project(crafted: JiraEmulator, tmp_pa
                         "DAGSTER_HOME": str(tmp_path / "home")}.items():  # fmt: skip
         monkeypatch.setenv(name, value)
     (tmp_path / "home").mkdir()
-    crafted.inject("403", path="/search/jql", times=1)  # SEC is read first ... and refused
+    crafted.inject("403", path="/search/jql", times=1, match="SEC")  # SEC is refused
     code = main(
         ["sync", "--source", "jira", "--start", "2024-03-01", "--end", "2024-03-12", "--data-dir", str(tmp_path),
          "--project", "SEC", "--project", "OPS", "--json"]

@@ -15,7 +15,7 @@ from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.index_info import indexed_dense_model, indexed_sparse_terms
 from rag_pipeline.index.store import CollectionNames
 from rag_pipeline_tests.dagster.test_multilingual_bm25 import _multilingual_export
-from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for
+from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for
 
 
 def test_the_first_dagster_run_chooses_the_language_and_the_code_location_keeps_it(
@@ -30,7 +30,10 @@ def test_the_first_dagster_run_chooses_the_language_and_the_code_location_keeps_
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("slack_channels", ["C0PUB"])
         result = dg.materialize(
-            chain("slack", settings_for(data)), instance=instance, resources=res, partition_key="C0PUB|2024-03-01"
+            chain("slack", settings_for(data)),
+            instance=instance,
+            resources=res,
+            **cell("slack_threads", "C0PUB", "2024-03-01"),
         )
     assert result.success
     recorded = json.loads((data / "language.json").read_text())

@@ -23,6 +23,7 @@ from rag_pipeline_tests.kit import pipeline
 from rag_pipeline_tests.kit import slack_fixtures as SF
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
+from rag_pipeline_tests.kit.pipeline import cell
 
 TOKEN = "xoxb-test-token"
 WEB = "http://dagster.example.test:3000"
@@ -61,7 +62,11 @@ def test_failed_run_is_posted_with_asset_partition_error_and_link(slack: SlackEm
         instance.add_dynamic_partitions(jira_projects.name, ["OPS"])
         jira.inject("403", path="/search/jql")
         result = dg.materialize(
-            chain, instance=instance, resources=resources, partition_key="2024-03-04|OPS", raise_on_error=False
+            chain,
+            instance=instance,
+            resources=resources,
+            **cell("jira_issues", "OPS", "2024-03-04"),
+            raise_on_error=False,
         )
         assert not result.success
         run = instance.get_run_by_id(result.run_id)
@@ -77,7 +82,7 @@ def test_failed_run_is_posted_with_asset_partition_error_and_link(slack: SlackEm
     [post] = _posts(slack)
     assert post["channel"] == SF.GENERAL_CHANNEL
     text = post["text"]
-    assert "Run failed: __ephemeral_asset_job__" in text and "jira_issues" in text and "2024-03-04|OPS" in text
+    assert "Run failed: __ephemeral_asset_job__" in text and "jira_issues" in text and "Partition: 2024-03-04" in text
     assert "Jira 403" in text and "project OPS" in text
     assert f"{WEB}/runs/{result.run_id}" in text
     assert "jira-test-token" not in json.dumps(post) and TOKEN not in json.dumps(post)

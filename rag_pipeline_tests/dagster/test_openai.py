@@ -21,6 +21,7 @@ from rag_pipeline_tests.dagster.test_eval_assets import eval_sets, indexed  # no
 from rag_pipeline_tests.kit import pipeline
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake, fake_embedding
+from rag_pipeline_tests.kit.pipeline import cell
 
 
 @pytest.fixture
@@ -86,8 +87,10 @@ def test_dense_vectors_asset_records_tokens_and_cost_and_uses_the_cache(openai: 
     chain = pipeline.chain("jira")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(jira_projects.name, ["AI"])
-        first = dg.materialize(chain, instance=instance, resources=resources, partition_key="2024-03-01|AI")
-        second = dg.materialize(chain, instance=instance, resources=resources, partition_key="2024-03-01|AI")
+        first = dg.materialize(chain, instance=instance, resources=resources, **cell("jira_issues", "AI", "2024-03-01"))
+        second = dg.materialize(
+            chain, instance=instance, resources=resources, **cell("jira_issues", "AI", "2024-03-01")
+        )
     meta = {k: v.value for k, v in first.asset_materializations_for_node("jira_dense_vectors")[0].metadata.items()}
     assert meta["model"] == "openai:text-embedding-3-small@256" and meta["dimension"] == 256
     # One batch of child chunks, one of document titles.
@@ -141,6 +144,7 @@ import json, sys
 import dagster as dg
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline_tests.kit import pipeline
+from rag_pipeline_tests.kit.pipeline import cell
 
 data, evals = sys.argv[1], sys.argv[2]
 evaluation = pipeline.evaluation()
@@ -210,7 +214,7 @@ def test_search_bench_and_evaluation_use_the_model_the_index_was_built_with(
         def index(res: dict) -> dg.ExecuteInProcessResult:
             res["jira_dump"] = res["jira_source"] = type(res["jira_dump"])(path=str(dump), site="ai.test")
             chain = pipeline.chain("jira")
-            return dg.materialize(chain, instance=instance, resources=res, partition_key="2024-03-01|AI",
+            return dg.materialize(chain, instance=instance, resources=res, **cell("jira_issues", "AI", "2024-03-01"),
                                   raise_on_error=False)  # fmt: skip
 
         def evaluate() -> dg.ExecuteInProcessResult:

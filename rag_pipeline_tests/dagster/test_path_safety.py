@@ -1,5 +1,6 @@
-"""Hostile channel ids and project keys: they never become partitions, and a partition key registered around
-discovery never makes the parquet IO manager write or read outside its folder."""
+"""Hostile channel ids and project keys: they never become partitions, a container registered around discovery
+never names a path (containers are values inside a week's file), and a partition key that is not a week never
+makes the parquet IO manager write or read anything."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
-from rag_pipeline.defs.chain.partitions import day_by_container_partitions, jira_projects, multi_key, slack_channels
+from rag_pipeline.defs.chain.partitions import jira_projects, slack_channels, week_key, weekly_partitions
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.sources.api_stats import ApiStats
@@ -31,8 +32,8 @@ from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.pipeline import chain, resources, spec
 
 DAY = "2024-03-01"
-SLACK_PARTITIONS = day_by_container_partitions("2024-01-01", "channel", slack_channels)
-JIRA_PARTITIONS = day_by_container_partitions("2024-01-01", "project", jira_projects)
+WEEK = week_key(DAY)
+WEEKS = weekly_partitions("2024-01-01")
 # /tmp/x is the path the issue names: checked before and after, never created by these tests.
 ABSOLUTE_TARGET = "/tmp/x"
 HOSTILE_IDS = [
@@ -84,57 +85,27 @@ def _contexts(
 
 
 # --- the IO manager --------------------------------------------------------------------------------------------------
-def test_valid_keys_keep_the_existing_layout(tmp_path: Path) -> None:
+def test_week_keys_name_one_file_per_asset_and_week(tmp_path: Path) -> None:
     base = tmp_path / "parquet"
     io = PartitionedParquetIOManager(base_dir=str(base))
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(slack_channels.name, ["C0123ABC"])
-        instance.add_dynamic_partitions(jira_projects.name, ["TIMOB"])
-        for asset, key, partitions_def in (
-            ("slack_threads", f"C0123ABC|{DAY}", SLACK_PARTITIONS),
-            ("jira_issues", f"{DAY}|TIMOB", JIRA_PARTITIONS),
-        ):
-            out, inp = _contexts(instance, asset, key, partitions_def)
-            io.handle_output(out, {key: _frame()})
+        for asset in ("slack_threads", "jira_issues"):
+            out, inp = _contexts(instance, asset, WEEK, WEEKS)
+            io.handle_output(out, {WEEK: _frame()})
             # A fresh IO manager reads from disk, not from the run's memory.
-            assert PartitionedParquetIOManager(base_dir=str(base)).load_input(inp)[key].equals(_frame())
-    # Dimensions in Dagster's key order (channel|date, date|project), no temp files left behind.
-    assert _files(base) == {f"slack_threads/C0123ABC/{DAY}.parquet", f"jira_issues/{DAY}/TIMOB.parquet"}
+            assert PartitionedParquetIOManager(base_dir=str(base)).load_input(inp)[WEEK].equals(_frame())
+    # No temp files left behind.
+    assert _files(base) == {f"slack_threads/{WEEK}.parquet", f"jira_issues/{WEEK}.parquet"}
 
 
-@pytest.mark.parametrize("hostile", HOSTILE_IDS)
-def test_hostile_container_keys_never_write_or_read_outside(tmp_path: Path, hostile: str) -> None:
-    base = tmp_path / "data" / "parquet"
-    base.mkdir(parents=True)
-    io = PartitionedParquetIOManager(base_dir=str(base))
-    key = str(multi_key(SLACK_PARTITIONS, DAY, hostile))
-    # A parquet file where the old path join would have read it (when that is inside the temp folder).
-    escaped = Path(os.path.normpath(base / "slack_threads" / hostile / f"{DAY}.parquet"))
-    planted = escaped.is_relative_to(tmp_path) and not escaped.is_relative_to(base) and len(hostile) < 200
-    if planted:
-        escaped.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"secret": ["planted"]}).to_parquet(escaped)
-    before = _files(tmp_path)
-    with dg.instance_for_test() as instance:
-        # Dagster itself accepts these as dynamic partitions: the IO manager is the last line.
-        instance.add_dynamic_partitions(slack_channels.name, [hostile])
-        out, inp = _contexts(instance, "slack_threads", key, SLACK_PARTITIONS)
-        with pytest.raises(UnsafePartitionKey, match="not a valid id") as info:
-            io.handle_output(out, {key: _frame()})
-        assert repr(key)[:60] in str(info.value) or repr(hostile)[:40] in str(info.value)
-        with pytest.raises(UnsafePartitionKey):
-            io.load_input(inp)  # refused, never FileNotFoundError or the planted frame
-    assert _files(tmp_path) == before
-
-
-@pytest.mark.parametrize("hostile", [*HOSTILE_IDS, pytest.param("a|b", id="separator")])
-def test_hostile_single_dimension_keys_are_refused(tmp_path: Path, hostile: str) -> None:
+@pytest.mark.parametrize("hostile", [*HOSTILE_IDS, pytest.param("a|b", id="separator"), pytest.param(DAY + "x")])
+def test_keys_that_are_not_weeks_are_refused(tmp_path: Path, hostile: str) -> None:
     things = dg.DynamicPartitionsDefinition(name="things")
     io = PartitionedParquetIOManager(base_dir=str(tmp_path / "parquet"))
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("things", [hostile])
         out, inp = _contexts(instance, "things", hostile, things)
-        with pytest.raises(UnsafePartitionKey):
+        with pytest.raises(UnsafePartitionKey, match="is not a week"):
             io.handle_output(out, {hostile: _frame()})
         with pytest.raises(UnsafePartitionKey):
             io.load_input(inp)
@@ -142,50 +113,52 @@ def test_hostile_single_dimension_keys_are_refused(tmp_path: Path, hostile: str)
 
 
 def test_the_containment_check_stands_on_its_own(tmp_path: Path) -> None:
-    # Valid key parts, but an asset key that climbs out: the resolved path is still checked.
+    # A valid key, but an asset key that climbs out: the resolved path is still checked.
     io = PartitionedParquetIOManager(base_dir=str(tmp_path / "data" / "parquet"))
     with pytest.raises(UnsafePartitionKey, match="outside the data folder"):
-        io._path(dg.AssetKey(["..", "..", "escaped"]), f"C01|{DAY}", SLACK_PARTITIONS)
-    assert io._path(dg.AssetKey(["slack_threads"]), f"C01|{DAY}", SLACK_PARTITIONS) == Path(
-        tmp_path, "data", "parquet", "slack_threads", "C01", f"{DAY}.parquet"
+        io._path(dg.AssetKey(["..", "..", "escaped"]), WEEK)
+    assert io._path(dg.AssetKey(["slack_threads"]), WEEK) == Path(
+        tmp_path, "data", "parquet", "slack_threads", f"{WEEK}.parquet"
     )
 
 
 def test_a_bad_key_in_a_range_writes_nothing_of_the_range(tmp_path: Path) -> None:
     io = PartitionedParquetIOManager(base_dir=str(tmp_path / "parquet"))
-    things = dg.StaticPartitionsDefinition(["ok1", "ok2", "../x"])
+    things = dg.StaticPartitionsDefinition(["2024-01-01", "2024-01-08", "../x"])
     context = dg.build_output_context(
-        asset_key="things", asset_partitions_def=things, asset_partition_key_range=dg.PartitionKeyRange("ok1", "../x")
+        asset_key="things",
+        asset_partitions_def=things,
+        asset_partition_key_range=dg.PartitionKeyRange("2024-01-01", "../x"),
     )
     with pytest.raises(UnsafePartitionKey):
-        io.handle_output(context, {k: _frame() for k in ("ok1", "ok2", "../x")})
+        io.handle_output(context, {k: _frame() for k in ("2024-01-01", "2024-01-08", "../x")})
     assert _files(tmp_path) == set()
 
 
-def test_a_crafted_partition_fails_the_run_end_to_end(tmp_path: Path, slack_export: Path) -> None:
+@pytest.mark.parametrize("crafted", ["../../../outside", "/tmp/x", "C01|2024-03-01"])
+def test_a_crafted_container_never_names_a_path(tmp_path: Path, slack_export: Path, crafted: str) -> None:
     data = tmp_path / "data"
     res = resources(data)
     res["slack_export"] = res["slack_source"] = SlackExportResource(path=str(slack_export), team_id=TEAM)
-    crafted = "../../../outside"
     before = _files(tmp_path)
     with dg.instance_for_test() as instance:
+        # Registered around discovery (by hand, the UI or the instance API), and named in the run's config.
         instance.add_dynamic_partitions(slack_channels.name, [crafted])
         result = dg.materialize(
             chain("slack"),
             selection=["slack_threads"],
             instance=instance,
             resources=res,
-            partition_key=multi_key(spec("slack").partitions, DAY, crafted),
+            partition_key=WEEK,
+            run_config={"ops": {"slack_threads": {"config": {"containers": [crafted]}}}},
             raise_on_error=False,
         )
-    assert not result.success
-    failures = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
-    assert len(failures) == 1 and crafted in str(failures[0].step_failure_data.error)
-    # Refused once: the raw asset's retry policy (minutes of backoff) does not apply to a key that can never work.
-    assert not [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
-    # Nothing outside the data folder (nor any parquet for the crafted key inside it).
+    assert result.success
+    # Nothing outside the data folder, and no document of the crafted container (none can have its id).
     assert {f for f in _files(tmp_path) - before if not f.startswith("data/")} == set()
-    assert not (tmp_path / "outside").exists() and not list(data.rglob("*.parquet"))
+    assert not (tmp_path / "outside").exists()
+    for file in data.rglob("*.parquet"):
+        assert crafted not in set(pd.read_parquet(file)["_container"])
 
 
 # --- discovery -------------------------------------------------------------------------------------------------------
@@ -329,6 +302,7 @@ def test_sync_of_every_channel_skips_the_ones_the_bot_is_not_in(
         assert sorted(instance.get_dynamic_partitions(slack_channels.name)) == sorted(
             [SF.GENERAL_CHANNEL, SF.SHARED_CHANNEL, SF.PRIVATE_CHANNEL]
         )
-    # Only the readable channels have parquet folders, all under the data folder.
-    written = {p.parent.name for p in (tmp_path / "data" / "parquet" / "slack_threads").glob("*/*.parquet")}
+    # Only the readable channels have rows, all in weekly files under the data folder.
+    files = list((tmp_path / "data" / "parquet" / "slack_threads").glob("*.parquet"))
+    written = {c for p in files for c in pd.read_parquet(p)["_container"]}
     assert written and written <= {SF.GENERAL_CHANNEL, SF.SHARED_CHANNEL, SF.PRIVATE_CHANNEL}

@@ -10,14 +10,14 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.sync.runs import CONTAINER_TAG, SYNC_REASON_TAG, source_states
+from rag_pipeline.defs.sync.runs import source_states
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.pipeline import settings_for
-from rag_pipeline_tests.kit.sync_harness import SyncHarness
+from rag_pipeline_tests.kit.sync_harness import SyncHarness, container_results, planned_ranges
 
 TOKEN = "xoxb-test-token"
 
@@ -45,14 +45,9 @@ def _indexed(harness: SyncHarness, container: str | None = None) -> set[str]:
 
 
 def _ranges(requests: list[dg.RunRequest]) -> dict[str, tuple[str, str, str]]:
-    out = {}
-    for r in requests:
-        start = r.tags["dagster/asset_partition_range_start"].split("|")
-        end = r.tags["dagster/asset_partition_range_end"].split("|")
-        day = next(p for p in start if p[:2] == "20")
-        last = next(p for p in end if p[:2] == "20")
-        out[r.tags[CONTAINER_TAG]] = (day, last, r.tags[SYNC_REASON_TAG])
-    return out
+    # One run per source and tick, whatever the number of channels.
+    assert len(requests) <= 1
+    return planned_ranges(requests)
 
 
 @pytest.mark.slow  # about a minute: runs in the slow suite (make test runs both)
@@ -132,7 +127,7 @@ def test_outage_catch_up_is_capped_carried_and_failures_wait_for_the_next_tick(
         slack.inject("repeat_cursor", method="conversations.history", count=None, channel=F.SHARED_CHANNEL)
         h.now = _at("2024-03-11 12:00:30")
         requests = h.plan()
-        results = {r.dagster_run.tags[CONTAINER_TAG]: r.success for r in h.execute(requests)}
+        results = container_results(instance, h.execute(requests))
         assert results[F.SHARED_CHANNEL] is False and results[F.GENERAL_CHANNEL] is True
         h.now = _at("2024-03-11 12:05:00")
         assert _ranges(h.plan()) == {}

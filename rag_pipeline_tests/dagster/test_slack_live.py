@@ -24,7 +24,7 @@ from rag_pipeline.sources.slack.threads import thread_document_id, workspace_gro
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import SlackWorkspace
-from rag_pipeline_tests.kit.pipeline import chain, resources, settings_for, spec
+from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for, spec
 
 TOKEN = "xoxb-test-token"
 MARCH = [f"2024-03-{d:02d}" for d in range(1, 13)]
@@ -282,7 +282,9 @@ def test_materialize_partitions_then_reconcile_deletions(crafted: SlackEmulator,
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(slack_channels.name, [F.GENERAL_CHANNEL])
         for day in ("2024-03-01", "2024-03-04", "2024-03-05", "2024-03-11"):
-            result = dg.materialize(CHAIN, instance=instance, resources=res, partition_key=f"{F.GENERAL_CHANNEL}|{day}")
+            result = dg.materialize(
+                CHAIN, instance=instance, resources=res, **cell("slack_threads", F.GENERAL_CHANNEL, day)
+            )
             assert result.success
         raw = result.asset_materializations_for_node("slack_threads")[0].metadata
         assert TOKEN not in json.dumps({k: str(v.value) for k, v in raw.items()})
@@ -326,7 +328,9 @@ def test_materialize_partitions_then_reconcile_deletions(crafted: SlackEmulator,
         assert after[broadcast_thread].version > before[broadcast_thread].version
 
         # A re-run of the broadcast thread's old partition (older version) does not undo the rewrite.
-        dg.materialize(CHAIN, instance=instance, resources=res, partition_key=f"{F.GENERAL_CHANNEL}|2024-03-04")
+        dg.materialize(
+            CHAIN, instance=instance, resources=res, **cell("slack_threads", F.GENERAL_CHANNEL, "2024-03-04")
+        )
         with _store(tmp_path) as store:
             final = store.indexed_documents(SearchFilter(containers=(F.GENERAL_CHANNEL,)))
         assert final[broadcast_thread] == after[broadcast_thread]

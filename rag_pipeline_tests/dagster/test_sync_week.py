@@ -16,7 +16,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.sync.runs import CONTAINER_TAG, sync_run
+from rag_pipeline.defs.chain.partitions import week_key
+from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit import sync_week as week
 from rag_pipeline_tests.kit.sync_harness import SyncHarness
@@ -94,19 +95,20 @@ def test_a_simulated_week_misses_nothing_duplicates_nothing_and_keeps_every_budg
                 [],
             ), comparison.as_dict()
 
-        # A day whose materializations are gone is a gap: the next sync run's check fails and names it. (OSS
-        # event storage cannot wipe one partition; deleting the runs that read the day removes its events.)
+        # A week whose materializations are gone is a gap: the next sync run's check fails and names it. (OSS
+        # event storage cannot wipe one partition; deleting the runs that wrote the week removes its events.)
         harness = SyncHarness(settings, "slack", instance, now=SCENARIO.end + timedelta(hours=2, seconds=30))
         harness.cursors = dict(simulation.sources["slack"].harness.cursors)
         lost_day = (SCENARIO.start + timedelta(days=2)).date().isoformat()
-        for record in instance.get_run_records(dg.RunsFilter(tags={CONTAINER_TAG: week.GENERAL})):
-            run = sync_run(harness.spec, record)
-            if run is not None and run.first_day <= lost_day <= run.last_day:
+        lost_week = week_key(lost_day)
+        for record in instance.get_run_records(dg.RunsFilter(tags={SOURCE_TAG: harness.spec.api_tag})):
+            tags = record.dagster_run.tags
+            if tags.get(RANGE_START_TAG, "9999") <= lost_week <= tags.get(RANGE_END_TAG, ""):
                 instance.delete_run(record.dagster_run.run_id)
         requests = harness.plan()
         assert requests, "the tick after the week plans a run"
-        runs = harness.execute([r for r in requests if r.tags[CONTAINER_TAG] == week.GENERAL])
+        runs = harness.execute(requests)
         checks = [c for c in runs[0].get_asset_check_evaluations() if c.check_name == "no_missing_days"]
         assert checks and not checks[0].passed
-        assert f"{week.GENERAL}: {lost_day}" in str(checks[0].description)
+        assert lost_week in str(checks[0].description)
         assert datetime.now(UTC) > SCENARIO.end  # the week lay in the past, within the reconciliation's lookback

@@ -18,7 +18,7 @@ import dagster as dg
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from rag_pipeline.defs.builders import source_specs
-from rag_pipeline.defs.chain.partitions import multi_key
+from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home, open_instance, range_tags
 from rag_pipeline.settings import Settings
 
@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = source_specs(settings)[args.source]
     # Runs launched together on a new SQLite instance must not create its databases together.
     ensure_dagster_home(settings)
-    start = str(multi_key(spec.partitions, args.first, args.container))
-    end = str(multi_key(spec.partitions, args.last, args.container))
+    start, end = week_key(args.first), week_key(args.last)
+    # The container's own days of the weeks, as a sync plan names them (no watermark: a past range).
+    plan = {args.container: {"first_day": args.first, "last_day": args.last}}
     job = ReconstructableRepository.for_module("rag_pipeline.definitions", "defs").get_reconstructable_job(
         "__ASSET_JOB"
     )
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         with dg.execute_job(
             job,
             instance,
-            run_config=QUIET_RUN_CONFIG,
+            run_config={**QUIET_RUN_CONFIG, "ops": {spec.keys.raw: {"config": {"plan": plan}}}},
             tags={**range_tags(start, end), SOURCE_TAG: f"{args.source}:{args.first}"},
             asset_selection=[dg.AssetKey(key) for key in spec.keys.all],
         ) as result:

@@ -4,9 +4,11 @@ one Dagster instance (as the daemon would launch them, with the requests' tags).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.sensor_definition import SensorExecutionData
@@ -14,6 +16,7 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from rag_pipeline.defs.builders import build_definitions, sync_policy
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.sync.sensor import build_sync_sensor
+from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG
 from rag_pipeline.runs.execution import execute_run
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG
 from rag_pipeline.settings import Settings
@@ -73,7 +76,7 @@ class SyncHarness:
                 self.instance,
                 tags=dict(request.tags),
                 raise_on_error=False,
-                run_config=QUIET_RUN_CONFIG,
+                run_config={**QUIET_RUN_CONFIG, **(request.run_config or {})},
                 asset_selection=[dg.AssetKey(k) for k in self.spec.keys.all],
             )
             done.append(result)
@@ -89,6 +92,40 @@ class SyncHarness:
         """The source's reconciliation job, as its daily schedule runs it."""
         job = self.defs.resolve_job_def(self.spec.live.job.name)
         return execute_run(job, self.instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
+
+
+def plan_of(request: dg.RunRequest) -> dict[str, dict[str, Any]]:
+    """The per-container plan of a sync run request (its raw asset's config)."""
+    ops = (request.run_config or {}).get("ops") or {}
+    return next((op["config"]["plan"] for op in ops.values() if "plan" in op.get("config", {})), {})
+
+
+def planned_ranges(requests: Sequence[dg.RunRequest]) -> dict[str, tuple[str, str, str]]:
+    """container -> (first day, last day, reason) over the requests."""
+    return {
+        container: (part["first_day"], part["last_day"], part["reason"])
+        for request in requests
+        for container, part in plan_of(request).items()
+    }
+
+
+def container_results(
+    instance: dg.DagsterInstance, results: Sequence[dg.ExecuteInProcessResult]
+) -> dict[str, bool]:
+    """container -> whether its part of the sync runs succeeded (the run, less ``rag/failed_containers``)."""
+    out: dict[str, bool] = {}
+    for result in results:
+        run = instance.get_run_by_id(result.run_id)
+        assert run is not None
+        failed = json.loads(run.tags.get(FAILED_CONTAINERS_TAG) or "{}")
+        for container in plan_of_run(run):
+            out[container] = result.success and container not in failed
+    return out
+
+
+def plan_of_run(run: dg.DagsterRun) -> dict[str, Any]:
+    ops = (run.run_config or {}).get("ops") or {}
+    return next((op["config"]["plan"] for op in ops.values() if "plan" in op.get("config", {})), {})
 
 
 def _specs(settings: Settings) -> list[SourceSpec]:

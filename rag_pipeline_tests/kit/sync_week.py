@@ -43,15 +43,8 @@ import dagster as dg
 from dagster._utils.schedules import cron_string_iterator
 
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.sync.runs import (
-    CONTAINER_TAG,
-    ESTIMATED_REQUESTS_TAG,
-    PLANNED_AT_TAG,
-    SOURCE_TAG,
-    SYNC_REASON_TAG,
-    SYNCED_THROUGH_TAG,
-)
 from rag_pipeline.defs.sync.sensor import cron_window
+from rag_pipeline.defs.sync.tags import ESTIMATED_REQUESTS_TAG, PLANNED_AT_TAG, SOURCE_TAG
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.jira.dump import issue_document_id
@@ -60,7 +53,7 @@ from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite, parse_jira_time
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import SlackWorkspace
-from rag_pipeline_tests.kit.sync_harness import SyncHarness
+from rag_pipeline_tests.kit.sync_harness import SyncHarness, container_results, plan_of
 
 SLACK_TOKEN = "xoxb-sync-week"
 JIRA_USER, JIRA_TOKEN = "bot@example.com", "jira-test-token"
@@ -810,10 +803,15 @@ class SyncWeek:
             if not requests:
                 break
             for request, executed in zip(requests, h.execute(requests), strict=True):
-                self.result.runs.append(_run_record(name, request, executed))
+                self.result.runs.extend(_run_records(name, h.instance, request, executed))
                 runs += 1
             h.results.clear()
-            capped = [r for r in requests if r.tags[SYNCED_THROUGH_TAG] < r.tags[PLANNED_AT_TAG]]
+            capped = [
+                part
+                for r in requests
+                for part in plan_of(r).values()
+                if part["synced_through"] and part["synced_through"] < r.tags[PLANNED_AT_TAG]
+            ]
             if not capped:
                 break
             evaluation += REEVALUATE_AFTER
@@ -853,19 +851,25 @@ class SyncWeek:
         return dict(out)
 
 
-def _run_record(source: str, request: dg.RunRequest, executed: dg.ExecuteInProcessResult) -> RunRecord:
+def _run_records(
+    source: str, instance: dg.DagsterInstance, request: dg.RunRequest, executed: dg.ExecuteInProcessResult
+) -> list[RunRecord]:
+    """One record per container of a sync run (a run covers every container that was behind)."""
     checks = [c for c in executed.get_asset_check_evaluations() if c.check_name == "no_missing_days"]
-    tags = request.tags
-    return RunRecord(
-        source=source,
-        container=tags[CONTAINER_TAG],
-        reason=tags[SYNC_REASON_TAG],
-        planned_at=datetime.fromisoformat(tags[PLANNED_AT_TAG]),
-        synced_through=datetime.fromisoformat(tags[SYNCED_THROUGH_TAG]),
-        estimated_requests=int(tags[ESTIMATED_REQUESTS_TAG]),
-        success=executed.success,
-        gap_check_passed=all(c.passed for c in checks) if checks else None,
-    )
+    success = container_results(instance, [executed])
+    return [
+        RunRecord(
+            source=source,
+            container=container,
+            reason=part["reason"],
+            planned_at=datetime.fromisoformat(request.tags[PLANNED_AT_TAG]),
+            synced_through=datetime.fromisoformat(part["synced_through"]),
+            estimated_requests=int(part["estimated_requests"]),
+            success=success[container],
+            gap_check_passed=all(c.passed for c in checks) if checks else None,
+        )
+        for container, part in plan_of(request).items()
+    ]
 
 
 def satisfied(e: Expectation, snapshot: dict[str, IndexedDocument]) -> bool:

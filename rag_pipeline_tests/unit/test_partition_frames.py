@@ -1,35 +1,72 @@
-"""Joining a range's per-partition frames into one and splitting it back (``defs/chain/frames.py``)."""
+"""Joining a range's per-partition frames into one and splitting it back (``defs/chain/frames.py``), and the
+coverage that decides which rows of a week a run owns (``scheduling/coverage.py``)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from rag_pipeline.defs.chain.frames import PARTITION_COLUMN, concat_partitions, split_partitions
+from rag_pipeline.defs.chain.frames import (
+    BOOKKEEPING,
+    PARTITION_COLUMN,
+    concat_partitions,
+    covered_rows,
+    split_partitions,
+)
+from rag_pipeline.scheduling.coverage import Coverage, days_of_week, weeks_between
 
 COLUMNS = ("chunk_id", "tokens")
 
 
-def _frame(*ids: str) -> pd.DataFrame:
-    return pd.DataFrame({"chunk_id": list(ids), "tokens": [len(i) for i in ids]}, columns=list(COLUMNS))
+def _frame(*cells: tuple[str, str, str]) -> pd.DataFrame:
+    """Rows (chunk id, day, container)."""
+    return pd.DataFrame(
+        {
+            "chunk_id": [c for c, _, _ in cells],
+            "tokens": [len(c) for c, _, _ in cells],
+            "_day": [d for _, d, _ in cells],
+            "_container": [k for _, _, k in cells],
+        },
+        columns=[*COLUMNS, *BOOKKEEPING],
+    )
 
 
 def test_concat_labels_every_row_with_its_partition_and_split_gives_every_key_back() -> None:
-    frames = {"d1|C1": _frame("a", "bb"), "d2|C1": _frame(), "d3|C1": _frame("ccc")}
+    a, bb, ccc = ("a", "2024-01-01", "C1"), ("bb", "2024-01-02", "C2"), ("ccc", "2024-01-15", "C1")
+    frames = {"2024-01-01": _frame(a, bb), "2024-01-08": _frame(), "2024-01-15": _frame(ccc)}
     whole = concat_partitions(frames, COLUMNS)
     assert whole["chunk_id"].tolist() == ["a", "bb", "ccc"]
-    assert whole[PARTITION_COLUMN].tolist() == ["d1|C1", "d1|C1", "d3|C1"]
-    assert whole[PARTITION_COLUMN].dtype == _frame("x").assign(p="k")["p"].dtype  # what assign() gave before
+    assert whole[PARTITION_COLUMN].tolist() == ["2024-01-01", "2024-01-01", "2024-01-15"]
 
-    back = split_partitions(whole, ["d3|C1", "d2|C1", "d1|C1", "d4|C1"], COLUMNS)
-    assert list(back) == ["d3|C1", "d2|C1", "d1|C1", "d4|C1"]
-    assert back["d1|C1"].equals(_frame("a", "bb")) and back["d3|C1"].equals(_frame("ccc"))
-    assert list(back["d3|C1"].index) == [0]
-    # Keys without rows share one empty frame with the columns asked for.
-    assert back["d2|C1"] is back["d4|C1"] and back["d2|C1"].empty
-    assert list(back["d2|C1"].columns) == list(COLUMNS)
+    back = split_partitions(whole, ["2024-01-15", "2024-01-08", "2024-01-01", "2024-01-22"], COLUMNS)
+    assert list(back) == ["2024-01-15", "2024-01-08", "2024-01-01", "2024-01-22"]
+    assert back["2024-01-01"].equals(_frame(a, bb)) and back["2024-01-15"].equals(_frame(ccc))
+    # Keys without rows share one empty frame with the columns asked for and the bookkeeping ones.
+    assert back["2024-01-08"] is back["2024-01-22"] and back["2024-01-08"].empty
+    assert list(back["2024-01-08"].columns) == [*COLUMNS, *BOOKKEEPING]
 
 
 def test_a_range_without_rows_concatenates_to_an_empty_frame_with_the_columns() -> None:
-    whole = concat_partitions({"d1|C1": _frame(), "d2|C1": _frame()}, COLUMNS)
-    assert whole.empty and list(whole.columns) == [*COLUMNS, PARTITION_COLUMN]
-    assert all(frame.empty for frame in split_partitions(whole, ["d1|C1", "d2|C1"], COLUMNS).values())
+    whole = concat_partitions({"2024-01-01": _frame(), "2024-01-08": _frame()}, COLUMNS)
+    assert whole.empty and list(whole.columns) == [*COLUMNS, *BOOKKEEPING, PARTITION_COLUMN]
+    assert all(f.empty for f in split_partitions(whole, ["2024-01-01", "2024-01-08"], COLUMNS).values())
+
+
+def test_a_coverage_owns_its_containers_days_only() -> None:
+    rows = _frame(("a", "2024-01-01", "C1"), ("b", "2024-01-03", "C1"), ("c", "2024-01-03", "C2"))
+    coverage = Coverage({"C1": ("2024-01-02", "2024-01-07"), "C3": ("2024-01-01", "2024-01-07")})
+    assert coverage.mask(rows).tolist() == [False, True, False]
+    assert covered_rows(rows, coverage)["chunk_id"].tolist() == ["b"]
+    assert covered_rows(rows, Coverage.everything()) is rows
+    assert coverage.days_by_container(days_of_week("2024-01-01"), ["C1", "C2"]) == {
+        "C1": [f"2024-01-0{d}" for d in range(2, 8)],
+        "C3": [f"2024-01-0{d}" for d in range(1, 8)],
+    }
+    assert Coverage.everything().days_by_container(["2024-01-01"], ["C2", "C1"]) == {
+        "C1": ["2024-01-01"],
+        "C2": ["2024-01-01"],
+    }
+    assert weeks_between(pd.Timestamp("2024-01-03").date(), pd.Timestamp("2024-01-15").date()) == [
+        "2024-01-01",
+        "2024-01-08",
+        "2024-01-15",
+    ]

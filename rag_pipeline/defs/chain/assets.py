@@ -118,7 +118,12 @@ def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         "the text a search result returns.",
         check_specs=[
             dg.AssetCheckSpec(
-                "parents_have_text", asset=keys.parents, blocking=True, description="No parent chunk is empty"
+                "parents_have_text",
+                asset=keys.parents,
+                blocking=True,
+                description="No parent chunk is empty",
+                # Evaluations are recorded for the run's partition, as Dagster plans them (else they stay planned).
+                partitions_def=common["partitions_def"],
             )
         ],
         **common,
@@ -163,12 +168,17 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
         "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
         check_specs=[
             dg.AssetCheckSpec(
-                "children_have_text", asset=keys.children, blocking=True, description="No child chunk is empty"
+                "children_have_text",
+                asset=keys.children,
+                blocking=True,
+                description="No child chunk is empty",
+                partitions_def=common["partitions_def"],
             ),
             dg.AssetCheckSpec(
                 "children_have_parents",
                 asset=keys.children,
                 blocking=True,
+                partitions_def=common["partitions_def"],
                 description="Every child's parent_id exists among the parent chunks",
             ),
         ],

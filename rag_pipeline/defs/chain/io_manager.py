@@ -13,9 +13,12 @@ written, naming the key, so a key added around the definitions never names a pat
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -56,7 +59,15 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                 f"{asset_key.to_user_string()} partition key {key[:120]!r} is not a week (YYYY-MM-DD): it cannot "
                 "name a file"
             )
-        return Path(self.base_dir, *asset_key.path, f"{key}.parquet")
+        # Belt and braces: an asset key comes from the definitions, never from input, but the resolved path is
+        # still checked lexically (an operator may point an asset's folder elsewhere with a symlink).
+        base = os.path.normpath(os.path.abspath(self.base_dir))
+        target = os.path.normpath(os.path.join(base, *asset_key.path, f"{key}.parquet"))
+        if not target.startswith(base.rstrip(os.sep) + os.sep):
+            raise UnsafePartitionKey(
+                f"{asset_key.to_user_string()} partition {key} resolves to {target}, outside the data folder {base}"
+            )
+        return Path(target)
 
     def handle_output(self, context: dg.OutputContext, obj: dict[str, pd.DataFrame]) -> None:
         keys = context.asset_partition_keys
@@ -66,25 +77,27 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
         coverage = obj.coverage if isinstance(obj, CoveredFrames) else None
         # Every key is checked before anything is written, so a bad key in a range leaves no partial range behind.
         paths = {key: self._path(context.asset_key, key) for key in keys}
-        made = False
-        for key, path in paths.items():
-            frame = obj[key]
-            if coverage is not None and not coverage.whole:
-                kept = self._read(path)
-                if kept is not None and len(kept):
-                    if DAY_COLUMN in kept and CONTAINER_COLUMN in kept:
-                        kept = kept[~coverage.mask(kept)]
-                    frame = pd.concat([kept, frame], ignore_index=True) if len(frame) else kept
-            if not len(frame):
-                path.unlink(missing_ok=True)
-                self._written.pop(path, None)
-                continue
-            if not made:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made = True
-            frame = frame.reset_index(drop=True)
-            _write_atomically(path, partial(_write_parquet, frame))
-            self._written[path] = (_identity(path), frame)
+        partial_write = coverage is not None and not coverage.whole
+        folder = Path(self.base_dir, *context.asset_key.path)
+        folder.mkdir(parents=True, exist_ok=True)
+        # Two runs may rewrite parts of the same week at once (a re-sync of one channel during a scheduled tick,
+        # Celery workers): each read-merge-write holds the asset's lock, so neither drops the other's rows.
+        with _locked(folder / ".lock") if partial_write else contextlib.nullcontext():
+            for key, path in paths.items():
+                frame = obj[key]
+                if partial_write and coverage is not None:
+                    kept = self._read(path)
+                    if kept is not None and len(kept):
+                        if DAY_COLUMN in kept and CONTAINER_COLUMN in kept:
+                            kept = kept[~coverage.mask(kept)]
+                        frame = pd.concat([kept, frame], ignore_index=True) if len(frame) else kept
+                if not len(frame):
+                    path.unlink(missing_ok=True)
+                    self._written.pop(path, None)
+                    continue
+                frame = frame.reset_index(drop=True)
+                _write_atomically(path, partial(_write_parquet, frame))
+                self._written[path] = (_identity(path), frame)
 
     def _read(self, path: Path) -> pd.DataFrame | None:
         """A partition's frame, from this run's memory where the file is still the one written, else from disk;
@@ -105,6 +118,17 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
             found = self._read(self._path(context.asset_key, key))
             frames[key] = empty if found is None else found
         return frames
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (dropped by the kernel with its process, so a crash never leaves it)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:

@@ -3,7 +3,7 @@ per source; each week's partition holds every channel's or project's documents o
 
 The number of partitions grows with time only (52 a year: 261 at five years, whatever the number of
 channels), well inside Dagster's guidance of 100,000 per asset; why weeks and not (day x container) is in
-docs/decisions/0007-weekly-partitions.md. Channels and projects are still registered as dynamic partitions
+docs/decisions/partitions-and-backfills.md. Channels and projects are still registered as dynamic partitions
 of their own name (``slack_channels``, ``jira_projects``): the registry discovery adds to and the sync sensor
 reads, not a dimension of any asset.
 """

@@ -1,0 +1,391 @@
+"""The pipeline's own cost at company size (issue 46): a generated Slack workspace and Jira dump of a company's
+shape, indexed through every asset, then one scheduled sync tick after a small change.
+
+    .venv/bin/python -m bench.company_scale                          # the steps s, m and l (500 channels)
+    .venv/bin/python -m bench.company_scale --size s --size m        # some steps only
+    .venv/bin/python -m bench.company_scale --ref b68f1af --size s   # the same step with an earlier revision too
+
+Sizes (channels / Jira projects / days of history / threads / issues): s 20/2/365/2,000/200,
+m 100/5/730/10,000/1,000, l 500/20/1,095/50,000/5,000. Activity is skewed (channel i gets a share proportional to
+1/(i+1)), threads have 0-6 replies within hours, a thread's day is drawn with a recency bias. Embeddings come from
+the test kit's OpenAI-compatible fake (``openai:text-embedding-3-small@256``), so the figures are the pipeline's
+own work, not the encoder's.
+
+Per size: ``rag-pipeline index`` of the export and dump into a fresh folder (wall seconds, the command's seconds,
+the sum of its stage seconds and the overhead = command - stages, runs, partitions, peak RSS through GNU time),
+the materialization events and runs it wrote, the event log's and the parquet files' size and count,
+``rag-pipeline status`` seconds, the Dagster UI's partition data for ``slack_threads`` (the GraphQL query the
+asset's partition page makes, timed against a running ``dagster-webserver``, and a headless-Chromium screenshot
+where Chromium is installed: test-artifacts/company_scale_<size>_partitions.png), and one scheduled tick: the
+workspace served by the Slack API emulator, the real sync sensor on a fake clock (initial history first), then
+one new message in 10 channels and the next cron tick (runs requested, seconds, API calls).
+Results: bench/results/company_scale.json (merged per size and revision).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, ROOT, parser, read_json, run_record, write_json
+
+TEAM, DOMAIN, SITE = "T0SCALE", "scale.slack.com", "jira.scale.test"
+END = date(2026, 11, 20)  # a fixed last day: the generated data is the same whenever it runs
+WORDS = (
+    "deploy build release pipeline cluster node pod service database query index cache latency error timeout retry "
+    "queue worker schedule backup restore migration schema table column api gateway token auth login session user "
+    "report dashboard metric alert incident outage postmortem rollback config flag feature test review merge branch"
+).split()
+
+
+@dataclass(frozen=True)
+class Size:
+    channels: int
+    projects: int
+    days: int
+    threads: int
+    issues: int
+
+
+SIZES = {
+    "s": Size(20, 2, 365, 2_000, 200),
+    "m": Size(100, 5, 730, 10_000, 1_000),
+    "l": Size(500, 20, 1_095, 50_000, 5_000),
+}
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def _skewed(rng: random.Random, n: int) -> int:
+    """An index in 0..n-1 with weight 1/(i+1): a few busy channels, a long tail of quiet ones."""
+    weights = [1 / (i + 1) for i in range(n)]
+    return rng.choices(range(n), weights=weights)[0]
+
+
+def build_workspace(size: Size, seed: int = 46) -> Any:
+    """The company's Slack as the emulator's workspace (also written as an export)."""
+    from rag_pipeline_tests.kit.emulators.slack_workspace import SlackWorkspace
+
+    rng = random.Random(seed)
+    ws = SlackWorkspace(team_id=TEAM, domain=DOMAIN, team_name="Scale")
+    users = [f"U{n:08d}" for n in range(200)]
+    ws.users = [
+        {"id": u, "team_id": TEAM, "name": f"user{n}", "real_name": f"User {n}", "deleted": False, "is_bot": False,
+         "profile": {"display_name": f"user{n}", "real_name": f"User {n}"}}
+        for n, u in enumerate(users)
+    ]  # fmt: skip
+    first = END - timedelta(days=size.days - 1)
+    created = int(datetime.combine(first, datetime.min.time(), UTC).timestamp()) - 86400
+    channels = [f"C{n:08d}" for n in range(size.channels)]
+    for n, channel in enumerate(channels):
+        ws.add_channel(channel, f"team-{n}", members=users[:50], created=created, is_private=n % 10 == 9)
+    used: set[tuple[str, int]] = set()
+    for _ in range(size.threads):
+        channel = channels[_skewed(rng, size.channels)]
+        day = first + timedelta(days=min(size.days - 1, int(size.days * rng.random() ** 0.7)))
+        start = int(datetime.combine(day, datetime.min.time(), UTC).timestamp()) + rng.randrange(0, 80_000)
+        while (channel, start) in used:
+            start += 1
+        used.add((channel, start))
+        root = f"{start}.000100"
+        ws.post(channel, {"ts": root, "user": rng.choice(users), "text": _text(rng, rng.randint(8, 40))})
+        for r in range(rng.randint(0, 6)):
+            reply = start + 60 * (r + 1) + rng.randrange(0, 50)
+            ws.post(
+                channel,
+                {"ts": f"{reply}.000200", "user": rng.choice(users), "text": _text(rng, rng.randint(3, 25)),
+                 "thread_ts": root},
+            )  # fmt: skip
+    return ws
+
+
+def write_jira(size: Size, path: Path, seed: int = 46) -> Path:
+    rng = random.Random(seed + 1)
+    first = END - timedelta(days=size.days - 1)
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        for n in range(size.issues):
+            project = f"P{_skewed(rng, size.projects):03d}"
+            day = first + timedelta(days=min(size.days - 1, int(size.days * rng.random() ** 0.7)))
+            stamp = f"{day.isoformat()}T{rng.randrange(24):02d}:{rng.randrange(60):02d}:00.000+0000"
+            issue = {
+                "id": str(10_000 + n),
+                "key": f"{project}-{n + 1}",
+                "self": f"https://{SITE}/rest/api/2/issue/{10_000 + n}",
+                "fields": {
+                    "project": {"key": project, "name": f"Project {project}"},
+                    "summary": _text(rng, 6),
+                    "description": _text(rng, rng.randint(20, 120)),
+                    "created": stamp,
+                    "updated": stamp,
+                    "status": {"name": "Open"},
+                    "issuetype": {"name": "Task"},
+                    "reporter": {"displayName": "Reporter"},
+                    "comment": {"comments": []},
+                },
+            }
+            out.write(json.dumps(issue) + "\n")
+    return path
+
+
+def _env(data: Path, openai_url: str, package_root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_", "SLACK_", "JIRA_"))}
+    env.update(
+        PYTHONPATH=str(package_root),
+        RAG_DATA_DIR=str(data),
+        RAG_DENSE_MODEL="openai:text-embedding-3-small@256",
+        RAG_LANGUAGE="english",
+        OPENAI_BASE_URL=openai_url,
+        OPENAI_API_KEY="sk-test-key",
+    )
+    return env
+
+
+def first_index(size: Size, work: Path, openai_url: str, package_root: Path) -> dict[str, Any]:
+    data = work / "data"
+    env = _env(data, openai_url, package_root)
+    env["RAG_PARTITION_START"] = (END - timedelta(days=size.days - 1)).isoformat()
+    rss = work / "peak_rss_kb"
+    command = [
+        "/usr/bin/time", "-f", "%M", "-o", str(rss), sys.executable, "-c",
+        "import sys; from rag_pipeline.cli import main; sys.exit(main(sys.argv[1:]))",
+        "index", "--slack-export", str(work / "export"), "--jira-dump", str(work / "jira.jsonl.gz"),
+        "--slack-team", TEAM, "--slack-domain", DOMAIN, "--jira-site", SITE, "--data-dir", str(data), "--json",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"index failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    summary = json.loads(done.stdout)
+    stages = sum(sum(float(s) for s in per["stage_seconds"].values()) for per in summary["per_source"].values())
+    status_started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", "import sys; from rag_pipeline.cli import main; sys.exit(main(sys.argv[1:]))",
+         "status", "--data-dir", str(data), "--json"],
+        cwd=work, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    status_seconds = time.perf_counter() - status_started
+    return {
+        "documents": summary["documents"],
+        "wall_seconds": round(wall, 1),
+        "command_seconds": summary["seconds"],
+        "stage_seconds": round(stages, 1),
+        "overhead_seconds": round(summary["seconds"] - stages, 1),
+        "runs": summary["runs"],
+        "partitions": summary["partitions"],
+        "peak_rss_mb": round(int(rss.read_text().split()[-1]) / 1024),
+        **storage_figures(data),
+        "status_seconds": round(status_seconds, 2),
+    }
+
+
+def storage_figures(data: Path) -> dict[str, Any]:
+    """Materialization events and runs in the instance, event log and parquet sizes and file counts."""
+    history = data / "dagster_home" / "history"
+    events = 0
+    for db in (history / "runs").glob("*.db"):
+        if db.name == "index.db":
+            continue  # the index shard repeats each asset event of the run shards
+        with sqlite3.connect(db) as conn:
+            events += conn.execute(
+                "select count(*) from event_logs where dagster_event_type = 'ASSET_MATERIALIZATION'"
+            ).fetchone()[0]
+    with sqlite3.connect(history / "runs.db") as conn:
+        runs = conn.execute("select count(*) from runs").fetchone()[0]
+    parquet = [p for p in (data / "parquet").rglob("*") if p.is_file()]
+    return {
+        "materialization_events": events,
+        "runs_in_instance": runs,
+        "event_log_mb": round(sum(p.stat().st_size for p in history.rglob("*") if p.is_file()) / 2**20, 1),
+        "parquet_files": len(parquet),
+        "parquet_mb": round(sum(p.stat().st_size for p in parquet) / 2**20, 1),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PARTITIONS_QUERY = """
+query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  partitionStats { numMaterialized numPartitions numFailed numMaterializing }
+  assetPartitionStatuses { ... on TimePartitionStatuses { ranges { status startKey endKey } } }
+} } }"""
+
+
+def ui_partition_page(work: Path, openai_url: str, package_root: Path, size_name: str) -> dict[str, Any]:
+    """The partition data the UI's partition page asks for, timed through a real dagster-webserver."""
+    env = _env(work / "data", openai_url, package_root)
+    env["RAG_SLACK_EXPORT"], env["RAG_JIRA_DUMP"] = str(work / "export"), str(work / "jira.jsonl.gz")
+    env["SLACK_TEAM_ID"], env["SLACK_DOMAIN"], env["JIRA_SITE"] = TEAM, DOMAIN, SITE
+    env["DAGSTER_HOME"] = str(work / "data" / "dagster_home")
+    env["RAG_PARTITION_START"] = (END - timedelta(days=SIZES[size_name].days - 1)).isoformat()
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-webserver"), "-w", str(ROOT / "workspace.yaml"),
+         "-h", "127.0.0.1", "-p", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"{base}/server_info", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(1)
+        body = json.dumps({"query": PARTITIONS_QUERY, "variables": {"key": {"path": ["slack_threads"]}}}).encode()
+        timings, answer = [], {}
+        for _ in range(3):  # the first query also loads the code location
+            started = time.perf_counter()
+            request = urllib.request.Request(f"{base}/graphql", body, {"Content-Type": "application/json"})
+            answer = json.loads(urllib.request.urlopen(request, timeout=300).read())
+            timings.append(round(time.perf_counter() - started, 2))
+        node = answer.get("data", {}).get("assetNodeOrError") or {}
+        out: dict[str, Any] = {"graphql_seconds": timings, "partition_stats": node.get("partitionStats")}
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium:
+            shot = ROOT / "test-artifacts" / f"company_scale_{size_name}_partitions.png"
+            shot.parent.mkdir(exist_ok=True)
+            started = time.perf_counter()
+            subprocess.run(
+                [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+                 "--virtual-time-budget=15000", f"--screenshot={shot}", f"{base}/assets/slack_threads?view=partitions"],
+                capture_output=True, timeout=180,
+            )  # fmt: skip
+            out["screenshot"] = str(shot.relative_to(ROOT)) if shot.exists() else None
+            out["screenshot_seconds"] = round(time.perf_counter() - started, 1)
+        else:
+            out["screenshot"] = "chromium not installed (make browser)"
+        return out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def one_tick(size: Size, work: Path) -> dict[str, Any]:
+    """The real sync sensor on a fake clock against the emulated workspace: initial history (3 days), then one
+    new message in 10 channels and the next hourly tick."""
+    import dagster as dg
+
+    from rag_pipeline.settings import Settings
+    from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
+    from rag_pipeline_tests.kit.sync_harness import SyncHarness
+
+    ws = build_workspace(size)
+    now = datetime.combine(END, datetime.min.time(), UTC) + timedelta(hours=10, seconds=30)
+    with SlackEmulator(ws) as emu, dg.DagsterInstance.ephemeral() as instance:
+        env = {
+            "SLACK_BOT_TOKEN": "xoxb-test-token",
+            "SLACK_API_BASE_URL": emu.base_url,
+            "SLACK_INITIAL_HISTORY_DAYS": "3",
+            "SLACK_REQUESTS_PER_MINUTE": "100000",  # the emulator has no limits: measure one whole tick
+            "RAG_DATA_DIR": str(work / "live"),
+            "RAG_LANGUAGE": "english",
+            "RAG_DENSE_MODEL": "openai:text-embedding-3-small@256",
+            "OPENAI_BASE_URL": os.environ["OPENAI_BASE_URL"],
+            "OPENAI_API_KEY": "sk-test-key",
+        }
+        harness = SyncHarness(Settings.from_env(env), "slack", instance, now=now)
+        harness.discover()
+        started = time.perf_counter()
+        first = harness.plan()
+        harness.execute(first)
+        initial = {"runs": len(first), "seconds": round(time.perf_counter() - started, 1)}
+        channels = sorted(ws.channels)[:: max(1, len(ws.channels) // 10)][:10]
+        base = int(now.timestamp()) + 60
+        for n, channel in enumerate(channels):
+            ws.post(channel, {"ts": f"{base + n}.000300", "user": "U00000001", "text": "new message after the sync"})
+        calls_before = len(emu.requests)
+        harness.now = now + timedelta(hours=1)
+        started = time.perf_counter()
+        requests = harness.plan()
+        planned = time.perf_counter() - started
+        results = harness.execute(requests)
+        return {
+            "initial_history": initial,
+            "changed_channels": len(channels),
+            "runs": len(requests),
+            "runs_succeeded": sum(r.success for r in results),
+            "plan_seconds": round(planned, 2),
+            "seconds": round(time.perf_counter() - started, 1),
+            "api_calls": len(emu.requests) - calls_before,
+        }
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    from rag_pipeline_tests.kit.emulators.openai_api import OpenAIFake
+
+    sizes = args.size or list(SIZES)
+    out_file: Path = args.output
+    results: dict[str, Any] = read_json(out_file) if out_file.exists() else {}
+    results.update(run_record())
+    arms = {"working tree": ROOT}
+    work_root = Path(tempfile.mkdtemp(prefix="rag-company-"))
+    if args.ref:
+        ref_root = work_root / "ref"
+        subprocess.run(["git", "worktree", "add", "--detach", "-f", str(ref_root), args.ref], cwd=ROOT, check=True,
+                       capture_output=True)  # fmt: skip
+        arms = {args.ref: ref_root, "working tree": ROOT}
+    try:
+        with OpenAIFake() as fake:
+            os.environ["OPENAI_BASE_URL"] = fake.base_url
+            for name in sizes:
+                size = SIZES[name]
+                work = work_root / name
+                work.mkdir()
+                print(f"{name}: generating {size}", file=sys.stderr)
+                build_workspace(size).write_export(work / "export")
+                write_jira(size, work / "jira.jsonl.gz")
+                for arm, package_root in arms.items():
+                    if (work / "data").exists():
+                        shutil.rmtree(work / "data")
+                    print(f"{name} [{arm}]: first index", file=sys.stderr)
+                    figures: dict[str, Any] = {"size": vars(size), "first_index": first_index(size, work, fake.base_url, package_root)}
+                    if arm == "working tree":
+                        print(f"{name}: UI partition page", file=sys.stderr)
+                        figures["ui"] = ui_partition_page(work, fake.base_url, package_root, name)
+                        if not args.no_tick:
+                            print(f"{name}: one scheduled tick", file=sys.stderr)
+                            figures["tick"] = one_tick(size, work)
+                    results.setdefault("sizes", {}).setdefault(name, {})[arm] = figures
+                    print(json.dumps({name: {arm: figures}}, indent=1), file=sys.stderr)
+                    write_json(out_file, results)
+    finally:
+        if args.ref:
+            subprocess.run(["git", "worktree", "remove", "--force", str(work_root / "ref")], cwd=ROOT,
+                           capture_output=True)  # fmt: skip
+        shutil.rmtree(work_root, ignore_errors=True)
+
+
+def _parser() -> Any:
+    p = parser(__doc__)
+    p.add_argument("--size", action="append", choices=list(SIZES), help="a step to run (repeatable; default: all)")
+    p.add_argument("--ref", help="also run the first index with this git revision (A/B)")
+    p.add_argument("--no-tick", action="store_true", help="skip the scheduled-tick measurement")
+    p.add_argument("--output", type=Path, default=RESULTS / "company_scale.json")
+    return p
+
+
+if __name__ == "__main__":
+    main()
