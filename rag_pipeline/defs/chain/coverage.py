@@ -27,8 +27,12 @@ def coverage_of(config: Mapping[str, Any], partition_keys: Sequence[str]) -> Cov
     return Coverage.everything()
 
 
+def raw_config(run_config: Mapping[str, Any] | None, raw_asset: str) -> dict[str, Any]:
+    """The raw asset's config in a run's config (empty where it has none)."""
+    ops: dict[str, Any] = dict((run_config or {}).get("ops") or {})
+    return dict((ops.get(raw_asset) or {}).get("config") or {})
+
+
 def run_coverage(context: dg.AssetExecutionContext, raw_asset: str) -> Coverage:
     """The coverage of the current run, as every step of the chain reads it (the raw asset's run config)."""
-    ops = (context.run.run_config or {}).get("ops") or {}
-    config = (ops.get(raw_asset) or {}).get("config") or {}
-    return coverage_of(config, context.partition_keys)
+    return coverage_of(raw_config(context.run.run_config, raw_asset), context.partition_keys)

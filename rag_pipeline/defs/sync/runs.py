@@ -20,6 +20,7 @@ from typing import Any
 
 import dagster as dg
 
+from rag_pipeline.defs.chain.coverage import raw_config
 from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.sync.tags import (
@@ -113,8 +114,7 @@ def first_error_line(instance: dg.DagsterInstance, run_id: str) -> str | None:
 
 
 def _plan_of(spec: SourceSpec, run: dg.DagsterRun) -> dict[str, dict[str, Any]]:
-    ops = (run.run_config or {}).get("ops") or {}
-    plan = ((ops.get(spec.keys.raw) or {}).get("config") or {}).get("plan") or {}
+    plan = raw_config(run.run_config, spec.keys.raw).get("plan") or {}
     return {str(c): dict(p) for c, p in plan.items() if isinstance(p, dict)}
 
 
