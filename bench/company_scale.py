@@ -45,11 +45,55 @@ from bench.common import RESULTS, ROOT, parser, read_json, run_record, write_jso
 
 TEAM, DOMAIN, SITE = "T0SCALE", "scale.slack.com", "jira.scale.test"
 END = date(2026, 11, 20)  # a fixed last day: the generated data is the same whenever it runs
-WORDS = (
-    "deploy build release pipeline cluster node pod service database query index cache latency error timeout retry "
-    "queue worker schedule backup restore migration schema table column api gateway token auth login session user "
-    "report dashboard metric alert incident outage postmortem rollback config flag feature test review merge branch"
-).split()
+WORDS = [
+    "deploy",
+    "build",
+    "release",
+    "pipeline",
+    "cluster",
+    "node",
+    "pod",
+    "service",
+    "database",
+    "query",
+    "index",
+    "cache",
+    "latency",
+    "error",
+    "timeout",
+    "retry",
+    "queue",
+    "worker",
+    "schedule",
+    "backup",
+    "restore",
+    "migration",
+    "schema",
+    "table",
+    "column",
+    "api",
+    "gateway",
+    "token",
+    "auth",
+    "login",
+    "session",
+    "user",
+    "report",
+    "dashboard",
+    "metric",
+    "alert",
+    "incident",
+    "outage",
+    "postmortem",
+    "rollback",
+    "config",
+    "flag",
+    "feature",
+    "test",
+    "review",
+    "merge",
+    "branch",
+]
 
 
 @dataclass(frozen=True)
@@ -361,7 +405,10 @@ def main() -> None:
                     if (work / "data").exists():
                         shutil.rmtree(work / "data")
                     print(f"{name} [{arm}]: first index", file=sys.stderr)
-                    figures: dict[str, Any] = {"size": vars(size), "first_index": first_index(size, work, fake.base_url, package_root)}
+                    figures: dict[str, Any] = {
+                        "size": vars(size),
+                        "first_index": first_index(size, work, fake.base_url, package_root),
+                    }
                     if arm == "working tree":
                         print(f"{name}: UI partition page", file=sys.stderr)
                         figures["ui"] = ui_partition_page(work, fake.base_url, package_root, name)

@@ -2,13 +2,17 @@
 
     .venv/bin/python -m bench.pipeline_overhead --cache /tmp/rag_demo/embedding_cache.sqlite
     .venv/bin/python -m bench.pipeline_overhead --cache <cache> --ref 79b84bd     # A/B against a revision
+    .venv/bin/python -m bench.pipeline_overhead --fake-embeddings --ref b68f1af  # no encoder at all (minutes)
 
 Each arm runs ``rag-pipeline demo --no-eval --json`` (the bundled Slack export and Jira dump, every partitioned
 asset) into a fresh data folder that holds only a copy of ``--cache``, an embedding cache of the same data: the
 embeddings then come from the cache, so both arms do the same stage work and what differs is the pipeline around
 the stages (Dagster's events, the partition files, the runs). Without ``--cache`` a first run fills one (the full
-embedding time, ~10 min on AVX2). ``--ref`` runs that revision's ``rag_pipeline`` package (a git worktree, same
-virtual environment) as arm A, the working tree as arm B; arms alternate when ``--repeat`` > 1.
+embedding time, ~10 min on AVX2). ``--fake-embeddings`` instead embeds through the test kit's OpenAI-compatible
+fake (``openai:text-embedding-3-small@256``): no cache to fill, the same stage work in both arms, and a search
+digest per arm (the top 10 ids of a few BM25 queries) shows whether both built the same index. ``--ref`` runs
+that revision's ``rag_pipeline`` package (a git worktree, same virtual environment) as arm A, the working tree
+as arm B; arms alternate when ``--repeat`` > 1.
 
 Per run: wall seconds (the process), the command's own seconds, the sum of its stage seconds (each step's
 ``elapsed_seconds``), overhead = command seconds - stage seconds, runs, partitions, peak RSS (GNU time). Results:
@@ -32,12 +36,22 @@ from bench.common import RESULTS, ROOT, parser, run_record, write_json
 CACHE_FILE = "embedding_cache.sqlite"
 
 
-def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
+QUERIES = ("crash when opening a window", "build fails on windows", "sound card not detected", "wireless network")
+
+
+def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) -> dict[str, Any]:
     """One ``demo --no-eval --json`` with ``package_root``'s rag_pipeline, timed from outside."""
     command = [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "demo", "--no-eval", "--json"]
     # The bundled data in the embedded engine whatever this shell configures (a Qdrant server, live sources).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_", "SLACK_", "JIRA_"))}
     env.update(PYTHONPATH=str(package_root), RAG_DATA_DIR=str(data_dir))
+    if fake_url:
+        env.update(
+            RAG_DENSE_MODEL="openai:text-embedding-3-small@256",
+            RAG_LANGUAGE="english",
+            OPENAI_BASE_URL=fake_url,
+            OPENAI_API_KEY="sk-test-key",
+        )
     rss_file = data_dir / "peak_rss_kb"
     started = time.perf_counter()
     done = subprocess.run(
@@ -57,7 +71,11 @@ def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
         for source, figures in summary["per_source"].items()
     }
     stage_total = sum(sum(per.values()) for per in stages.values())
+    digest = search_digest(package_root, data_dir, env) if fake_url else None
     return {
+        "search_digest": digest,
+        "documents": summary["documents"],
+        "child_chunks": summary["child_chunks"],
         "wall_seconds": round(wall, 1),
         "command_seconds": summary["seconds"],
         "stage_seconds": round(stage_total, 1),
@@ -69,6 +87,22 @@ def run_demo(package_root: Path, data_dir: Path) -> dict[str, Any]:
         "embeddings_computed": summary["embeddings_computed"],
         "peak_rss_mb": round(peak_kb / 1024),  # GNU time's %M: the process's maximum resident set, in KiB
     }
+
+
+def search_digest(package_root: Path, data_dir: Path, env: dict[str, str]) -> str:
+    """A digest of the top 10 document ids of a few BM25 searches over every document: equal digests, same index."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for query in QUERIES:
+        done = subprocess.run(
+            [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "search", query, "--mode", "bm25",
+             "--all-documents", "--json", "--top-k", "10", "--data-dir", str(data_dir)],
+            cwd=package_root, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        ids = [r.get("document_id") for r in json.loads(done.stdout or "{}").get("results", [])]
+        digest.update(json.dumps(ids).encode())
+    return digest.hexdigest()[:16]
 
 
 def worktree(ref: str, into: Path) -> Path:
@@ -83,7 +117,12 @@ def main() -> None:
     args = _parser().parse_args()
     work = Path(tempfile.mkdtemp(prefix="rag-overhead-"))
     cache = args.cache
-    if cache is None:
+    fake = None
+    if args.fake_embeddings:
+        from rag_pipeline_tests.kit.emulators.openai_api import OpenAIFake
+
+        fake = OpenAIFake().__enter__()
+    elif cache is None:
         print("no --cache: filling one with a first index (full embedding time)", file=sys.stderr)
         first = work / "fill"
         run_demo(ROOT, first)
@@ -97,8 +136,9 @@ def main() -> None:
             for arm, root in arms.items():
                 data_dir = work / f"{arm}{attempt}"
                 data_dir.mkdir()
-                shutil.copy(cache, data_dir / CACHE_FILE)
-                result = run_demo(root, data_dir)
+                if cache is not None:
+                    shutil.copy(cache, data_dir / CACHE_FILE)
+                result = run_demo(root, data_dir, fake.base_url if fake else None)
                 runs[arm].append(result)
                 print(
                     f"{arm}: wall {result['wall_seconds']} s, stages {result['stage_seconds']} s, "
@@ -107,6 +147,8 @@ def main() -> None:
                 )
                 shutil.rmtree(data_dir)
     finally:
+        if fake is not None:
+            fake.__exit__(None, None, None)
         if args.ref:
             subprocess.run(["git", "worktree", "remove", "--force", str(work / "ref")], cwd=ROOT, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -120,6 +162,7 @@ def _parser() -> Any:
     p.add_argument("--cache", type=Path, help="embedding cache of the bundled data to seed each folder with")
     p.add_argument("--ref", help="git revision to run as arm A (default: the working tree only)")
     p.add_argument("--repeat", type=int, default=1, help="runs per arm (default: %(default)s)")
+    p.add_argument("--fake-embeddings", action="store_true", help="embed through the OpenAI fake, no cache needed")
     p.add_argument("--output", type=Path, default=RESULTS / "pipeline_overhead.json")
     return p
 

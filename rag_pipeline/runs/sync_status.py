@@ -69,21 +69,25 @@ def _run(run: SyncRun | None) -> dict[str, Any] | None:
     }
 
 
-def _latest_raw_metadata(instance: dg.DagsterInstance, spec: SourceSpec, state: ContainerState) -> dict[str, Any]:
+def _latest_raw_metadata(
+    instance: dg.DagsterInstance, spec: SourceSpec, state: ContainerState, read: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     """The raw asset's metadata from the container's last successful sync (lag, newest source timestamp: the
-    run's, which covered this container among others)."""
+    run's, which covered this container among others). ``read`` keeps each run's, so hundreds of containers
+    synced by the same run cost one lookup."""
     run = state.last_success
     if run is None:
         return {}
-    key = week_key(run.last_day)
-    found = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(spec.keys.raw), asset_partitions=[key]), limit=1
-    ).records
-    if not found:
-        return {}
-    materialization = found[0].asset_materialization
-    metadata = materialization.metadata if materialization else {}
-    return {k: getattr(v, "value", v) for k, v in metadata.items()}
+    if run.run_id not in read:
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(spec.keys.raw), asset_partitions=[week_key(run.last_day)]),
+            limit=20,
+        ).records
+        mine = [r for r in found if r.run_id == run.run_id] or found[:1]
+        materialization = mine[0].asset_materialization if mine else None
+        metadata = materialization.metadata if materialization else {}
+        read[run.run_id] = {k: getattr(v, "value", v) for k, v in metadata.items()}
+    return read[run.run_id]
 
 
 def _days_to_fetch(state: ContainerState, upcoming: RangeRequest | str, now: datetime) -> int:
@@ -102,9 +106,10 @@ def source_status(
     latest_tick, next_tick = cron_window(cron, now)
     states, _ = source_states(instance, spec, with_errors=True)
     status = SourceStatus(spec.name, enabled, cron, _iso(next_tick) or "")
+    read: dict[str, dict[str, Any]] = {}
     for state in states:
         upcoming = next_range(state, now, latest_tick, policy, next_tick)
-        metadata = _latest_raw_metadata(instance, spec, state)
+        metadata = _latest_raw_metadata(instance, spec, state, read)
         lag = metadata.get("sync_lag_max_seconds")
         status.containers.append(
             ContainerStatus(

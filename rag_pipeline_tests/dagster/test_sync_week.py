@@ -17,7 +17,7 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.defs.chain.partitions import week_key
-from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
+from rag_pipeline.defs.dagster_private import SqlEventLogStorageTable
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit import sync_week as week
 from rag_pipeline_tests.kit.sync_harness import SyncHarness
@@ -96,15 +96,19 @@ def test_a_simulated_week_misses_nothing_duplicates_nothing_and_keeps_every_budg
             ), comparison.as_dict()
 
         # A week whose materializations are gone is a gap: the next sync run's check fails and names it. (OSS
-        # event storage cannot wipe one partition; deleting the runs that wrote the week removes its events.)
+        # event storage cannot wipe one partition: its rows are deleted from the event log table directly.)
         harness = SyncHarness(settings, "slack", instance, now=SCENARIO.end + timedelta(hours=2, seconds=30))
         harness.cursors = dict(simulation.sources["slack"].harness.cursors)
-        lost_day = (SCENARIO.start + timedelta(days=2)).date().isoformat()
-        lost_week = week_key(lost_day)
-        for record in instance.get_run_records(dg.RunsFilter(tags={SOURCE_TAG: harness.spec.api_tag})):
-            tags = record.dagster_run.tags
-            if tags.get(RANGE_START_TAG, "9999") <= lost_week <= tags.get(RANGE_END_TAG, ""):
-                instance.delete_run(record.dagster_run.run_id)
+        lost_week = week_key((SCENARIO.start - timedelta(days=14)).date())  # inside the channels' history
+        assert lost_week in instance.get_materialized_partitions(dg.AssetKey("slack_threads"))
+        table = SqlEventLogStorageTable
+        with instance.event_log_storage.index_connection() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                table.delete().where(
+                    (table.c.asset_key == dg.AssetKey("slack_threads").to_string()) & (table.c.partition == lost_week)
+                )
+            )
+        assert lost_week not in instance.get_materialized_partitions(dg.AssetKey("slack_threads"))
         requests = harness.plan()
         assert requests, "the tick after the week plans a run"
         runs = harness.execute(requests)
