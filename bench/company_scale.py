@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, ROOT, parser, read_json, run_record, write_json
+from rag_pipeline_tests.kit.emulators.openai_api import API_KEY as FAKE_API_KEY
 
 TEAM, DOMAIN, SITE = "T0SCALE", "scale.slack.com", "jira.scale.test"
 END = date(2026, 11, 20)  # a fixed last day: the generated data is the same whenever it runs
@@ -151,6 +152,9 @@ def build_workspace(size: Size, seed: int = 46) -> Any:
         ws.post(channel, {"ts": root, "user": rng.choice(users), "text": _text(rng, rng.randint(8, 40))})
         for r in range(rng.randint(0, 6)):
             reply = start + 60 * (r + 1) + rng.randrange(0, 50)
+            while (channel, reply) in used:
+                reply += 1
+            used.add((channel, reply))
             ws.post(
                 channel,
                 {"ts": f"{reply}.000200", "user": rng.choice(users), "text": _text(rng, rng.randint(3, 25)),
@@ -195,7 +199,7 @@ def _env(data: Path, openai_url: str, package_root: Path) -> dict[str, str]:
         RAG_DENSE_MODEL="openai:text-embedding-3-small@256",
         RAG_LANGUAGE="english",
         OPENAI_BASE_URL=openai_url,
-        OPENAI_API_KEY="sk-test-key",
+        OPENAI_API_KEY=FAKE_API_KEY,
     )
     return env
 
@@ -347,8 +351,9 @@ def one_tick(size: Size, work: Path) -> dict[str, Any]:
             "RAG_LANGUAGE": "english",
             "RAG_DENSE_MODEL": "openai:text-embedding-3-small@256",
             "OPENAI_BASE_URL": os.environ["OPENAI_BASE_URL"],
-            "OPENAI_API_KEY": "sk-test-key",
+            "OPENAI_API_KEY": FAKE_API_KEY,
         }
+        os.environ.update(env)  # the resources resolve SLACK_BOT_TOKEN (an EnvVar) from the process environment
         harness = SyncHarness(Settings.from_env(env), "slack", instance, now=now)
         harness.discover()
         started = time.perf_counter()

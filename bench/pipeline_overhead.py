@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, ROOT, parser, run_record, write_json
+from rag_pipeline_tests.kit.emulators.openai_api import API_KEY as FAKE_API_KEY
 
 CACHE_FILE = "embedding_cache.sqlite"
 
@@ -41,7 +42,14 @@ QUERIES = ("crash when opening a window", "build fails on windows", "sound card 
 
 def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) -> dict[str, Any]:
     """One ``demo --no-eval --json`` with ``package_root``'s rag_pipeline, timed from outside."""
-    command = [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "demo", "--no-eval", "--json"]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from rag_pipeline.cli import main; sys.exit(main())",
+        "demo",
+        "--no-eval",
+        "--json",
+    ]
     # The bundled data in the embedded engine whatever this shell configures (a Qdrant server, live sources).
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "DAGSTER_", "QDRANT_", "SLACK_", "JIRA_"))}
     env.update(PYTHONPATH=str(package_root), RAG_DATA_DIR=str(data_dir))
@@ -50,7 +58,7 @@ def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) ->
             RAG_DENSE_MODEL="openai:text-embedding-3-small@256",
             RAG_LANGUAGE="english",
             OPENAI_BASE_URL=fake_url,
-            OPENAI_API_KEY="sk-test-key",
+            OPENAI_API_KEY=FAKE_API_KEY,
         )
     rss_file = data_dir / "peak_rss_kb"
     started = time.perf_counter()
@@ -96,8 +104,8 @@ def search_digest(package_root: Path, data_dir: Path, env: dict[str, str]) -> st
     digest = hashlib.sha256()
     for query in QUERIES:
         done = subprocess.run(
-            [sys.executable, "-c", "from rag_pipeline.cli import main; main()", "search", query, "--mode", "bm25",
-             "--all-documents", "--json", "--top-k", "10", "--data-dir", str(data_dir)],
+            [sys.executable, "-c", "import sys; from rag_pipeline.cli import main; sys.exit(main())", "search",
+             query, "--mode", "bm25", "--all-documents", "--json", "--top-k", "10", "--data-dir", str(data_dir)],
             cwd=package_root, env=env, capture_output=True, text=True,
         )  # fmt: skip
         ids = [r.get("document_id") for r in json.loads(done.stdout or "{}").get("results", [])]
