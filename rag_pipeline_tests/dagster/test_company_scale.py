@@ -24,7 +24,7 @@ from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
 from rag_pipeline.defs.chain.partitions import week_key, weekly_partitions
 from rag_pipeline.defs.dagster_private import make_new_run_id
 from rag_pipeline.defs.sync.runs import source_states
-from rag_pipeline.defs.sync.sensor import build_sync_sensor, missing_weeks
+from rag_pipeline.defs.sync.sensor import build_lag_check, build_sync_sensor, missing_weeks
 from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
 from rag_pipeline.scheduling.coverage import Coverage, weeks_between
 from rag_pipeline.settings import Settings
@@ -111,6 +111,15 @@ def test_one_tick_requests_one_run_for_200_channels_and_a_failing_one_waits_alon
         # The failed channel waits for the next tick (no hammering); the others are up to date.
         clock["now"] = NOW + timedelta(hours=1, minutes=5)
         assert _tick(sensor, instance, defs) == []
+        # Per-container freshness: within two cron intervals plus the settle window everyone passes; an hour
+        # later the channel that failed (watermark NOW) is named, the others are not.
+        lag = build_lag_check(spec, cron, sync_policy(settings, "slack"), clock=lambda: clock["now"])
+        assert lag(dg.build_asset_check_context(instance=instance)).passed
+        clock["now"] = NOW + timedelta(hours=4, minutes=1)
+        late = lag(dg.build_asset_check_context(instance=instance))
+        assert not late.passed and late.metadata["behind"].value == 1
+        assert list(late.metadata["behind_list"].value) == [channels[7]]
+        clock["now"] = NOW + timedelta(hours=1, minutes=5)
         clock["now"] = NOW + timedelta(hours=2)
         third = plan_of(_tick(sensor, instance, defs)[0])
         # It is read again from its own (older) watermark's day, the others from theirs.

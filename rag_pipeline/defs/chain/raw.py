@@ -147,8 +147,8 @@ def source_read_output(
     if read.failed:
         for message in read.failed.values():
             context.log.error(message)
-        read_ok = [c for c in coverage.containers if c not in read.failed] if not coverage.whole else None
-        if (read_ok is not None and not read_ok) or (coverage.whole and not read.documents):
+        covered = registered if coverage.whole else coverage.containers
+        if not [c for c in covered if c not in read.failed]:
             raise dg.Failure(
                 description="; ".join(read.failed.values()),
                 metadata={failed_label: sorted(read.failed), **read.metadata},
