@@ -92,7 +92,7 @@ def _range(
         start=first,
         end=last,
         sync_from=state.watermark,
-        synced_through=now,
+        synced_through=now if moves else None,  # a past range never moves the watermark
         reason="sync command" if moves else "sync command (past range)",
         estimated_requests=0,
     )
@@ -153,9 +153,6 @@ def run_sync(
                 break
             summary.start = min(summary.start, *(r.start.isoformat() for r in requests))
             tags, run_config = sync_request(spec, requests, now)
-            for request in requests:
-                if request.reason.endswith("(past range)"):  # a past range never moves the watermark
-                    run_config["ops"][spec.keys.raw]["config"]["plan"][request.container]["synced_through"] = None
             result = execute_run(
                 chain_job, instance, tags=tags, raise_on_error=False, run_config={**QUIET_RUN_CONFIG, **run_config}
             )

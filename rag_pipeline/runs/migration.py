@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
@@ -23,9 +22,8 @@ from typing import Any
 
 import dagster as dg
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from rag_pipeline.defs.chain.io_manager import write_frame
 from rag_pipeline.scheduling.coverage import CONTAINER_COLUMN, DAY_COLUMN, week_start, weeks_between
 
 log = logging.getLogger(__name__)
@@ -102,15 +100,13 @@ def upgrade_data_folder(parquet_dir: Path, instance: dg.DagsterInstance | None) 
             target = asset_dir / f"{week}.parquet"
             if target.exists():
                 frames = [pd.read_parquet(target), *frames]
-            whole = pd.concat(frames, ignore_index=True)
-            tmp = target.with_name(f".{target.stem}.migrating.tmp")
-            pq.write_table(pa.Table.from_pandas(whole, preserve_index=False), tmp)
-            tmp.replace(target)
+            write_frame(target, pd.concat(frames, ignore_index=True))
             report.week_files_written += 1
         for file in old_files:
             file.unlink()
         for folder in sorted({f.parent for f in old_files}):
-            shutil.rmtree(folder, ignore_errors=True) if not any(folder.iterdir()) else None
+            if not any(folder.iterdir()):
+                folder.rmdir()
         for template in asset_dir.glob(".empty-*.parquet"):
             template.unlink()
         if instance is not None and cells:

@@ -46,7 +46,7 @@ class RangeRequest:
     start: date
     end: date
     sync_from: datetime | None  # the watermark it continues from (None: initial history)
-    synced_through: datetime  # what the run makes good when it succeeds
+    synced_through: datetime | None  # what the run makes good when it succeeds (None: a past range, nothing)
     reason: str  # "initial history" / "catch-up" / "tick"
     estimated_requests: int
 

@@ -94,8 +94,8 @@ class SyncHarness:
         return execute_run(job, self.instance, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
 
 
-def plan_of(request: dg.RunRequest) -> dict[str, dict[str, Any]]:
-    """The per-container plan of a sync run request (its raw asset's config)."""
+def plan_of(request: dg.RunRequest | dg.DagsterRun) -> dict[str, dict[str, Any]]:
+    """The per-container plan of a sync run request or run (its raw asset's config)."""
     ops = (request.run_config or {}).get("ops") or {}
     return next((op["config"]["plan"] for op in ops.values() if "plan" in op.get("config", {})), {})
 
@@ -118,14 +118,9 @@ def container_results(
         run = instance.get_run_by_id(result.run_id)
         assert run is not None
         failed = json.loads(run.tags.get(FAILED_CONTAINERS_TAG) or "{}")
-        for container in plan_of_run(run):
+        for container in plan_of(run):
             out[container] = result.success and container not in failed
     return out
-
-
-def plan_of_run(run: dg.DagsterRun) -> dict[str, Any]:
-    ops = (run.run_config or {}).get("ops") or {}
-    return next((op["config"]["plan"] for op in ops.values() if "plan" in op.get("config", {})), {})
 
 
 def _specs(settings: Settings) -> list[SourceSpec]:

@@ -18,8 +18,7 @@ import fcntl
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
-from functools import partial
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -96,7 +95,7 @@ class PartitionedParquetIOManager(dg.ConfigurableIOManager):
                     self._written.pop(path, None)
                     continue
                 frame = frame.reset_index(drop=True)
-                _write_atomically(path, partial(_write_parquet, frame))
+                write_frame(path, frame)
                 self._written[path] = (_identity(path), frame)
 
     def _read(self, path: Path) -> pd.DataFrame | None:
@@ -131,25 +130,21 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """The frame as ``frame.to_parquet(path, index=False)`` stores it, without column statistics or dictionary
-    pages: a partition's file is read whole, never filtered, and for rows of long text both only cost."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    pq.write_table(table, path, use_dictionary=False, write_statistics=False)
-
-
 def _identity(path: Path) -> tuple[int, int]:
     """Which file a path names, and when it was written."""
     stat = path.stat()
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _write_atomically(path: Path, fill: Callable[[Path], object]) -> None:
-    """``fill`` a temp name of its own, then rename it to ``path``: readers never see half a file, and two
-    processes writing the same path never rename each other's file."""
+def write_frame(path: Path, frame: pd.DataFrame) -> None:
+    """``frame`` as ``frame.to_parquet(path, index=False)`` stores it, without column statistics or dictionary
+    pages (a partition's file is read whole, never filtered, and for rows of long text both only cost), written
+    under a temp name of its own and renamed: readers never see half a file, and two processes writing the same
+    path never rename each other's file."""
     tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
     try:
-        fill(tmp)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, tmp, use_dictionary=False, write_statistics=False)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

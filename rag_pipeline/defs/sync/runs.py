@@ -179,25 +179,34 @@ def source_runs(
     instance: dg.DagsterInstance, spec: SourceSpec, containers: Sequence[str], with_errors: bool = False
 ) -> list[SyncRun]:
     """The recent sync runs of a source, plus its successful ones back until every container in
-    ``containers`` has its latest success (the watermark survives a streak of failures)."""
+    ``containers`` has its latest success (the watermark survives a streak of failures). Each run record is
+    read into its containers' parts once."""
     tags = {SOURCE_TAG: spec.api_tag}
-    seen: dict[str, dg.RunRecord] = {
-        r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(tags=tags), limit=_RECENT_RUNS)
-    }
+    parts: dict[str, list[SyncRun]] = {}
+
+    def read(records: Sequence[dg.RunRecord]) -> None:
+        for record in records:
+            if record.dagster_run.run_id not in parts:
+                parts[record.dagster_run.run_id] = sync_runs(spec, record, instance if with_errors else None)
+
+    read(instance.get_run_records(dg.RunsFilter(tags=tags), limit=_RECENT_RUNS))
     waiting = set(containers)
     cursor = None
     for _ in range(_SUCCESS_PAGES):
         page = instance.get_run_records(
             dg.RunsFilter(tags=tags, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=_SUCCESS_PAGE, cursor=cursor
         )
+        read(page)
         for record in page:
-            seen[record.dagster_run.run_id] = record
-            failed = json.loads(record.dagster_run.tags.get(FAILED_CONTAINERS_TAG) or "{}")
-            waiting -= {r.container for r in sync_runs(spec, record) if r.container not in failed and r.synced_through}
+            waiting -= {
+                r.container
+                for r in parts[record.dagster_run.run_id]
+                if r.state is RunState.SUCCESS and r.synced_through is not None
+            }
         if not waiting or len(page) < _SUCCESS_PAGE:
             break
         cursor = page[-1].dagster_run.run_id
-    return [run for record in seen.values() for run in sync_runs(spec, record, instance if with_errors else None)]
+    return [run for runs in parts.values() for run in runs]
 
 
 def source_states(

@@ -23,6 +23,7 @@ from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
 from rag_pipeline.defs.sync.runs import source_states, sync_request
+from rag_pipeline.scheduling.coverage import weeks_between
 from rag_pipeline.scheduling.plan import SyncPlan, SyncPolicy, plan_sync
 
 Clock = Callable[[], datetime]
@@ -125,8 +126,6 @@ def build_sync_sensor(
 
 def missing_weeks(materialized: set[str], first_week: str, last_week: str) -> list[str]:
     """The weeks from ``first_week`` through ``last_week`` that were never materialized."""
-    from rag_pipeline.scheduling.coverage import weeks_between
-
     first, last = datetime.fromisoformat(first_week).date(), datetime.fromisoformat(last_week).date()
     return [week for week in weeks_between(first, last) if week not in materialized]
 
