@@ -21,7 +21,14 @@ from rag_pipeline.env_values import EnvValues
 from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
 from rag_pipeline.index.store import CollectionNames, DenseSearch
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
-from rag_pipeline.text.language import LANGUAGE_SETTINGS, LanguageChoice, LanguageSetting, read_choice
+from rag_pipeline.text.language import (
+    LANGUAGE_SETTINGS,
+    Language,
+    LanguageChoice,
+    LanguageSetting,
+    language_of_models,
+    read_choice,
+)
 from rag_pipeline.text.language import MODELS as LANGUAGE_MODELS
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
@@ -233,7 +240,7 @@ class Settings(_Frozen):
     partition_start: str = DEFAULT_PARTITION_START
     dense_model: str = DEFAULT_DENSE_MODEL
     # The language family the index is built for (RAG_LANGUAGE / --language): "auto" chooses it from the data on
-    # a data folder's first index and keeps the recorded choice; "english" or "cjk" set both models below,
+    # a data folder's first index and keeps the recorded choice; "english", "cjk" or "korean" set both models below,
     # except one set explicitly (RAG_DENSE_MODEL / RAG_BM25_TOKENIZER: "pinned").
     language: LanguageSetting = "auto"
     dense_model_pinned: bool = False
@@ -246,8 +253,8 @@ class Settings(_Frozen):
     # every data folder of the user (RAG_MODEL_CACHE; default: the user's cache folder).
     model_cache: Path | None = None
     # BM25 tokenizer: "word" (Qdrant's default, for space-separated languages), "cjk-bigram" (character bigrams
-    # for Japanese, Chinese and Korean, words elsewhere) or "multilingual" (Qdrant's dictionary segmentation);
-    # the index records it and refuses another.
+    # for Japanese, Chinese and Korean, words elsewhere), "ko-morpheme-bigram" (bigrams plus Korean stems) or
+    # "multilingual" (Qdrant's dictionary segmentation); the index records it and refuses another.
     bm25_tokenizer: Bm25Tokenizer = "word"
     # How BM25 reads a query (RAG_SPARSE_QUERY): "fielded" weighs the title line up and drops code, stack
     # frames and URLs from the body; "plain" is Qdrant's one weight per term. Search and evaluation alike.
@@ -326,6 +333,12 @@ class Settings(_Frozen):
         if not self.bm25_tokenizer_pinned:
             update["bm25_tokenizer"] = tokenizer
         return self.model_copy(update=update)
+
+    @property
+    def index_language(self) -> Language:
+        """The language the configured models serve (english, cjk or korean): searches pick their learned
+        fusion by it."""
+        return language_of_models(self.dense_model, self.bm25_tokenizer)
 
     def load_dense_encoder(self) -> DenseEncoder:
         """The configured dense model on the configured backend and device (cached per process)."""

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense, reranker=reranker,
                                   cache=cache)  # fmt: skip
             # The service's defaults, so that `ask` and the chat endpoint search alike.
-            config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion)
+            config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
             retriever = build_retriever(store, models, config)
             return retriever.search(question, args.mode, principal, top_k=limits.documents).results
 

@@ -51,8 +51,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "--language",
         choices=LANGUAGE_SETTINGS,
         default=None,
-        help="what the index is built for: english (all-MiniLM-L6-v2, word BM25), cjk (Japanese, Chinese, Korean: "
-        "multilingual-e5-small, cjk-bigram BM25) or auto, which a data folder's first index chooses from a sample "
+        help="what the index is built for: english (all-MiniLM-L6-v2, word BM25), cjk (Japanese, Chinese: "
+        "multilingual-e5-small, cjk-bigram BM25), korean (multilingual-e5-small, BM25 on bigrams and Korean stems) "
+        "or auto, which a data folder's first index chooses from a sample "
         "of its documents and later runs keep (default: $RAG_LANGUAGE or auto; RAG_DENSE_MODEL and "
         "RAG_BM25_TOKENIZER still win)",
     )

@@ -82,6 +82,7 @@ def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverC
     return RetrieverConfig.chosen(
         args.sparse_query or settings.sparse_query,
         settings.learned_fusion and not explicit and not args.no_learned_fusion,
+        settings.index_language,
         fusion_method=args.fusion,
         rrf_k=args.rrf_k or 60,
         rrf_weights=weights,

@@ -34,6 +34,7 @@ from rag_pipeline.retrieval.fusion import (
     HybridPlan,
     SourceFusion,
 )
+from rag_pipeline.retrieval.fusion import learned_fusion as learned_fusions
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.prf import Expansion, FeedbackDocument, PrfConfig, rm3
 from rag_pipeline.retrieval.principal import Principal
@@ -91,16 +92,21 @@ class RetrieverConfig(BaseModel):
 
     @classmethod
     def chosen(
-        cls, sparse_query: str = DEFAULT_SPARSE_QUERY, learned_fusion: bool = True, **fields: Any
+        cls,
+        sparse_query: str = DEFAULT_SPARSE_QUERY,
+        learned_fusion: bool = True,
+        language: str = "english",
+        **fields: Any,
     ) -> RetrieverConfig:
-        """A config from the named settings (RAG_SPARSE_QUERY, RAG_LEARNED_FUSION) plus any other fields."""
+        """A config from the named settings (RAG_SPARSE_QUERY, RAG_LEARNED_FUSION) and the language the index
+        was built for (its learned fusions differ), plus any other fields."""
         if sparse_query not in SPARSE_QUERY_PRESETS:
             raise ValueError(
                 f"unknown sparse query {sparse_query!r}; expected one of {', '.join(SPARSE_QUERY_PRESETS)}"
             )
         return cls(
             sparse_query=SPARSE_QUERY_PRESETS[sparse_query],
-            fusion_by_source=dict(LEARNED_FUSION) if learned_fusion else {},
+            fusion_by_source=learned_fusions(language) if learned_fusion else {},
             **fields,
         )
 

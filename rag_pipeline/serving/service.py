@@ -128,7 +128,7 @@ class SearchService:
             # queries skip the model. In memory only: query text is never written to the data folder.
             query_cache=QueryEmbeddingCache(encoder),
         )
-        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion)
+        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         return cls(location, models, config, wait_seconds=float(settings.store_wait_seconds), **kwargs)
 
     # --- lifecycle -----------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ later run, because the index's vectors and terms can only be searched with the m
 
 ``cjk-bigram`` treats text without CJK characters exactly as ``word`` does, so a mixed workspace loses nothing
 on its English documents' BM25 by going CJK; its dense side trades MiniLM for the multilingual model.
+
+Korean is its own choice (issue 53): when most CJK documents of the sample are Korean, BM25 adds Korean stems to
+the bigrams (``ko-morpheme-bigram``), which beat bigrams alone on Korean chat threads (docs/notes/korean.md).
+Japanese and Chinese keep ``cjk-bigram``, which won for them.
 """
 
 from __future__ import annotations
@@ -25,14 +29,16 @@ from typing import Literal, cast
 
 from rag_pipeline.env_values import SettingsError
 
-Language = Literal["english", "cjk"]
-LanguageSetting = Literal["auto", "english", "cjk"]
-LANGUAGE_SETTINGS: tuple[LanguageSetting, ...] = ("auto", "english", "cjk")
+Language = Literal["english", "cjk", "korean"]
+LanguageSetting = Literal["auto", "english", "cjk", "korean"]
+LANGUAGE_SETTINGS: tuple[LanguageSetting, ...] = ("auto", "english", "cjk", "korean")
+CJK_LANGUAGES: frozenset[str] = frozenset({"cjk", "korean"})
 
 # language -> (dense model, BM25 tokenizer)
 MODELS: dict[Language, tuple[str, str]] = {
     "english": ("all-MiniLM-L6-v2", "word"),
     "cjk": ("multilingual-e5-small", "cjk-bigram"),
+    "korean": ("multilingual-e5-small", "ko-morpheme-bigram"),
 }
 
 # Han, Hiragana, Katakana (and half-width), Hangul syllables and jamo, CJK punctuation excluded.
@@ -51,6 +57,10 @@ CJK_LETTER_SHARE = 0.2
 # 96-100 %). Low on purpose: with a few percent of CJK documents, the word tokenizer already loses them.
 CJK_DOCUMENT_SHARE = 0.05
 SAMPLE_SIZE = 2000
+_HANGUL_CHAR = re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
+# A CJK folder is Korean when at least this share of its CJK documents are mostly Hangul: Korean text holds a few
+# Han characters at most, Japanese and Chinese none (and a Korean-Japanese mix is best served by bigrams).
+KOREAN_SHARE = 0.5
 
 
 def is_cjk_text(text: str) -> bool:
@@ -81,12 +91,22 @@ class LanguageChoice:
         return f"{self.language} (dense {self.dense_model}, BM25 {self.bm25_tokenizer}; {how})"
 
 
+def is_korean_text(text: str) -> bool:
+    """At least half of the text's CJK characters are Hangul."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk > 0 and len(_HANGUL_CHAR.findall(text)) * 2 >= cjk
+
+
 def choose_language(texts: Sequence[str], sample: int = SAMPLE_SIZE) -> LanguageChoice:
     """The language of the documents about to be indexed, from an evenly spaced sample of at most ``sample``."""
     count = min(len(texts), sample) if sample > 0 else len(texts)
     sampled = [texts[i * len(texts) // count] for i in range(count)]
-    cjk = sum(is_cjk_text(t) for t in sampled)
-    language: Language = "cjk" if sampled and cjk >= CJK_DOCUMENT_SHARE * len(sampled) else "english"
+    cjk_texts = [t for t in sampled if is_cjk_text(t)]
+    cjk = len(cjk_texts)
+    language: Language = "english"
+    if sampled and cjk >= CJK_DOCUMENT_SHARE * len(sampled):
+        korean = sum(is_korean_text(t) for t in cjk_texts)
+        language = "korean" if korean >= KOREAN_SHARE * cjk else "cjk"
     return chosen(language, "sample", sampled=len(sampled), cjk_documents=cjk)
 
 
@@ -99,6 +119,8 @@ def chosen(language: Language, decided_by: str, **counts: int) -> LanguageChoice
 
 def language_of_models(dense_model: str, bm25_tokenizer: str) -> Language:
     """The language an index written with these models is for (an index built before the choice existed)."""
+    if bm25_tokenizer == MODELS["korean"][1]:
+        return "korean"
     return "cjk" if bm25_tokenizer != "word" or dense_model == MODELS["cjk"][0] else "english"
 
 

@@ -6,7 +6,7 @@ partitions add documents and nothing is ever refit. Tokenization (lowercasing, E
 Snowball stemming) and term hashing are Qdrant's own ``Bm25`` (from qdrant-edge-py), so index-time
 and query-time processing are the same code and match what a Qdrant server would do.
 
-Three tokenizers:
+Four tokenizers:
 
 - ``word`` (Qdrant's default) splits on non-word characters, so Japanese or Chinese text, written without
   spaces, becomes a few sentence-long "terms" that no query matches;
@@ -17,6 +17,10 @@ Three tokenizers:
   a query word matches however a segmenter would have cut the document; measured on the Japanese man pages
   it is far ahead of the dictionary segmentation (docs/notes/own_workspace.md). Text without CJK characters
   passes unchanged, so English gets exactly the ``word`` tokenizer's terms.
+- ``ko-morpheme-bigram`` is ``cjk-bigram`` plus the content morphemes of the text's Korean (nouns, roots, verb
+  and adjective stems from mecab-ko, :mod:`rag_pipeline.text.korean`): bigrams match compounds and names the
+  dictionary lacks, stems match a word's inflected forms (공유하는 / 공유됩니다). On Korean help-desk threads it
+  beats both alone (docs/notes/korean.md); text without Hangul gets exactly the ``cjk-bigram`` terms.
 
 The tokenizer is part of :attr:`Bm25Encoder.model_id`, which the index records, so documents and queries are
 always encoded alike.
@@ -33,7 +37,9 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
-Bm25Tokenizer = Literal["word", "multilingual", "cjk-bigram"]
+from rag_pipeline.text.korean import content_morphemes
+
+Bm25Tokenizer = Literal["word", "multilingual", "cjk-bigram", "ko-morpheme-bigram"]
 BM25_TOKENIZERS: tuple[str, ...] = get_args(Bm25Tokenizer)
 
 # Han (with the iteration marks), hiragana, katakana (with the prolonged sound mark, but not the middle dot
@@ -85,11 +91,26 @@ def _identity(text: str) -> str:
     return text
 
 
+def korean_terms(text: str) -> str:
+    """``text`` as :func:`cjk_bigrams` writes it, followed by its Korean content morphemes (none without Hangul)."""
+    morphemes = content_morphemes(text)
+    bigrams = cjk_bigrams(text)
+    return f"{bigrams} {' '.join(morphemes)}" if morphemes else bigrams
+
+
 _TOKENIZERS: dict[str, tuple[TokenizerType, Callable[[str], str]]] = {
     "word": (TokenizerType.Word, _identity),
     "multilingual": (TokenizerType.Multilingual, _identity),
     "cjk-bigram": (TokenizerType.Word, cjk_bigrams),
+    "ko-morpheme-bigram": (TokenizerType.Word, korean_terms),
 }
+
+
+# Tokenizers whose queries weigh a term by how often the prepared query holds it, as classic BM25 does with an
+# unbounded k3, instead of Qdrant's weight 1 per distinct term: a Korean word is both a bigram and a morpheme, so
+# counting it twice weighs the query's real words over the bigrams that straddle two of them (measured with
+# bm25s: 0.542 against 0.505 nDCG@10 on the Korean help-desk threads, docs/notes/korean.md).
+_QUERY_TF_TOKENIZERS = frozenset({"ko-morpheme-bigram"})
 
 
 class Bm25Params(BaseModel):
@@ -143,6 +164,9 @@ class Bm25Encoder:
         return [self._convert(self._model.embed_document(self._prepare(t))) for t in texts]
 
     def encode_query(self, text: str) -> SparseVector:
+        if self.params.tokenizer in _QUERY_TF_TOKENIZERS:
+            counts = self.term_counts(text)
+            return SparseVector(indices=list(counts), values=list(counts.values()))
         return self._convert(self._model.embed_query(self._prepare(text)))
 
     def term_counts(self, text: str, min_token_len: int = 0) -> dict[int, float]:

@@ -102,10 +102,10 @@ class Bm25Resource(dg.ConfigurableResource):
     b: float = 0.75
     avg_len: float = 256.0
     # One Literal: Dagster's config types take no union of Literals. Bm25Tokenizer's names, plus auto.
-    tokenizer: Literal["word", "multilingual", "cjk-bigram", "auto"] = Field(
+    tokenizer: Literal["word", "multilingual", "cjk-bigram", "ko-morpheme-bigram", "auto"] = Field(
         default="word",
-        description="word; cjk-bigram (or multilingual) for Japanese, Chinese or Korean text; auto: the data "
-        "folder's recorded language's",
+        description="word; cjk-bigram (or multilingual) for Japanese or Chinese text, ko-morpheme-bigram for "
+        "Korean; auto: the data folder's recorded language's",
     )
     language_file: str | None = Field(default=None, description="Where the data folder records its language")
 

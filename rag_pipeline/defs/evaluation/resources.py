@@ -89,9 +89,10 @@ class EvaluationResource(dg.ConfigurableResource):
             raise FileNotFoundError(f"no eval sets (*.jsonl) in {folder}")
         return paths
 
-    def retriever_config(self) -> RetrieverConfig:
+    def retriever_config(self, language: str = "english") -> RetrieverConfig:
+        """The searches' settings over an index built for ``language`` (its learned fusions differ)."""
         return RetrieverConfig.chosen(
-            self.sparse_query, self.learned_fusion, rerank_depth=self.rerank_depth, rrf_k=self.rrf_k
+            self.sparse_query, self.learned_fusion, language, rerank_depth=self.rerank_depth, rrf_k=self.rrf_k
         )
 
     @property
