@@ -212,6 +212,9 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_ALLOWED_HOSTS: the Host names the service answers (comma-separated; default: loopback names when
     # it listens on loopback, any name otherwise). A proxy in front adds its public name here.
     allowed_hosts: tuple[str, ...] = ()
+    # RAG_SERVE_MAX_IN_FLIGHT: requests (/v1 and /mcp) served at once; one more is answered 429 with Retry-After
+    # instead of queueing behind the others (64 clients on 2 busy cores waited 6 s at p95 with no bound).
+    max_in_flight: int = 64
     # Who ``rag-pipeline mcp`` (stdio) searches as when --user/--email are not given (RAG_MCP_USER, RAG_MCP_EMAIL).
     mcp_user: str | None = None
     mcp_email: str | None = None
@@ -504,6 +507,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             token=SecretStr(serve_token) if serve_token else None,
             trusted_proxy=env.flag("RAG_SERVE_TRUSTED_PROXY", False),
             allowed_hosts=env.names("RAG_SERVE_ALLOWED_HOSTS"),
+            max_in_flight=env.int("RAG_SERVE_MAX_IN_FLIGHT", 64, minimum=1) or 64,
             mcp_user=env.get("RAG_MCP_USER"),
             mcp_email=env.get("RAG_MCP_EMAIL"),
         ),

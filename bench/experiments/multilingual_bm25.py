@@ -23,7 +23,7 @@ from typing import Any
 
 from bench import common
 
-TOKENIZERS = ("word", "multilingual", "cjk-bigram")
+TOKENIZERS = ("word", "multilingual", "cjk-bigram", "ko-morpheme-bigram")
 
 
 def default_sets() -> list[Path]:

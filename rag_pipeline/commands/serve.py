@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.retrieval.rewrite import QueryRewriter
-    from rag_pipeline.serving.http_app import create_app
+    from rag_pipeline.serving.http_app import create_app, uvicorn_log_config
     from rag_pipeline.serving.service import SearchService
 
     configure_service_logging()
@@ -115,5 +115,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        access_log=args.access_log,
+        log_config=uvicorn_log_config(),  # the access log without query strings
+    )
     return 0

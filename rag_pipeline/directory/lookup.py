@@ -29,7 +29,7 @@ class DirectoryLookup:
         paths = [self.store.path, self.store.path.with_name(self.store.path.name + "-wal")]
         if self.links_path is not None:
             paths.append(self.links_path)
-        return tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in paths)
+        return tuple(_mtime_ns(p) for p in paths)
 
     def __call__(self, identifier: str) -> Principal | None:
         version = self._current_version()
@@ -49,6 +49,15 @@ class DirectoryLookup:
                 self._cache.clear()
             self._cache[identifier] = found
         return found
+
+
+def _mtime_ns(path: Path) -> int:
+    """The file's modification time, 0 when it is absent. One stat, no exists() first: SQLite deletes the -wal file
+    at a checkpoint, and a check-then-stat raced it into a FileNotFoundError (a 500) during a directory write."""
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
 
 
 def person_resolver(directory: str | Path, links: str | Path | None = None) -> Callable[[str], Principal]:

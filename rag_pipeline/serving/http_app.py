@@ -12,8 +12,10 @@ shows the method and path only, and the body is never logged.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -73,12 +75,85 @@ def allowed_hosts(listen_host: str, configured: tuple[str, ...]) -> tuple[str, .
     return (*LOOPBACK_HOSTS, listen_host) if loopback else None
 
 
-def _host_of(header: str) -> str:
-    host = header.strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1]
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+# A Host header is a name or address and an optional port, nothing else (RFC 9110 §7.2): no userinfo ("a@b"), path,
+# spaces or second port, which a lenient split would read as another host ("127.0.0.1:80@evil.example").
+_HOST_HEADER = re.compile(r"^(?P<host>\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(?::(?P<port>[0-9]{1,5}))?$")
 
+
+def _host_of(header: str) -> str | None:
+    """The host of a Host header (lower-cased, without the port), or None when the header is not host[:port]."""
+    match = _HOST_HEADER.match(header.strip().lower())
+    return match.group("host") if match else None
+
+
+class AccessLogWithoutQuery(logging.Filter):
+    """Uvicorn's access log with the path only: a query string can carry a token (``?token=…``) or a query, and
+    neither may reach a log. Uvicorn's record args are (client, method, full path, HTTP version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], args[2].split("?", 1)[0], *args[3:])
+        return True
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """Uvicorn's logging configuration with :class:`AccessLogWithoutQuery` on the access handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["path_only"] = {"()": AccessLogWithoutQuery}
+    config["handlers"]["access"]["filters"] = ["path_only"]
+    return config
+
+
+class BodyTooLarge(StarletteHTTPException):
+    """A request body over :data:`MAX_BODY_BYTES`, found while reading it (chunked bodies have no Content-Length).
+    An HTTPException, so FastAPI's body parsing passes it on instead of turning it into a 400."""
+
+    def __init__(self) -> None:
+        super().__init__(413, f"the request body is over {MAX_BODY_BYTES} bytes")
+
+
+def _body_limit_in(error: BaseException | None) -> bool:
+    """Whether ``error`` is, or is a group holding, a :class:`BodyTooLarge`."""
+    if error is None:
+        return False
+    if isinstance(error, BodyTooLarge):
+        return True
+    if isinstance(error, BaseExceptionGroup):
+        return any(_body_limit_in(e) for e in error.exceptions)
+    return _body_limit_in(error.__cause__)
+
+
+class BodyLimit:
+    """ASGI middleware counting the bytes of a /v1 request body as they arrive, and refusing past the limit: the
+    Content-Length check alone let a 30 MB chunked body be read and parsed whole."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal received
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge()
+            return message
+
+        await self.app(scope, limited, send)
+
+
+# A client refused for load waits this long (seconds) before it tries again.
+ADMISSION_RETRY_AFTER_SECONDS = "1"
 
 # What `model` may say in a chat request besides the configured model's own name.
 SERVICE_MODEL_NAME = "rag-pipeline"
@@ -146,24 +221,35 @@ def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any
     }
 
 
-def _error(status: int, message: str, field: str | None = None, **extra: Any) -> JSONResponse:
+# The OpenAI-compatible routes answer errors in OpenAI's shape, which the official clients read.
+OPENAI_ROUTES = ("/v1/chat/completions", "/v1/models")
+
+
+def _error(status: int, message: str, field: str | None = None, path: str = "", **extra: Any) -> JSONResponse:
+    """``{"error": message, "field": field}``; on the OpenAI-compatible routes (``path``) OpenAI's
+    ``{"error": {"message", "type", "param", "code"}}`` with the same ``field`` beside it."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 and field == "Authorization" else None
+    if path in OPENAI_ROUTES:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        code = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large", 429: "rate_limit_exceeded"}
+        error = {"message": message, "type": kind, "param": field, "code": code.get(status)}
+        return JSONResponse({"error": error, "field": field, **extra}, status_code=status, headers=headers)
     return JSONResponse({"error": message, "field": field, **extra}, status_code=status, headers=headers)
 
 
-def _validation_error(exc: RequestValidationError) -> JSONResponse:
+def _validation_error(exc: RequestValidationError, path: str = "") -> JSONResponse:
     """Pydantic's errors as ``{"error", "field", "errors": [{"field", "message"}]}``; a body that is not JSON
     at all is a 400 on the field ``body``."""
     errors = []
     for item in exc.errors():
         loc = [str(part) for part in item.get("loc", ()) if part not in ("body",)]
         if item.get("type") == "json_invalid":
-            return _error(400, "the request body is not valid JSON", "body")
+            return _error(400, "the request body is not valid JSON", "body", path)
         field = ".".join(loc) if loc else "body"
         message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
         errors.append({"field": field, "message": message})
     first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    return _error(422, f"{first['field']}: {first['message']}", first["field"], errors=errors)
+    return _error(422, f"{first['field']}: {first['message']}", first["field"], path, errors=errors)
 
 
 def _route_of(request: Request) -> str:
@@ -202,6 +288,7 @@ def create_app(
         lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds, service.index_written
     )
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
+    in_flight = 0  # admitted /v1 and /mcp requests not yet answered (one event loop: no lock needed)
 
     def has_token(request: Request) -> bool:
         if token is None:
@@ -259,17 +346,22 @@ def create_app(
 
     async def _guarded(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         path = request.url.path
-        if hosts is not None and _host_of(request.headers.get("host", "")) not in hosts:
-            return _error(400, "this Host is not served (RAG_SERVE_ALLOWED_HOSTS)", "Host")
+        host = _host_of(request.headers.get("host", ""))
+        if host is None:
+            return _error(400, "the Host header is not a host name or address with an optional port", "Host", path)
+        if hosts is not None and host not in hosts:
+            return _error(400, "this Host is not served (RAG_SERVE_ALLOWED_HOSTS)", "Host", path)
         for name in IDENTITY_HEADERS:
             if len(request.headers.getlist(name)) > 1:
                 # Which copy would a proxy have set? Neither is believed.
-                return _error(400, f"{name} is given more than once", name)
+                return _error(400, f"{name} is given more than once", name, path)
         if path not in UNAUTHENTICATED_PATHS and not has_token(request):
-            return _error(401, "a valid Authorization: Bearer token is required (RAG_SERVE_TOKEN)", "Authorization")
+            return _error(
+                401, "a valid Authorization: Bearer token is required (RAG_SERVE_TOKEN)", "Authorization", path
+            )
         length = request.headers.get("content-length", "")
         if path.startswith("/v1/") and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return _error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body")
+            return _error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body", path)
         if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
             # The MCP tools read the same headers; refuse a call without a usable identity before the protocol.
             try:
@@ -279,36 +371,54 @@ def create_app(
                     request.headers.get(GROUPS_HEADER),
                 )
             except IdentityError as exc:
-                return _error(exc.status, str(exc), exc.field)
+                return _error(exc.status, str(exc), exc.field, path)
             if path == MCP_PATH:
                 # Mounted apps answer at "/mcp/"; a client posting to "/mcp" is served the same, not redirected.
                 request.scope["path"] = MCP_PATH + "/"
                 request.scope["raw_path"] = (MCP_PATH + "/").encode()
+        nonlocal in_flight
+        # /health and /metrics always answer: a load balancer must see a busy service as alive.
+        admitted = path.startswith("/v1/") or path == MCP_PATH or path.startswith(MCP_PATH + "/")
+        if admitted and in_flight >= settings.max_in_flight:
+            response = _error(429, f"the service is answering {in_flight} requests; try again shortly", None, path)
+            response.headers["Retry-After"] = ADMISSION_RETRY_AFTER_SECONDS
+            return response
+        in_flight += admitted
         try:
             return await call_next(request)
+        except BodyTooLarge as exc:
+            return _error(exc.status_code, str(exc.detail), "body", path)
         except Exception:
             log.exception("unexpected error answering %s %s", request.method, _route_of(request))
-            return _error(500, "internal error (the service logged the details)")
+            return _error(500, "internal error (the service logged the details)", None, path)
+        finally:
+            in_flight -= admitted
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_error(exc, request.url.path)
 
     @app.exception_handler(IdentityError)
-    async def bad_identity(_request: Request, exc: IdentityError) -> JSONResponse:
-        return _error(exc.status, str(exc), exc.field)
+    async def bad_identity(request: Request, exc: IdentityError) -> JSONResponse:
+        return _error(exc.status, str(exc), exc.field, request.url.path)
 
     @app.exception_handler(RequestRefused)
-    async def refused(_request: Request, exc: RequestRefused) -> JSONResponse:
-        return _error(exc.status, str(exc), exc.field)
+    async def refused(request: Request, exc: RequestRefused) -> JSONResponse:
+        return _error(exc.status, str(exc), exc.field, request.url.path)
 
     @app.exception_handler(IndexUnavailable)
-    async def index_unavailable(_request: Request, exc: IndexUnavailable) -> JSONResponse:
-        return _error(503, f"the index is not available now: {exc}", None)
+    async def index_unavailable(request: Request, exc: IndexUnavailable) -> JSONResponse:
+        return _error(503, f"the index is not available now: {exc}", None, request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = _error(exc.status_code, str(exc.detail), None)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if _body_limit_in(exc.__cause__):
+            # BodyLimit's refusal, raised inside the middleware's task group and re-wrapped by FastAPI as "error
+            # parsing the body": it is a 413.
+            return _error(413, str(BodyTooLarge().detail), "body", request.url.path)
+        # FastAPI's "error parsing the body" (invalid UTF-8, an integer of thousands of digits) is the body's fault.
+        field = "body" if exc.status_code in (400, 413) and request.method == "POST" else None
+        response = _error(exc.status_code, str(exc.detail), field, request.url.path)
         response.headers.update(exc.headers or {})  # a 405's Allow
         return response
 
@@ -498,4 +608,5 @@ def create_app(
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     app.mount(MCP_PATH, mcp_app)
+    app.add_middleware(BodyLimit)
     return app

@@ -54,7 +54,8 @@ class SearchRequest(BaseModel):
     """``POST /v1/search`` and the MCP ``search_documents`` tool: a query and its filters. The reader is not
     here: it comes from the caller's identity, never from the body."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: "top_k": "10" or true is an error naming the field, not a number (JSON types are the contract).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for")
     mode: Mode = Field(
@@ -93,7 +94,7 @@ MAX_MESSAGES = 100
 class ChatMessage(BaseModel):
     """One message of an OpenAI chat request; content as a string or as text parts."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
@@ -106,7 +107,7 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
     include_usage: bool = False
 
@@ -115,7 +116,7 @@ class ChatRequest(BaseModel):
     """``POST /v1/chat/completions`` as OpenAI's clients send it. Parameters this service does not use
     (temperature, top_p, user...) are accepted and ignored so that any client works; ``n`` must be 1."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
     model: str | None = Field(None, description="the answer model (RAG_ANSWER_MODEL) or 'rag-pipeline'")
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)

@@ -1,0 +1,155 @@
+"""What a black-box probe of ``rag-pipeline serve`` found (issue 47, part 6), each fixed and checked against a real
+uvicorn process: nothing from a query string in the access log, the body limit enforced while reading (chunked
+bodies too), strict JSON types with a named field, body-parse failures naming the body, a strictly parsed Host,
+OpenAI-shaped errors on the OpenAI-compatible routes (read by the official client), and admission control: a
+429 with Retry-After past RAG_SERVE_MAX_IN_FLIGHT while /health still answers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rag_pipeline_tests.kit import serving_fixtures as S
+
+TOKEN = "hardening-test-token-5678"
+AUTH = {"Authorization": f"Bearer {TOKEN}", "X-User-Id": "U1"}
+
+
+@pytest.fixture(scope="module")
+def service(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S.ServiceProcess]:
+    data = S.copy_index(serving_index, tmp_path_factory.mktemp("hardening") / "data")
+    with S.running_service(
+        data, data.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN, RAG_SERVE_MAX_IN_FLIGHT="1"
+    ) as running:
+        yield running
+
+
+def _post(service: S.ServiceProcess, path: str, content: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.post(
+        f"{service.url}{path}",
+        content=content,
+        headers={**AUTH, "Content-Type": "application/json", **(headers or {})},
+        timeout=60,
+    )
+
+
+def test_a_token_or_query_in_the_query_string_never_reaches_the_access_log(service: S.ServiceProcess) -> None:
+    secret, marker = "qs-secret-token-0042", "zebracornflakes-querystring"
+    refused = httpx.get(f"{service.url}/v1/models?token={secret}", timeout=10)
+    assert refused.status_code == 401
+    answered = httpx.post(f"{service.url}/v1/search?q={marker}", json={"query": "postgres"}, headers=AUTH, timeout=60)
+    assert answered.status_code == 200
+    log = service.log()
+    assert "GET /v1/models" in log and "POST /v1/search" in log  # the access log is on, paths kept
+    assert secret not in log and marker not in log and "?" not in "".join(
+        line for line in log.splitlines() if "/v1/" in line
+    )
+
+
+def test_the_body_limit_holds_while_reading_a_chunked_body(service: S.ServiceProcess) -> None:
+    def chunks() -> Iterator[bytes]:  # no Content-Length: httpx sends it chunked
+        yield b'{"query": "'
+        for _ in range(200):
+            yield b"x" * 1024
+        yield b'"}'
+
+    response = _post(service, "/v1/search", chunks())
+    assert response.status_code == 413 and response.json()["field"] == "body", response.text
+    # A chunked body under the limit is served.
+    small = _post(service, "/v1/search", iter([b'{"query": ', b'"postgres"}']))
+    assert small.status_code == 200, small.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"query": "postgres", "top_k": "10"}', "top_k"),
+        (b'{"query": "postgres", "top_k": true}', "top_k"),
+        (b'{"query": "postgres", "top_k": 10.0}', "top_k"),
+        (b'{"query": "postgres", "answer": 1}', "answer"),
+    ],
+)
+def test_json_types_are_strict_and_the_error_names_the_field(
+    service: S.ServiceProcess, body: bytes, field: str
+) -> None:
+    response = _post(service, "/v1/search", body)
+    assert response.status_code == 422 and response.json()["field"] == field, response.text
+
+
+HUGE_NUMBER = b'{"query": "postgres", "top_k": ' + b"9" * 5000 + b"}"
+
+
+@pytest.mark.parametrize("body", [HUGE_NUMBER, b'{"query": "caf\xe9 \xff"}'], ids=["digits", "utf8"])
+def test_a_body_that_cannot_be_parsed_is_a_400_on_the_body(service: S.ServiceProcess, body: bytes) -> None:
+    response = _post(service, "/v1/search", body)
+    assert response.status_code == 400 and response.json()["field"] == "body", response.text
+    assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:80@evil.example", "127.0.0.1:80:81", "127.0.0.1/x", "127.0.0.1 evil.example", ""]
+)
+def test_a_host_header_that_is_not_host_and_port_is_refused(service: S.ServiceProcess, host: str) -> None:
+    response = httpx.post(
+        f"{service.url}/v1/search", json={"query": "postgres"}, headers={**AUTH, "Host": host}, timeout=10
+    )
+    assert response.status_code == 400 and response.json()["field"] == "Host"
+
+
+def test_the_openai_routes_answer_errors_in_openais_shape(service: S.ServiceProcess) -> None:
+    raw = _post(service, "/v1/chat/completions", b'{"messages": []}')
+    assert raw.status_code == 422
+    error = raw.json()["error"]
+    assert error["param"] == "messages" and error["type"] == "invalid_request_error" and "messages" in error["message"]
+    unauthorized = httpx.get(f"{service.url}/v1/models", timeout=10).json()["error"]
+    assert unauthorized["code"] == "invalid_api_key" and unauthorized["param"] == "Authorization"
+    # The official client reads the message from it.
+    client = openai.OpenAI(base_url=f"{service.url}/v1", api_key="wrong-token", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        client.models.list()
+    assert "Bearer token is required" in str(refused.value)
+    # The service's own routes keep their shape.
+    assert _post(service, "/v1/search", b'{"query": ""}').json()["field"] == "query"
+
+
+def test_past_max_in_flight_a_request_gets_429_with_retry_after_and_health_still_answers(
+    service: S.ServiceProcess,
+) -> None:
+    statuses: list[int] = []
+    retry_after: list[str | None] = []
+    start = threading.Barrier(24)
+
+    def one() -> None:
+        with httpx.Client(timeout=60) as client:
+            start.wait()
+            response = client.post(f"{service.url}/v1/search", json={"query": "postgres upgrade", "mode": "reranked"},
+                                   headers=AUTH)  # fmt: skip
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                retry_after.append(response.headers.get("retry-after"))
+                assert response.json()["error"].startswith("the service is answering")
+
+    threads = [threading.Thread(target=one) for _ in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(statuses) <= {200, 429} and 429 in statuses and 200 in statuses
+    assert set(retry_after) == {"1"}
+    assert httpx.get(f"{service.url}/health", timeout=10).status_code == 200
+    text = httpx.get(f"{service.url}/metrics", headers=AUTH, timeout=10).text
+    counted = {
+        s.labels["status"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "rag_requests"
+        for s in f.samples
+        if s.name == "rag_requests_total" and s.labels["route"] == "/v1/search"
+    }
+    assert counted.get("429", 0) == statuses.count(429)
