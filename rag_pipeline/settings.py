@@ -215,6 +215,15 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_MAX_IN_FLIGHT: requests (/v1 and /mcp) served at once; one more is answered 429 with Retry-After
     # instead of queueing behind the others (64 clients on 2 busy cores waited 6 s at p95 with no bound).
     max_in_flight: int = 64
+    # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
+    # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
+    # identity header is believed.
+    auth: Literal["token", "oidc"] = "token"
+    oidc_issuer: str | None = None  # RAG_OIDC_ISSUER
+    oidc_audience: str | None = None  # RAG_OIDC_AUDIENCE
+    oidc_jwks_url: str | None = None  # RAG_OIDC_JWKS_URL (default: the issuer's discovery document's jwks_uri)
+    oidc_claim: str = "email"  # RAG_OIDC_EMAIL_CLAIM: the claim naming the person (an email, or an account id)
+    oidc_algorithms: tuple[str, ...] = ("RS256", "ES256")  # RAG_OIDC_ALGORITHMS
     # Who ``rag-pipeline mcp`` (stdio) searches as when --user/--email are not given (RAG_MCP_USER, RAG_MCP_EMAIL).
     mcp_user: str | None = None
     mcp_email: str | None = None
@@ -508,6 +517,12 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             trusted_proxy=env.flag("RAG_SERVE_TRUSTED_PROXY", False),
             allowed_hosts=env.names("RAG_SERVE_ALLOWED_HOSTS"),
             max_in_flight=env.int("RAG_SERVE_MAX_IN_FLIGHT", 64, minimum=1) or 64,
+            auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
+            oidc_issuer=env.get("RAG_OIDC_ISSUER"),
+            oidc_audience=env.get("RAG_OIDC_AUDIENCE"),
+            oidc_jwks_url=env.get("RAG_OIDC_JWKS_URL"),
+            oidc_claim=env.get("RAG_OIDC_EMAIL_CLAIM") or "email",
+            oidc_algorithms=env.names("RAG_OIDC_ALGORITHMS") or ("RS256", "ES256"),
             mcp_user=env.get("RAG_MCP_USER"),
             mcp_email=env.get("RAG_MCP_EMAIL"),
         ),

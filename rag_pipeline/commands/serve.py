@@ -72,7 +72,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    if settings.serve.token is None and not is_loopback(args.host):
+    if settings.serve.auth == "oidc" and not (settings.serve.oidc_issuer and settings.serve.oidc_audience):
+        raise CommandError("RAG_SERVE_AUTH=oidc needs RAG_OIDC_ISSUER and RAG_OIDC_AUDIENCE")
+    if settings.serve.auth == "token" and settings.serve.token is None and not is_loopback(args.host):
         raise CommandError(
             f"refusing to listen on {args.host} without RAG_SERVE_TOKEN: set it to a secret that callers send as "
             "'Authorization: Bearer <token>', or listen on 127.0.0.1"
@@ -108,7 +110,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         rewriter=rewriter,
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
-    token = "required" if settings.serve.token else "off"
+    token = "OIDC" if settings.serve.auth == "oidc" else "required" if settings.serve.token else "off"
     print(
         f"serving the index at {where} on http://{args.host}:{args.port} "
         f"(search: POST /v1/search, MCP: /mcp, metrics: /metrics; token {token})",

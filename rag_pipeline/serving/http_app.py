@@ -29,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -47,6 +48,7 @@ from rag_pipeline.serving.identity import (
 )
 from rag_pipeline.serving.mcp_tools import build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
+from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
@@ -288,6 +290,17 @@ def create_app(
         lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds, service.index_written
     )
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
+    verifier = (
+        OidcVerifier(
+            settings.oidc_issuer or "",
+            settings.oidc_audience or "",
+            settings.oidc_jwks_url,
+            settings.oidc_claim,
+            settings.oidc_algorithms,
+        )
+        if settings.auth == "oidc"
+        else None
+    )
     in_flight = 0  # admitted /v1 and /mcp requests not yet answered (one event loop: no lock needed)
 
     def has_token(request: Request) -> bool:
@@ -344,6 +357,30 @@ def create_app(
         metrics.requests.labels(route=_route_of(request), status=str(response.status_code)).inc()
         return response
 
+    async def verified_identity(request: Request, verifier: OidcVerifier) -> JSONResponse | None:
+        """Under OIDC: the bearer JWT verified and its identity claim put in the request as the only identity
+        header (a header the client sent is refused, so any identity header downstream is the token's); the
+        refusal otherwise."""
+        path = request.url.path
+        for name in (USER_ID_HEADER, EMAIL_HEADER, GROUPS_HEADER):
+            if name in request.headers:
+                return _error(400, f"{name} is not accepted: the caller is who the OIDC token says", name, path)
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            return _error(401, "an Authorization: Bearer token from the identity provider is required", "Authorization",
+                          path)  # fmt: skip
+        try:
+            identity = await anyio.to_thread.run_sync(verifier.identity, value.strip())
+        except TokenRejected as exc:
+            return _error(401, str(exc), "Authorization", path)
+        except IssuerUnreachable as exc:
+            log.warning("OIDC: %s", exc)
+            return _error(503, "the identity provider's keys cannot be read now; try again later", None, path)
+        header = EMAIL_HEADER if "@" in identity else USER_ID_HEADER
+        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != "authorization"]
+        request.scope["headers"] = [*kept, (header.lower().encode(), identity.encode("utf-8"))]
+        return None
+
     async def _guarded(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         path = request.url.path
         host = _host_of(request.headers.get("host", ""))
@@ -355,7 +392,11 @@ def create_app(
             if len(request.headers.getlist(name)) > 1:
                 # Which copy would a proxy have set? Neither is believed.
                 return _error(400, f"{name} is given more than once", name, path)
-        if path not in UNAUTHENTICATED_PATHS and not has_token(request):
+        if path not in UNAUTHENTICATED_PATHS and verifier is not None:
+            refusal = await verified_identity(request, verifier)
+            if refusal is not None:
+                return refusal
+        elif path not in UNAUTHENTICATED_PATHS and not has_token(request):
             return _error(
                 401, "a valid Authorization: Bearer token is required (RAG_SERVE_TOKEN)", "Authorization", path
             )
@@ -364,11 +405,13 @@ def create_app(
             return _error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body", path)
         if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
             # The MCP tools read the same headers; refuse a call without a usable identity before the protocol.
+            # The scope's headers, not request.headers (cached before an OIDC identity was put in).
+            current = Headers(scope=request.scope)
             try:
                 reader_from(
-                    request.headers.get(USER_ID_HEADER),
-                    request.headers.get(EMAIL_HEADER),
-                    request.headers.get(GROUPS_HEADER),
+                    current.get(USER_ID_HEADER),
+                    current.get(EMAIL_HEADER),
+                    current.get(GROUPS_HEADER),
                 )
             except IdentityError as exc:
                 return _error(exc.status, str(exc), exc.field, path)
@@ -425,7 +468,7 @@ def create_app(
     @app.api_route("/health", methods=["GET", "HEAD"])
     def health(request: Request) -> JSONResponse:
         ready, body = service.health()
-        if token is not None and not has_token(request):
+        if verifier is not None or (token is not None and not has_token(request)):
             # Unauthenticated load balancers get the verdict only: no paths, counts or model names.
             body = {"status": body["status"]}
         return JSONResponse(body, status_code=200 if ready else 503)

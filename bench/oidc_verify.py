@@ -1,0 +1,53 @@
+"""What verifying an OIDC bearer JWT adds to a request (issue 47): :class:`OidcVerifier` against the test kit's
+local issuer on 127.0.0.1, RS256 and ES256, uncached (a new verifier: discovery + JWKS fetch + verify) and cached
+(the key set in memory: signature and claim checks only), p50/p95 over N tokens.
+
+    .venv/bin/python -m bench.oidc_verify [--tokens 500]
+
+Results: bench/results/oidc_verify.json. Whole-process figures for the service's request latency are in
+bench/serve_load.py; this isolates the verification step.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bench import common
+from rag_pipeline.serving.oidc import OidcVerifier
+from rag_pipeline_tests.kit.emulators.oidc_issuer import AUDIENCE, OidcIssuer
+
+
+def main() -> int:
+    parser = common.parser(__doc__)
+    parser.add_argument("--tokens", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=common.RESULTS / "oidc_verify.json")
+    args = parser.parse_args()
+    results = {}
+    with OidcIssuer() as issuer:
+        for algorithm in ("RS256", "ES256"):
+            tokens = [issuer.token(f"user{i}@bench.test", algorithm=algorithm) for i in range(args.tokens)]
+            uncached = []
+            for token in tokens[:50]:
+                started = time.perf_counter()
+                OidcVerifier(issuer.issuer, AUDIENCE).identity(token)
+                uncached.append(time.perf_counter() - started)
+            verifier = OidcVerifier(issuer.issuer, AUDIENCE)
+            verifier.identity(tokens[0])
+            cached = []
+            for token in tokens:
+                started = time.perf_counter()
+                verifier.identity(token)
+                cached.append(time.perf_counter() - started)
+            results[algorithm] = {
+                "uncached_ms": common.latency_ms(uncached, 3),
+                "cached_ms": common.latency_ms(cached, 3),
+            }
+    common.write_json(args.out, {**results, "run": common.run_record()})
+    for algorithm, figures in results.items():
+        print(f"{algorithm}: uncached {figures['uncached_ms']}, cached {figures['cached_ms']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
