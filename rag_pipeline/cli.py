@@ -10,7 +10,21 @@ import warnings
 
 import dagster as dg
 
-from rag_pipeline.commands import ask, bench, demo, directory, index, mcp, search, serve, status, sync, whois, worker
+from rag_pipeline.commands import (
+    ask,
+    bench,
+    demo,
+    directory,
+    index,
+    mcp,
+    search,
+    serve,
+    status,
+    sync,
+    token,
+    whois,
+    worker,
+)
 from rag_pipeline.commands import explain as explain_command
 from rag_pipeline.commands.arguments import OneLineParser
 from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
@@ -46,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         explain_command,
         directory,
         serve,
+        token,
         mcp,
         bench,
         sync,

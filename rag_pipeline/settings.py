@@ -121,6 +121,11 @@ class DataPaths(_Frozen):
         return self.root / "directory.sqlite"
 
     @property
+    def tokens(self) -> Path:
+        """Personal service tokens (``rag-pipeline token``): hashed secrets, person, scopes, expiry (SQLite)."""
+        return self.root / "tokens.sqlite"
+
+    @property
     def identity_links(self) -> Path:
         """The default links file joining accounts of one person whose emails differ (``RAG_IDENTITY_LINKS``)."""
         return self.root / "identity_links.txt"

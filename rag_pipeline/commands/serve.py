@@ -88,6 +88,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.retrieval.rewrite import QueryRewriter
     from rag_pipeline.serving.http_app import create_app, uvicorn_log_config
     from rag_pipeline.serving.service import SearchService
+    from rag_pipeline.serving.tokens import TokenStore
 
     configure_service_logging()
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         answers=answers,
         answer_limits=limits,
         rewriter=rewriter,
+        tokens=TokenStore(settings.paths.tokens),
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "OIDC" if settings.serve.auth == "oidc" else "required" if settings.serve.token else "off"

@@ -52,6 +52,7 @@ from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenReje
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
+from rag_pipeline.serving.tokens import TokenRefused, TokenStore, looks_like_token
 from rag_pipeline.settings import ServeSettings
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,10 @@ class BodyLimit:
 
         await self.app(scope, limited, send)
 
+
+# The scope a personal token needs per route (/v1/documents/… and /mcp need "search"); /v1/models needs none.
+ROUTE_SCOPES = {"/v1/search": "search", "/v1/chat/completions": "answer"}
+TOKEN_SCOPES_KEY = "rag.token_scopes"
 
 # A client refused for load waits this long (seconds) before it tries again.
 ADMISSION_RETRY_AFTER_SECONDS = "1"
@@ -278,6 +283,7 @@ def create_app(
     answers: AnswerModel | None = None,
     answer_limits: ContextLimits = DEFAULT_LIMITS,
     rewriter: QueryRewriter | None = None,
+    tokens: TokenStore | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -357,14 +363,46 @@ def create_app(
         metrics.requests.labels(route=_route_of(request), status=str(response.status_code)).inc()
         return response
 
+    def as_identity(request: Request, identity: str) -> None:
+        """Put ``identity`` in the request as its only identity header (the bearer removed): the dependency and
+        the MCP tools resolve it through the directory like any caller's."""
+        header = EMAIL_HEADER if "@" in identity else USER_ID_HEADER
+        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != "authorization"]
+        request.scope["headers"] = [*kept, (header.lower().encode(), identity.encode("utf-8"))]
+
+    def refused_identity_header(request: Request, why: str) -> JSONResponse | None:
+        for name in (USER_ID_HEADER, EMAIL_HEADER, GROUPS_HEADER):
+            if name in request.headers:
+                return _error(400, f"{name} is not accepted: the caller is who {why} says", name, request.url.path)
+        return None
+
+    async def personal_token(request: Request, value: str) -> JSONResponse | None:
+        """A personal token (``rag-pipeline token create``): verified, its person made the identity, its scopes
+        recorded and checked against the route; the refusal otherwise."""
+        path = request.url.path
+        if tokens is None:
+            return _error(401, "personal tokens are not enabled on this service", "Authorization", path)
+        if (refusal := refused_identity_header(request, "the personal token")) is not None:
+            return refusal
+        try:
+            info = await anyio.to_thread.run_sync(tokens.verify, value)
+        except TokenRefused as exc:
+            return _error(401, str(exc), "Authorization", path)
+        needed = ROUTE_SCOPES.get(path) or ("search" if path.startswith(("/v1/documents/", MCP_PATH)) else None)
+        if needed is not None and needed not in info.scopes:
+            return _error(403, f"token {info.id} has no {needed!r} scope (it has: {', '.join(info.scopes)})",
+                          "Authorization", path)  # fmt: skip
+        request.scope[TOKEN_SCOPES_KEY] = info.scopes
+        as_identity(request, info.person)
+        return None
+
     async def verified_identity(request: Request, verifier: OidcVerifier) -> JSONResponse | None:
         """Under OIDC: the bearer JWT verified and its identity claim put in the request as the only identity
         header (a header the client sent is refused, so any identity header downstream is the token's); the
         refusal otherwise."""
         path = request.url.path
-        for name in (USER_ID_HEADER, EMAIL_HEADER, GROUPS_HEADER):
-            if name in request.headers:
-                return _error(400, f"{name} is not accepted: the caller is who the OIDC token says", name, path)
+        if (refusal := refused_identity_header(request, "the OIDC token")) is not None:
+            return refusal
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             return _error(401, "an Authorization: Bearer token from the identity provider is required", "Authorization",
@@ -376,9 +414,7 @@ def create_app(
         except IssuerUnreachable as exc:
             log.warning("OIDC: %s", exc)
             return _error(503, "the identity provider's keys cannot be read now; try again later", None, path)
-        header = EMAIL_HEADER if "@" in identity else USER_ID_HEADER
-        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != "authorization"]
-        request.scope["headers"] = [*kept, (header.lower().encode(), identity.encode("utf-8"))]
+        as_identity(request, identity)
         return None
 
     async def _guarded(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -392,7 +428,12 @@ def create_app(
             if len(request.headers.getlist(name)) > 1:
                 # Which copy would a proxy have set? Neither is believed.
                 return _error(400, f"{name} is given more than once", name, path)
-        if path not in UNAUTHENTICATED_PATHS and verifier is not None:
+        bearer = request.headers.get("authorization", "").partition(" ")[2].strip()
+        if path not in UNAUTHENTICATED_PATHS and looks_like_token(bearer):
+            refusal = await personal_token(request, bearer)
+            if refusal is not None:
+                return refusal
+        elif path not in UNAUTHENTICATED_PATHS and verifier is not None:
             refusal = await verified_identity(request, verifier)
             if refusal is not None:
                 return refusal
@@ -476,8 +517,14 @@ def create_app(
     @app.post("/v1/search")
     async def search(
         request: SearchRequest,
+        http_request: Request,
         reader: Reader = Depends(caller),
     ) -> dict[str, Any]:
+        scopes = http_request.scope.get(TOKEN_SCOPES_KEY)
+        if request.answer and scopes is not None and "answer" not in scopes:
+            raise RequestRefused(
+                403, "answer", f"this personal token has no 'answer' scope (it has: {', '.join(scopes)})"
+            )
         plan = None
         if request.rewrite:
             if rewriter is None:

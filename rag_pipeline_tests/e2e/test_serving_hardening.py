@@ -6,14 +6,20 @@ OpenAI-shaped errors on the OpenAI-compatible routes (read by the official clien
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import openai
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
 
 from rag_pipeline_tests.kit import serving_fixtures as S
@@ -28,6 +34,7 @@ def service(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     with S.running_service(
         data, data.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN, RAG_SERVE_MAX_IN_FLIGHT="1"
     ) as running:
+        running.data_dir = data  # type: ignore[attr-defined]
         yield running
 
 
@@ -48,8 +55,10 @@ def test_a_token_or_query_in_the_query_string_never_reaches_the_access_log(servi
     assert answered.status_code == 200
     log = service.log()
     assert "GET /v1/models" in log and "POST /v1/search" in log  # the access log is on, paths kept
-    assert secret not in log and marker not in log and "?" not in "".join(
-        line for line in log.splitlines() if "/v1/" in line
+    assert (
+        secret not in log
+        and marker not in log
+        and "?" not in "".join(line for line in log.splitlines() if "/v1/" in line)
     )
 
 
@@ -153,3 +162,58 @@ def test_past_max_in_flight_a_request_gets_429_with_retry_after_and_health_still
         if s.name == "rag_requests_total" and s.labels["route"] == "/v1/search"
     }
     assert counted.get("429", 0) == statuses.count(429)
+
+
+def _token_command(service: S.ServiceProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        S.rag_pipeline_command("token", *args, "--data-dir", str(service.data_dir)),  # type: ignore[attr-defined]
+        env=S.service_env(service.data_dir),  # type: ignore[attr-defined]
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_personal_token_reads_as_its_person_within_its_scopes_until_revoked(service: S.ServiceProcess) -> None:
+    """Issue 47, part 2, end to end: `rag-pipeline token create` beside the running service, the token over HTTP,
+    MCP and the OpenAI route, scopes enforced, identity headers refused, last use listed, revocation at once."""
+    unknown = _token_command(service, "create", "--user", "nobody@serve.test")
+    assert unknown.returncode != 0 and "--user 'nobody@serve.test'" in unknown.stderr
+    created = _token_command(service, "create", "--user", "U1", "--scope", "search", "--note", "agent", "--json")
+    assert created.returncode == 0, created.stderr
+    made = json.loads(created.stdout)
+    token, token_id = made["token"], made["id"]
+    assert made["person"] == S.EMAILS["U1"] and made["scopes"] == ["search"]  # the id resolved to the person
+    bearer = {"Authorization": f"Bearer {token}"}
+
+    alice = httpx.post(f"{service.url}/v1/search", json={"query": "salary budget postgres"}, headers=bearer, timeout=60)
+    assert alice.status_code == 200 and S.SECRET_THREAD in [r["document_id"] for r in alice.json()["results"]]
+    widened = httpx.post(f"{service.url}/v1/search", json={"query": "postgres"}, headers={**bearer, "X-User-Id": "U3"},
+                         timeout=60)  # fmt: skip
+    assert widened.status_code == 400 and widened.json()["field"] == "X-User-Id"
+    # Scopes: no answers with a search-only token.
+    no_answer = httpx.post(f"{service.url}/v1/chat/completions", headers=bearer, timeout=60,
+                           json={"messages": [{"role": "user", "content": "postgres?"}]})  # fmt: skip
+    assert no_answer.status_code == 403 and no_answer.json()["error"]["param"] == "Authorization"
+    answer_flag = httpx.post(f"{service.url}/v1/search", json={"query": "postgres", "answer": True}, headers=bearer,
+                             timeout=60)  # fmt: skip
+    assert answer_flag.status_code == 403 and answer_flag.json()["field"] == "answer"
+    assert openai.OpenAI(base_url=f"{service.url}/v1", api_key=token, max_retries=0).models.list().object == "list"
+
+    async def mcp_found() -> list[str]:
+        async with (
+            httpx2.AsyncClient(headers=bearer, timeout=60) as http,
+            Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as client,
+        ):
+            result = await client.call_tool("search_documents", {"query": "salary budget postgres", "top_k": 10})
+            return [r["document_id"] for r in (result.structured_content or {})["results"]]
+
+    assert S.SECRET_THREAD in asyncio.run(mcp_found())
+    listed = json.loads(_token_command(service, "list", "--json").stdout)
+    assert [(t["id"], t["state"]) for t in listed] == [(token_id, "active")] and listed[0]["last_used_at"]
+    assert token not in _token_command(service, "list").stdout
+
+    assert _token_command(service, "revoke", token_id).returncode == 0
+    revoked = httpx.post(f"{service.url}/v1/search", json={"query": "postgres"}, headers=bearer, timeout=60)
+    assert revoked.status_code == 401 and "revoked" in revoked.json()["error"]
+    assert token not in service.log()
