@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.serving.identity import IdentityError, Reader, resolve_reader
-    from rag_pipeline.serving.mcp_tools import build_mcp_server
+    from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
     from rag_pipeline.serving.service import SearchService
 
     user, email = args.user or settings.serve.mcp_user, args.email or settings.serve.mcp_email
@@ -54,14 +54,46 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise CommandError(str(exc).replace(exc.field, flag)) from None
     # stdout is the protocol's channel: anything else printed there would break the client's session.
     configure_service_logging()
-    service = SearchService.from_settings(settings, store_location(settings))
-    service.start()
+    services: list[SearchService] = []
+
+    def open_local() -> LocalTools:
+        service = SearchService.from_settings(settings, store_location(settings))
+        service.start()
+        services.append(service)
+        return LocalTools(service)
 
     def fixed_reader(_ctx: Any) -> Reader:
         return reader
 
+    backend = _running_service_tools(args, settings, user, email, open_local)
     try:
-        build_mcp_server(service, fixed_reader).run("stdio")
+        build_mcp_server(backend or open_local(), fixed_reader).run("stdio")
     finally:
-        service.close()
+        for service in services:
+            service.close()
     return 0
+
+
+def _running_service_tools(
+    args: argparse.Namespace, settings: Settings, user: str | None, email: str | None, open_local: Any
+) -> Any:
+    """The tools over a running ``rag-pipeline serve`` of this folder, when one runs and can search as this
+    reader: it holds the embedded index, which this process would otherwise wait for (issue 54). None otherwise."""
+    import logging
+
+    from rag_pipeline.serving.remote_tools import FallbackTools, RemoteTools
+    from rag_pipeline.serving.service_record import live_service
+
+    running = live_service(settings.data_dir)
+    if running is None or settings.qdrant.url:
+        return None  # nobody holds the folder (or a Qdrant server, which every process can open)
+    log = logging.getLogger("rag_pipeline.mcp")
+    if running.auth != "token" or args.groups:
+        # An OIDC service wants a signed-in caller, and groups given here are not believed by a service that
+        # resolves them itself: search here, the service lending the index between its queries.
+        log.warning("a search service (pid %d) serves this folder at %s; its /mcp is the faster way", running.pid,
+                    running.url)  # fmt: skip
+        return None
+    token = settings.serve.token.get_secret_value() if settings.serve.token else None
+    log.info("tool calls go to the search service at %s (pid %d)", running.url, running.pid)
+    return FallbackTools(RemoteTools(running.url, user, email, token), open_local)

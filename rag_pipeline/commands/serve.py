@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import os
 import socket
 import sys
+import time
+from typing import Any
 
 from rag_pipeline.commands.arguments import at_least
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.search import store_location
+from rag_pipeline.serving.service_record import ServiceRecord, clear_service, live_service, record_service
 from rag_pipeline.settings import Settings
 
 LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost"})
@@ -79,6 +83,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             f"refusing to listen on {args.host} without RAG_SERVE_TOKEN: set it to a secret that callers send as "
             "'Authorization: Bearer <token>', or listen on 127.0.0.1"
         )
+    running = live_service(settings.data_dir)
+    if running is not None:
+        raise CommandError(
+            f"a search service (pid {running.pid}) already serves {settings.data_dir} at {running.url}: send "
+            "callers there (its /v1 API and /mcp), or stop it first; one folder is served by one service"
+        )
     _check_port_free(args.host, args.port)
     import uvicorn
 
@@ -86,7 +96,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.retrieval.rewrite import QueryRewriter
-    from rag_pipeline.serving.http_app import create_app, uvicorn_log_config
+    from rag_pipeline.serving.http_app import create_app
     from rag_pipeline.serving.service import SearchService
     from rag_pipeline.serving.tokens import TokenStore
 
@@ -110,6 +120,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         answer_limits=limits,
         rewriter=rewriter,
         tokens=TokenStore(settings.paths.tokens),
+        on_stop=lambda: clear_service(settings.data_dir, os.getpid()),
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "OIDC" if settings.serve.auth == "oidc" else "required" if settings.serve.token else "off"
@@ -119,6 +130,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
         flush=True,
     )
+    # Where readers on this machine find the service (the stdio MCP server sends its calls here).
+    local_host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    record_service(
+        settings.data_dir,
+        ServiceRecord(os.getpid(), f"http://{local_host}:{args.port}", settings.serve.auth, time.time()),
+    )
+    try:
+        _run_uvicorn(uvicorn, app, args)
+    finally:
+        clear_service(settings.data_dir, os.getpid())
+    return 0
+
+
+def _run_uvicorn(uvicorn: Any, app: Any, args: argparse.Namespace) -> None:
+    from rag_pipeline.serving.http_app import uvicorn_log_config
+
     uvicorn.run(
         app,
         host=args.host,
@@ -127,4 +154,3 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         access_log=args.access_log,
         log_config=uvicorn_log_config(),  # the access log without query strings
     )
-    return 0

@@ -46,7 +46,7 @@ from rag_pipeline.serving.identity import (
     Reader,
     resolve_reader,
 )
-from rag_pipeline.serving.mcp_tools import build_mcp_server
+from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
 from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
@@ -284,6 +284,7 @@ def create_app(
     answer_limits: ContextLimits = DEFAULT_LIMITS,
     rewriter: QueryRewriter | None = None,
     tokens: TokenStore | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -331,7 +332,7 @@ def create_app(
         headers = ctx.headers or {}
         return reader_from(headers.get(USER_ID_HEADER), headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER))
 
-    mcp_server = build_mcp_server(service, mcp_reader)
+    mcp_server = build_mcp_server(LocalTools(service), mcp_reader)
     # The Host check below covers /mcp too (the SDK's own check would refuse the names of a proxy in front).
     mcp_app = mcp_server.streamable_http_app(
         streamable_http_path="/",
@@ -347,6 +348,10 @@ def create_app(
             async with mcp_server.session_manager.run():
                 yield
         finally:
+            if on_stop is not None:
+                # Here, not after uvicorn.run: uvicorn re-raises the SIGTERM it caught once the app has stopped,
+                # which ends the process before any code after run().
+                on_stop()
             await anyio.to_thread.run_sync(service.close)  # waits for queries in flight: not on the event loop
 
     app = FastAPI(

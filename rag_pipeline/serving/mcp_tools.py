@@ -9,7 +9,7 @@ tool argument, so a model cannot widen what it may see by what it writes into a 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
@@ -34,8 +34,51 @@ def _field_error(exc: ValidationError) -> str:
     return f"{field}: {first.get('msg', 'invalid value')}"
 
 
-def build_mcp_server(service: SearchService, reader_of: ReaderOf) -> MCPServer[Any]:
-    """An MCP server whose tools search ``service`` as ``reader_of(ctx)`` for each call."""
+class ToolBackend(Protocol):
+    """Where the tools' searches run: this process's :class:`SearchService` (:class:`LocalTools`), or a running
+    ``rag-pipeline serve`` of the same folder over HTTP (:class:`RemoteTools`, for the stdio server)."""
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]: ...
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None: ...
+
+
+def tool_result(result: dict[str, Any]) -> dict[str, Any]:
+    """One search result as a tool returns it (``result`` as the HTTP API writes it)."""
+    return {
+        "document_id": result["document_id"],
+        "title": result["title"],
+        "url": result["url"],
+        "source": result["source"],
+        "container": result["container"],
+        "updated": result["updated"],
+        "authors": result["authors"],
+        "score": round(float(result["score"]), 6),
+        "passage": (result.get("child_text") or "")[:SNIPPET_CHARS],
+    }
+
+
+class LocalTools:
+    """The tools over this process's :class:`SearchService`."""
+
+    def __init__(self, service: SearchService) -> None:
+        self.service = service
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        served = self.service.search(request, reader.principal)
+        return {
+            "mode": served.response.mode,
+            "warnings": served.response.warnings,
+            "results": [tool_result(r.to_dict()) for r in served.response.results],
+        }
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        found = self.service.get_document(document_id, reader.principal)
+        return None if found is None else found.to_dict()
+
+
+def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any]:
+    """An MCP server whose tools search ``backend`` as ``reader_of(ctx)`` for each call."""
     server: MCPServer[Any] = MCPServer(
         name="rag-pipeline",
         # The SDK logs each failed call at INFO with its message; WARNING keeps the service's log to what needs
@@ -79,27 +122,9 @@ def build_mcp_server(service: SearchService, reader_of: ReaderOf) -> MCPServer[A
         except ValidationError as exc:
             raise ToolError(_field_error(exc)) from None
         try:
-            served = await anyio.to_thread.run_sync(service.search, request, who.principal)
+            return await anyio.to_thread.run_sync(backend.search, request, who)
         except IndexUnavailable as exc:
             raise ToolError(f"the index is not available now: {exc}") from None
-        return {
-            "mode": served.response.mode,
-            "warnings": served.response.warnings,
-            "results": [
-                {
-                    "document_id": r.document_id,
-                    "title": r.title,
-                    "url": r.url,
-                    "source": r.source,
-                    "container": r.container,
-                    "updated": r.updated,
-                    "authors": r.authors,
-                    "score": round(r.score, 6),
-                    "passage": r.child_text[:SNIPPET_CHARS],
-                }
-                for r in served.response.results
-            ],
-        }
 
     @server.tool(description="One document the caller may read, by the document_id search_documents returned.")
     async def get_document(ctx: Context[Any, Any], document_id: str) -> dict[str, Any]:
@@ -107,11 +132,11 @@ def build_mcp_server(service: SearchService, reader_of: ReaderOf) -> MCPServer[A
         if not document_id.strip() or len(document_id) > 1000:
             raise ToolError("document_id: must be a document id from search_documents")
         try:
-            document = await anyio.to_thread.run_sync(service.get_document, document_id, who.principal)
+            document = await anyio.to_thread.run_sync(backend.document, document_id, who)
         except IndexUnavailable as exc:
             raise ToolError(f"the index is not available now: {exc}") from None
         if document is None:
             raise ToolError(f"document {document_id!r} not found")
-        return document.to_dict()
+        return document
 
     return server

@@ -133,7 +133,7 @@ def test_live_sources_and_their_options() -> None:
         ({"RAG_SLACK_SYNC_ENABLED": "sometimes"}, "RAG_SLACK_SYNC_ENABLED must be one of"),
         (
             {"RAG_BM25_TOKENIZER": "kuromoji"},
-            "RAG_BM25_TOKENIZER must be one of word, multilingual, cjk-bigram, got 'kuromoji'",
+            "RAG_BM25_TOKENIZER must be one of word, multilingual, cjk-bigram, ko-morpheme-bigram, got 'kuromoji'",
         ),
     ],
 )

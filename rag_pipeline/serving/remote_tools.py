@@ -1,0 +1,112 @@
+"""The MCP tools answered by a running search service of the same folder, over its HTTP API (issue 54).
+
+The stdio MCP server (``rag-pipeline mcp``) and a running ``rag-pipeline serve`` cannot both hold the embedded
+index: the service holds it and would lend it only between its own queries, so a second holder waited minutes.
+When ``<data dir>/service.json`` names a live service, the stdio server sends each tool call to it instead, as its
+reader (``X-User-Id`` / ``X-User-Email``, the service token from the settings) — the same directory resolves the
+same person, so the results are the service's for that reader. If the service goes away, :class:`FallbackTools`
+opens the index itself from then on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
+from rag_pipeline.serving.mcp_tools import ToolBackend, tool_result
+from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.shared_index import IndexUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class ServiceGone(IndexUnavailable):
+    """The recorded service could not be reached (stopped, killed): the caller may use the index itself."""
+
+
+class RemoteTools:
+    """The tools over ``url``'s ``/v1`` API, as the reader given by ``user_id`` / ``email``."""
+
+    def __init__(self, url: str, user_id: str | None, email: str | None, token: str | None = None,
+                 timeout_seconds: float = 60.0) -> None:  # fmt: skip
+        headers = {k: v for k, v in ((USER_ID_HEADER, user_id), (EMAIL_HEADER, email)) if v}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_seconds)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ServiceGone(f"the search service at {self.url} did not answer ({type(exc).__name__})") from None
+
+    @staticmethod
+    def _refused(response: httpx.Response) -> IndexUnavailable:
+        try:
+            message = str(response.json().get("error"))
+        except ValueError:
+            message = response.text[:200]
+        return IndexUnavailable(f"the search service answered {response.status_code}: {message}")
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        body = request.model_dump(mode="json", exclude_none=True)
+        response = self._call("POST", "/v1/search", json=body)
+        if response.status_code != 200:
+            raise self._refused(response)
+        payload = response.json()
+        return {
+            "mode": payload["mode"],
+            "warnings": payload.get("warnings", []),
+            "results": [tool_result(r) for r in payload["results"]],
+        }
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        response = self._call("GET", f"/v1/documents/{quote(document_id, safe='')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._refused(response)
+        found: dict[str, Any] = response.json()
+        return found
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class FallbackTools:
+    """``primary`` (the running service) until it cannot be reached, then ``open_local()`` for good."""
+
+    def __init__(self, primary: RemoteTools, open_local: Callable[[], ToolBackend]) -> None:
+        self.primary: ToolBackend | None = primary
+        self._open_local = open_local
+        self._local: ToolBackend | None = None
+
+    def _backend(self) -> ToolBackend:
+        if self.primary is not None:
+            return self.primary
+        if self._local is None:
+            self._local = self._open_local()
+        return self._local
+
+    def _switch(self, exc: ServiceGone) -> ToolBackend:
+        log.warning("%s; searching the index in this process from now on", exc)
+        self.primary = None
+        return self._backend()
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        try:
+            return self._backend().search(request, reader)
+        except ServiceGone as exc:
+            return self._switch(exc).search(request, reader)
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        try:
+            return self._backend().document(document_id, reader)
+        except ServiceGone as exc:
+            return self._switch(exc).document(document_id, reader)

@@ -1,0 +1,100 @@
+"""Readers beside a running search service on one data folder (issue 54), with real processes: the stdio MCP
+server (through the official ``mcp`` client) sends its tool calls to the service recorded in ``service.json`` and
+answers in its normal latency with the service's results for the same reader, and keeps answering from the index
+itself when the service is killed mid-session; a second ``serve`` on the folder is refused at once in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from rag_pipeline.serving.service_record import live_service, record_path
+from rag_pipeline_tests.kit import serving_fixtures as S
+
+TOKEN = "beside-test-token-9012"
+QUERY = "salary budget postgres"
+
+
+@pytest.fixture
+def data_dir(serving_index: Path, tmp_path: Path) -> Path:
+    return S.copy_index(serving_index, tmp_path / "data")
+
+
+def _service_ids(service: S.ServiceProcess, user: str) -> list[str]:
+    response = httpx.post(f"{service.url}/v1/search", json={"query": QUERY, "top_k": 10},
+                          headers={"Authorization": f"Bearer {TOKEN}", "X-User-Id": user}, timeout=60)  # fmt: skip
+    assert response.status_code == 200, response.text
+    return [r["document_id"] for r in response.json()["results"]]
+
+
+def test_the_stdio_mcp_server_delegates_to_the_running_service_and_survives_its_end(data_dir: Path) -> None:
+    with S.running_service(data_dir, data_dir.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        record = live_service(data_dir)
+        assert record is not None and record.url == service.url and record.auth == "token"
+        expected = _service_ids(service, "U1")
+        assert S.SECRET_THREAD in expected
+
+        async def session() -> dict[str, Any]:
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
+                env=S.service_env(data_dir, RAG_SERVE_TOKEN=TOKEN),
+            )
+            async with Client(params, read_timeout_seconds=120) as client:
+                seconds = []
+                for _ in range(3):
+                    started = time.perf_counter()
+                    found = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+                    seconds.append(time.perf_counter() - started)
+                    assert not found.is_error, found.content
+                document = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
+                ids = [r["document_id"] for r in (found.structured_content or {})["results"]]
+                service.stop()  # killed mid-session: the next call searches the index itself
+                after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+                return {
+                    "ids": ids,
+                    "seconds": seconds,
+                    "document": (document.structured_content or {}).get("document_id"),
+                    "after": [r["document_id"] for r in (after.structured_content or {}).get("results", [])],
+                    "after_error": after.content[0].text if after.is_error and after.content else "",
+                }
+
+        result = asyncio.run(session())
+    # The service's own ranking for the same reader, in its normal latency (it was 258 s of waiting before).
+    assert result["ids"] == expected and max(result["seconds"]) < 10, result["seconds"]
+    assert result["document"] == S.SECRET_THREAD
+    assert not result["after_error"] and S.SECRET_THREAD in result["after"]
+    assert not record_path(data_dir).exists()  # the service removed its record when it stopped
+
+
+def test_a_second_service_on_the_folder_is_refused_at_once_naming_the_first(data_dir: Path, tmp_path: Path) -> None:
+    with S.running_service(data_dir, tmp_path / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        started = time.perf_counter()
+        second = subprocess.run(
+            S.rag_pipeline_command("serve", "--port", str(S.free_port())),
+            env=S.service_env(data_dir, RAG_SERVE_TOKEN=TOKEN),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        elapsed = time.perf_counter() - started
+    assert second.returncode != 0 and elapsed < 15
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and service.url in lines[0] and "already serves" in lines[0], second.stderr
+
+
+def test_a_record_left_by_a_killed_service_is_ignored(data_dir: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record_path(data_dir).write_text(
+        json.dumps({"pid": int(dead.stdout), "url": "http://127.0.0.1:9", "auth": "token", "started": 0})
+    )
+    assert live_service(data_dir) is None
