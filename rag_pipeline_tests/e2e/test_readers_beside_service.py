@@ -98,3 +98,29 @@ def test_a_record_left_by_a_killed_service_is_ignored(data_dir: Path) -> None:
         json.dumps({"pid": int(dead.stdout), "url": "http://127.0.0.1:9", "auth": "token", "started": 0})
     )
     assert live_service(data_dir) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["search", "--user", "U1", QUERY, "--json"],
+        ["explain", "--user", "U1", S.SECRET_THREAD],
+    ],
+    ids=["search", "explain"],
+)
+def test_cli_readers_are_lent_the_index_beside_the_service_within_a_bound(data_dir: Path, command: list[str]) -> None:
+    """The CLI readers open the index themselves: the service hands it over while they work and takes it back."""
+    with S.running_service(data_dir, data_dir.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        started = time.perf_counter()
+        done = subprocess.run(
+            S.rag_pipeline_command(*command),
+            env=S.service_env(data_dir, RAG_SERVE_TOKEN=TOKEN),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        elapsed = time.perf_counter() - started
+        assert done.returncode == 0, done.stderr
+        assert S.SECRET_THREAD in done.stdout
+        assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
+    assert elapsed < 60, elapsed
