@@ -82,7 +82,14 @@ def _evaluate(
 ) -> EvalResult:
     arms = [a for a in args.arms if a != REWRITTEN_ARM]
     outcomes: dict[str, ArmOutcome] = run_arms(
-        retriever, queries, arms, meta.sources, reranker, folds=args.folds, progress=progress
+        retriever,
+        queries,
+        arms,
+        meta.sources,
+        reranker,
+        folds=args.folds,
+        progress=progress,
+        model_cache=settings.paths.reports / "reranker_fits",
     )
     if REWRITTEN_ARM in args.arms:
         if not settings.rewrite_model:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -65,8 +66,10 @@ def run_arms(
     folds: int = 5,
     progress: ProgressCallback | None = None,
     depth: int = DEFAULT_DEPTH,
+    model_cache: Path | None = None,
 ) -> dict[str, ArmOutcome]:
-    """Each arm's outcome. ``reranked`` uses ``reranker`` when given, else cross-fitted learned rerankers."""
+    """Each arm's outcome. ``reranked`` uses ``reranker`` when given, else cross-fitted learned rerankers (fits
+    already in ``model_cache`` are loaded, not trained again)."""
     for arm in arms:
         if arm not in MODES:
             raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(MODES)}")
@@ -75,7 +78,7 @@ def run_arms(
         rerankers = None
         if arm == "reranked":
             rerankers = reranker or cross_fitted_rerankers(
-                retriever, queries, folds=folds, sources=sources, progress=progress
+                retriever, queries, folds=folds, sources=sources, progress=progress, cache_dir=model_cache
             )
         outcomes[arm] = run_arm(
             retriever, arm, queries, depth=depth, sources=sources, rerankers=rerankers, progress=progress

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rag_pipeline.evaluation.eval_set import EvalQuery
 from rag_pipeline.evaluation.summary import ArmRun
@@ -115,8 +116,10 @@ def cross_fitted_rerankers(
     folds: int = 5,
     sources: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
+    cache_dir: Path | None = None,
 ) -> dict[str, Reranker]:
-    """Query id → a learned reranker that never trained on the query's text (k-fold over texts).
+    """Query id → a learned reranker that never trained on the query's text (k-fold over texts); fold models
+    trained before on the same data come from ``cache_dir``.
 
     Queries without labels (e.g. ACL queries of a principal with nothing relevant) get the model of
     their text's fold too, so a repeated text is never scored by a model that saw it.
@@ -130,6 +133,7 @@ def cross_fitted_rerankers(
         folds=folds,
         encoder=retriever.bm25,
         progress=(lambda done, total: progress("training cross-fitted rerankers", done, total)) if progress else None,
+        cache_dir=cache_dir,
     )
     return {q.id: fitted.for_query(q.query) for q in queries}
 

@@ -536,3 +536,32 @@ def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(mon
         assert mine.model_to_string().split("parameters:")[0] == theirs.model_to_string().split("parameters:")[0]
         # ...and the fits really ran with one thread each side by side, two one after another.
         assert "[num_threads: 1]" in mine.model_to_string() and "[num_threads: 2]" in theirs.model_to_string()
+
+
+def test_cross_fitted_models_are_cached_by_their_training_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: an unchanged index re-evaluates without a fit; the cached models score exactly as the trained
+    ones; other training data (one label changed) trains again."""
+    from rag_pipeline.retrieval.rerank import learned
+
+    params = {"n_estimators": 20, "min_child_samples": 2}
+    examples = _synthetic_examples(90)  # 60 per training fold: L2 is chosen by an inner cross-validation too
+    assert learned.MIN_TUNING_QUERIES <= 60
+    cache = tmp_path / "fits"
+    first = cross_fit(examples, folds=3, params=params, cache_dir=cache)
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 3
+
+    def no_fit(*_args: object, **_kwargs: object) -> object:
+        raise AssertionError("a cached fit was trained again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(learned, "run_fits", no_fit)
+        again = cross_fit(_synthetic_examples(90), folds=3, params=params, cache_dir=cache)
+    features = np.random.default_rng(3).random((8, len(learned.FEATURE_NAMES)))
+    for fold, model in first.models.items():
+        np.testing.assert_array_equal(model.score_features(features), again.models[fold].score_features(features))
+        assert model.version == again.models[fold].version
+    changed = _synthetic_examples(90)
+    changed[0] = RerankExample(changed[0].query_id, changed[0].query, changed[0].candidates,
+                               [1 - label for label in changed[0].labels])  # fmt: skip
+    cross_fit(changed, folds=3, params=params, cache_dir=cache)
+    assert len([p for p in cache.iterdir() if p.is_dir()]) > 3  # the folds that trained on the changed query

@@ -271,6 +271,7 @@ def retrieval_eval_asset(
                         folds=evaluation.folds,
                         progress=progress,
                         depth=evaluation.depth,
+                        model_cache=evaluation.reranker_fits_dir,
                     )[arm]
                 save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
                 result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)

@@ -99,6 +99,12 @@ class EvaluationResource(dg.ConfigurableResource):
     def runs_dir(self) -> Path:
         return Path(self.reports_dir) / "runs"
 
+    @property
+    def reranker_fits_dir(self) -> Path:
+        """Cross-fitted reranker models by the digest of their training data: an unchanged index re-evaluates
+        without training (issue 48)."""
+        return Path(self.reports_dir) / "reranker_fits"
+
     def llm_reranker(self) -> LlmReranker:
         """The LLM reranker of the llm_reranked arm; grades are cached next to the reports."""
         if not self.llm_reranker_model:

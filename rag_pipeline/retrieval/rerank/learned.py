@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -264,8 +265,14 @@ def train_reranker(
     trained_on: str = "",
     bag: int = BAG,
     encoder: Bm25Encoder | None = None,
+    cache_dir: Path | None = None,
 ) -> MultiSignalReranker:
     """Fit LambdaRank on the examples that have at least one relevant candidate.
+
+    With ``cache_dir``, a model trained before on the same training matrix (features, labels, query groups) with
+    the same parameters, bag, features version and terms is loaded instead of trained: an unchanged index
+    re-evaluates without a single fit (issue 48). The key is the content, never the eval set's name, so a changed
+    index or label retrains.
 
     Unless ``params`` sets ``reg_lambda``, its value is chosen from :data:`REG_LAMBDA_GRID` by an inner
     cross-validation on these examples (with at least :data:`MIN_TUNING_QUERIES` of them); then ``bag`` boosters
@@ -280,6 +287,15 @@ def train_reranker(
     featurize(examples, encoder)
     usable = [e for e in examples if any(label > 0 for label in e.labels)]
     params = {**LAMBDARANK_PARAMS, **(params or {})}
+    # Looked up before the inner cross-validation too: its fits are most of a fold's cost.
+    cached = None
+    if cache_dir is not None and usable:
+        cached = _cache_entry(cache_dir, params, bag, encoder, *_matrix(usable))
+        if (cached / META_FILE).exists():
+            try:
+                return MultiSignalReranker.load(cached)
+            except (OSError, ValueError):  # a damaged entry: train again and replace it
+                pass
     tuning: dict[str, float] = {}
     if "reg_lambda" not in params and len(usable) >= MIN_TUNING_QUERIES:
         params["reg_lambda"], tuning = choose_reg_lambda(usable, params)
@@ -319,7 +335,40 @@ def train_reranker(
     gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
     importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
     metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
-    return MultiSignalReranker(boosters=boosters, metadata=metadata, encoder=encoder)
+    reranker = MultiSignalReranker(boosters=boosters, metadata=metadata, encoder=encoder)
+    if cached is not None:
+        _store(reranker, cached)
+    return reranker
+
+
+def _cache_entry(
+    cache_dir: Path,
+    params: dict[str, Any],
+    bag: int,
+    encoder: Bm25Encoder,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: list[int],
+) -> Path:
+    """The cache folder of a fit: named by the digest of everything the fitted boosters depend on."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([FEATURES_VERSION, params, bag, encoder.terms_id], sort_keys=True, default=str).encode())
+    for array in (np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.int64)):
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+    digest.update(json.dumps(list(groups)).encode())
+    return Path(cache_dir) / digest.hexdigest()[:24]
+
+
+def _store(reranker: MultiSignalReranker, entry: Path) -> None:
+    """Saved into a temporary folder, then renamed: a concurrent reader sees a whole entry or none."""
+    temp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
+    shutil.rmtree(temp, ignore_errors=True)
+    reranker.save(temp)
+    try:
+        temp.rename(entry)
+    except OSError:  # another process stored the same fit first
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def query_key(text: str) -> str:
@@ -348,6 +397,7 @@ def cross_fit(
     params: dict[str, Any] | None = None,
     encoder: Bm25Encoder | None = None,
     progress: Callable[[int, int], None] | None = None,
+    cache_dir: Path | None = None,
 ) -> CrossFit:
     """Assign query texts to folds and train one model per fold on the other folds' examples (``progress(done,
     total)`` after each fold: a fold's inner cross-validation and bag take seconds to minutes)."""
@@ -358,7 +408,9 @@ def cross_fit(
         progress(0, total)
     for fold in range(total):
         train = [e for e in examples if fold_of[query_key(e.query)] != fold]
-        models[fold] = train_reranker(train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}", encoder=encoder)
+        models[fold] = train_reranker(
+            train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}", encoder=encoder, cache_dir=cache_dir
+        )
         if progress:
             progress(fold + 1, total)
     return CrossFit(models, fold_of)
