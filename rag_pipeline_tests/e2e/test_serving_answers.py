@@ -187,7 +187,7 @@ def test_a_service_without_an_answer_model_says_how_to_turn_answers_on(serving_i
         rewrite = httpx.post(f"{plain.url}/v1/search", headers={**AUTH, "X-User-Id": "U1"}, timeout=30,
                              json={"query": "postgres", "rewrite": True})  # fmt: skip
     assert response.status_code == 503 and response.json()["field"] == "model"
-    assert "RAG_ANSWER_MODEL" in response.json()["error"]
+    assert "RAG_ANSWER_MODEL" in response.json()["error"]["message"]  # OpenAI's error shape on its routes
     assert rewrite.status_code == 503 and rewrite.json()["field"] == "rewrite"
 
 
