@@ -124,3 +124,30 @@ def test_cli_readers_are_lent_the_index_beside_the_service_within_a_bound(data_d
         assert S.SECRET_THREAD in done.stdout
         assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
     assert elapsed < 60, elapsed
+
+
+@pytest.mark.slow  # two more CLI processes loading the dense model
+def test_ask_and_bench_are_lent_the_index_beside_the_service_within_a_bound(data_dir: Path, tmp_path: Path) -> None:
+    from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
+
+    eval_set = tmp_path / "beside.jsonl"
+    eval_set.write_text(
+        json.dumps({"id": "q1", "query": QUERY, "relevant": {S.SECRET_THREAD: 1}, "principal": {"user_id": "U1"}})
+        + "\n"
+    )
+    with OpenAIFake() as fake, S.running_service(data_dir, tmp_path / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        env = S.service_env(data_dir, RAG_SERVE_TOKEN=TOKEN, RAG_ANSWER_MODEL="gpt-4o-mini", OPENAI_API_KEY=API_KEY,
+                            OPENAI_BASE_URL=fake.base_url)  # fmt: skip
+        for command in (
+            ["ask", "what is the salary budget?", "--user", "U1", "--json"],
+            ["bench", "--eval-set", str(eval_set), "--arms", "bm25", "hybrid", "--json"],
+        ):
+            started = time.perf_counter()
+            done = subprocess.run(S.rag_pipeline_command(*command), env=env, capture_output=True, text=True,
+                                  timeout=300)  # fmt: skip
+            elapsed = time.perf_counter() - started
+            assert done.returncode == 0, done.stderr
+            assert elapsed < 90, (command[0], elapsed)
+            payload = json.loads(done.stdout)
+            assert payload.get("sources") is not None or payload["arms"]["bm25"]["ndcg@10"] == 1.0
+        assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
