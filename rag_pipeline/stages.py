@@ -7,7 +7,7 @@ backfill embeds and writes in large batches instead of once per partition.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,9 +102,21 @@ def embed_titles(
     return _dense_frame(ids, titled["document_id"], encoder.model_id, vectors), stats
 
 
-def sparse_children(children: pd.DataFrame, encoder: Bm25Encoder) -> pd.DataFrame:
-    """BM25 term-weight vectors of child chunks."""
-    vectors = encoder.encode_documents(list(children["text"]))
+def sparse_children(
+    children: pd.DataFrame, encoder: Bm25Encoder, parent_texts: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """BM25 term-weight vectors of child chunks; with ``parent_texts`` (parent chunk id -> text) each child carries
+    its parent's vector (whole-thread scoring), computed once per parent."""
+    if parent_texts is None:
+        vectors = encoder.encode_documents(list(children["text"]))
+    else:
+        parent_ids = list(dict.fromkeys(children["parent_id"]))
+        texts = [parent_texts.get(p) for p in parent_ids]
+        missing = [p for p, t in zip(parent_ids, texts, strict=True) if t is None]
+        if missing:
+            raise ValueError(f"{len(missing)} child chunks' parents are not among the parent chunks: {missing[0]}")
+        by_parent = dict(zip(parent_ids, encoder.encode_documents([str(t) for t in texts]), strict=True))
+        vectors = [by_parent[p] for p in children["parent_id"]]
     return pd.DataFrame(
         {
             "chunk_id": children["chunk_id"].to_numpy(),

@@ -46,7 +46,13 @@ from rag_pipeline.stages import (
 )
 from rag_pipeline.vectors.dense.base import encoder_backend, usage_since, usage_snapshot
 from rag_pipeline.vectors.progress import ThroughputReporter
-from rag_pipeline.vectors.sparse import cjk_tokenizer_advice, contains_cjk
+from rag_pipeline.vectors.sparse import (
+    THREAD_AVG_LEN,
+    Bm25Encoder,
+    cjk_tokenizer_advice,
+    contains_cjk,
+    scores_whole_threads,
+)
 
 IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
@@ -305,7 +311,7 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
 
     @dg.asset(
         name=keys.sparse,
-        ins={"children": dg.AssetIn(keys.children)},
+        ins={"children": dg.AssetIn(keys.children), "parents": dg.AssetIn(keys.parents)},
         io_manager_key=IO_MANAGER_KEY,
         kinds={"bm25", "parquet"},
         op_tags=step_tags(EMBED_QUEUE),
@@ -314,13 +320,24 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
         **common,
     )
     def sparse_vectors(
-        context: dg.AssetExecutionContext, bm25: Bm25Resource, children: dict[str, pd.DataFrame]
+        context: dg.AssetExecutionContext,
+        bm25: Bm25Resource,
+        children: dict[str, pd.DataFrame],
+        parents: dict[str, pd.DataFrame],
     ) -> dg.Output:
         started = time.perf_counter()
         coverage = run_coverage(context, keys.raw)
         frame = covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage)
         encoder = bm25.encoder()
-        sparse = sparse_children(frame, encoder)
+        whole_threads = scores_whole_threads(encoder.params.tokenizer, source)
+        if whole_threads:
+            # CJK chat: each child carries its thread's vector (vectors/sparse.py, THREAD_LEVEL_*).
+            encoder = Bm25Encoder(encoder.params.model_copy(update={"avg_len": THREAD_AVG_LEN}))
+            parent_frame = covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage)
+            texts = dict(zip(parent_frame["chunk_id"], parent_frame["text"], strict=True))
+            sparse = sparse_children(frame, encoder, texts)
+        else:
+            sparse = sparse_children(frame, encoder)
         cjk = int(frame["text"].map(contains_cjk).sum()) if len(frame) else 0
         advice = cjk_tokenizer_advice(encoder.params.tokenizer, cjk, len(frame), source)
         if advice:
@@ -336,6 +353,8 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
                 "dagster/row_count": len(sparse),
                 "cjk_child_chunks": cjk,
                 "tokenizer": encoder.params.tokenizer,
+                # What each vector scores: the child chunk, or (CJK chat) its whole thread.
+                "scored_text": "thread" if whole_threads else "child chunk",
                 **length_stats(terms, "terms"),
                 "elapsed_seconds": round(time.perf_counter() - started, 3),
             },
