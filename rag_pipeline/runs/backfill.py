@@ -61,6 +61,8 @@ class SourceSummary:
     documents_outside_partitions: int = 0
     # Child chunks with Japanese, Chinese or Korean text: what decides whether the word tokenizer will do.
     cjk_child_chunks: int = 0
+    # What the BM25 vectors score: "child chunk", or "thread" (Slack threads of a CJK index, issue 53).
+    bm25_scored_text: str = ""
     stage_seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
@@ -294,6 +296,7 @@ def _collect(summary: SourceSummary, spec: SourceSpec, result: dg.ExecuteInProce
     summary.embeddings_computed += int(dense.get("embeddings_computed", 0))
     summary.embeddings_cached += int(dense.get("embeddings_cached", 0))
     summary.cjk_child_chunks += int(sparse.get("cjk_child_chunks", 0))
+    summary.bm25_scored_text = str(sparse.get("scored_text", summary.bm25_scored_text))
     for stage, values in (
         ("read", raw),
         ("parent_chunks", parents),

@@ -144,6 +144,8 @@ def test_one_collection_of_four_languages_finds_each_by_its_own_words(
     assert json.loads(captured.out)["per_source"]["slack"]["cjk_child_chunks"] == 3
     assert json.loads(captured.out)["documents"] == 4
     assert "warning" not in captured.err
+    # A CJK index scores Slack threads whole (issue 53).
+    assert json.loads(captured.out)["per_source"]["slack"]["bm25_scored_text"] == "thread"
     # Nobody chose a language: three of the four threads are CJK, so the folder's first index chose the
     # multilingual dense model (the tokenizer was set explicitly and stays), and recorded it.
     language = json.loads(captured.out)["language"]

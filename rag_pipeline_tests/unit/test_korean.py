@@ -210,3 +210,32 @@ def test_the_planner_expands_an_english_question_into_korean_and_finds_the_korea
     assert "other language (Korean, Japanese or English)" in str(fake.calls("/chat/completions")[0].body)
     done = search_planned(retriever, question, "bm25", reader, 5, outcome)
     assert done.response.results and done.response.results[0].document_id == korean_thread
+
+
+def test_in_a_cjk_index_a_slack_threads_children_carry_the_whole_threads_vector() -> None:
+    from rag_pipeline.sources.document import Acl, Document
+    from rag_pipeline.stages import chunk_documents, documents_frame, sparse_children
+    from rag_pipeline.text.chunking import ChunkingConfig
+    from rag_pipeline.vectors.sparse import THREAD_AVG_LEN, scores_whole_threads
+
+    assert scores_whole_threads("ko-morpheme-bigram", "slack") and scores_whole_threads("cjk-bigram", "slack")
+    assert not scores_whole_threads("word", "slack") and not scores_whole_threads("cjk-bigram", "jira")
+    assert Bm25Params().avg_len < THREAD_AVG_LEN
+    moment = datetime(2024, 3, 1, tzinfo=UTC)
+    thread = Document(
+        id="slack:T:C:1", source="slack", container="C", title="t",
+        text="\n".join(f"사용자: {KO} {i}번째 답변입니다" for i in range(12)), url=None, authors=("a",),
+        created=moment, updated=moment, version=1.0, content_hash="h", acl=Acl(groups=("g",)), metadata={},
+    )  # fmt: skip
+    chunker = Chunker(ChunkingConfig(child_tokens=60, child_overlap=5))
+    parents, children = chunk_documents(documents_frame([thread]), chunker)
+    assert len(children) > 1 and len(parents) == 1
+    texts = dict(zip(parents["chunk_id"], parents["text"], strict=True))
+    whole = sparse_children(children, KOREAN, texts)
+    expected = KOREAN.encode_documents([texts[parents["chunk_id"][0]]])[0]
+    for indices, values in zip(whole["indices"], whole["values"], strict=True):
+        assert list(indices) == expected.indices and list(values) == pytest.approx(expected.values)
+    per_child = sparse_children(children, KOREAN)
+    assert len(whole["indices"][0]) > len(per_child["indices"][0])  # the thread holds every child's terms
+    with pytest.raises(ValueError, match="parents are not among"):
+        sparse_children(children, KOREAN, {})
