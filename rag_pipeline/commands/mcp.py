@@ -81,7 +81,7 @@ def _running_service_tools(
     reader: it holds the embedded index, which this process would otherwise wait for (issue 54). None otherwise."""
     import logging
 
-    from rag_pipeline.serving.remote_tools import FallbackTools, RemoteTools
+    from rag_pipeline.serving.remote_tools import FallbackTools, RefusedBesideService, RemoteTools
     from rag_pipeline.serving.service_record import live_service
 
     running = live_service(settings.data_dir)
@@ -90,10 +90,14 @@ def _running_service_tools(
     log = logging.getLogger("rag_pipeline.mcp")
     if running.auth != "token" or args.groups:
         # An OIDC service wants a signed-in caller, and groups given here are not believed by a service that
-        # resolves them itself: search here, the service lending the index between its queries.
-        log.warning("a search service (pid %d) serves this folder at %s; its /mcp is the faster way", running.pid,
-                    running.url)  # fmt: skip
-        return None
+        # resolves them itself: each call is refused at once, saying what to use (issue 54: it waited minutes).
+        why = "it signs callers in with OIDC" if running.auth != "token" else "it does not take --groups from a caller"
+        message = (
+            f"a search service (pid {running.pid}) serves this folder at {running.url} and this stdio server cannot "
+            f"send its calls there ({why}): connect the agent to {running.url}/mcp instead, or stop the service"
+        )
+        log.warning("%s", message)
+        return RefusedBesideService(lambda: live_service(settings.data_dir) is not None, message, open_local)
     token = settings.serve.token.get_secret_value() if settings.serve.token else None
     log.info("tool calls go to the search service at %s (pid %d)", running.url, running.pid)
     return FallbackTools(RemoteTools(running.url, user, email, token), open_local)

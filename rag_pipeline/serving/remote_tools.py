@@ -110,3 +110,28 @@ class FallbackTools:
             return self._backend().document(document_id, reader)
         except ServiceGone as exc:
             return self._switch(exc).document(document_id, reader)
+
+
+class RefusedBesideService:
+    """Tool calls while a service this process cannot send them to holds the folder: refused at once with what to
+    use instead (waiting for an index the service only lends between its own queries took minutes); once the
+    service is gone, ``open_local()`` serves them."""
+
+    def __init__(self, still_running: Callable[[], bool], message: str, open_local: Callable[[], ToolBackend]) -> None:
+        self._still_running = still_running
+        self.message = message
+        self._open_local = open_local
+        self._local: ToolBackend | None = None
+
+    def _backend(self) -> ToolBackend:
+        if self._local is None:
+            if self._still_running():
+                raise IndexUnavailable(self.message)
+            self._local = self._open_local()
+        return self._local
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        return self._backend().search(request, reader)
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        return self._backend().document(document_id, reader)

@@ -151,3 +151,44 @@ def test_ask_and_bench_are_lent_the_index_beside_the_service_within_a_bound(data
             payload = json.loads(done.stdout)
             assert payload.get("sources") is not None or payload["arms"]["bm25"]["ndcg@10"] == 1.0
         assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
+
+
+def test_beside_a_service_it_cannot_call_the_stdio_server_refuses_at_once_saying_what_to_use(data_dir: Path) -> None:
+    """An OIDC service wants a signed-in caller: the stdio server's calls cannot go there, so each is refused
+    within seconds naming the service's /mcp (it waited minutes for the index before); after the service stops,
+    the stdio server searches the index itself."""
+    from rag_pipeline_tests.kit.emulators.oidc_issuer import AUDIENCE, OidcIssuer
+
+    with (
+        OidcIssuer() as issuer,
+        S.running_service(
+            data_dir,
+            data_dir.parent / "serve.log",
+            RAG_SERVE_AUTH="oidc",
+            RAG_OIDC_ISSUER=issuer.issuer,
+            RAG_OIDC_AUDIENCE=AUDIENCE,
+        ) as service,  # fmt: skip
+    ):
+
+        async def session() -> dict[str, Any]:
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
+                env=S.service_env(data_dir),
+            )
+            async with Client(params, read_timeout_seconds=120) as client:
+                started = time.perf_counter()
+                refused = await client.call_tool("search_documents", {"query": QUERY})
+                seconds = time.perf_counter() - started
+                service.stop()
+                after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+                return {
+                    "refused": refused.content[0].text if refused.is_error and refused.content else "",
+                    "seconds": seconds,
+                    "after": [r["document_id"] for r in (after.structured_content or {}).get("results", [])],
+                }
+
+        result = asyncio.run(session())
+    assert f"{service.url}/mcp" in result["refused"] and "OIDC" in result["refused"], result
+    assert result["seconds"] < 5
+    assert S.SECRET_THREAD in result["after"]
