@@ -220,6 +220,8 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_MAX_IN_FLIGHT: requests (/v1 and /mcp) served at once; one more is answered 429 with Retry-After
     # instead of queueing behind the others (64 clients on 2 busy cores waited 6 s at p95 with no bound).
     max_in_flight: int = 64
+    # RAG_SERVE_RATE_PER_MINUTE: requests per caller identity in any minute (0: no per-person limit).
+    rate_per_minute: int = 0
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
     # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
@@ -522,6 +524,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             trusted_proxy=env.flag("RAG_SERVE_TRUSTED_PROXY", False),
             allowed_hosts=env.names("RAG_SERVE_ALLOWED_HOSTS"),
             max_in_flight=env.int("RAG_SERVE_MAX_IN_FLIGHT", 64, minimum=1) or 64,
+            rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
             oidc_issuer=env.get("RAG_OIDC_ISSUER"),
             oidc_audience=env.get("RAG_OIDC_AUDIENCE"),

@@ -49,6 +49,7 @@ from rag_pipeline.serving.identity import (
 from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
 from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
+from rag_pipeline.serving.rate_limit import PersonRateLimit
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
@@ -309,6 +310,7 @@ def create_app(
         else None
     )
     in_flight = 0  # admitted /v1 and /mcp requests not yet answered (one event loop: no lock needed)
+    rate_limit = PersonRateLimit(settings.rate_per_minute) if settings.rate_per_minute else None
 
     def has_token(request: Request) -> bool:
         if token is None:
@@ -472,6 +474,15 @@ def create_app(
             response = _error(429, f"the service is answering {in_flight} requests; try again shortly", None, path)
             response.headers["Retry-After"] = ADMISSION_RETRY_AFTER_SECONDS
             return response
+        if admitted and rate_limit is not None:
+            current = Headers(scope=request.scope)
+            who = (current.get(EMAIL_HEADER) or current.get(USER_ID_HEADER) or "anonymous").strip().lower()
+            wait = rate_limit.allow(who)
+            if wait:
+                response = _error(429, f"over {rate_limit.per_minute} requests a minute for this caller "
+                                  "(RAG_SERVE_RATE_PER_MINUTE)", None, path)  # fmt: skip
+                response.headers["Retry-After"] = str(wait)
+                return response
         in_flight += admitted
         try:
             return await call_next(request)

@@ -217,3 +217,15 @@ def test_a_personal_token_reads_as_its_person_within_its_scopes_until_revoked(se
     revoked = httpx.post(f"{service.url}/v1/search", json={"query": "postgres"}, headers=bearer, timeout=60)
     assert revoked.status_code == 401 and "revoked" in revoked.json()["error"]
     assert token not in service.log()
+
+
+def test_a_per_person_rate_limit_answers_429_to_that_person_only(serving_index: Path, tmp_path: Path) -> None:
+    data = S.copy_index(serving_index, tmp_path / "data")
+    with S.running_service(data, tmp_path / "serve.log", RAG_SERVE_TOKEN=TOKEN, RAG_SERVE_RATE_PER_MINUTE="3") as svc:
+        statuses = [_post(svc, "/v1/search", b'{"query": "postgres"}').status_code for _ in range(4)]
+        limited = _post(svc, "/v1/search", b'{"query": "postgres"}')
+        other = _post(svc, "/v1/search", b'{"query": "postgres"}', {"X-User-Id": "U2"})
+        health = httpx.get(f"{svc.url}/health", timeout=10).status_code
+    assert statuses == [200, 200, 200, 429] and limited.status_code == 429
+    assert 1 <= int(limited.headers["retry-after"]) <= 60 and "RAG_SERVE_RATE_PER_MINUTE" in limited.json()["error"]
+    assert other.status_code == 200 and health == 200
