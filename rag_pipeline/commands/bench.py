@@ -29,7 +29,7 @@ from rag_pipeline.index.store import CollectionNames, describe_fusion
 from rag_pipeline.machine import describe_machine, machine
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.base import Reranker
-from rag_pipeline.retrieval.rerank.learned import MultiSignalReranker, train_reranker
+from rag_pipeline.retrieval.rerank.learned import FITS_FOLDER, MultiSignalReranker, train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.rewrite import QueryRewriter
@@ -89,7 +89,7 @@ def _evaluate(
         reranker,
         folds=args.folds,
         progress=progress,
-        model_cache=settings.paths.reports / "reranker_fits",
+        model_cache=settings.paths.reports / FITS_FOLDER,
     )
     if REWRITTEN_ARM in args.arms:
         if not settings.rewrite_model:

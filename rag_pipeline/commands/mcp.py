@@ -97,7 +97,8 @@ def _running_service_tools(
             f"send its calls there ({why}): connect the agent to {running.url}/mcp instead, or stop the service"
         )
         log.warning("%s", message)
-        return RefusedBesideService(lambda: live_service(settings.data_dir) is not None, message, open_local)
+        refused = RefusedBesideService(lambda: live_service(settings.data_dir) is not None, message)
+        return FallbackTools(refused, open_local)
     token = settings.serve.token.get_secret_value() if settings.serve.token else None
     log.info("tool calls go to the search service at %s (pid %d)", running.url, running.pid)
     return FallbackTools(RemoteTools(running.url, user, email, token), open_local)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from rag_pipeline.index.store import Fusion
+from rag_pipeline.text.language import CJK_LANGUAGES
 
 # The lists a hybrid search may fuse after dense (the whole query against the child chunks) and BM25.
 TITLE_LINE_ON_CHUNKS = "title_line:chunks"  # the query's title line embedded, against the child chunks
@@ -104,4 +105,4 @@ CJK_LEARNED_FUSION: dict[str, SourceFusion] = {
 
 def learned_fusion(language: str) -> dict[str, SourceFusion]:
     """The learned per-source fusions for an index built for ``language`` (english, cjk or korean)."""
-    return dict(CJK_LEARNED_FUSION if language in ("cjk", "korean") else LEARNED_FUSION)
+    return dict(CJK_LEARNED_FUSION if language in CJK_LANGUAGES else LEARNED_FUSION)

@@ -260,10 +260,15 @@ def _validation_error(exc: RequestValidationError, path: str = "") -> JSONRespon
     return _error(422, f"{first['field']}: {first['message']}", first["field"], path, errors=errors)
 
 
+def _is_mcp(path: str) -> bool:
+    """Whether ``path`` is the MCP endpoint (``/mcp`` or below it)."""
+    return path == MCP_PATH or path.startswith(MCP_PATH + "/")
+
+
 def _route_of(request: Request) -> str:
     """The route template a request is for (ids in paths would make one series per document), also for a
     request refused before routing (a missing token)."""
-    if request.url.path == MCP_PATH or request.url.path.startswith(MCP_PATH + "/"):
+    if _is_mcp(request.url.path):
         return MCP_PATH
     route = request.scope.get("route")
     if route is not None:
@@ -395,7 +400,7 @@ def create_app(
             info = await anyio.to_thread.run_sync(tokens.verify, value)
         except TokenRefused as exc:
             return _error(401, str(exc), "Authorization", path)
-        needed = ROUTE_SCOPES.get(path) or ("search" if path.startswith(("/v1/documents/", MCP_PATH)) else None)
+        needed = ROUTE_SCOPES.get(path) or ("search" if path.startswith("/v1/documents/") or _is_mcp(path) else None)
         if needed is not None and needed not in info.scopes:
             return _error(403, f"token {info.id} has no {needed!r} scope (it has: {', '.join(info.scopes)})",
                           "Authorization", path)  # fmt: skip
@@ -403,19 +408,18 @@ def create_app(
         as_identity(request, info.person)
         return None
 
-    async def verified_identity(request: Request, verifier: OidcVerifier) -> JSONResponse | None:
-        """Under OIDC: the bearer JWT verified and its identity claim put in the request as the only identity
+    async def verified_identity(request: Request, verifier: OidcVerifier, bearer: str) -> JSONResponse | None:
+        """Under OIDC: the ``bearer`` JWT verified and its identity claim put in the request as the only identity
         header (a header the client sent is refused, so any identity header downstream is the token's); the
         refusal otherwise."""
         path = request.url.path
         if (refusal := refused_identity_header(request, "the OIDC token")) is not None:
             return refusal
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
+        if not bearer:
             return _error(401, "an Authorization: Bearer token from the identity provider is required", "Authorization",
                           path)  # fmt: skip
         try:
-            identity = await anyio.to_thread.run_sync(verifier.identity, value.strip())
+            identity = await anyio.to_thread.run_sync(verifier.identity, bearer)
         except TokenRejected as exc:
             return _error(401, str(exc), "Authorization", path)
         except IssuerUnreachable as exc:
@@ -435,13 +439,14 @@ def create_app(
             if len(request.headers.getlist(name)) > 1:
                 # Which copy would a proxy have set? Neither is believed.
                 return _error(400, f"{name} is given more than once", name, path)
-        bearer = request.headers.get("authorization", "").partition(" ")[2].strip()
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        bearer = value.strip() if scheme.lower() == "bearer" else ""
         if path not in UNAUTHENTICATED_PATHS and looks_like_token(bearer):
             refusal = await personal_token(request, bearer)
             if refusal is not None:
                 return refusal
         elif path not in UNAUTHENTICATED_PATHS and verifier is not None:
-            refusal = await verified_identity(request, verifier)
+            refusal = await verified_identity(request, verifier, bearer)
             if refusal is not None:
                 return refusal
         elif path not in UNAUTHENTICATED_PATHS and not has_token(request):
@@ -451,7 +456,7 @@ def create_app(
         length = request.headers.get("content-length", "")
         if path.startswith("/v1/") and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return _error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body", path)
-        if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+        if _is_mcp(path):
             # The MCP tools read the same headers; refuse a call without a usable identity before the protocol.
             # The scope's headers, not request.headers (cached before an OIDC identity was put in).
             current = Headers(scope=request.scope)
@@ -469,7 +474,7 @@ def create_app(
                 request.scope["raw_path"] = (MCP_PATH + "/").encode()
         nonlocal in_flight
         # /health and /metrics always answer: a load balancer must see a busy service as alive.
-        admitted = path.startswith("/v1/") or path == MCP_PATH or path.startswith(MCP_PATH + "/")
+        admitted = path.startswith("/v1/") or _is_mcp(path)
         if admitted and in_flight >= settings.max_in_flight:
             response = _error(429, f"the service is answering {in_flight} requests; try again shortly", None, path)
             response.headers["Retry-After"] = ADMISSION_RETRY_AFTER_SECONDS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import httpx
@@ -80,9 +80,9 @@ class RemoteTools:
 
 
 class FallbackTools:
-    """``primary`` (the running service) until it cannot be reached, then ``open_local()`` for good."""
+    """``primary`` (the running service) until it is gone (:class:`ServiceGone`), then ``open_local()`` for good."""
 
-    def __init__(self, primary: RemoteTools, open_local: Callable[[], ToolBackend]) -> None:
+    def __init__(self, primary: ToolBackend, open_local: Callable[[], ToolBackend]) -> None:
         self.primary: ToolBackend | None = primary
         self._open_local = open_local
         self._local: ToolBackend | None = None
@@ -113,25 +113,22 @@ class FallbackTools:
 
 
 class RefusedBesideService:
-    """Tool calls while a service this process cannot send them to holds the folder: refused at once with what to
-    use instead (waiting for an index the service only lends between its own queries took minutes); once the
-    service is gone, ``open_local()`` serves them."""
+    """The primary of :class:`FallbackTools` where a service this process cannot send its calls to holds the
+    folder: each call is refused at once with what to use instead (waiting for an index the service only lends
+    between its own queries took minutes); once the service is gone, :class:`ServiceGone` hands over to the
+    index."""
 
-    def __init__(self, still_running: Callable[[], bool], message: str, open_local: Callable[[], ToolBackend]) -> None:
+    def __init__(self, still_running: Callable[[], bool], message: str) -> None:
         self._still_running = still_running
         self.message = message
-        self._open_local = open_local
-        self._local: ToolBackend | None = None
 
-    def _backend(self) -> ToolBackend:
-        if self._local is None:
-            if self._still_running():
-                raise IndexUnavailable(self.message)
-            self._local = self._open_local()
-        return self._local
+    def _refuse(self) -> NoReturn:
+        if self._still_running():
+            raise IndexUnavailable(self.message)
+        raise ServiceGone("the search service that held this folder has stopped")
 
     def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
-        return self._backend().search(request, reader)
+        self._refuse()
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
-        return self._backend().document(document_id, reader)
+        self._refuse()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from rag_pipeline.env_values import SettingsError
+from rag_pipeline.text.korean import HANGUL
 
 Language = Literal["english", "cjk", "korean"]
 LanguageSetting = Literal["auto", "english", "cjk", "korean"]
@@ -57,7 +58,6 @@ CJK_LETTER_SHARE = 0.2
 # 96-100 %). Low on purpose: with a few percent of CJK documents, the word tokenizer already loses them.
 CJK_DOCUMENT_SHARE = 0.05
 SAMPLE_SIZE = 2000
-_HANGUL_CHAR = re.compile("[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
 # A CJK folder is Korean when at least this share of its CJK documents are mostly Hangul: Korean text holds a few
 # Han characters at most, Japanese and Chinese none (and a Korean-Japanese mix is best served by bigrams).
 KOREAN_SHARE = 0.5
@@ -94,7 +94,7 @@ class LanguageChoice:
 def is_korean_text(text: str) -> bool:
     """At least half of the text's CJK characters are Hangul."""
     cjk = len(_CJK_CHAR.findall(text))
-    return cjk > 0 and len(_HANGUL_CHAR.findall(text)) * 2 >= cjk
+    return cjk > 0 and len(HANGUL.findall(text)) * 2 >= cjk
 
 
 def choose_language(texts: Sequence[str], sample: int = SAMPLE_SIZE) -> LanguageChoice:

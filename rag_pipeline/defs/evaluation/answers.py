@@ -25,7 +25,6 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.settings import Settings
-from rag_pipeline.text.language import language_of_models
 from rag_pipeline.vectors.dense.load import load_or_defer
 
 
@@ -122,8 +121,7 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         samples: list[JudgeSample] = []
         with qdrant.open() as store:
             models = SearchModels(dense_embedder.model_name(), bm25.encoder(), dense=dense)
-            language = language_of_models(models.dense_model, bm25.tokenizer_name())
-            retriever = build_retriever(store, models, evaluation.retriever_config(language))
+            retriever = build_retriever(store, models, evaluation.retriever_config(models))
             for number, query in enumerate(queries, start=1):
                 reader = query.principal or Principal.all_documents_for_evaluation()
 

@@ -34,7 +34,6 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline.text.language import language_of_models
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
 
@@ -56,8 +55,7 @@ def _retriever(
     evaluation: EvaluationResource,
 ) -> Retriever:
     models = SearchModels(dense_embedder.model_name(), bm25.encoder(), dense=dense, cache=dense_embedder.cache())
-    language = language_of_models(models.dense_model, bm25.tokenizer_name())
-    return build_retriever(store, models, evaluation.retriever_config(language))
+    return build_retriever(store, models, evaluation.retriever_config(models))
 
 
 REPORT_CHECKS = [

@@ -9,10 +9,13 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.directory.lookup import person_resolver
+from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.rerank.learned import FITS_FOLDER
 from rag_pipeline.retrieval.rerank.llm import LlmReranker
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.retrieval.rewrite import QueryRewriter
+from rag_pipeline.text.language import language_of_models
 
 # nDCG@10 every arm must reach per eval set; set below the bundled figures measured with the
 # default model (Slack ≥ 0.55, Jira ≥ 0.44, ACL ≥ 0.54 for the weakest arm, BM25) so that a broken
@@ -89,8 +92,9 @@ class EvaluationResource(dg.ConfigurableResource):
             raise FileNotFoundError(f"no eval sets (*.jsonl) in {folder}")
         return paths
 
-    def retriever_config(self, language: str = "english") -> RetrieverConfig:
-        """The searches' settings over an index built for ``language`` (its learned fusions differ)."""
+    def retriever_config(self, models: SearchModels) -> RetrieverConfig:
+        """The searches' settings over an index written with ``models``: its language picks the learned fusions."""
+        language = language_of_models(models.dense_model, models.bm25.params.tokenizer)
         return RetrieverConfig.chosen(
             self.sparse_query, self.learned_fusion, language, rerank_depth=self.rerank_depth, rrf_k=self.rrf_k
         )
@@ -103,7 +107,7 @@ class EvaluationResource(dg.ConfigurableResource):
     def reranker_fits_dir(self) -> Path:
         """Cross-fitted reranker models by the digest of their training data: an unchanged index re-evaluates
         without training (issue 48)."""
-        return Path(self.reports_dir) / "reranker_fits"
+        return Path(self.reports_dir) / FITS_FOLDER
 
     def llm_reranker(self) -> LlmReranker:
         """The LLM reranker of the llm_reranked arm; grades are cached next to the reports."""

@@ -66,6 +66,8 @@ MIN_TUNING_QUERIES = 50
 # by ±0.005 with the seed alone (SciFact 0.753–0.764), which hid real differences between feature sets.
 BAG = 5
 MODEL_FILE = "model-{}.txt"
+# Where an evaluation keeps its cached fits, under its reports folder (train_reranker's cache_dir).
+FITS_FOLDER = "reranker_fits"
 META_FILE = "reranker.json"
 
 
