@@ -10,6 +10,12 @@ from rag_pipeline.commands.search import store_location
 from rag_pipeline.commands.serve import configure_service_logging
 from rag_pipeline.settings import Settings
 
+# How long a tool call waits for an index a writer holds (an `index` run, a Dagster step) before it is refused
+# naming the holder: agents give a tool call tens of seconds at most, and a write can hold the folder for
+# minutes, so saying so at once beats an answer that comes after the agent gave up (issue 54). A step's short
+# turn (a Dagster sync writes in seconds) still fits.
+TOOL_CALL_WAIT_SECONDS = 5.0
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     mcp = sub.add_parser(
@@ -57,7 +63,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     services: list[SearchService] = []
 
     def open_local() -> LocalTools:
-        service = SearchService.from_settings(settings, store_location(settings))
+        wait = min(float(settings.store_wait_seconds), TOOL_CALL_WAIT_SECONDS)
+        service = SearchService.from_settings(settings, store_location(settings), wait_seconds=wait)
         service.start()
         services.append(service)
         return LocalTools(service)

@@ -115,8 +115,11 @@ class SearchService:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, location: StoreLocation, **kwargs: Any) -> SearchService:
-        """The service with the configured models, loaded now (seconds), and the CLI's search defaults."""
+    def from_settings(
+        cls, settings: Settings, location: StoreLocation, wait_seconds: float | None = None, **kwargs: Any
+    ) -> SearchService:
+        """The service with the configured models, loaded now (seconds), and the CLI's search defaults; a query
+        waits for a writer up to ``wait_seconds`` (default: the settings' store wait)."""
         encoder = settings.load_dense_encoder()
         encoder.encode_queries(["warm-up"])  # compile/allocate before the first caller pays for it
         models = SearchModels(
@@ -129,7 +132,8 @@ class SearchService:
             query_cache=QueryEmbeddingCache(encoder),
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
-        return cls(location, models, config, wait_seconds=float(settings.store_wait_seconds), **kwargs)
+        wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
+        return cls(location, models, config, wait_seconds=wait, **kwargs)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:

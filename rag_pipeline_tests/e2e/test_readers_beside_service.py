@@ -192,3 +192,120 @@ def test_beside_a_service_it_cannot_call_the_stdio_server_refuses_at_once_saying
     assert f"{service.url}/mcp" in result["refused"] and "OIDC" in result["refused"], result
     assert result["seconds"] < 5
     assert S.SECRET_THREAD in result["after"]
+
+
+def _mcp_session(data_dir: Path, calls: Any, **env: str) -> dict[str, Any]:
+    """Runs ``calls(client)`` in a stdio MCP session of ``rag-pipeline mcp --user U1`` on ``data_dir``."""
+
+    async def session() -> dict[str, Any]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
+            env=S.service_env(data_dir, **env),
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            result: dict[str, Any] = await calls(client)
+            return result
+
+    return asyncio.run(session())
+
+
+def _ids(found: Any) -> list[str]:
+    return [r["document_id"] for r in (found.structured_content or {}).get("results", [])]
+
+
+def test_a_stdio_server_started_while_a_writer_holds_the_folder_says_so_within_seconds(data_dir: Path) -> None:
+    """A writer (an `index` run, a Dagster step) does not lend the folder: a tool call is refused within seconds
+    naming the holder, not after the CLI's two-minute wait (longer than any agent's tool timeout), and answers as
+    soon as the writer is done."""
+    from rag_pipeline.index.store_lock import FolderLock
+
+    (lock_file,) = data_dir.rglob("store.lock")
+    writer = FolderLock(lock_file.parent, "rag-pipeline index (a test writer)")
+    assert writer.try_acquire()
+
+    async def calls(client: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        refused = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+        seconds = time.perf_counter() - started
+        writer.release()
+        after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+        return {
+            "refused": refused.content[0].text if refused.is_error and refused.content else "",
+            "seconds": seconds,
+            "after": _ids(after),
+        }
+
+    try:
+        result = _mcp_session(data_dir, calls)
+    finally:
+        writer.release()
+    assert "rag-pipeline index (a test writer)" in result["refused"], result
+    assert result["seconds"] < 10, result["seconds"]  # 5 s of waiting for a short write, then the refusal
+    assert S.SECRET_THREAD in result["after"]
+
+
+def test_a_service_killed_during_a_delegated_call_leaves_the_call_answered_from_the_index(data_dir: Path) -> None:
+    """The service is stopped (SIGSTOP) with the stdio server's call in flight, then killed (SIGKILL): the call
+    does not hang or fail, it is answered from the index the kill released, with the same documents."""
+    import signal
+
+    with S.running_service(data_dir, data_dir.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        expected = _service_ids(service, "U1")
+
+        async def calls(client: Any) -> dict[str, Any]:
+            warm = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+            service.process.send_signal(signal.SIGSTOP)
+            in_flight = asyncio.ensure_future(client.call_tool("search_documents", {"query": QUERY, "top_k": 10}))
+            await asyncio.sleep(1.0)
+            assert not in_flight.done()  # the frozen service holds the call
+            service.process.send_signal(signal.SIGKILL)
+            started = time.perf_counter()
+            found = await in_flight
+            return {
+                "warm": _ids(warm),
+                "found": _ids(found),
+                "error": found.content[0].text if found.is_error and found.content else "",
+                "seconds": time.perf_counter() - started,
+            }
+
+        result = _mcp_session(data_dir, calls, RAG_SERVE_TOKEN=TOKEN)
+    assert result["warm"] == expected
+    assert not result["error"] and set(result["found"]) == set(expected), result
+    assert result["seconds"] < 30, result["seconds"]  # the index opened in this process (no model load: warm)
+
+
+@pytest.mark.slow  # a Dagster CLI process loading the definitions and the dense model
+def test_the_dagster_evaluation_runs_beside_the_service(data_dir: Path, tmp_path: Path) -> None:
+    """`dagster asset materialize` of an evaluation arm, a real Dagster run in its own process, is lent the index
+    by the running service and hands it back: the run succeeds within a bound and the service answers after."""
+    from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
+    from rag_pipeline.retrieval.principal import Principal
+
+    eval_dir = tmp_path / "eval_sets"
+    queries = [EvalQuery(id="q1", query=QUERY, relevant={S.SECRET_THREAD: 1}, principal=Principal(user_id="U1"))]
+    meta = EvalSetMeta(name="beside", description="one query", source="test", license="CC0-1.0",
+                       attribution="test", queries=1)  # fmt: skip
+    write_eval_set(eval_dir, meta, queries)
+    dagster_home = tmp_path / "dagster_home"
+    dagster_home.mkdir()
+    with S.running_service(data_dir, tmp_path / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
+        env = S.service_env(data_dir, RAG_EVAL_DIR=str(eval_dir), DAGSTER_HOME=str(dagster_home))
+        started = time.perf_counter()
+        dagster = str(Path(sys.executable).with_name("dagster"))
+        materialize = ["asset", "materialize", "-m", "rag_pipeline.definitions", "--select", "retrieval_eval"]
+        done = subprocess.run(
+            [dagster, *materialize, "--partition", "hybrid"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        elapsed = time.perf_counter() - started
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "RUN_SUCCESS" in done.stderr, done.stderr[-3000:]
+        assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
+        metrics = httpx.get(f"{service.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).text
+    assert elapsed < 240, elapsed
+    handed = [line for line in metrics.splitlines() if line.startswith("rag_index_hand_overs")]
+    assert handed and float(handed[0].split()[-1]) >= 1, metrics[-2000:]
