@@ -101,14 +101,17 @@ def test_a_record_left_by_a_killed_service_is_ignored(data_dir: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "expected"),
     [
-        ["search", "--user", "U1", QUERY, "--json"],
-        ["explain", "--user", "U1", S.SECRET_THREAD],
+        (["search", "--user", "U1", QUERY, "--json"], S.SECRET_THREAD),
+        (["explain", "--user", "U1", S.SECRET_THREAD], S.SECRET_THREAD),
+        (["whois", "U1"], S.EMAILS["U1"]),  # the directory alone: no index to wait for
     ],
-    ids=["search", "explain"],
+    ids=["search", "explain", "whois"],
 )
-def test_cli_readers_are_lent_the_index_beside_the_service_within_a_bound(data_dir: Path, command: list[str]) -> None:
+def test_cli_readers_are_lent_the_index_beside_the_service_within_a_bound(
+    data_dir: Path, command: list[str], expected: str
+) -> None:
     """The CLI readers open the index themselves: the service hands it over while they work and takes it back."""
     with S.running_service(data_dir, data_dir.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
         started = time.perf_counter()
@@ -121,7 +124,7 @@ def test_cli_readers_are_lent_the_index_beside_the_service_within_a_bound(data_d
         )
         elapsed = time.perf_counter() - started
         assert done.returncode == 0, done.stderr
-        assert S.SECRET_THREAD in done.stdout
+        assert expected in done.stdout
         assert S.SECRET_THREAD in _service_ids(service, "U1")  # the service has the index back
     assert elapsed < 60, elapsed
 
