@@ -12,6 +12,7 @@ import dagster as dg
 
 from rag_pipeline.commands import (
     ask,
+    audit,
     bench,
     demo,
     directory,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         ask,
         whois,
         explain_command,
+        audit,
         directory,
         serve,
         token,

@@ -222,6 +222,9 @@ class ServeSettings(_Frozen):
     max_in_flight: int = 64
     # RAG_SERVE_RATE_PER_MINUTE: requests per caller identity in any minute (0: no per-person limit).
     rate_per_minute: int = 0
+    # RAG_SERVE_ADMINS: emails or account ids (comma-separated) who may ask `whois` and `explain` about other
+    # people over the API; a personal token with the `admin` scope may too. Everyone else asks about themselves.
+    admins: tuple[str, ...] = ()
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
     # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
@@ -297,6 +300,9 @@ class Settings(_Frozen):
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
     store_wait_seconds: int = DEFAULT_STORE_WAIT_SECONDS
+    # RAG_AUDIT_MASS_CHANGE_ACCOUNTS: the access audit's check fails (and notifies) when one audit sees more
+    # accounts gain or lose access than this.
+    audit_mass_change_accounts: int = 25
     qdrant: QdrantSettings = QdrantSettings()
     execution: ExecutionSettings = ExecutionSettings()
     api_limits: ApiLimits = ApiLimits()
@@ -488,6 +494,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
         or DEFAULT_MAX_DOCUMENT_CHARS,
         store_wait_seconds=env.int("RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,
+        audit_mass_change_accounts=env.int("RAG_AUDIT_MASS_CHANGE_ACCOUNTS", 25, minimum=0) or 0,
         qdrant=QdrantSettings(
             url=env.get("QDRANT_URL"),
             api_key_set=bool(env.get("QDRANT_API_KEY")),
@@ -525,6 +532,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             allowed_hosts=env.names("RAG_SERVE_ALLOWED_HOSTS"),
             max_in_flight=env.int("RAG_SERVE_MAX_IN_FLIGHT", 64, minimum=1) or 64,
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
+            admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
             oidc_issuer=env.get("RAG_OIDC_ISSUER"),
             oidc_audience=env.get("RAG_OIDC_AUDIENCE"),

@@ -35,6 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.directory.lookup import DirectoryLookup
+    from rag_pipeline.serving.access import AccessQueries
     from rag_pipeline.serving.identity import IdentityError, Reader, resolve_reader
     from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
     from rag_pipeline.serving.service import SearchService
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         service = SearchService.from_settings(settings, store_location(settings), wait_seconds=wait)
         service.start()
         services.append(service)
-        return LocalTools(service)
+        access = AccessQueries(settings.paths.directory, settings.identity_links_file, service.document_acl)
+        return LocalTools(service, access)
 
     def fixed_reader(_ctx: Any) -> Reader:
         return reader

@@ -116,6 +116,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         settings.serve,
         listen_host=args.host,
         directory=directory,
+        directory_file=settings.paths.directory,
+        links_file=settings.identity_links_file,
         answers=answers,
         answer_limits=limits,
         rewriter=rewriter,

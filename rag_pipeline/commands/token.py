@@ -1,7 +1,7 @@
 """``rag-pipeline token create|list|revoke``: personal, scoped service tokens for agents (serving/tokens.py).
 
 A token is tied to a person the principal directory knows, reads as that person (never wider), carries scopes
-(``search``, ``answer``), expires and can be revoked; only its hash is stored, so it is printed once.
+(``search``, ``answer``, ``admin``), expires and can be revoked; only its hash is stored, so it is printed once.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Personal tokens let an agent call `rag-pipeline serve` (HTTP, MCP, the OpenAI-compatible "
         "routes) as one person: `Authorization: Bearer rag_…`. The service resolves the person through the "
         "principal directory on every request, so a token never reads wider than its person does now. Scopes: "
-        "search (search, documents, MCP) and answer (chat completions, answers). Stored hashed in "
+        "search (search, documents, whois/explain about oneself, MCP), answer (chat completions, answers) and admin "
+        "(whois/explain about other people). Stored hashed in "
         "<data dir>/tokens.sqlite.",
     )
     actions = token.add_subparsers(dest="action", required=True, metavar="{create,list,revoke}")

@@ -25,7 +25,7 @@ from rag_pipeline.defs.chain.resources import (
     qdrant_resource,
 )
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.directory import build_directory_asset, directory_resource
+from rag_pipeline.defs.directory import build_access_audit_asset, build_directory_asset, directory_resource
 from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_quality
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
@@ -205,6 +205,9 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         build_sync_sensor(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name)) for s in synced
     ]
     directories = [build_directory_asset(s.name) for s in specs.values() if s.directory]
+    if directories:
+        audited = [s.name for s in specs.values() if s.directory]
+        directories.append(build_access_audit_asset(audited, settings.audit_mass_change_accounts))
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).

@@ -21,6 +21,7 @@ from pydantic import Field
 from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.audit import AccessAudit, count_documents
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
 from rag_pipeline.index.store import VectorStore
@@ -130,3 +131,99 @@ def build_directory_asset(source: str) -> dg.AssetsDefinition:
         )
 
     return directory_asset
+
+
+ACCESS_AUDIT = dg.AssetKey("access_audit")
+MASS_CHANGE_CHECK = "no_mass_access_change"
+# Lines of changes shown in the materialization and the check (the rest: `rag-pipeline audit`).
+_SHOWN_CHANGES = 50
+
+
+def audit_access(
+    directory: DirectoryResource, qdrant: QdrantResource, after_id: int = 0
+) -> tuple[AccessAudit, DirectoryStore]:
+    """The access changes recorded after row ``after_id``, their documents counted in the index (the asset's and
+    the CLI's body)."""
+    store = directory.store()
+    rows = store.access_changes(after_id=after_id)
+    if any(r.documents is None for r in rows):
+        with _index_of(qdrant) as index:
+            if index is not None:
+                store.count_access_documents(count_documents(index, rows))
+                rows = store.access_changes(after_id=after_id)
+    return AccessAudit(tuple(rows)), store
+
+
+def build_access_audit_asset(sources: list[str], mass_change_accounts: int) -> dg.AssetsDefinition:
+    """``access_audit``: after every directory sync, who gained or lost access to what (and how many documents),
+    with a check that fails on a mass change."""
+
+    @dg.asset(
+        key=ACCESS_AUDIT,
+        group_name="access",
+        kinds={"sqlite"},
+        deps=[dg.AssetKey(f"{source}_directory") for source in sources],
+        op_tags=step_tags(QDRANT_QUEUE),
+        owners=["team:rag-platform"],
+        required_resource_keys={"directory", "qdrant"},
+        automation_condition=dg.AutomationCondition.eager(),
+        check_specs=[
+            dg.AssetCheckSpec(
+                MASS_CHANGE_CHECK,
+                asset=ACCESS_AUDIT,
+                description=f"At most {mass_change_accounts} accounts gained or lost access since the last audit "
+                "(RAG_AUDIT_MASS_CHANGE_ACCOUNTS); more is a mass change someone should review.",
+            )
+        ],
+        description="Who gained or lost access to which containers at the directory syncs since the last audit, "
+        "and how many documents each grant admits (`rag-pipeline audit --since` prints the same). No query text, no "
+        "document text.",
+    )
+    def access_audit(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        started = time.perf_counter()
+        previous = context.instance.get_latest_materialization_event(ACCESS_AUDIT)
+        last = (
+            previous.asset_materialization.metadata.get("last_row_id")
+            if previous and previous.asset_materialization
+            else None
+        )
+        after_id = int(last.value) if last is not None and isinstance(last.value, int) else 0
+        audit, store = audit_access(context.resources.directory, context.resources.qdrant, after_id)
+        lines = audit.lines(store)
+        for line in lines[:_SHOWN_CHANGES]:
+            context.log.info(line)
+        mass = audit.is_mass_change(mass_change_accounts)
+        summary = {
+            "changes": len(audit.rows),
+            "accounts_gained": audit.accounts("gained"),
+            "accounts_lost": audit.accounts("lost"),
+            "documents_gained": audit.documents("gained"),
+            "documents_lost": audit.documents("lost"),
+        }
+        shown = "\n".join(f"- {line}" for line in lines[:_SHOWN_CHANGES]) or "no access changed"
+        if len(lines) > _SHOWN_CHANGES:
+            shown += f"\n- … and {len(lines) - _SHOWN_CHANGES:,} more (`rag-pipeline audit`)"
+        return dg.MaterializeResult(
+            metadata={
+                **summary,
+                "last_row_id": audit.rows[-1].id if audit.rows else after_id,
+                "access_changes": dg.MetadataValue.md(shown),
+                "seconds": round(time.perf_counter() - started, 3),
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=MASS_CHANGE_CHECK,
+                    passed=not mass,
+                    severity=dg.AssetCheckSeverity.ERROR,
+                    metadata={
+                        "accounts_changed": audit.accounts_changed,
+                        "threshold": mass_change_accounts,
+                        "changes": lines[:20],
+                    },
+                    description=f"{audit.accounts_changed} account(s) gained or lost access"
+                    + (f", over the threshold of {mass_change_accounts}" if mass else ""),
+                )
+            ],
+        )
+
+    return access_audit

@@ -16,8 +16,15 @@ from rag_pipeline.sources.slack.api import build_web_client
 
 EVAL_REPORT = dg.AssetKey("retrieval_eval_report")
 EVAL_CHECKS = ("quality_floor", "no_regression", "acl_no_leaks")
+ACCESS_AUDIT = dg.AssetKey("access_audit")
+# The checks whose failures are posted: (asset, check, cursor key). The evaluation's keep their bare names as
+# cursor keys (cursors written before the audit existed stay valid).
+WATCHED_CHECKS = (
+    *((EVAL_REPORT, name, name) for name in EVAL_CHECKS),
+    (ACCESS_AUDIT, "no_mass_access_change", "access_audit/no_mass_access_change"),
+)
 # Check metadata worth a line in the message, in this order.
-_CHECK_DETAIL_KEYS = ("regressions", "failures", "leaks")
+_CHECK_DETAIL_KEYS = ("regressions", "failures", "leaks", "changes")
 
 
 class SlackNotificationResource(dg.ConfigurableResource):
@@ -90,23 +97,24 @@ def run_failure_slack_notification_sensor(
     name="eval_check_slack_notification_sensor",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Posts each failed evaluation check (quality floor, regression, ACL leak) of retrieval_eval_report "
-    "once, with the metric deltas and a link to the run. The cursor remembers the last evaluation seen per check.",
+    description="Posts each failed evaluation check (quality floor, regression, ACL leak) of retrieval_eval_report, "
+    "and each mass access change the access_audit finds, once, with the details and a link to the run. The cursor "
+    "remembers the last evaluation seen per check.",
 )
 def eval_check_slack_notification_sensor(
     context: dg.SensorEvaluationContext, slack_notifications: SlackNotificationResource
 ) -> dg.SkipReason | None:
     seen: dict[str, int] = json.loads(context.cursor) if context.cursor else {}
     posted = 0
-    for name in EVAL_CHECKS:
-        key = dg.AssetCheckKey(EVAL_REPORT, name)
+    for asset, name, cursor_key in WATCHED_CHECKS:
+        key = dg.AssetCheckKey(asset, name)
         records = context.instance.event_log_storage.get_asset_check_execution_history(key, limit=50)
-        if name not in seen:
+        if cursor_key not in seen:
             # First look: history before the sensor existed is not news.
-            seen[name] = max((r.id for r in records), default=0)
+            seen[cursor_key] = max((r.id for r in records), default=0)
             continue
-        for record in sorted(r for r in records if r.id > seen[name]):
-            seen[name] = record.id
+        for record in sorted(r for r in records if r.id > seen[cursor_key]):
+            seen[cursor_key] = record.id
             if record.status.value != "FAILED" or record.event is None or record.event.dagster_event is None:
                 continue
             evaluation = record.event.dagster_event.asset_check_evaluation_data
@@ -119,9 +127,9 @@ def eval_check_slack_notification_sensor(
             severity = evaluation.severity.value if evaluation.severity else "ERROR"
             slack_notifications.post(
                 Notice(
-                    title=f"Evaluation check failed: {name}",
+                    title=f"{'Evaluation' if asset == EVAL_REPORT else 'Access audit'} check failed: {name}",
                     fields={
-                        "Asset": EVAL_REPORT.to_user_string(),
+                        "Asset": asset.to_user_string(),
                         "Check": name,
                         "Severity": severity,
                         "Run": record.run_id[:8],

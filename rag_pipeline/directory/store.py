@@ -32,6 +32,11 @@ CREATE TABLE IF NOT EXISTS syncs (
     accounts INTEGER NOT NULL, problems INTEGER NOT NULL, api_calls INTEGER NOT NULL,
     PRIMARY KEY (source, scope)
 );
+CREATE TABLE IF NOT EXISTS access_changes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, observed_at REAL NOT NULL, source TEXT NOT NULL, scope TEXT NOT NULL,
+    account_id TEXT NOT NULL, email TEXT, change TEXT NOT NULL, grant_id TEXT NOT NULL, documents INTEGER
+);
+CREATE INDEX IF NOT EXISTS access_changes_at ON access_changes (observed_at);
 CREATE TABLE IF NOT EXISTS channel_members (
     source TEXT NOT NULL, scope TEXT NOT NULL, channel_id TEXT NOT NULL,
     name TEXT NOT NULL, private INTEGER NOT NULL, members TEXT NOT NULL,
@@ -68,10 +73,52 @@ class DirectoryChange:
     lost: dict[str, list[str]] = field(default_factory=dict)
     # Slack channels whose member list differs from the last sync (or that are new): id -> (name, private, members)
     channels: dict[str, tuple[str, bool, tuple[str, ...]]] = field(default_factory=dict)
+    # Their member lists at the last sync (absent for a new channel), for the access audit.
+    channels_before: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def memberships_changed(self) -> int:
         return sum(map(len, self.gained.values())) + sum(map(len, self.lost.values())) + len(self.channels)
+
+
+# The grant id of "named among a channel's readers" in the access audit (groups are their own ids).
+CHANNEL_GRANT = "channel:"
+
+
+@dataclass(frozen=True)
+class AccessChangeRow:
+    """One account gaining or losing one grant (an ACL group, or ``channel:<id>`` for a channel's named readers)
+    at one directory sync; ``documents``: how many indexed documents the grant admits (None until counted)."""
+
+    id: int
+    observed_at: float
+    source: str
+    scope: str
+    account_id: str
+    email: str | None
+    change: str  # "gained" or "lost"
+    grant_id: str
+    documents: int | None
+
+
+_ACCESS_COLUMNS = ("id", "observed_at", "source", "scope", "account_id", "email", "change", "grant_id", "documents")
+
+
+def access_rows(change: DirectoryChange, emails: dict[str, str | None]) -> list[tuple[object, ...]]:
+    """The audit rows of one sync's change (none for a first sync: a baseline, not a change)."""
+    if change.previous_at is None:
+        return []
+    rows: list[tuple[object, ...]] = []
+    head = (change.observed_at, change.source, change.scope)
+    for kind, by_account in (("gained", change.gained), ("lost", change.lost)):
+        for account_id, groups in sorted(by_account.items()):
+            rows.extend((*head, account_id, emails.get(account_id), kind, g, None) for g in groups)
+    for channel_id, (_name, _private, members) in sorted(change.channels.items()):
+        before = set(change.channels_before.get(channel_id, ()))
+        grant = CHANNEL_GRANT + channel_id
+        for kind, accounts in (("gained", set(members) - before), ("lost", before - set(members))):
+            rows.extend((*head, a, emails.get(a), kind, grant, None) for a in sorted(accounts))
+    return rows
 
 
 def _encode_account(account: Account) -> tuple[object, ...]:
@@ -132,6 +179,20 @@ class DirectoryStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 change = self._diff(db, snapshot)
+                emails = {
+                    r["account_id"]: r["email"]
+                    for r in db.execute(
+                        "SELECT account_id, email FROM accounts WHERE source = ? AND scope = ?",
+                        (snapshot.source, snapshot.scope),
+                    )
+                }
+                emails.update({a.account_id: a.email for a in snapshot.accounts.values()})
+                # In the sync's transaction: the audit holds every change the directory made, never half of one.
+                db.executemany(
+                    "INSERT INTO access_changes (observed_at, source, scope, account_id, email, change, grant_id, "
+                    "documents) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    access_rows(change, emails),
+                )
                 db.execute("DELETE FROM accounts WHERE source = ? AND scope = ?", (snapshot.source, snapshot.scope))
                 db.executemany(
                     "INSERT INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -194,6 +255,8 @@ class DirectoryStore:
         for channel_id, (name, private, members) in snapshot.channel_members.items():
             if sorted(channels_before.get(channel_id, ())) != sorted(members) or channel_id not in channels_before:
                 change.channels[channel_id] = (name, private, members)
+                if channel_id in channels_before:
+                    change.channels_before[channel_id] = channels_before[channel_id]
         return change
 
     # --- reads --------------------------------------------------------------------------------
@@ -238,6 +301,23 @@ class DirectoryStore:
                 (source, channel_id),
             ).fetchone()
         return None if row is None else (row[0], bool(row[1]), tuple(json.loads(row[2])))
+
+    def access_changes(self, since: float = 0.0, after_id: int = 0) -> list[AccessChangeRow]:
+        """The audit's rows observed at or after ``since`` (and with an id above ``after_id``), oldest first."""
+        if not self.exists():
+            return []
+        with self._connect(write=True) as db:  # creates the table in a directory written before the audit existed
+            rows = db.execute(
+                "SELECT * FROM access_changes WHERE observed_at >= ? AND id > ? ORDER BY id", (since, after_id)
+            ).fetchall()
+        return [AccessChangeRow(*(r[k] for k in _ACCESS_COLUMNS)) for r in rows]
+
+    def count_access_documents(self, documents: dict[int, int]) -> None:
+        """Record how many documents each audit row's grant admits (row id -> count)."""
+        with self._connect(write=True) as db:
+            db.executemany(
+                "UPDATE access_changes SET documents = ? WHERE id = ?", [(n, i) for i, n in documents.items()]
+            )
 
     def counts(self) -> dict[str, int]:
         if not self.exists():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import re
@@ -20,11 +21,12 @@ import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.server.mcpserver import Context
@@ -37,6 +39,7 @@ from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answe
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.results import SearchResponse, SearchResult
 from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
+from rag_pipeline.serving.access import AccessQueries, AccessRefused
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
     GROUPS_HEADER,
@@ -157,8 +160,11 @@ class BodyLimit:
 
 
 # The scope a personal token needs per route (/v1/documents/… and /mcp need "search"); /v1/models needs none.
-ROUTE_SCOPES = {"/v1/search": "search", "/v1/chat/completions": "answer"}
+ROUTE_SCOPES = {"/v1/search": "search", "/v1/chat/completions": "answer", "/v1/whois": "search"}
 TOKEN_SCOPES_KEY = "rag.token_scopes"
+# Set by the service itself on a request whose verified caller is an admin (a copy a client sends is removed):
+# the /v1 routes and the MCP tools read it with the identity headers.
+ADMIN_HEADER = "X-Rag-Admin"
 
 # A client refused for load waits this long (seconds) before it tries again.
 ADMISSION_RETRY_AFTER_SECONDS = "1"
@@ -291,11 +297,13 @@ def create_app(
     rewriter: QueryRewriter | None = None,
     tokens: TokenStore | None = None,
     on_stop: Callable[[], None] | None = None,
+    directory_file: Path | None = None,
+    links_file: Path | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
     stops DNS-rebinding pages; ``listen_host`` is the address the service listens on); ``directory`` resolves
-    callers to their accounts and groups."""
+    callers to their accounts and groups; ``whois`` and ``explain`` read ``directory_file`` and ``links_file``."""
     hosts = allowed_hosts(listen_host, settings.allowed_hosts)
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
@@ -331,15 +339,33 @@ def create_app(
         x_user_id: str | None = Header(None),
         x_user_email: str | None = Header(None),
         x_user_groups: str | None = Header(None),
+        x_rag_admin: str | None = Header(None),
     ) -> Reader:
         """The reader of a request, from its identity headers (a FastAPI dependency of every /v1 route)."""
-        return reader_from(x_user_id, x_user_email, x_user_groups)
+        reader = reader_from(x_user_id, x_user_email, x_user_groups)
+        return dataclasses.replace(reader, admin=True) if x_rag_admin == "1" else reader
 
     def mcp_reader(ctx: Context[Any, Any]) -> Reader:
-        headers = ctx.headers or {}
-        return reader_from(headers.get(USER_ID_HEADER), headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER))
+        headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+        reader = reader_from(
+            headers.get(USER_ID_HEADER.lower()), headers.get(EMAIL_HEADER.lower()), headers.get(GROUPS_HEADER.lower())
+        )
+        return dataclasses.replace(reader, admin=True) if headers.get(ADMIN_HEADER.lower()) == "1" else reader
 
-    mcp_server = build_mcp_server(LocalTools(service), mcp_reader)
+    def mark_admin(request: Request) -> None:
+        """After authentication: the admin header set on the request when its verified caller is an admin (an
+        ``admin``-scoped personal token, or an identity in RAG_SERVE_ADMINS), and removed otherwise."""
+        current = Headers(scope=request.scope)
+        identity = (current.get(EMAIL_HEADER) or current.get(USER_ID_HEADER) or "").strip().lower()
+        scopes = request.scope.get(TOKEN_SCOPES_KEY)
+        admin = ("admin" in scopes) if scopes is not None else bool(identity) and identity in settings.admins
+        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != ADMIN_HEADER.lower()]
+        request.scope["headers"] = kept + ([(ADMIN_HEADER.lower().encode(), b"1")] if admin else [])
+
+    # whois/explain read the directory file itself (a person, not just a principal): where the service has none,
+    # they answer that nobody is known.
+    access = AccessQueries(directory_file, links_file, service.document_acl)
+    mcp_server = build_mcp_server(LocalTools(service, access), mcp_reader)
     # The Host check below covers /mcp too (the SDK's own check would refuse the names of a proxy in front).
     mcp_app = mcp_server.streamable_http_app(
         streamable_http_path="/",
@@ -400,7 +426,8 @@ def create_app(
             info = await anyio.to_thread.run_sync(tokens.verify, value)
         except TokenRefused as exc:
             return _error(401, str(exc), "Authorization", path)
-        needed = ROUTE_SCOPES.get(path) or ("search" if path.startswith("/v1/documents/") or _is_mcp(path) else None)
+        reads = path.startswith(("/v1/documents/", "/v1/explain/")) or _is_mcp(path)
+        needed = ROUTE_SCOPES.get(path) or ("search" if reads else None)
         if needed is not None and needed not in info.scopes:
             return _error(403, f"token {info.id} has no {needed!r} scope (it has: {', '.join(info.scopes)})",
                           "Authorization", path)  # fmt: skip
@@ -453,6 +480,7 @@ def create_app(
             return _error(
                 401, "a valid Authorization: Bearer token is required (RAG_SERVE_TOKEN)", "Authorization", path
             )
+        mark_admin(request)
         length = request.headers.get("content-length", "")
         if path.startswith("/v1/") and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return _error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body", path)
@@ -713,6 +741,34 @@ def create_app(
             # Missing and forbidden read the same, so a caller cannot probe for documents it may not see.
             return _error(404, f"document {document_id!r} not found", "document_id")
         return JSONResponse(found.to_dict())
+
+    @app.get("/v1/whois")
+    async def whois(
+        person: str | None = Query(None, min_length=1, max_length=320),
+        reader: Reader = Depends(caller),
+    ) -> JSONResponse:
+        """The caller's accounts, groups (with the grant behind each) and private channels; another person's
+        with ``?person=`` for admins."""
+        try:
+            return JSONResponse(await anyio.to_thread.run_sync(access.whois, reader, person))
+        except AccessRefused as exc:
+            return _error(exc.status, str(exc), exc.field)
+
+    @app.get("/v1/explain/{document_id:path}")
+    async def explain_access(
+        document_id: str,
+        person: str | None = Query(None, min_length=1, max_length=320),
+        reader: Reader = Depends(caller),
+    ) -> JSONResponse:
+        """Why the caller may read a document (404 for one they may not, as /v1/documents); for admins, about
+        ``?person=``, hidden documents included, with the restriction that hides them."""
+        if len(document_id) > 1000:
+            return _error(422, "document_id: at most 1000 characters", "document_id")
+        try:
+            answer = await anyio.to_thread.run_sync(access.explain, document_id, reader, person, limiter=search_threads)
+        except AccessRefused as exc:
+            return _error(exc.status, str(exc), exc.field)
+        return JSONResponse(answer)
 
     @app.get("/metrics")
     def prometheus_metrics() -> Response:

@@ -55,6 +55,8 @@ class Reader:
     principal: Principal
     email: str | None
     groups_from: str  # "none", "directory" or "trusted-proxy"
+    # May ask `whois`/`explain` about other people (the service decides: an admin-scoped token, RAG_SERVE_ADMINS).
+    admin: bool = False
 
     def describe(self) -> dict[str, object]:
         """What a response says about its reader (the caller's own identity, so nothing is disclosed)."""

@@ -1,6 +1,6 @@
-"""The search service as Model Context Protocol tools (the official ``mcp`` SDK): ``search_documents`` and
-``get_document``, over stdio (``rag-pipeline mcp``) or streamable HTTP mounted in ``rag-pipeline serve`` at
-``/mcp``.
+"""The search service as Model Context Protocol tools (the official ``mcp`` SDK): ``search_documents``,
+``get_document``, ``whoami`` and ``explain_access``, over stdio (``rag-pipeline mcp``) or streamable HTTP
+mounted in ``rag-pipeline serve`` at ``/mcp``.
 
 The reader is the server's: fixed at start for stdio, the caller's identity headers over HTTP. It is never a
 tool argument, so a model cannot widen what it may see by what it writes into a call.
@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
+from rag_pipeline.serving.access import AccessQueries, AccessRefused
 from rag_pipeline.serving.identity import IdentityError, Reader
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.service import SearchService
@@ -42,6 +43,10 @@ class ToolBackend(Protocol):
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None: ...
 
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
     """One search result as a tool returns it (``result`` as the HTTP API writes it)."""
@@ -59,10 +64,11 @@ def tool_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class LocalTools:
-    """The tools over this process's :class:`SearchService`."""
+    """The tools over this process's :class:`SearchService`, and ``whois``/``explain`` over ``access``."""
 
-    def __init__(self, service: SearchService) -> None:
+    def __init__(self, service: SearchService, access: AccessQueries) -> None:
         self.service = service
+        self.access = access
 
     def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
         served = self.service.search(request, reader.principal)
@@ -75,6 +81,12 @@ class LocalTools:
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
         found = self.service.get_document(document_id, reader.principal)
         return None if found is None else found.to_dict()
+
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self.access.whois(reader, person)
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self.access.explain(document_id, reader, person)
 
 
 def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any]:
@@ -138,5 +150,35 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
         if document is None:
             raise ToolError(f"document {document_id!r} not found")
         return document
+
+    @server.tool(
+        description="Who the caller is to the search: their accounts, the groups they hold (and the grant behind "
+        "each), their private channels, and when each source's directory was synced. person: another person's "
+        "email or account id (admins only)."
+    )
+    async def whoami(ctx: Context[Any, Any], person: str | None = None) -> dict[str, Any]:
+        who = reader(ctx)
+        try:
+            return await anyio.to_thread.run_sync(backend.whois, who, person)
+        except AccessRefused as exc:
+            raise ToolError(f"{exc.field}: {exc}") from None
+        except IndexUnavailable as exc:
+            raise ToolError(f"the search service is not available now: {exc}") from None
+
+    @server.tool(
+        description="Why the caller may read a document (the grant that admits it). A document the caller may not "
+        "read is reported as not found. person: another person (admins only), for whom a hidden document's "
+        "restriction is named."
+    )
+    async def explain_access(ctx: Context[Any, Any], document_id: str, person: str | None = None) -> dict[str, Any]:
+        who = reader(ctx)
+        if not document_id.strip() or len(document_id) > 1000:
+            raise ToolError("document_id: must be a document id from search_documents")
+        try:
+            return await anyio.to_thread.run_sync(backend.explain, document_id, who, person)
+        except AccessRefused as exc:
+            raise ToolError(f"{exc.field}: {exc}") from None
+        except IndexUnavailable as exc:
+            raise ToolError(f"the index is not available now: {exc}") from None
 
     return server

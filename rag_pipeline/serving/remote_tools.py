@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
+from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
 from rag_pipeline.serving.mcp_tools import ToolBackend, tool_result
 from rag_pipeline.serving.schemas import SearchRequest
@@ -75,6 +76,22 @@ class RemoteTools:
         found: dict[str, Any] = response.json()
         return found
 
+    def _access(self, path: str, person: str | None) -> dict[str, Any]:
+        response = self._call("GET", path, params={"person": person} if person is not None else None)
+        if response.status_code in (403, 404):
+            error = response.json()
+            raise AccessRefused(response.status_code, str(error.get("field")), str(error.get("error")))
+        if response.status_code != 200:
+            raise self._refused(response)
+        found: dict[str, Any] = response.json()
+        return found
+
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self._access("/v1/whois", person)
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
+
     def close(self) -> None:
         self._client.close()
 
@@ -111,6 +128,18 @@ class FallbackTools:
         except ServiceGone as exc:
             return self._switch(exc).document(document_id, reader)
 
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        try:
+            return self._backend().whois(reader, person)
+        except ServiceGone as exc:
+            return self._switch(exc).whois(reader, person)
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
+        try:
+            return self._backend().explain(document_id, reader, person)
+        except ServiceGone as exc:
+            return self._switch(exc).explain(document_id, reader, person)
+
 
 class RefusedBesideService:
     """The primary of :class:`FallbackTools` where a service this process cannot send its calls to holds the
@@ -131,4 +160,10 @@ class RefusedBesideService:
         self._refuse()
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        self._refuse()
+
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        self._refuse()
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         self._refuse()

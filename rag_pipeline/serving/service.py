@@ -18,7 +18,7 @@ from typing import Any
 
 from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
-from rag_pipeline.index.store import VectorStore
+from rag_pipeline.index.store import IndexedAcl, VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
@@ -258,6 +258,15 @@ class SearchService:
             timing_ms={k: round(v * 1000, 2) for k, v in timing.items()},
             rewrite=rewrite,
         )
+
+    def document_acl(self, document_id: str) -> IndexedAcl | None:
+        """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,
+        which decides itself what the caller may be told."""
+        with self._turn() as (retriever, _waited):
+            store = retriever.store
+            refs = store.document_points(store.names.parents, [document_id])
+            parents = store.retrieve(store.names.parents, [r.id for r in refs[:1]]) if refs else []
+        return IndexedAcl.from_payload(parents[0].payload.get("acl")) if parents else None
 
     def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None:
         """The document if it exists and ``reader`` may read it; None otherwise (the two are not told apart, so

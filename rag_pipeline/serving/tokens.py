@@ -24,7 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 PREFIX = "rag_"
-SCOPES = ("search", "answer")  # search: /v1/search, /v1/documents, /mcp; answer: /v1/chat/completions, answers
+# search: /v1/search, /v1/documents, /v1/whois, /v1/explain (about oneself), /mcp; answer: /v1/chat/completions,
+# answers; admin: /v1/whois and /v1/explain about another person (?person=).
+SCOPES = ("search", "answer", "admin")
 _TOKEN = re.compile(r"^rag_([0-9a-f]{8})_([A-Za-z0-9_-]{43})$")
 _DURATION = re.compile(r"^(\d{1,4})([dh])$")
 LAST_USE_EVERY = timedelta(minutes=1)

@@ -149,6 +149,32 @@ def test_failed_eval_checks_are_posted_once(slack: SlackEmulator) -> None:
     assert "bundled_jira/hybrid: nDCG@10 0.512 → 0.431" in text and f"{WEB}/runs/{failed.run_id}" in text
 
 
+def test_a_mass_access_change_is_posted(slack: SlackEmulator) -> None:
+    """The access audit's failed check reaches the channel like an evaluation's, with its change lines."""
+
+    @dg.asset(name="access_audit", check_specs=[dg.AssetCheckSpec("no_mass_access_change", asset="access_audit")])
+    def audit():
+        yield dg.MaterializeResult(metadata={"changes": 40})
+        yield dg.AssetCheckResult(
+            check_name="no_mass_access_change",
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"changes": ["2026-11-29T01:00:00Z slack carol@x (U0C) lost members of Slack workspace T"]},
+        )
+
+    resources = {"slack_notifications": _notifier(slack)}
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_sensor_context(instance=instance, cursor=None, resources=resources)
+        assert isinstance(eval_check_slack_notification_sensor(ctx), dg.SkipReason)
+        failed = dg.materialize([audit], instance=instance)
+        ctx = dg.build_sensor_context(instance=instance, cursor=ctx.cursor, resources=resources)
+        assert eval_check_slack_notification_sensor(ctx) is None
+    [post] = _posts(slack)
+    assert "Access audit check failed: no_mass_access_change" in post["text"]
+    assert "carol@x (U0C) lost members of Slack workspace T" in post["text"]
+    assert f"{WEB}/runs/{failed.run_id}" in post["text"]
+
+
 def test_notifications_are_off_unless_configured(monkeypatch) -> None:
     for name in ("RAG_NOTIFY_SLACK_CHANNEL", "RAG_NOTIFY_SLACK_TOKEN", "SLACK_BOT_TOKEN", "JIRA_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -303,7 +303,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             }
 
     member = asyncio.run(session({**AUTH, "X-User-Id": "U1"}))
-    assert member["tools"] == ["get_document", "search_documents"]
+    assert member["tools"] == ["explain_access", "get_document", "search_documents", "whoami"]
     assert S.SECRET_THREAD in member["found"] and not member["document_error"]
     outsider = asyncio.run(session({**AUTH, "X-User-Id": "U2"}))
     assert S.SECRET_THREAD not in outsider["found"]

@@ -57,7 +57,8 @@ def test_durations_and_scopes_are_checked_naming_the_option() -> None:
     for bad in ("0d", "30", "1w", "-1d", ""):
         with pytest.raises(ValueError, match="--expires"):
             parse_duration(bad)
-    with pytest.raises(ValueError, match="--scope admin"):
-        check_scopes(["admin"])
+    with pytest.raises(ValueError, match="--scope root"):
+        check_scopes(["root"])
+    assert check_scopes(["admin", "search", "admin"]) == ("search", "admin")
     with pytest.raises(ValueError, match="--scope"):
         check_scopes([])
