@@ -32,6 +32,8 @@ def describe_group(group: str) -> str:
             return f"Jira security level {name} on {parts[1]}"
         if kind == "group":
             return f"Jira group {name} on {parts[1]}"
+        if kind == "role" and len(parts) >= 5:
+            return f"project role {':'.join(parts[4:])} in Jira project {parts[3]} on {parts[1]}"
     return f"group {group}"
 
 
@@ -61,8 +63,12 @@ def _slack_channel(document_id: str) -> str | None:
 def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryStore) -> Explanation:
     """Whether ``person`` may read the document whose indexed ACL is ``acl``, and why."""
     principal = person.principal()
-    payload = {"public": acl.public, "users": sorted(acl.users), "groups": sorted(acl.groups)}
+    payload = acl.as_payload()
     visible = principal.admits(payload)
+    # A restricted Jira comment is read by those the issue admits *and* its restriction admits: the two parts are
+    # explained apart, so a hidden comment names the part the person fails.
+    issue_part = {k: v for k, v in payload.items() if k != "restricted_to"}
+    admitted_by_issue = principal.admits(issue_part)
     source = document_id.split(":", 1)[0]
     synced_at = person.synced.get(source)
     as_of = f"as of the directory sync of {instant(synced_at)}" if synced_at else "the directory has no sync of it"
@@ -91,7 +97,20 @@ def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryS
     held = person.groups()
     for group in sorted(acl.groups & set(held)):
         because.append(f"{held[group]}, which admits {describe_group(group)} ({as_of})")
-    if not visible:
+    restriction = sorted(acl.restricted_to)
+    if restriction:
+        passing = [g for g in restriction if g in held]
+        for group in passing:
+            because.append(
+                f"{held[group]}, which admits {describe_group(group)}: the comment is restricted to it ({as_of})"
+            )
+        if not passing:
+            named = " or ".join(describe_group(g) for g in restriction)
+            because.append(
+                f"a restricted Jira comment: only {named} may read it, and {person.name} holds none of "
+                f"{', '.join(restriction)} ({as_of})"
+            )
+    if not visible and not admitted_by_issue:  # (hidden by the restriction alone: said above)
         for group in sorted(acl.groups):
             because.append(f"restricted to {describe_group(group)}: {person.name} does not hold {group} ({as_of})")
         if acl.users:

@@ -310,7 +310,9 @@ def _fusion(fusion: Fusion) -> models.Query:
     return models.RrfQuery(rrf=models.Rrf(k=fusion.k, weights=list(fusion.weights) if fusion.weights else None))
 
 
-def _condition(c: Condition) -> models.FieldCondition:
+def _condition(c: Condition) -> models.FieldCondition | models.IsEmptyCondition:
+    if c.is_empty:
+        return models.IsEmptyCondition(is_empty=models.PayloadField(key=c.key))
     if c.any_of is not None:
         return models.FieldCondition(key=c.key, match=models.MatchAny(any=list(c.any_of)))
     if c.gte is not None or c.lt is not None:
@@ -322,6 +324,7 @@ def _filter(flt: SearchFilter | None) -> models.Filter | None:
     spec = filter_spec(flt)
     if spec.empty:
         return None
-    return models.Filter(
-        must=[_condition(c) for c in spec.must] or None, should=[_condition(c) for c in spec.should] or None
-    )
+    must: list[Any] = [_condition(c) for c in spec.must]
+    if spec.also:
+        must.append(models.Filter(should=[_condition(c) for c in spec.also]))
+    return models.Filter(must=must or None, should=[_condition(c) for c in spec.should] or None)

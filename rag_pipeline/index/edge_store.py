@@ -358,7 +358,9 @@ def _payload(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def _condition(c: Condition) -> qe.FieldCondition:
+def _condition(c: Condition) -> Any:
+    if c.is_empty:
+        return qe.IsEmptyCondition(key=c.key)
     if c.key == "acl.public":
         return qe.FieldCondition(key=_PUBLIC_MIRROR, match=qe.MatchValue(value="true" if c.value else "false"))
     if c.any_of is not None:
@@ -372,6 +374,7 @@ def _filter(flt: SearchFilter | None) -> qe.Filter | None:
     spec = filter_spec(flt)
     if spec.empty:
         return None
-    return qe.Filter(
-        must=[_condition(c) for c in spec.must] or None, should=[_condition(c) for c in spec.should] or None
-    )
+    must: list[Any] = [_condition(c) for c in spec.must]
+    if spec.also:
+        must.append(qe.Filter(should=[_condition(c) for c in spec.also]))
+    return qe.Filter(must=must or None, should=[_condition(c) for c in spec.should] or None)

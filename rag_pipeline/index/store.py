@@ -17,7 +17,16 @@ TITLE_VECTOR = "title"
 RRF_K = 60
 
 # Payload fields that filters use; engines that support payload indexes create these.
-KEYWORD_FIELDS = ("document_id", "source", "container", "parent_id", "acl.users", "acl.groups", "authors")
+KEYWORD_FIELDS = (
+    "document_id",
+    "source",
+    "container",
+    "parent_id",
+    "acl.users",
+    "acl.groups",
+    "acl.restricted_to",
+    "authors",
+)
 BOOL_FIELDS = ("acl.public",)
 DATETIME_FIELDS = ("created", "updated")
 FLOAT_FIELDS = ("version",)
@@ -108,17 +117,28 @@ class IndexedAcl:
     public: bool = False
     users: frozenset[str] = frozenset()
     groups: frozenset[str] = frozenset()
+    # A restricted Jira comment's own restriction: a reader must also hold one of these (see ``Acl``).
+    restricted_to: frozenset[str] = frozenset()
 
     @classmethod
     def from_payload(cls, value: Any) -> IndexedAcl | None:
-        """The ``acl`` payload value as written (``{"public", "users", "groups"}``); None when absent."""
+        """The ``acl`` payload value as written (``{"public", "users", "groups"[, "restricted_to"]}``); None when
+        absent."""
         if not isinstance(value, dict):
             return None
         return cls(
             public=bool(value.get("public")),
             users=frozenset(str(u) for u in value.get("users") or ()),
             groups=frozenset(str(g) for g in value.get("groups") or ()),
+            restricted_to=frozenset(str(g) for g in value.get("restricted_to") or ()),
         )
+
+    def as_payload(self) -> dict[str, Any]:
+        """The payload shape :meth:`Principal.admits` reads."""
+        payload: dict[str, Any] = {"public": self.public, "users": sorted(self.users), "groups": sorted(self.groups)}
+        if self.restricted_to:
+            payload["restricted_to"] = sorted(self.restricted_to)
+        return payload
 
 
 @dataclass(frozen=True)
@@ -159,25 +179,29 @@ class SearchFilter:
 
 @dataclass(frozen=True)
 class Condition:
-    """One payload condition: ``any_of`` (match any), ``value`` (match exactly) or a datetime range."""
+    """One payload condition: ``any_of`` (match any), ``value`` (match exactly), a datetime range, or
+    ``is_empty`` (the field is missing or an empty list)."""
 
     key: str
     any_of: tuple[Any, ...] | None = None
     value: Any = None
     gte: str | None = None
     lt: str | None = None
+    is_empty: bool = False
 
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """``must`` conditions all hold; when ``should`` is non-empty at least one of them holds too."""
+    """``must`` conditions all hold; when ``should`` is non-empty at least one of them holds too; and when ``also``
+    is non-empty, at least one of it holds as well (a second OR group, ANDed: the ACL's restriction)."""
 
     must: tuple[Condition, ...] = ()
     should: tuple[Condition, ...] = ()
+    also: tuple[Condition, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.must and not self.should
+        return not self.must and not self.should and not self.also
 
 
 def filter_spec(flt: SearchFilter | None) -> FilterSpec:
@@ -198,13 +222,19 @@ def filter_spec(flt: SearchFilter | None) -> FilterSpec:
         must.append(Condition("updated", gte=flt.updated_from, lt=flt.updated_to))
     must.extend(Condition(key, value=value) for key, value in flt.extra.items())
     should: list[Condition] = []
+    also: list[Condition] = []
     if flt.acl is not None:
         should.append(Condition("acl.public", value=True))
         if flt.acl.user_ids:
             should.append(Condition("acl.users", any_of=tuple(flt.acl.user_ids)))
         if flt.acl.groups:
             should.append(Condition("acl.groups", any_of=tuple(flt.acl.groups)))
-    return FilterSpec(tuple(must), tuple(should))
+        # A restricted comment admits only readers who also hold one of its restriction's groups; every other
+        # document has no restriction (the field is absent), which IsEmpty matches.
+        also.append(Condition("acl.restricted_to", is_empty=True))
+        if flt.acl.groups:
+            also.append(Condition("acl.restricted_to", any_of=tuple(flt.acl.groups)))
+    return FilterSpec(tuple(must), tuple(should), tuple(also))
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,9 @@ class ReconcileResult:
 
 def acl_differs(stored: IndexedDocument, acl: Acl) -> bool:
     """Whether the index holds other readers for the document than ``acl`` (member order does not count)."""
-    return stored.acl != IndexedAcl(acl.public, frozenset(acl.users), frozenset(acl.groups))
+    return stored.acl != IndexedAcl(
+        acl.public, frozenset(acl.users), frozenset(acl.groups), frozenset(acl.restricted_to)
+    )
 
 
 def acl_payload(acl: Acl) -> dict[str, object]:

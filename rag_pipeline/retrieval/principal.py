@@ -52,6 +52,9 @@ class Principal(BaseModel):
         """True when a point's ``acl`` payload lets this reader see it (the check leak counting uses)."""
         if self.all_documents:
             return True
+        restricted = acl.get("restricted_to") or ()
+        if restricted and not set(self.groups) & set(restricted):
+            return False  # a restricted comment: the reader must hold its restriction as well as the issue's ACL
         return bool(
             acl.get("public")
             or bool(set(self.all_user_ids()) & set(acl.get("users") or ()))

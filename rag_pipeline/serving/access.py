@@ -82,7 +82,7 @@ class AccessQueries:
             raise missing
         assert self.store is not None  # a target was found in it
         explanation = explain(target, document_id, acl, self.store)
-        payload = {"public": acl.public, "users": sorted(acl.users), "groups": sorted(acl.groups)}
+        payload = acl.as_payload()
         # About oneself, hidden reads as missing; the caller's own reader must admit it too (a trusted proxy's
         # groups may be narrower than the directory's).
         if person is None and not (explanation.visible and reader.principal.admits(payload)):

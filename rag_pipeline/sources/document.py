@@ -12,16 +12,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Acl(BaseModel):
-    """Who may read a document. Access is granted by any match: public, a user or a group."""
+    """Who may read a document. Access is granted by any match: public, a user or a group; and where
+    ``restricted_to`` is given (a Jira comment restricted to a role or group), only to a reader who also holds one
+    of its groups: the intersection of the issue's readers and the comment's."""
 
     model_config = ConfigDict(frozen=True)
 
     public: bool = False
     users: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
+    # Left out of the payload when empty, so every unrestricted document's ACL stays as it was written before.
+    restricted_to: tuple[str, ...] = Field(default=(), exclude_if=lambda value: not value)
 
     def admits(self, user_id: str | None, groups: frozenset[str] | set[str] = frozenset()) -> bool:
         """True when a principal (user id + groups) may read the document."""
+        if self.restricted_to and not set(self.restricted_to) & set(groups):
+            return False
         return self.public or (user_id is not None and user_id in self.users) or bool(set(self.groups) & set(groups))
 
 

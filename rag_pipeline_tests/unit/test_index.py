@@ -12,6 +12,8 @@ from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import AclCondition, Fusion, SearchFilter, StorePoint
 from rag_pipeline.index.writer import DocumentPoints, write_documents
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.sources.document import Acl
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 BM25 = Bm25Encoder()
@@ -114,6 +116,42 @@ def test_acl_filter_in_every_search(store, reader: AclCondition) -> None:
     ):
         assert {h.payload["document_id"] for h in hits} == READERS[reader]
     assert store.count(store.names.children, flt) == 2 * len(READERS[reader])
+
+
+RESTRICTED_ACLS = {
+    "d1": {"public": True, "users": [], "groups": []},
+    # Restricted Jira comments: the issue's readers *and* the comment's role or group.
+    "d2": {"public": False, "users": [], "groups": ["team"], "restricted_to": ["role"]},
+    "d3": {"public": False, "users": ["U2"], "groups": [], "restricted_to": ["role", "grp"]},
+}
+RESTRICTED_READERS = {
+    AclCondition((), ("team",)): {"d1"},  # the issue's readers without the restriction
+    AclCondition((), ("role",)): {"d1"},  # the restriction without the issue
+    AclCondition((), ("team", "role")): {"d1", "d2"},
+    AclCondition(("U2",), ("grp",)): {"d1", "d3"},
+    AclCondition(("U2",), ()): {"d1"},
+}
+
+
+@pytest.mark.parametrize(
+    "reader", list(RESTRICTED_READERS), ids=lambda r: f"{'+'.join(r.user_ids)}-{'+'.join(r.groups)}"
+)
+def test_a_restricted_acl_admits_only_readers_of_both_parts_in_every_search(store, reader: AclCondition) -> None:
+    write_documents(store, [doc_points(d, 1.0, acl=RESTRICTED_ACLS[d]) for d in TEXTS])
+    flt = SearchFilter(acl=reader)
+    query_dense, query_sparse = [0.3, 0.3, 0.3, 0.1], BM25.encode_query("kernel wifi printer")
+    for hits in (
+        store.search_dense(query_dense, 10, flt),
+        store.search_sparse(query_sparse, 10, flt),
+        store.search_hybrid(query_dense, query_sparse, 10, flt=flt),
+    ):
+        assert {h.payload["document_id"] for h in hits} == RESTRICTED_READERS[reader]
+    assert store.count(store.names.children, flt) == 2 * len(RESTRICTED_READERS[reader])
+    principal = Principal(user_id=(reader.user_ids or (None,))[0], groups=reader.groups)
+    assert {d for d, acl in RESTRICTED_ACLS.items() if principal.admits(acl)} == RESTRICTED_READERS[reader]
+    assert {
+        d for d, acl in RESTRICTED_ACLS.items() if Acl.model_validate(acl).admits(principal.user_id, set(reader.groups))
+    } == RESTRICTED_READERS[reader]
 
 
 def test_date_range_filter(store) -> None:

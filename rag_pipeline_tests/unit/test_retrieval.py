@@ -151,6 +151,8 @@ ACL_POOL = st.fixed_dictionaries(
         "public": st.booleans(),
         "users": st.lists(st.sampled_from(["U1", "U2", "U3"]), max_size=2, unique=True),
         "groups": st.lists(st.sampled_from(["g1", "g2", "g3"]), max_size=2, unique=True),
+        # A restricted Jira comment's restriction (most documents have none).
+        "restricted_to": st.lists(st.sampled_from(["g1", "g2", "g3"]), max_size=1, unique=True),
     }
 )
 

@@ -134,9 +134,7 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
 
                 def readable(doc: str, reader: Principal = reader, acls: Any = acls) -> bool:
                     acl = acls.get(doc).acl if doc in acls else None
-                    return acl is not None and reader.admits(
-                        {"public": acl.public, "users": list(acl.users), "groups": list(acl.groups)}
-                    )
+                    return acl is not None and reader.admits(acl.as_payload())
 
                 scores.rows.append(score_answer(query, asked.answer, readable))
                 usage = asked.answer.usage
