@@ -16,7 +16,7 @@ import pandas as pd
 
 from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import StorePoint, VectorStore
-from rag_pipeline.index.writer import DocumentPoints, WriteReport, write_documents
+from rag_pipeline.index.writer import BELONGS_TO, FAMILY, DocumentPoints, WriteReport, write_documents
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
 from rag_pipeline.sources.registry import document_payload
 from rag_pipeline.text.chunking import Chunker, chunk_id
@@ -158,6 +158,8 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
     out: list[DocumentPoints] = []
     for doc in inputs.documents.to_dict("records"):
         doc_id = doc["document_id"]
+        metadata = _metadata(doc.get("metadata"))
+        family = family_fields(metadata)
         base = {
             "document_id": doc_id,
             "source": doc["source"],
@@ -171,7 +173,8 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "version": float(doc["version"]),
             "content_hash": doc["content_hash"],
             # Fields only some sources have (Jira: resolution, links), from the source's own payload hook.
-            **document_payload(doc["source"], _metadata(doc.get("metadata"))),
+            **document_payload(doc["source"], metadata),
+            **family,
         }
         parents = [
             StorePoint(
@@ -201,7 +204,28 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
                     title=None if children else title,
                 )
             )
-        out.append(DocumentPoints(doc_id, float(doc["version"]), parents, children))
+        out.append(
+            DocumentPoints(
+                doc_id,
+                float(doc["version"]),
+                parents,
+                children,
+                belongs_to=family.get(BELONGS_TO),
+                family=tuple(family.get(FAMILY, ())),
+            )
+        )
+    return out
+
+
+def family_fields(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The payload fields tying a document to its family (absent for the many documents without one): a
+    restricted Jira comment names the issue it ``belongs_to``; the issue lists its ``family`` of such comments, so
+    a rewrite of the issue removes the comments it no longer has."""
+    out: dict[str, Any] = {}
+    if metadata.get(BELONGS_TO):
+        out[BELONGS_TO] = str(metadata[BELONGS_TO])
+    if metadata.get(FAMILY):
+        out[FAMILY] = [str(member) for member in metadata[FAMILY]]
     return out
 
 

@@ -26,6 +26,7 @@ KEYWORD_FIELDS = (
     "acl.groups",
     "acl.restricted_to",
     "authors",
+    "belongs_to",
 )
 BOOL_FIELDS = ("acl.public",)
 DATETIME_FIELDS = ("created", "updated")

@@ -47,6 +47,7 @@ def doc_points(
         "source": source,
         "container": "C1",
         "version": version,
+        "content_hash": f"{doc}@{version}",
         "acl": acl or {"public": False, "users": [], "groups": ["g"]},
         "updated": updated,
     }
@@ -265,3 +266,45 @@ def test_edge_store_reopens_with_data(tmp_path: Path) -> None:
     with EdgeVectorStore(tmp_path / "q") as s:
         assert s.count(s.names.children) == 2
         assert s.search_sparse(BM25.encode_query("panic"), 1)[0].payload["document_id"] == "d1"
+
+
+def _family_member(head: str, member: str, version: float, text: str) -> DocumentPoints:
+    points = doc_points(head, version, [text])
+    for point in [*points.parents, *points.children]:
+        point.payload.update(document_id=member, belongs_to=head)
+    points.parents[0].id = _pid(member, "parent", 0)
+    for i, child in enumerate(points.children):
+        child.id, child.payload["parent_id"] = _pid(member, "child", i), points.parents[0].id
+    return DocumentPoints(member, version, points.parents, points.children, belongs_to=head)
+
+
+def _head(version: float, members: tuple[str, ...]) -> DocumentPoints:
+    points = doc_points("d1", version)
+    for point in [*points.parents, *points.children]:
+        point.payload["family"] = list(members)
+    return DocumentPoints("d1", version, points.parents, points.children, family=members)
+
+
+def test_a_rewritten_head_removes_the_members_it_no_longer_has_and_an_old_rerun_brings_none_back(store) -> None:
+    """A Jira issue (d1) with two restricted comments, each its own document: version 2 keeps one; a re-run of
+    version 1 afterwards (an old partition) changes nothing, the dropped comment stays gone."""
+    version_1 = [
+        _head(1.0, ("d1#c1", "d1#c2")),
+        _family_member("d1", "d1#c1", 1.0, "kernel note for developers"),
+        _family_member("d1", "d1#c2", 1.0, "kernel secret for admins"),
+    ]
+    write_documents(store, version_1)
+    assert set(store.indexed_documents()) == {"d1", "d1#c1", "d1#c2"}
+
+    report = write_documents(
+        store, [_head(2.0, ("d1#c1",)), _family_member("d1", "d1#c1", 2.0, "kernel note for developers")]
+    )
+    assert set(store.indexed_documents()) == {"d1", "d1#c1"}
+    assert report.points_removed == 2  # d1#c2's parent and child
+
+    rerun = write_documents(store, version_1)
+    assert rerun.documents_skipped_older == 3 and set(rerun.skipped_document_ids) == {"d1", "d1#c1", "d1#c2"}
+    assert set(store.indexed_documents()) == {"d1", "d1#c1"}
+    # Written in separate batches (a member before its head's newer version is known), the rule holds too.
+    write_documents(store, [_family_member("d1", "d1#c2", 1.5, "kernel secret for admins")], batch_size=1)
+    assert "d1#c2" not in store.indexed_documents()
