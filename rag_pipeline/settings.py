@@ -126,6 +126,11 @@ class DataPaths(_Frozen):
         return self.root / "tokens.sqlite"
 
     @property
+    def request_audit(self) -> Path:
+        """The per-request audit log (``RAG_SERVE_AUDIT_DAYS``): one JSON-lines file per UTC day."""
+        return self.root / "request_audit"
+
+    @property
     def identity_links(self) -> Path:
         """The default links file joining accounts of one person whose emails differ (``RAG_IDENTITY_LINKS``)."""
         return self.root / "identity_links.txt"
@@ -225,6 +230,9 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_ADMINS: emails or account ids (comma-separated) who may ask `whois` and `explain` about other
     # people over the API; a personal token with the `admin` scope may too. Everyone else asks about themselves.
     admins: tuple[str, ...] = ()
+    # RAG_SERVE_AUDIT_DAYS: keep a per-request log of the document ids each reader was given (never query text)
+    # for this many days, under <data dir>/request_audit/ (0: off).
+    audit_days: int = 0
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
     # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
@@ -533,6 +541,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             max_in_flight=env.int("RAG_SERVE_MAX_IN_FLIGHT", 64, minimum=1) or 64,
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
+            audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
             oidc_issuer=env.get("RAG_OIDC_ISSUER"),
             oidc_audience=env.get("RAG_OIDC_AUDIENCE"),

@@ -27,6 +27,7 @@ from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
+from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.settings import Settings
@@ -93,8 +94,10 @@ class SearchService:
         label: str = SERVICE_LABEL,
         poll_seconds: float = 0.05,
         max_concurrent_queries: int | None = None,
+        audit: RequestAudit | None = None,
     ) -> None:
         self.location = location
+        self.audit = audit  # the optional per-request log of documents given (never query text)
         self.models = models
         self.config = config
         self.wait_seconds = wait_seconds
@@ -133,6 +136,8 @@ class SearchService:
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
+        if settings.serve.audit_days and "audit" not in kwargs:
+            kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
         return cls(location, models, config, wait_seconds=wait, **kwargs)
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -251,6 +256,8 @@ class SearchService:
             "total": seconds.get("total", 0.0) + waited,
         }
         reranker = self.models.reranker.name if response.mode == "reranked" and self.models.reranker else None
+        if self.audit is not None:
+            self.audit.record(reader.all_user_ids(), "search", [r.document_id for r in response.results])
         return ServedSearch(
             response=response,
             waited_seconds=waited,
@@ -280,6 +287,8 @@ class SearchService:
         readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
         if not readable or len(readable) != len(parents):
             return None
+        if self.audit is not None:
+            self.audit.record(reader.all_user_ids(), "document", [document_id])
         readable.sort(key=lambda p: (p.payload.get("chunk_index", 0), p.id))
         first = readable[0].payload
         return ServedDocument(

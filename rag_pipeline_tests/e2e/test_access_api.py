@@ -6,6 +6,7 @@ may not read is a 404 like a missing one, while an admin is told the restriction
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -39,7 +40,7 @@ def tokens(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
 @pytest.fixture(scope="module")
 def service(tokens: tuple[Path, dict[str, str]]) -> Iterator[S.ServiceProcess]:
     data, _ = tokens
-    with S.running_service(data, data.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN,
+    with S.running_service(data, data.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN, RAG_SERVE_AUDIT_DAYS="7",
                            RAG_SERVE_ADMINS=f"{ADMIN_EMAIL.upper()},U9") as running:  # fmt: skip
         yield running
 
@@ -133,3 +134,21 @@ def test_the_mcp_tools_answer_whoami_and_explain_access_as_the_caller(service: S
     assert "person: asking about another person needs the admin scope" in alice["other_error"]
     bob = asyncio.run(calls("U2"))
     assert bob["explained"] is None and "not found" in bob["explained_error"]
+
+
+def test_the_request_audit_records_documents_given_never_the_query(
+    service: S.ServiceProcess, tokens: tuple[Path, dict[str, str]]
+) -> None:
+    data, _ = tokens
+    query = "salary budget postgres audit-marker-7731"
+    found = httpx.post(f"{service.url}/v1/search", json={"query": query, "top_k": 10},
+                       headers={"Authorization": f"Bearer {TOKEN}", "X-User-Id": "U1"}, timeout=60)  # fmt: skip
+    assert found.status_code == 200
+    given = [r["document_id"] for r in found.json()["results"]]
+    assert _get(service, f"/v1/documents/{S.SECRET_THREAD}", "U1").status_code == 200
+    lines = [json.loads(line) for path in sorted((data / "request_audit").glob("*.jsonl"))
+             for line in path.read_text().splitlines()]  # fmt: skip
+    searches = [line for line in lines if line["kind"] == "search" and line["documents"] == given]
+    assert searches and "U1" in searches[-1]["reader"]
+    assert any(line["kind"] == "document" and line["documents"] == [S.SECRET_THREAD] for line in lines)
+    assert not any("audit-marker-7731" in path.read_text() for path in (data / "request_audit").glob("*"))
