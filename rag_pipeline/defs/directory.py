@@ -45,9 +45,12 @@ def directory_resource(settings: Settings) -> DirectoryResource:
 
 
 class DirectorySource(Protocol):
-    """A source resource that can read who exists in the source (accounts, groups, channel members)."""
+    """A source resource that can read who exists in the source (accounts, groups, channel members); ``previous``
+    is the directory synced so far, for what a failed read keeps."""
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot: ...
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot: ...
 
 
 @contextmanager
@@ -70,8 +73,8 @@ def refresh_directory(
 ) -> DirectorySync:
     """Read, write, and rewrite the ACLs of channels whose readers changed (the asset's and the CLI's body)."""
     started = time.perf_counter()
-    snapshot = resource.read_directory(log)
     store = directory.store()
+    snapshot = resource.read_directory(log, previous=store)
     if not snapshot.channel_members:
         # Only channel memberships become document ACLs; without them the index need not be opened.
         return sync_directory(snapshot, store, started=started)

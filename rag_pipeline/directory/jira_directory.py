@@ -120,11 +120,23 @@ def read_dump_directory(
     return snapshot
 
 
-def _group_names(reader: Any) -> list[str]:
+def _group_names(reader: Any, problems: list[RecordProblem]) -> list[str]:
     if reader.settings.cloud:
         return [g["name"] for g in reader.paged("list groups", None, "group/bulk") if isinstance(g, Mapping)]
     found = reader.get("list groups", None, "groups/picker", maxResults=_GROUP_PICKER_LIMIT) or {}
-    return [g["name"] for g in found.get("groups") or () if isinstance(g, Mapping) and g.get("name")]
+    names = [g["name"] for g in found.get("groups") or () if isinstance(g, Mapping) and g.get("name")]
+    total = found.get("total")
+    if isinstance(total, int) and not isinstance(total, bool) and total > len(names):
+        # The picker answers one page; the groups past it are unknown, so their members hold none of the grants
+        # that go through them (narrower, never wider) until the site has fewer groups than the picker shows.
+        problems.append(
+            RecordProblem(
+                "jira groups/picker",
+                f"{total} groups, {len(names)} listed (the picker's limit is {_GROUP_PICKER_LIMIT}); the members of "
+                "the others get no grant through them",
+            )
+        )
+    return names
 
 
 def read_api_directory(
@@ -136,7 +148,7 @@ def read_api_directory(
     snapshot = DirectorySnapshot(SOURCE, site, time.time() if now is None else now)
     calls_before = reader.stats.api_calls
     members_of: dict[str, list[str]] = {}
-    for group in _group_names(reader):
+    for group in _group_names(reader, snapshot.problems):
         members_of[group] = []
         values = reader.paged(
             "list group members", f"group {group}", "group/member", groupname=group, includeInactiveUsers="true"
@@ -162,6 +174,8 @@ def read_api_directory(
                 RecordProblem(f"jira project {key}", "permission scheme unreadable; nobody gets its project group")
             )
             continue
+        # Grants the resolution left out (anyone, application roles, the reporter...): reported, never widened.
+        snapshot.problems.extend(getattr(reader, "acl_problems", {}).get(key, ()))
         target = project_group(site, key)
         for group in acl.groups:
             name = group.removeprefix(f"jira:{site}:group:")

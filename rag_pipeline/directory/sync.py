@@ -90,12 +90,21 @@ def channel_acl(team_id: str, private: bool, readers: tuple[str, ...]) -> Acl:
 
 
 def refresh_channel_acls(store: VectorStore, team_id: str, change: DirectoryChange) -> list[str]:
-    """Rewrite the ACL of every indexed thread of a channel whose readers changed; the documents updated."""
+    """Rewrite the ACL of every indexed thread of a channel whose readers changed; the documents updated.
+
+    The directory only narrows or re-lists readers: a thread the index holds without the workspace group never
+    gains it here. Only a channel's own read (the connector's or the reconciliation's ``conversations.info``,
+    which fails the channel when ``is_private`` is missing) may make a private channel's threads readable by
+    the whole workspace; a directory record that wrongly says "public" must not."""
+    workspace = workspace_group(team_id)
     updates: dict[str, Acl] = {}
     for channel_id, (_name, private, readers) in sorted(change.channels.items()):
         acl = channel_acl(team_id, private, readers)
         indexed = store.indexed_documents(SearchFilter(sources=("slack",), containers=(channel_id,)))
-        updates.update({doc_id: acl for doc_id, doc in indexed.items() if acl_differs(doc, acl)})
+        for doc_id, doc in indexed.items():
+            widens = workspace in acl.groups and (doc.acl is None or workspace not in doc.acl.groups)
+            if acl_differs(doc, acl) and not widens:
+                updates[doc_id] = acl
     return update_acls(store, updates) if updates else []
 
 

@@ -126,6 +126,9 @@ def _user(user_id: str, name: str, real_name: str, *, team: str = CRAFTED_TEAM, 
         "real_name": real_name,
         "deleted": False,
         "is_bot": False,
+        # Slack's user objects always carry the guest flags; a record without them is not a member's (issue 47).
+        "is_restricted": False,
+        "is_ultra_restricted": False,
         "profile": {"display_name": name, "real_name": real_name},
     }
     user.update(extra)

@@ -111,6 +111,9 @@ def write_export(path: Path, issues: list[dict[str, Any]], fmt: str = SECONDS, *
     header += ["Priority", "Resolution", *(f"{role}{suffix}" for role in people for suffix in ("", " Id"))]
     header += ["Created", "Updated", "Resolved", "Description", "Environment"]
     header += [column for column, width in widths.items() for _ in range(width)]
+    # Jira's all-fields export has the column, empty for issues without a level; rows leave it out as a trailing
+    # empty cell. Without it every issue would be readable by nobody (fail closed, issue 47).
+    header += ["Security Level"]
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, **fmtparams)
         writer.writerow(header)

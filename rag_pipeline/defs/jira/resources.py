@@ -15,6 +15,7 @@ from pydantic import Field
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory import jira_directory
 from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
 from rag_pipeline.sources.jira.client import build_jira_client
@@ -95,7 +96,9 @@ class JiraResource(JiraSourceResource):
             seconds_per_partition=self.seconds_per_partition,
         )
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot:
         """Groups and their members, the Browse projects grants and the security levels' members, from the API."""
         return jira_directory.read_api_directory(self.reader(log))
 
@@ -163,7 +166,9 @@ class JiraDumpResource(JiraSourceResource):
         default=None, description="CSV of Jira accounts and groups for a dump without membership (RAG_JIRA_DIRECTORY)"
     )
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot:
         """The people the dump names (reporters, assignees, commenters), plus the directory file where given."""
         return jira_directory.read_dump_directory(self.path, self.identity().site, self.directory_file)
 
@@ -196,7 +201,9 @@ class JiraCsvResource(JiraSourceResource):
     )
     delimiter: str = Field(default=",", description="field separator of the CSV files")
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot:
         """The accounts of the directory file where given (a CSV export holds no membership)."""
         site = self.identity().site
         snapshot = DirectorySnapshot("jira", site, time.time())

@@ -13,6 +13,7 @@ from pydantic import Field
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory import slack_directory
 from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.slack.api import (
@@ -79,9 +80,12 @@ class SlackResource(SlackSourceResource):
             seconds_per_day=self.seconds_per_partition,
         )
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
-        """The workspace's users and the members of private and shared channels, from the Web API."""
-        return slack_directory.read_api_directory(self.reader(log))
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot:
+        """The workspace's users and the members of private and shared channels, from the Web API; a channel whose
+        members cannot be read keeps those ``previous`` holds (one failed read never revokes or grants)."""
+        return slack_directory.read_api_directory(self.reader(log), previous=previous)
 
     def reader(self, log: Callable[[str], None] | None = None) -> SlackApiReader:
         """A fresh reader (with its own user/channel caches and call counters) for one run."""
@@ -143,7 +147,9 @@ class SlackExportResource(SlackSourceResource):
     def input_paths(self) -> list[str]:
         return [self.path]
 
-    def read_directory(self, log: Callable[[str], None] | None = None) -> DirectorySnapshot:
+    def read_directory(
+        self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
+    ) -> DirectorySnapshot:
         """The export's users and channel members (users.json, channels.json, groups.json, mpims.json)."""
         return slack_directory.read_export_directory(self.path, self.identity().team_id)
 

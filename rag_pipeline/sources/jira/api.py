@@ -200,7 +200,12 @@ class JiraApiReader:
         self.client = client
         self.settings = settings or JiraSyncSettings()
         self._log = log or (lambda _msg: None)
-        self._acls: dict[str, Acl | None] = {}
+        # Project ACLs resolved in this run; an unreadable permission scheme is never cached (the next read asks
+        # again), only remembered for the read in progress (_acl_failures) so its issues do not each ask.
+        self._acls: dict[str, Acl] = {}
+        self._acl_failures: dict[str, str] = {}
+        # What the permission-scheme resolution left out or could not read, per project (reported by each read).
+        self.acl_problems: dict[str, list[RecordProblem]] = {}
         # The budget of the container being read (None outside a budgeted read): every request spends from it.
         self._budget: ReadBudget | None = None
 
@@ -279,9 +284,16 @@ class JiraApiReader:
             values = page.get("values") or []
             yield from values
             start += len(values)
-            total = page.get("total")
-            last = bool(page.get("isLast", isinstance(total, int) and start >= total)) or not values
-            guard.page(len(values), None if last else str(start))
+            total, is_last = page.get("total"), page.get("isLast")
+            if isinstance(is_last, bool):
+                last = is_last
+            elif isinstance(total, int):
+                last = start >= total
+            else:
+                last = not values  # a page that promises nothing: an empty one ends the listing
+            # An empty page that still promises more (isLast false, total not reached) is not the end: the guard
+            # (no empty pages allowed) trips and the listing fails, instead of ending short and dropping members.
+            guard.page(len(values), None if last else f"startAt={start} (total {total}, isLast {is_last})")
             if last:
                 return
 
@@ -414,6 +426,7 @@ class JiraApiReader:
         end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
         window_start = start - timedelta(minutes=self.settings.overlap_minutes)
         wanted_set = set(wanted)
+        self._acl_failures.pop(project, None)  # a scheme unreadable in an earlier read is asked for again
         with self._budgeted(project, len(wanted)):
             return self._read_window(project, wanted, wanted_set, window_start, end, out)
 
@@ -448,6 +461,8 @@ class JiraApiReader:
             if doc is not None:
                 out.documents.append(doc)
                 out.partition_day[doc.id] = day
+        if self.settings.resolve_permission_groups and out.documents:
+            out.problems.extend(self.acl_problems.get(project, ()))
         self._log(
             f"{project}: {len(out.documents)} issues updated on {len(wanted)} day(s) "
             f"({out.issues_fetched} listed, {out.comment_pages} extra comment pages, {len(out.problems)} unreadable)"
@@ -489,7 +504,21 @@ class JiraApiReader:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             out.problems.append(RecordProblem(_where(issue), f"{type(exc).__name__}: {exc}"))
             return None
-        return self._with_project_acl(doc, issue)
+        if "security" not in issue["fields"]:
+            # The reader asks for `security` by name; Jira answers null for an issue without a level. An answer
+            # without the field (hidden by a field configuration, a proxy, a partial payload) cannot say whether
+            # the issue is restricted: it is written readable by nobody, never by the project, and reported. The
+            # next read of the issue (its next update, a backfill) writes it with its real ACL.
+            out.problems.append(
+                RecordProblem(
+                    _where(issue),
+                    "Jira's answer has no security field (asked for): whether the issue has a security level is "
+                    "unknown, so it is indexed readable by nobody; make the Security Level field visible to the "
+                    "API user",
+                )
+            )
+            return doc.model_copy(update={"acl": Acl()})
+        return self._with_project_acl(doc, issue, out)
 
     def _with_all_comments(self, issue: dict[str, Any], out: ProjectRead) -> dict[str, Any]:
         embedded = issue["fields"].get("comment") or {}
@@ -541,13 +570,15 @@ class JiraApiReader:
         return by_id, first_total or 0, start
 
     def issue_document(self, issue_id: str) -> Document | None:
-        """The current document of one issue by id (None when Jira no longer has it)."""
+        """The current document of one issue by id (None when Jira no longer has it). An issue whose answer lacks
+        its security field is a JiraAccessError: reconciliation fails the project and tries again next time rather
+        than rewrite the issue with an ACL it cannot know."""
         issue = self._issue(issue_id)
         if issue is None:
             return None
         out = ProjectRead()
         doc = self._document(issue, out)
-        if doc is None and out.problems:
+        if out.problems and (doc is None or "security" not in issue["fields"]):
             raise JiraAccessError(str(out.problems[0]))
         return doc
 
@@ -566,26 +597,46 @@ class JiraApiReader:
         return issue_document_id(self.site, issue_id)
 
     # --- ACL ----------------------------------------------------------------------------------
-    def _with_project_acl(self, doc: Document, issue: Mapping[str, Any]) -> Document:
-        if not self.settings.resolve_permission_groups or issue["fields"].get("security"):
+    def _with_project_acl(self, doc: Document, issue: Mapping[str, Any], out: ProjectRead | None = None) -> Document:
+        if not self.settings.resolve_permission_groups or issue["fields"].get("security") is not None:
             # Issue security restricts to the level's group; the project's browsers do not all qualify.
             return doc
         acl = self.project_acl(doc.container)
-        return doc if acl is None else doc.model_copy(update={"acl": acl})
+        if acl is None:
+            # The project group alone stays: the directory grants it only to the browsers it resolved from the scheme
+            # (nobody while it cannot read the scheme either), so nobody new reads the issue. Reported once per
+            # read, where the run's bad records are shown.
+            if out is not None and not any(p.location == f"jira project {doc.container}" for p in out.problems):
+                out.problems.append(
+                    RecordProblem(
+                        f"jira project {doc.container}",
+                        f"permission scheme unreadable ({self._acl_failures.get(doc.container, '?')}); its issues "
+                        "carry the project group alone (the browsers the directory resolved; read again next time)",
+                    )
+                )
+            return doc
+        return doc.model_copy(update={"acl": acl})
 
     def project_acl(self, project: str) -> Acl | None:
         """Project group plus the concrete groups/users holding Browse projects (permission scheme and
-        project roles); None when the scheme cannot be read (the project group alone then applies)."""
+        project roles); None when the scheme cannot be read (the project group alone then applies). A failure
+        is remembered for the read in progress only: a later read, or a reader's next call outside a read,
+        asks again. Grants this cannot resolve to people (``anyone``, ``applicationRole``, ``projectLead``,
+        ``reporter``...) are left out, which only narrows the ACL, and are listed in :attr:`acl_problems`."""
         if project in self._acls:
             return self._acls[project]
+        if project in self._acl_failures and self._budget is not None:
+            return None
         try:
             scheme = self._get("read the permission scheme", f"project {project}",
                                f"project/{project}/permissionscheme", expand="permissions")  # fmt: skip
         except JiraAccessError as exc:
             self._log(f"{project}: permission scheme unreadable, using the project group only ({exc})")
-            self._acls[project] = None
+            self._acl_failures[project] = str(exc)
             return None
+        self._acl_failures.pop(project, None)
         groups, users = [project_group(self.site, project)], []
+        problems: list[RecordProblem] = []
         for grant in scheme.get("permissions") or []:
             if grant.get("permission") != "BROWSE_PROJECTS":
                 continue
@@ -601,8 +652,19 @@ class JiraApiReader:
                         groups.append(jira_group(self.site, name))
                     elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
                         users.append((actor.get("actorUser") or {}).get("accountId") or actor.get("name"))
+            else:
+                kind = holder.get("type") or "?"
+                detail = f" {holder['parameter']}" if holder.get("parameter") else ""
+                problems.append(
+                    RecordProblem(
+                        f"jira project {project} permission scheme",
+                        f"Browse projects granted to {kind}{detail} is not resolved to people; those readers do "
+                        "not see its issues through this index",
+                    )
+                )
         acl = Acl(groups=tuple(dict.fromkeys(groups)), users=tuple(dict.fromkeys(u for u in users if u)))
         self._acls[project] = acl
+        self.acl_problems[project] = problems
         return acl
 
 

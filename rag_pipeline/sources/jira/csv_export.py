@@ -13,6 +13,11 @@ carry, and what the reader does about it:
 * Security levels are names; the ACL groups of the dump and the live API use level ids, so
   ``security_level_ids`` maps names to ids. An unmapped level's group is named after the level: a group no
   id-based membership grants, so such an issue is hidden rather than shown too widely.
+* A file without the ``Security Level`` column (an export of the current columns, not of all fields) cannot
+  say which issues are restricted: its issues are indexed readable by nobody, and the file is reported once
+  (fail closed, issue 47). An empty cell under the column is an issue without a level (the project's
+  browsers read it). Not a missing required column: the rest of such an export is still worth indexing, and
+  the problem names the column to export.
 * Comment visibility is not exported: a comment restricted to a role that the exporting user could see is
   indexed under the issue's ACL. Export as a user who sees no restricted comments.
 
@@ -34,12 +39,14 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.sources.document import Document
+from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.jira.dump import JiraRead, issue_document_id, issue_to_document
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 DEFAULT_DATE_FORMAT = "%d/%b/%y %H:%M"
 REQUIRED_COLUMNS = ("Issue key", "Issue id", "Summary", "Created", "Updated", "Project key")
+# Without it an issue's restriction is unknown: its issues get an empty ACL (see the module's docstring).
+SECURITY_COLUMN = "Security Level"
 # Jira's default link types as (outward, inward) descriptions; instances rename and add their own.
 JIRA_LINK_TYPES: Mapping[str, tuple[str, str]] = {
     "Blocks": ("blocks", "is blocked by"),
@@ -147,6 +154,14 @@ class JiraCsvReader:
         try:
             header = _header(path, next(reader, None))
             line = reader.line_num
+            if SECURITY_COLUMN.casefold() not in header.columns:
+                problems.append(
+                    RecordProblem(
+                        str(path),
+                        f"no {SECURITY_COLUMN!r} column: whether an issue is restricted is unknown, so every issue "
+                        f"of this file is indexed readable by nobody; export all fields (with {SECURITY_COLUMN!r})",
+                    )
+                )
             for cells in reader:
                 # Rows are numbered as a spreadsheet shows them (header = row 1); a quoted body spans lines.
                 row, start, line = row + 1, line + 1, reader.line_num
@@ -209,6 +224,8 @@ class JiraCsvReader:
             except Exception as exc:  # one issue's data never ends the read
                 out.problems.append(RecordProblem(location, describe(exc)))
                 continue
+            if "security" not in issue["fields"]:
+                doc = doc.model_copy(update={"acl": Acl()})  # no Security Level column: readable by nobody
             out.keep_newest(location, doc, "in this row", "other row's")
         return out.finish()
 
@@ -277,11 +294,13 @@ class JiraCsvReader:
             versions=[{"name": name} for name in row.all("Affects Version/s")],
             issuelinks=self._links(row),
             comment={"comments": [self._comment(cell) for cell in row.all("Comment")]},
-            security={"name": level, "id": self.security_level_ids.get(level)} if level else None,
             watches={"watchCount": len(row.all("Watchers"))},
             parent=({"key": parent} if _ISSUE_KEY.fullmatch(parent) else {"id": parent}) if parent else None,
             **{role.lower(): _person(row.one(role), row.ident(f"{role} Id")) for role in _PEOPLE},
         )
+        if SECURITY_COLUMN.casefold() in header.columns:
+            # Left out of the fields when the column is missing: read() then gives the issue an empty ACL.
+            fields["security"] = {"name": level, "id": self.security_level_ids.get(level)} if level else None
         fields["comment"]["total"] = len(fields["comment"]["comments"])
         return {"id": row.ident("Issue id"), "key": row.ident("Issue key"), "fields": fields}
 

@@ -186,11 +186,7 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
     updated = parse_jira_time(fields["updated"])
     created = parse_jira_time(fields.get("created") or fields["updated"])
     security = fields.get("security")
-    acl = (
-        Acl(groups=(security_level_group(site, str(security.get("id") or security.get("name"))),))
-        if security
-        else Acl(groups=(project_group(site, project),))
-    )
+    acl = _issue_acl(security, site, project, key)
     return Document(
         id=issue_document_id(site, str(issue_id)),
         source=SOURCE,
@@ -218,6 +214,22 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
             "security_level": (security or {}).get("name"),
         },
     )
+
+
+def _issue_acl(security: Any, site: str, project: str, key: str) -> Acl:
+    """The readers of an issue: its security level's group, or the project's browsers when it has no level.
+
+    Only ``null`` (or, in a dump, no ``security`` field: the bundled dump and dumps of sites without issue security
+    carry none) means "no level". A level that is not an object with an id or a name (``{}``, ``false``, a bare
+    string) says the issue is restricted without saying to whom: the issue is not read (ValueError, the reader's
+    problem), never shown to the whole project. The live reader, which asks for the field by name, treats an
+    answer without it as unknown (``JiraApiReader._document``)."""
+    if security is None:
+        return Acl(groups=(project_group(site, project),))
+    level = security.get("id") or security.get("name") if isinstance(security, dict) else None
+    if isinstance(level, bool) or not isinstance(level, str | int) or not str(level).strip():
+        raise ValueError(f"security level {shown(security)} of {key} names no level id; not indexed")
+    return Acl(groups=(security_level_group(site, str(level)),))
 
 
 def _links(raw_links: list[dict[str, Any]]) -> list[dict[str, str]]:

@@ -38,7 +38,7 @@ from rag_pipeline.sources.identifiers import (
     is_valid_container_id,
 )
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped, PageGuard, ReadBudget
-from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.problems import RecordProblem, SourceError, shown
 from rag_pipeline.sources.slack.threads import (
     SlackChannel,
     ThreadDocumentBuilder,
@@ -460,7 +460,19 @@ class SlackApiReader:
                 except InvalidIdentifier as exc:
                     out.problems.append(RecordProblem(f"slack conversations.list entry {number}", str(exc)))
                 continue
-            channel = self._remember(raw)
+            try:
+                channel = self._remember(raw)
+            except SlackAccessError as exc:
+                # A listing that does not say whether the channel is private is kept as a private one (never
+                # public): discovery still gives it a partition, and its read, which asks conversations.info
+                # again, fails that channel alone (named in rag/failed_containers) until Slack says.
+                out.problems.append(RecordProblem(f"slack conversations.list entry {number}", str(exc)))
+                channel = SlackChannel(
+                    id=raw_id,
+                    name=display_name(raw.get("name"), raw_id, MAX_CHANNEL_NAME_LENGTH),
+                    is_private=True,
+                    is_archived=bool(raw.get("is_archived")),
+                )
             if not self.settings.wants(channel):
                 continue
             # conversations.list only returns private channels the bot is in, but every public one; an absent
@@ -472,14 +484,30 @@ class SlackApiReader:
         return out
 
     def _remember(self, raw: Mapping[str, Any]) -> SlackChannel:
+        channel_id = check_container_id(raw.get("id"), "Slack channel id")
         channel = SlackChannel(
-            id=check_container_id(raw.get("id"), "Slack channel id"),
-            name=display_name(raw.get("name"), raw["id"], MAX_CHANNEL_NAME_LENGTH),
-            is_private=bool(raw.get("is_private")),
+            id=channel_id,
+            name=display_name(raw.get("name"), channel_id, MAX_CHANNEL_NAME_LENGTH),
+            is_private=self._is_private(raw, channel_id),
             is_archived=bool(raw.get("is_archived")),
         )
         self._channels[channel.id] = channel
         return channel
+
+    def _is_private(self, raw: Mapping[str, Any], channel_id: str) -> bool:
+        """The channel record's ``is_private``; :class:`SlackAccessError` when it is missing or not a boolean.
+        A record that does not say must never make a channel public (its threads readable by the whole
+        workspace): the channel fails alone and is read again next time."""
+        value = raw.get("is_private")
+        if isinstance(value, bool):
+            return value
+        what = "no is_private field" if "is_private" not in raw else f"is_private {shown(value)}, not a boolean"
+        name = display_name(raw.get("name"), "", MAX_CHANNEL_NAME_LENGTH)
+        where = f"#{name} ({channel_id})" if name else channel_id
+        raise SlackAccessError(
+            f"Slack answered channel {where} with {what}: whether it is private is unknown, so none of its threads "
+            "is written (it is read again next time)"
+        )
 
     def channel(self, channel_id: str) -> SlackChannel:
         """A channel with the members its ACL needs (private: all; shared: the external ones),

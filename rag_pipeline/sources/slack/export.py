@@ -34,6 +34,30 @@ _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
 _MANIFESTS = ("channels.json", "groups.json")
 
 
+# Fields of a user record that say where it stands: its own team, and the guest flags.
+STATUS_FIELDS = ("team_id", "is_restricted", "is_ultra_restricted")
+
+
+def user_team(user: Any) -> str | None:
+    """The team a ``users.list`` / ``users.json`` record belongs to (``team_id``, else ``profile.team``); None when
+    the record names none."""
+    if not isinstance(user, dict):
+        return None
+    team = user.get("team_id")
+    if not isinstance(team, str) or not team:
+        profile = user.get("profile")
+        team = profile.get("team") if isinstance(profile, dict) else None
+    return team if isinstance(team, str) and team else None
+
+
+def export_marks_status(users: Iterable[Any]) -> bool:
+    """Whether any user record of an export carries its team or a guest flag. Slack's own exports carry them for
+    every user; an export converted from elsewhere may carry none, and then cannot tell guests or other teams'
+    users from members (its readers treat everyone as a member). One record that carries one means the export
+    does say, and a record without them is then not counted as a member."""
+    return any(isinstance(u, dict) and (any(f in u for f in STATUS_FIELDS) or user_team(u) is not None) for u in users)
+
+
 class OutsideExport(OSError):
     """A path of the export that resolves outside it (a symlink); it is not read."""
 
@@ -192,7 +216,12 @@ class SlackExportReader:
             raise SourceError(f"Slack export {self.path} has no channels.json or groups.json")
         users = list(self._entries("users.json")) if self._files.exists("users.json") else []
         self.user_names = {str(u["id"]): user_display_name(u) for _, u in users}
-        external = {str(u["id"]) for _, u in users if u.get("team_id") not in (None, team_id)}
+        # External members of a shared channel are named in its threads' ACL (they hold no workspace group). A
+        # user whose team is not given counts as external where the export says teams at all: naming a member
+        # of the channel in its ACL never widens it. An export that names no team for anyone (the bundled Ubuntu
+        # export) keeps every user in the workspace, as before: it cannot tell, and its channels are not shared.
+        marked = export_marks_status(u for _, u in users)
+        external = {str(u["id"]) for _, u in users if (user_team(u) or (None if marked else team_id)) != team_id}
         self._folders: dict[str, str] = {}
         self.channels = self._read_channels(external)
         if "channels.json" not in present:

@@ -19,7 +19,9 @@ What it reproduces (request paths and shapes of the real REST API as atlassian-p
   ``id``, ``key`` clauses joined by ``AND`` and ``ORDER BY``. Dates are read in the **site user's timezone** with
   **minute** precision, like Jira, and compared with the issues' exact ``updated``/``created`` instants. Unknown or
   invisible projects and unknown keys are 400s, like Jira.
-* Issues: embedded comments truncated to ``embed_comments`` in search results (``GET issue`` embeds them all),
+* Issues: ``security`` null for an issue without a level, fields hidden from the API user left out
+  (:meth:`~rag_pipeline_tests.kit.emulators.jira_site.JiraSite.hide_fields`),
+  embedded comments truncated to ``embed_comments`` in search results (``GET issue`` embeds them all),
   ``issue/{key}/comment`` paging, moved issues resolving by their old key, deleted issues 404.
 * Projects: Cloud ``project/search`` pages with an absolute ``nextPage`` URL; Server ``project`` is one list;
   archived projects only with ``status=archived`` (Cloud
@@ -34,7 +36,8 @@ What it reproduces (request paths and shapes of the real REST API as atlassian-p
   ``directory_page_cap`` (50, as Cloud).
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, 401/403/404, dropped connections, a server that never
   answers (``silent``) and one that answers one byte per second (``trickle``); broken paging per project
-  (:meth:`JiraEmulator.break_paging`: a repeated ``nextPageToken``, an ignored ``startAt``, endless empty pages);
+  (:meth:`JiraEmulator.break_paging`: a repeated ``nextPageToken``, an ignored ``startAt``, endless empty pages;
+  :meth:`JiraEmulator.break_value_paging`: empty ``values`` pages of the directory that promise more);
   every request is recorded (:attr:`JiraEmulator.requests`).
 
 Usage::
@@ -197,6 +200,8 @@ class JiraEmulator(LocalHttpService):
         self.errors: list[str] = []  # tracebacks of handler crashes (answered 500)
         self._faults: list[_Fault] = []
         self._paging_faults: dict[str | None, str] = {}
+        # Path parts whose `values` pages come back empty while promising more (break_value_paging).
+        self._empty_value_pages: set[str] = set()
         # Set on stop, so a silent or trickling handler ends with the emulator instead of holding its thread.
         self._stopping = threading.Event()
         self._record_lock = threading.Lock()
@@ -256,6 +261,13 @@ class JiraEmulator(LocalHttpService):
         with self._record_lock:
             self._paging_faults[project] = mode
 
+    def break_value_paging(self, path: str) -> None:
+        """Until :meth:`clear_faults`, every ``values`` page (``group/member``, ``group/bulk``, security level
+        members) whose path contains ``path`` comes back empty while promising more: ``isLast: false`` and the
+        real ``total``, as a server that loses its pages would answer."""
+        with self._record_lock:
+            self._empty_value_pages.add(path)
+
     def _paging_fault(self, jql: str) -> str | None:
         with self._record_lock:
             for project, mode in self._paging_faults.items():
@@ -286,6 +298,7 @@ class JiraEmulator(LocalHttpService):
         with self._record_lock:
             self._faults.clear()
             self._paging_faults.clear()
+            self._empty_value_pages.clear()
 
     def pending_faults(self) -> int:
         """How many injected failures are still to be served."""
@@ -450,6 +463,10 @@ class JiraEmulator(LocalHttpService):
         start = self._int(call.params, "startAt", 0)
         size = min(self._int(call.params, "maxResults", 0) or cap, cap)
         page = items[start : start + size]
+        with self._record_lock:
+            broken = any(part in call.path for part in self._empty_value_pages)
+        if broken:
+            return [], {"maxResults": size, "startAt": start, "total": len(items), "isLast": False}
         return page, {
             "maxResults": size,
             "startAt": start,
@@ -573,6 +590,8 @@ class JiraEmulator(LocalHttpService):
                 {"type": "projectRole", "parameter": role_id, "value": role_id, "expand": "projectRole"},
                 "BROWSE_PROJECTS",
             )
+        for holder in project.other_browse_holders:
+            grant(dict(holder), "BROWSE_PROJECTS")
         grant(
             {"type": "group", "parameter": "jira-admins", "value": "jira-admins", "expand": "group"},
             "ADMINISTER_PROJECTS",

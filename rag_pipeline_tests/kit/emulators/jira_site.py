@@ -9,6 +9,8 @@
 * The directory: users by accountId (:meth:`JiraSite.add_user`), groups of accountIds (:meth:`JiraSite.add_group`,
   :meth:`JiraSite.remove_from_group`; ids from :func:`group_id`) and the levels of one issue security scheme
   (:meth:`JiraSite.add_security_level`), so who may read what can be resolved to people.
+* Fields: ``security`` is served null for an issue without a level, as Jira does; :meth:`JiraSite.hide_fields`
+  leaves fields out of served issues (a field hidden from the API user).
 * Bodies: v2 serves wiki-text, v3 Atlassian Document Format; :func:`body_for_version` converts either way
   (:func:`adf_to_text`, :func:`text_to_adf`).
 * Time: :func:`parse_jira_time` reads Jira timestamps (:func:`jira_instant`: the same, or None for a bad value).
@@ -49,6 +51,10 @@ __all__ = [
 
 # Fields whose values are rich text: strings (wiki markup) in v2, ADF documents in v3.
 _RICH_TEXT_FIELDS = ("description", "environment")
+# System fields Jira answers whenever they are asked for, null when the issue has no value: an issue without a
+# security level has ``"security": null``, and only a field hidden from the API user is left out
+# (:meth:`JiraSite.hide_fields`).
+_NULL_WHEN_UNSET = ("security",)
 KEY_RE = re.compile(r"^([A-Z][A-Z0-9_]*)-(\d+)$")
 # The site's one issue security scheme (it exists once a level is added).
 SECURITY_SCHEME_ID = "10100"
@@ -196,6 +202,8 @@ class JiraProject:
     # role id -> {"name": ..., "groups": [...], "users": [accountId, ...]}; each role also gets BROWSE_PROJECTS
     role_actors: dict[str, dict[str, Any]] = field(default_factory=dict)
     index: int = 0  # position in the site (the permission scheme id is 10000 + index)
+    # More BROWSE_PROJECTS holders served as given: {"type": "anyone"}, {"type": "applicationRole", "parameter": ...}
+    other_browse_holders: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def searchable(self) -> bool:
@@ -240,7 +248,20 @@ class JiraSite:
         self.users: dict[str, dict[str, Any]] = {}  # accountId -> user
         self.groups: dict[str, list[str]] = {}  # group name -> member accountIds
         self.security_levels: dict[str, dict[str, Any]] = {}  # level id -> {"name", "description", "groups", "users"}
+        # Fields left out of served issues (hide_fields): of every issue (None) or of one issue id.
+        self.hidden_fields: dict[str | None, set[str]] = {}
         self.lock = threading.RLock()
+
+    def hide_fields(self, *names: str, issue: str | None = None) -> None:
+        """Leave ``names`` out of every served issue (search results, ``GET issue``, dumps), or of the issue with
+        this id or key only, as Jira does for a field hidden by the field configuration or one the API user may
+        not see (``security``). With no names, the issue's (or the site's) hidden fields are shown again."""
+        with self.lock:
+            key = None if issue is None else self._require(issue)["id"]
+            if names:
+                self.hidden_fields.setdefault(key, set()).update(names)
+            else:
+                self.hidden_fields.pop(key, None)
 
     # -- directory ------------------------------------------------------------------------------------------------
 
@@ -495,6 +516,11 @@ class JiraSite:
                 }
             else:
                 fields[name] = copy.deepcopy(value)
+        for name in _NULL_WHEN_UNSET:
+            if name not in fields and (include is None or include(name)):
+                fields[name] = None
+        for name in self.hidden_fields.get(None, set()) | self.hidden_fields.get(issue_id, set()):
+            fields.pop(name, None)
         out["fields"] = fields
         return out
 

@@ -21,6 +21,8 @@ What it reproduces (shapes and semantics of the real Web API as slack-sdk sees t
   summaries (``reply_count``, ``reply_users``, ``reply_users_count``, ``latest_reply``) computed live from the
   current replies; ``conversations.replies``: the root (first page only) then the replies, oldest first.
 * Fault injection: HTTP 429 with ``Retry-After``, 500/503, and dropped connections; every request is recorded.
+  Records that lack fields the real API always sends (:meth:`SlackEmulator.hide_fields`: a channel without
+  ``is_private``, a user without ``is_restricted`` or a team).
   Faulty servers (for the paging guards and timeouts): ``repeat_cursor`` (the first page again, with the same
   ``next_cursor`` every time, as a proxy caching one page), ``empty_pages`` (no items but ``has_more`` and a fresh
   cursor, forever), ``silent`` (accepts the request and never answers) and ``trickle`` (answers one byte per
@@ -159,6 +161,8 @@ class SlackEmulator(LocalHttpService):
         self.trickle_interval = trickle_interval
         self._stopping = threading.Event()
         self._empty_pages = 0
+        # (record kind, record id or None for all) -> field names left out of served records (hide_fields).
+        self._hidden: dict[tuple[str, str | None], set[str]] = {}
         self._record_lock = threading.Lock()
         super().__init__()
         self._last_post_ts = Decimal(0)
@@ -224,6 +228,32 @@ class SlackEmulator(LocalHttpService):
         """Forget every pending injected fault."""
         with self._record_lock:
             self._faults.clear()
+
+    def hide_fields(self, kind: str, *names: str, id: str | None = None) -> None:
+        """Leave ``names`` out of every served ``kind`` record (``"user"``: ``users.list``/``users.info``;
+        ``"channel"``: ``conversations.list``/``conversations.info``), or only of the one with ``id``: a faulty
+        answer that omits fields the real API always sends (``is_private``, ``is_restricted``...). A dotted name
+        reaches into a nested object (``"profile.team"``). :meth:`clear_faults` does not undo it;
+        ``hide_fields(kind, id=...)`` with no names does."""
+        if kind not in ("user", "channel"):
+            raise ValueError(f"kind must be 'user' or 'channel', got {kind!r}")
+        with self._record_lock:
+            if names:
+                self._hidden.setdefault((kind, id), set()).update(names)
+            else:
+                self._hidden.pop((kind, id), None)
+
+    def _hide(self, kind: str, record: dict[str, Any]) -> dict[str, Any]:
+        with self._record_lock:
+            names = self._hidden.get((kind, None), set()) | self._hidden.get((kind, record.get("id")), set())
+        for name in names:
+            *path, last = name.split(".")
+            target: Any = record
+            for part in path:
+                target = target.get(part) if isinstance(target, dict) else None
+            if isinstance(target, dict):
+                target.pop(last, None)
+        return record
 
     def calls(self, method: str | None = None) -> list[RecordedRequest]:
         """Requests answered with HTTP 200 (API errors included), optionally only those of one method."""
@@ -391,7 +421,7 @@ class SlackEmulator(LocalHttpService):
             if other and other not in shared_teams:
                 shared_teams.append(other)
         legacy_group = channel.is_private and channel.id.startswith("G")
-        return {
+        record = {
             "id": channel.id,
             "name": channel.name,
             "name_normalized": channel.name,
@@ -417,6 +447,7 @@ class SlackEmulator(LocalHttpService):
             "purpose": {"value": channel.purpose, "creator": "", "last_set": 0},
             "previous_names": [],
         }
+        return self._hide("channel", record)
 
     def _render(
         self,
@@ -580,7 +611,7 @@ class SlackEmulator(LocalHttpService):
         profile.setdefault("display_name", "")
         profile.setdefault("real_name", out["real_name"])
         profile.setdefault("team", out["team_id"])
-        return out
+        return self._hide("user", out)
 
     def _chat_post_message(self, params: dict[str, str]) -> dict[str, Any]:
         self._require("chat:write")

@@ -278,7 +278,8 @@ class SlackWorkspace:
     def write_export(self, path: str | Path) -> None:
         """Write a Slack export folder: ``channels.json`` (public), ``groups.json`` (private, with members),
         ``mpims.json`` (multi-party IMs: always empty, the model has none), ``users.json`` (users and external users
-        as stored, profile emails included: an export is not limited by scopes) and
+        as stored, with ``team_id`` and the guest flags filled in where a stored user lacks them, as Slack writes
+        them; profile emails included: an export is not limited by scopes) and
         ``<channel name>/<YYYY-MM-DD>.json`` holding every stored message (roots, replies, tombstones) of that UTC
         day, oldest first."""
         root = Path(path)
@@ -286,7 +287,7 @@ class SlackWorkspace:
         with self.lock:
             public = [self._manifest(c) for c in self.channels.values() if not c.is_private]
             private = [self._manifest(c) for c in self.channels.values() if c.is_private]
-            users = [*self.users, *self.external_users.values()]
+            users = [self._exported_user(u) for u in (*self.users, *self.external_users.values())]
             (root / "channels.json").write_text(json.dumps(public, indent=1, ensure_ascii=False))
             (root / "groups.json").write_text(json.dumps(private, indent=1, ensure_ascii=False))
             (root / "mpims.json").write_text("[]")
@@ -299,6 +300,15 @@ class SlackWorkspace:
                 folder.mkdir(exist_ok=True)
                 for day, messages in days.items():
                     (folder / f"{day}.json").write_text(json.dumps(messages, indent=1, ensure_ascii=False))
+
+    def _exported_user(self, user: dict[str, Any]) -> dict[str, Any]:
+        """A user as Slack's export writes it: the team and the guest flags are always there (the Web API serves
+        them the same way), so a stored user added without them is written as a member of this workspace."""
+        out = dict(user)
+        out.setdefault("team_id", self.team_id)
+        out.setdefault("is_restricted", False)
+        out.setdefault("is_ultra_restricted", False)
+        return out
 
     @staticmethod
     def _manifest(channel: Channel) -> dict[str, Any]:
