@@ -17,6 +17,7 @@ import pandas as pd
 from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import StorePoint, VectorStore
 from rag_pipeline.index.writer import BELONGS_TO, FAMILY, DocumentPoints, WriteReport, write_documents
+from rag_pipeline.sources import document
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS, Document
 from rag_pipeline.sources.registry import document_payload
 from rag_pipeline.text.chunking import Chunker, chunk_id
@@ -222,10 +223,10 @@ def family_fields(metadata: dict[str, Any]) -> dict[str, Any]:
     restricted Jira comment names the issue it ``belongs_to``; the issue lists its ``family`` of such comments, so
     a rewrite of the issue removes the comments it no longer has."""
     out: dict[str, Any] = {}
-    if metadata.get(BELONGS_TO):
-        out[BELONGS_TO] = str(metadata[BELONGS_TO])
-    if metadata.get(FAMILY):
-        out[FAMILY] = [str(member) for member in metadata[FAMILY]]
+    if metadata.get(document.BELONGS_TO):
+        out[BELONGS_TO] = str(metadata[document.BELONGS_TO])
+    if metadata.get(document.FAMILY):
+        out[FAMILY] = [str(member) for member in metadata[document.FAMILY]]
     return out
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
-from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group, security_level_group
+from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group, role_group, security_level_group
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 SOURCE = "jira"
@@ -38,10 +38,14 @@ def jira_group(site: str, name: str) -> str:
 
 def directory_file_group(site: str, entry: str) -> tuple[str, str]:
     """An entry of a directory file's ``groups`` column as (ACL group, grant): ``project:KEY`` (Browse projects
-    on KEY), ``security:ID`` (an issue security level) or a Jira group name."""
+    on KEY), ``security:ID`` (an issue security level), ``role:KEY:NAME`` (project role NAME in KEY) or a Jira
+    group name."""
     kind, _, name = entry.partition(":")
     if kind == "project" and name:
         return project_group(site, name), f"Browse projects on {name} (directory file)"
+    project, _, role = name.partition(":")
+    if kind == "role" and project and role:
+        return role_group(site, project, role), f"project role {role} in {project} (directory file)"
     if kind == "security" and name:
         return security_level_group(site, name), f"security level {name} (directory file)"
     return jira_group(site, entry), f"member of Jira group {entry} (directory file)"
@@ -60,7 +64,7 @@ def read_directory_file(path: str | Path, site: str, snapshot: DirectorySnapshot
             raise SourceError(
                 f"Jira directory file {path} has no column {', '.join(missing)}; its header must be "
                 f"{','.join(DIRECTORY_FILE_COLUMNS)} (groups separated by ';': a group name, project:KEY or "
-                "security:LEVEL_ID)"
+                "security:LEVEL_ID, role:KEY:NAME)"
             )
         for number, row in enumerate(rows, start=2):
             where = f"{path}:{number}"
@@ -187,9 +191,47 @@ def read_api_directory(
             if account_id not in snapshot.accounts:
                 snapshot.add(Account(SOURCE, site, account_id, status="named"))
             snapshot.grant(account_id, target, f"Browse projects on {key} as a project role member")
+    for key in keys:
+        _project_roles(reader, snapshot, key, members_of)
     _security_levels(reader, snapshot, members_of)
     snapshot.api_calls = reader.stats.api_calls - calls_before
     return snapshot
+
+
+def _project_roles(reader: Any, snapshot: DirectorySnapshot, key: str, members_of: Mapping[str, list[str]]) -> None:
+    """Members of every role of project ``key`` (user actors, and the members of group actors), for comments
+    restricted to a role. A role that cannot be read grants nobody (its restricted comments stay hidden from all)
+    and is reported."""
+    site = snapshot.scope
+    try:
+        roles = reader.get("list project roles", f"project {key}", f"project/{key}/role") or {}
+    except Exception as exc:
+        snapshot.problems.append(RecordProblem(f"jira project {key} roles", f"unreadable: {describe(exc)}"))
+        return
+    for name, url in roles.items() if isinstance(roles, Mapping) else ():
+        role_id = str(url).rstrip("/").rsplit("/", 1)[-1]
+        try:
+            role = reader.get("read a project role", f"project {key}", f"project/{key}/role/{role_id}") or {}
+        except Exception as exc:
+            snapshot.problems.append(
+                RecordProblem(f"jira project {key} role {name}", f"unreadable: {describe(exc)}; it grants nobody")
+            )
+            continue
+        target = role_group(site, key, str(name))
+        for actor in role.get("actors") or ():
+            if not isinstance(actor, Mapping):
+                continue
+            if actor.get("actorGroup") or actor.get("type") == "atlassian-group-role-actor":
+                group = str((actor.get("actorGroup") or {}).get("name") or actor.get("name") or "")
+                for account_id in members_of.get(group, ()):
+                    snapshot.grant(account_id, target, f"project role {name} in {key} via group {group}")
+            elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
+                account_id = str((actor.get("actorUser") or {}).get("accountId") or actor.get("name") or "")
+                if not account_id:
+                    continue
+                if account_id not in snapshot.accounts:
+                    snapshot.add(Account(SOURCE, site, account_id, status="named"))
+                snapshot.grant(account_id, target, f"project role {name} in {key}")
 
 
 def _security_levels(reader: Any, snapshot: DirectorySnapshot, members_of: Mapping[str, list[str]]) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan, newer_than_stored
 from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraProject
+from rag_pipeline.sources.jira.dump import issue_of
 
 
 def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
@@ -27,10 +28,21 @@ def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, Inde
             raise
         plan.remove = sorted(indexed)
         return plan
-    for doc_id in sorted(set(indexed) - listed):
-        current = reader.issue_document(doc_id.rsplit(":", 1)[1])
+    # A restricted comment (its own document) follows its issue: checked through the issue, never looked up alone.
+    families: dict[str, list[str]] = {}
+    for doc_id in sorted(indexed):
+        families.setdefault(issue_of(doc_id), []).append(doc_id)
+    for head, family in sorted(families.items()):
+        if head in listed:
+            continue
+        members = [d for d in family if d != head]
+        current = reader.issue_document(head.rsplit(":", 1)[1])
         if current is None or not reader.settings.wants(JiraProject(current.container, "", current.container)):
-            plan.remove.append(doc_id)
+            plan.remove.extend(family)
         elif current.container != project:
-            plan.rewrite.append(newer_than_stored(current, indexed[doc_id]))
+            if head in indexed:
+                plan.rewrite.append(newer_than_stored(current, indexed[head]))
+            # The comments carried the old project's readers: removed now, written again under the new project's
+            # when its sync reads the moved issue (a move updates it).
+            plan.remove.extend(members)
     return plan

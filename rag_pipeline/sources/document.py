@@ -10,6 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Metadata keys of a document family (a Jira issue and its restricted comments, each its own document): the head
+# lists its members, each member names its head. The pipeline writes them into the index payload (stages.py).
+BELONGS_TO = "belongs_to"
+FAMILY = "family"
+
 
 class Acl(BaseModel):
     """Who may read a document. Access is granted by any match: public, a user or a group; and where

@@ -251,16 +251,39 @@ def test_every_comment_is_paged_in(cloud: bool) -> None:
     assert [int(r.params["startAt"]) for r in pages] == [0, 100, 200]
 
 
-def test_restricted_comments_stay_out_of_the_issue_text() -> None:
+@pytest.mark.parametrize("resolve", [False, True], ids=["project-group", "resolved-groups"])
+def test_restricted_comments_are_their_own_documents_under_both_acls(resolve: bool) -> None:
+    """A comment restricted to a role or a group stays out of the issue's text and becomes its own document whose
+    ACL is the issue's readers *and* the restriction (kept when the project's Browse groups are resolved); a
+    restriction naming nothing checkable is dropped, as before."""
     site = F.crafted_site()
     thread = site.issues[F.WIKI_ID]["fields"]["comment"]["comments"]
-    restricted = {**thread[0], "id": "99", "body": "internal only: customer is Acme", "visibility": {
-        "type": "role", "value": "Administrators"}}  # fmt: skip
-    thread.append(restricted)
+    thread.append({**thread[0], "id": "99", "body": "internal only: customer is Acme",
+                   "visibility": {"type": "role", "value": "Administrators"}})  # fmt: skip
+    thread.append({**thread[0], "id": "100", "body": "payroll is handled by Globex",
+                   "visibility": {"type": "group", "value": "hr-team"}})  # fmt: skip
+    thread.append({**thread[0], "id": "101", "body": "no name: Initech", "visibility": {"type": "group"}})
     with JiraEmulator(site) as emu:
-        doc = {d.id: d for d in _reader(emu).read_days("OPS", ["2024-03-08"]).documents}[_doc_id(F.WIKI_ID)]
-    assert "Acme" not in doc.text and doc.metadata["restricted_comments"] == 1
-    assert doc.metadata["comment_count"] == len(thread) - 1
+        read = _reader(emu, resolve_permission_groups=resolve).read_days("OPS", ["2024-03-08"])
+    docs = {d.id: d for d in read.documents}
+    issue = docs[_doc_id(F.WIKI_ID)]
+    assert not any(secret in issue.text for secret in ("Acme", "Globex", "Initech"))
+    assert issue.metadata["comment_count"] == len(thread) - 3
+    assert issue.metadata["restricted_comments"] == 2 and issue.metadata["restricted_comments_dropped"] == 1
+    role_comment, group_comment = docs[f"{_doc_id(F.WIKI_ID)}:comment-99"], docs[f"{_doc_id(F.WIKI_ID)}:comment-100"]
+    assert issue.metadata["family"] == [role_comment.id, group_comment.id]
+    assert "Acme" in role_comment.text and role_comment.text.startswith(issue.title)
+    assert role_comment.acl.groups == issue.acl.groups  # the issue's readers (resolved or not) ...
+    assert role_comment.acl.restricted_to == (f"jira:{SITE}:role:OPS:Administrators",)  # ... and the role
+    assert group_comment.acl.restricted_to == (jira_group(SITE, "hr-team"),)
+    assert role_comment.version == issue.version and read.partition_day[role_comment.id] == "2024-03-08"
+    assert role_comment.metadata["belongs_to"] == issue.id and "focusedCommentId=99" in (role_comment.url or "")
+    assert not any("Initech" in d.text for d in read.documents)
+    # Who may read it: a project reader holding the role, not a project reader without it, not the role alone.
+    project = set(issue.acl.groups)
+    assert role_comment.acl.admits(None, project | {f"jira:{SITE}:role:OPS:Administrators"})
+    assert not role_comment.acl.admits(None, project)
+    assert not role_comment.acl.admits(None, {f"jira:{SITE}:role:OPS:Administrators"})
 
 
 def test_links_security_levels_and_bad_bodies(crafted: JiraEmulator) -> None:
@@ -384,6 +407,29 @@ def test_reconciliation_plans_for_unsynced_targets_and_vanished_projects(crafted
     )
     with pytest.raises(JiraAccessError):
         plan_project(failing, "SEC", sec)
+
+
+def test_reconciliation_takes_an_issues_restricted_comments_with_it() -> None:
+    """A restricted comment is reconciled through its issue: removed with a deleted issue, removed (to be written
+    again under the new project's readers) when the issue moves, and never looked up by itself."""
+    site = F.crafted_site()
+    for issue_id in (F.MOVED_ID, F.WIKI_ID):
+        thread = site.issues[issue_id]["fields"].setdefault("comment", {"comments": []})["comments"]
+        thread.append({"id": f"7{issue_id}", "author": {"displayName": "Lee"}, "body": "role only",
+                       "created": "2024-03-02T09:40:00.000+0000",
+                       "visibility": {"type": "role", "value": "Developers"}})  # fmt: skip
+    with JiraEmulator(site) as emu:
+        reader = _reader(emu)
+        ops = _indexed(reader.read_days("OPS", F.CRAFTED_DAYS).documents)
+        moved, wiki = _doc_id(F.MOVED_ID), _doc_id(F.WIKI_ID)
+        assert f"{moved}:comment-7{F.MOVED_ID}" in ops and f"{wiki}:comment-7{F.WIKI_ID}" in ops
+        emu.site.move_issue(F.MOVED_ID, "NEW", F.MOVED_NEW_KEY, F.MOVE_UPDATED)
+        emu.site.delete_issue(F.WIKI_ID)
+        plan = plan_project(reader, "OPS", ops)
+        looked_up = [r.path for r in emu.requests if "/issue/" in r.path and "comment-" in r.path]
+    assert [d.id for d in plan.rewrite] == [moved] and plan.rewrite[0].container == "NEW"
+    assert sorted(plan.remove) == sorted([f"{moved}:comment-7{F.MOVED_ID}", wiki, f"{wiki}:comment-7{F.WIKI_ID}"])
+    assert not looked_up
 
 
 def _live_resources(data_dir: Path, emu: JiraEmulator, **overrides) -> dict:

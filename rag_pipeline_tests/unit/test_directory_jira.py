@@ -17,7 +17,7 @@ from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
 from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.jira.dump import project_group, security_level_group
+from rag_pipeline.sources.jira.dump import project_group, role_group, security_level_group
 from rag_pipeline_tests.kit import slack_fixtures as SF
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
@@ -75,7 +75,15 @@ def test_jira_directory_from_the_api(cloud: bool) -> None:
     assert alice.groups[SECURE] == 'security level "Internal" via group jira-devs'
     assert alice.email == "alice.anders@crafted.example"
     assert accounts["acc-carl"].groups[OPS] == "Browse projects on OPS via group contractors"
-    assert accounts["acc-rolf"].groups == {OPS: "Browse projects on OPS as a project role member"}
+    # The Developers role of OPS (user acc-rolf, group contractors) is a grant of its own, for comments
+    # restricted to the role.
+    developers = role_group(SITE, "OPS", "Developers")
+    assert accounts["acc-rolf"].groups == {
+        OPS: "Browse projects on OPS as a project role member",
+        developers: "project role Developers in OPS",
+    }
+    assert accounts["acc-carl"].groups[developers] == "project role Developers in OPS via group contractors"
+    assert developers not in alice.groups
     assert set(accounts["acc-helen"].groups) == {group("hr-team"), group("jira-users"), HR, SECURE}
     # Inactive accounts are listed (whois says so) and hold nothing.
     assert accounts["acc-old"].status == "inactive" and not accounts["acc-old"].groups

@@ -33,7 +33,13 @@ from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.jira.client import endpoint_of
-from rag_pipeline.sources.jira.dump import issue_document_id, issue_to_document, parse_jira_time, project_group
+from rag_pipeline.sources.jira.dump import (
+    issue_document_id,
+    issue_to_documents,
+    parse_jira_time,
+    project_group,
+    with_family_acl,
+)
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
@@ -457,8 +463,8 @@ class JiraApiReader:
             day = updated_day if updated_day in wanted_set else (wanted[0] if updated_day < wanted[0] else None)
             if day is None:
                 continue
-            doc = self._document(issue, out)
-            if doc is not None:
+            # The issue and its restricted comments (each its own document) go to the same partition.
+            for doc in self._document(issue, out):
                 out.documents.append(doc)
                 out.partition_day[doc.id] = day
         if self.settings.resolve_permission_groups and out.documents:
@@ -492,18 +498,18 @@ class JiraApiReader:
         )
         return issue
 
-    def _document(self, issue: dict[str, Any], out: ProjectRead) -> Document | None:
-        """One issue as a Document with all its comments; a bad issue body becomes a problem, not a
-        failure. Transport errors (retries exhausted, 403...) propagate: a partition must not succeed
-        without an issue it could not read."""
+    def _document(self, issue: dict[str, Any], out: ProjectRead) -> list[Document]:
+        """One issue as its Document with all its comments, then its restricted comments' documents; a bad issue
+        body becomes a problem (no documents), not a failure. Transport errors (retries exhausted, 403...)
+        propagate: a partition must not succeed without an issue it could not read."""
         try:
             issue = self._with_all_comments(issue, out)
-            doc = issue_to_document(issue, self.site)
+            family = issue_to_documents(issue, self.site)
         except JiraAccessError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             out.problems.append(RecordProblem(_where(issue), f"{type(exc).__name__}: {exc}"))
-            return None
+            return []
         if "security" not in issue["fields"]:
             # The reader asks for `security` by name; Jira answers null for an issue without a level. An answer
             # without the field (hidden by a field configuration, a proxy, a partial payload) cannot say whether
@@ -517,8 +523,8 @@ class JiraApiReader:
                     "API user",
                 )
             )
-            return doc.model_copy(update={"acl": Acl()})
-        return self._with_project_acl(doc, issue, out)
+            return with_family_acl(family, Acl())
+        return self._with_project_acl(family, issue, out)
 
     def _with_all_comments(self, issue: dict[str, Any], out: ProjectRead) -> dict[str, Any]:
         embedded = issue["fields"].get("comment") or {}
@@ -577,10 +583,10 @@ class JiraApiReader:
         if issue is None:
             return None
         out = ProjectRead()
-        doc = self._document(issue, out)
-        if out.problems and (doc is None or "security" not in issue["fields"]):
+        family = self._document(issue, out)
+        if out.problems and (not family or "security" not in issue["fields"]):
             raise JiraAccessError(str(out.problems[0]))
-        return doc
+        return family[0] if family else None
 
     def issue_ids(self, project: str) -> set[str]:
         """Ids of every issue the project holds now (ids only, large pages), for reconciliation."""
@@ -597,10 +603,13 @@ class JiraApiReader:
         return issue_document_id(self.site, issue_id)
 
     # --- ACL ----------------------------------------------------------------------------------
-    def _with_project_acl(self, doc: Document, issue: Mapping[str, Any], out: ProjectRead | None = None) -> Document:
+    def _with_project_acl(
+        self, family: list[Document], issue: Mapping[str, Any], out: ProjectRead | None = None
+    ) -> list[Document]:
         if not self.settings.resolve_permission_groups or issue["fields"].get("security") is not None:
             # Issue security restricts to the level's group; the project's browsers do not all qualify.
-            return doc
+            return family
+        doc = family[0]
         acl = self.project_acl(doc.container)
         if acl is None:
             # The project group alone stays: the directory grants it only to the browsers it resolved from the scheme
@@ -614,8 +623,9 @@ class JiraApiReader:
                         "carry the project group alone (the browsers the directory resolved; read again next time)",
                     )
                 )
-            return doc
-        return doc.model_copy(update={"acl": acl})
+            return family
+        # The restricted comments keep their restriction: the project's browsers read them only with the role.
+        return with_family_acl(family, acl)
 
     def project_acl(self, project: str) -> Acl | None:
         """Project group plus the concrete groups/users holding Browse projects (permission scheme and

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.sources.document import Acl, Document, content_hash, utc_instant
+from rag_pipeline.sources.document import BELONGS_TO, FAMILY, Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
 from rag_pipeline.sources.jira.markup import jira_body_to_text
 from rag_pipeline.sources.problems import (
@@ -48,6 +48,29 @@ def security_level_group(site: str, level_id: str) -> str:
 
 def issue_document_id(site: str, issue_id: str) -> str:
     return f"jira:{site}:{issue_id}"
+
+
+def role_group(site: str, project_key: str, role: str) -> str:
+    """ACL group of the members of one project role (a restricted comment's ``visibility``)."""
+    return f"jira:{site}:role:{project_key}:{role}"
+
+
+# Not "#": a document id travels in URL paths (/v1/documents/…), where "#" would end the path.
+_COMMENT_MARK = ":comment-"
+
+
+def comment_document_id(issue_document: str, comment_id: str) -> str:
+    """A restricted comment's own document: it is read under its own ACL, so it cannot share the issue's."""
+    return f"{issue_document}{_COMMENT_MARK}{comment_id}"
+
+
+def issue_of(document_id: str) -> str:
+    """The issue document a Jira document belongs to: itself, or a restricted comment's issue."""
+    return document_id.split(_COMMENT_MARK, 1)[0]
+
+
+# Comment ids are numbers in Jira; they end up in document ids.
+_COMMENT_ID = re.compile(r"[0-9]{1,20}")
 
 
 # Issue keys are a project key, a dash and a number (TIMOB-1234); they end up in titles and browse URLs.
@@ -107,8 +130,13 @@ class JiraRead:
         self._kept[doc.id] = (location, doc)
 
     def finish(self) -> JiraRead:
-        """The kept issues become ``documents``, in the order their ids were first read."""
-        self.documents = [doc for _, doc in self._kept.values()]
+        """The kept issues become ``documents``, in the order their ids were first read; a restricted comment
+        is kept only with the copy of its issue that was kept (two copies may list different comments)."""
+        kept = [doc for _, doc in self._kept.values()]
+        heads = {doc.id: doc.version for doc in kept}
+        self.documents = [
+            doc for doc in kept if BELONGS_TO not in doc.metadata or heads.get(doc.metadata[BELONGS_TO]) == doc.version
+        ]
         return self
 
 
@@ -127,19 +155,53 @@ def body_text(body: Any) -> str:
 
 
 def issue_to_document(issue: dict[str, Any], site: str) -> Document:
-    """One Jira REST issue object (v2 wiki or v3 ADF bodies) as a Document.
+    """One Jira REST issue object (v2 wiki or v3 ADF bodies) as a Document (its restricted comments left out:
+    :func:`issue_to_documents` gives them too).
 
     Malformed data raises KeyError, TypeError, ValueError or AttributeError, what both readers catch around
     one issue; anything else (a RecursionError...) is raised as a :class:`RecordError`, a ValueError."""
+    return issue_to_documents(issue, site)[0]
+
+
+def issue_to_documents(issue: dict[str, Any], site: str) -> list[Document]:
+    """The issue's document, then one document per comment restricted to a role or a group (its family).
+
+    A restricted comment is read only by those who may read the issue *and* hold the comment's role or group
+    (``Acl.restricted_to``); indexed in the issue's text it would reach every reader of the issue, and dropped
+    its content would be lost. A restriction that names no role or group it can be checked against is dropped,
+    as before (counted in ``restricted_comments_dropped``)."""
     try:
-        return _issue_to_document(issue, site)
+        return _issue_to_documents(issue, site)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise
     except Exception as exc:  # still this issue's problem alone
         raise RecordError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
+def with_family_acl(documents: list[Document], acl: Acl) -> list[Document]:
+    """The family with the issue's readers replaced by ``acl``; each restricted comment keeps its restriction."""
+    return [
+        doc.model_copy(update={"acl": acl.model_copy(update={"restricted_to": doc.acl.restricted_to})})
+        for doc in documents
+    ]
+
+
+def _restriction(visibility: Any, site: str, project: str) -> str | None:
+    """The ACL group a comment's ``visibility`` ({"type": "role"|"group", "value": NAME}) names, or None."""
+    if not isinstance(visibility, dict):
+        return None
+    kind, value = visibility.get("type"), visibility.get("value")
+    if not isinstance(value, str) or not value.strip():
+        # Cloud names a group by id too (``identifier``); without a name the directory cannot match it.
+        return None
+    if kind == "role":
+        return role_group(site, project, value.strip())
+    if kind == "group":
+        return f"jira:{site}:group:{value.strip()}"
+    return None
+
+
+def _issue_to_documents(issue: dict[str, Any], site: str) -> list[Document]:
     fields = issue["fields"]
     key = issue["key"]
     if not isinstance(key, str) or _ISSUE_KEY.fullmatch(key) is None:
@@ -166,11 +228,18 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
         authors.append(reporter)
     comments = (fields.get("comment") or {}).get("comments") or []
     comment_lines = []
-    restricted = 0
+    restricted: list[tuple[str, str, dict[str, Any]]] = []  # (comment id, ACL group, comment)
+    dropped = 0
     for comment in comments:
         if comment.get("visibility"):
-            # Visible to one role or group only: indexed under the issue's wider ACL it would leak.
-            restricted += 1
+            # Visible to one role or group only: indexed under the issue's wider ACL it would leak, so it becomes
+            # its own document under the intersection (below), or is dropped when its restriction is unclear.
+            token = _restriction(comment.get("visibility"), site, project)
+            comment_id = str(comment.get("id") or "")
+            if token is None or not _COMMENT_ID.fullmatch(comment_id):
+                dropped += 1
+            else:
+                restricted.append((comment_id, token, comment))
             continue
         body = body_text(comment.get("body"))
         if not body:
@@ -187,8 +256,14 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
     created = parse_jira_time(fields.get("created") or fields["updated"])
     security = fields.get("security")
     acl = _issue_acl(security, site, project, key)
-    return Document(
-        id=issue_document_id(site, str(issue_id)),
+    head_id = issue_document_id(site, str(issue_id))
+    members = [
+        doc
+        for comment_id, token, comment in restricted
+        if (doc := _comment_document(head_id, comment_id, token, comment, key, summary, project, site, acl, updated))
+    ]
+    head = Document(
+        id=head_id,
         source=SOURCE,
         container=project,
         title=clean_title(f"{key}: {summary}"),
@@ -210,8 +285,54 @@ def _issue_to_document(issue: dict[str, Any], site: str) -> Document:
             "components": [c.get("name") for c in fields.get("components") or []],
             "links": _links(fields.get("issuelinks") or []),
             "comment_count": len(comment_lines),
-            "restricted_comments": restricted,
+            "restricted_comments": len(members),
+            "restricted_comments_dropped": dropped + len(restricted) - len(members),
             "security_level": (security or {}).get("name"),
+            **({FAMILY: [m.id for m in members]} if members else {}),
+        },
+    )
+    return [head, *members]
+
+
+def _comment_document(
+    head_id: str,
+    comment_id: str,
+    token: str,
+    comment: dict[str, Any],
+    key: str,
+    summary: str,
+    project: str,
+    site: str,
+    acl: Acl,
+    updated: datetime,
+) -> Document | None:
+    """A restricted comment as its own document: the issue's readers intersected with the comment's role or
+    group, the issue's version (written, replaced and removed with it), the issue's key and summary for context."""
+    body = body_text(comment.get("body"))
+    if not body:
+        return None
+    author = _person(comment.get("author")) or "unknown"
+    when = str(comment.get("created") or "")[:10]
+    text = f"{key}: {summary}\n\nRestricted comment by {author} ({when}): {body}"
+    created = parse_jira_time(comment["created"]) if comment.get("created") else updated
+    visibility = comment.get("visibility") or {}
+    return Document(
+        id=comment_document_id(head_id, comment_id),
+        source=SOURCE,
+        container=project,
+        title=clean_title(f"{key}: {summary} (restricted comment)"),
+        text=text,
+        url=f"https://{site}/browse/{key}?focusedCommentId={comment_id}",
+        authors=(author,),
+        created=min(created, updated),
+        updated=updated,
+        version=updated.timestamp(),
+        content_hash=content_hash(text),
+        acl=acl.model_copy(update={"restricted_to": (token,)}),
+        metadata={
+            "key": key,
+            BELONGS_TO: head_id,
+            "visibility": {"type": visibility.get("type"), "value": visibility.get("value")},
         },
     )
 
@@ -363,11 +484,12 @@ class JiraDumpReader:
             if wanted is not None and isinstance(project, str) and project not in wanted:
                 continue
             try:
-                doc = issue_to_document(issue, self.site)
+                family = issue_to_documents(issue, self.site)
             except Exception as exc:  # one issue's data never ends the read
                 out.problems.append(RecordProblem(_with_key(location, issue), describe(exc)))
                 continue
-            out.keep_newest(location, doc, "on this line", "earlier line's")
+            for doc in family:
+                out.keep_newest(location, doc, "on this line", "earlier line's")
         return out.finish()
 
     def key_to_document_id(self) -> dict[str, str]:

@@ -62,7 +62,8 @@ JIRA = Source(
             "--jira-directory",
             "directory",
             "CSV of Jira accounts for the principal directory, columns account_id,email,groups (groups ';'-separated: "
-            "a Jira group, project:KEY or security:LEVEL_ID), for dumps that hold no membership (RAG_JIRA_DIRECTORY)",
+            "a Jira group, project:KEY, security:LEVEL_ID or role:KEY:NAME), for dumps that hold no membership "
+            "(RAG_JIRA_DIRECTORY)",
             "path",
             directory=True,
         ),
