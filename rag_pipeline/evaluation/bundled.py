@@ -1,6 +1,7 @@
 """Builds the bundled dev eval sets from the public datasets' BEIR-style queries and qrels.
 
-Run ``python -m rag_pipeline.evaluation.bundled <shared data dir> <eval_sets dir>``.
+Run ``python -m rag_pipeline.evaluation.bundled <shared data dir> <eval_sets dir>``; the restricted-comment ACL
+set alone (it needs only the bundled dump): ``python -m rag_pipeline.evaluation.bundled --restricted <eval_sets>``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ from pathlib import Path
 
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group
-from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
+from rag_pipeline.sources.jira.dump import (
+    JiraDumpReader,
+    comment_document_id,
+    project_group,
+    read_comment_visibility,
+    role_group,
+)
+from rag_pipeline.sources.jira.settings import BUNDLED_COMMENT_VISIBILITY, BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
 from rag_pipeline.sources.slack.settings import BUNDLED_SLACK_TEAM
 from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 
@@ -149,5 +156,85 @@ def acl_queries(
     return out
 
 
+# A query for each comment the bundled overlay restricts (its own words, as a reader remembering it would ask).
+RESTRICTED_COMMENT_QUERIES = {
+    ("TIMOB-15537", "275298"): "remove the Clean Project option to force a higher-quality build process",
+    ("TIMOB-16077", "342638"): "postponing the release of my app, waiting since october for a decent fix",
+    ("TIMOB-26211", "439365"): "iphone 7 simulator last button only visible at 24.85% width",
+    ("TIMOB-25756", "434032"): "recompiled the test app with sdk 7.0.1 on Android 8, kill the app for the new language",
+    ("AC-3308", "303069"): "error after updating Android SDK-tools 22.6.1, duplicate of TIMOB-16640 fixed in 3.2.3",
+    ("AC-4954", "419445"): "fixed for 6.1.0 but 6.0.x was already out, use the latest 6_1_X build",
+    ("ALOY-448", "273416"): "Alloy compile copies the .svn folders and the Eclipse SVN plugin gets confused",
+    ("ALOY-800", "267325"): "platform-specific properties rely on the module reference: MapModule.TERRAIN_TYPE",
+}
+
+
+def _restricted_principals() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    site = BUNDLED_JIRA_SITE
+    timob, ac, aloy = (project_group(site, p) for p in ("TIMOB", "AC", "ALOY"))
+    admins = f"jira:{site}:group:jira-admins"
+    return (
+        ("timob-developer-role", "U0ACLTIMOBROLE", (timob, role_group(site, "TIMOB", "Developers"))),
+        ("timob-developer", "U0ACLTIMOB", (timob,)),  # the project, not the role
+        ("timob-role-only", "U0ACLROLEONLY", (role_group(site, "TIMOB", "Developers"),)),  # the role, not the project
+        ("ac-aloy-admin", "U0ACLADMIN", (ac, aloy, admins, role_group(site, "ALOY", "Developers"))),
+        ("ac-aloy-developer", "U0ACLACALOY", (ac, aloy)),
+        ("outsider", "U0ACLNONE", ()),
+    )
+
+
+def restricted_comment_queries() -> list[EvalQuery]:
+    """Every principal asks for every restricted comment; the comment is relevant only to those holding both its
+    issue's project and its role or group, and shown to anyone else it is a leak."""
+    key_to_id = JiraDumpReader(BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE).key_to_document_id()
+    overlay = read_comment_visibility(BUNDLED_COMMENT_VISIBILITY)
+    out = []
+    for (key, comment_id), query in RESTRICTED_COMMENT_QUERIES.items():
+        visibility = overlay[(key, comment_id)]
+        project = key.split("-")[0]
+        restriction = (
+            role_group(BUNDLED_JIRA_SITE, project, visibility["value"])
+            if visibility["type"] == "role"
+            else f"jira:{BUNDLED_JIRA_SITE}:group:{visibility['value']}"
+        )
+        document = comment_document_id(key_to_id[key], comment_id)
+        for name, user_id, groups in _restricted_principals():
+            may_read = project_group(BUNDLED_JIRA_SITE, project) in groups and restriction in groups
+            out.append(
+                EvalQuery(
+                    id=f"{name}:{key}:{comment_id}",
+                    query=query,
+                    relevant={document: 1} if may_read else {},
+                    principal=Principal(user_id=user_id, groups=groups),
+                    tags=["jira", "acl", "restricted-comment", name],
+                )
+            )
+    return out
+
+
+def build_restricted(out: Path) -> None:
+    queries = restricted_comment_queries()
+    write_eval_set(
+        out,
+        EvalSetMeta(
+            name="acl_restricted_comments",
+            description="Known-item queries for the bundled Jira comments marked restricted to a role or group "
+            "(rag_pipeline/data/jira_appcelerator/comment_visibility.json), run as readers holding the project and "
+            "the restriction, only one of them, or neither: only the first may be shown the comment, and any "
+            "restricted comment shown to another is a leak.",
+            source="rag_pipeline/data/jira_appcelerator (comment_visibility.json overlay)",
+            license="Apache-2.0",
+            attribution="github.com/tidev/jira-archive",
+            queries=len(queries),
+            sources=["jira"],
+            tags=["acl"],
+        ),
+        queries,
+    )
+
+
 if __name__ == "__main__":
-    build(Path(sys.argv[1]), Path(sys.argv[2]))
+    if sys.argv[1] == "--restricted":
+        build_restricted(Path(sys.argv[2]))
+    else:
+        build(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -99,7 +99,7 @@ class EvalSummary(BaseModel):
         return self.model_dump() == other.model_dump()
 
     def cli_json(self) -> dict[str, Any]:
-        """The compact shape the CLI prints: headline means, latency, CIs and the Holm p on nDCG@10."""
+        """The compact shape the CLI prints: headline means, latency, CIs, the Holm p on nDCG@10 and ACL leaks."""
         arms: dict[str, Any] = {}
         for name, arm in self.arms.items():
             shown = [metric for metric in CLI_METRICS if metric in arm.means]
@@ -108,6 +108,9 @@ class EvalSummary(BaseModel):
             entry["p95_ms"] = _finite(arm.p95_ms)
             entry["ci95"] = {metric: [_finite(v) for v in arm.ci95[metric]] for metric in shown}
             entry["p_vs_baseline"] = _finite(arm.p_vs_baseline.get(PRIMARY_METRIC))
+            # Over every query, judged or not: an ACL set's readers who may see nothing are where leaks show.
+            entry["leaks"] = arm.leaks
+            entry["queries_with_leaks"] = arm.queries_with_leaks
             arms[name] = entry
         return {"arms": arms, "queries": self.queries, "documents": self.documents}
 

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
@@ -20,9 +21,13 @@ from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
 from rag_pipeline.sources.jira.client import build_jira_client
 from rag_pipeline.sources.jira.csv_export import JiraCsvReader
-from rag_pipeline.sources.jira.dump import JiraDumpReader, JiraRead
+from rag_pipeline.sources.jira.dump import JiraDumpReader, JiraRead, read_comment_visibility
 from rag_pipeline.sources.jira.identity import JiraIdentity, jira_sites, resolve_jira_identity
-from rag_pipeline.sources.jira.settings import DEFAULT_JIRA_CSV_DATE_FORMAT
+from rag_pipeline.sources.jira.settings import (
+    BUNDLED_COMMENT_VISIBILITY,
+    BUNDLED_JIRA_DUMP,
+    DEFAULT_JIRA_CSV_DATE_FORMAT,
+)
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 
@@ -246,4 +251,7 @@ def _dump_identity(path: str, site: str | None, _mtime: float) -> JiraIdentity:
 
 @lru_cache(maxsize=2)
 def _read_jira(path: str, site: str, _mtime: float) -> JiraRead:
-    return JiraDumpReader(path, site).read()
+    # The bundled dump is read with its overlay of restricted comments (sources/jira/settings.py).
+    bundled = Path(path).resolve() == BUNDLED_JIRA_DUMP.resolve()
+    overlay = read_comment_visibility(BUNDLED_COMMENT_VISIBILITY) if bundled else None
+    return JiraDumpReader(path, site, comment_visibility=overlay).read()

@@ -14,7 +14,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -387,6 +387,12 @@ def _person(person: dict[str, Any] | None) -> str | None:
     return None
 
 
+def read_comment_visibility(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """A comment-visibility overlay (``{"comments": [{"issue", "comment", "visibility"}]}``) by (key, comment id)."""
+    listed = json.loads(path.read_text(encoding="utf-8"))["comments"]
+    return {(str(c["issue"]), str(c["comment"])): dict(c["visibility"]) for c in listed}
+
+
 def check_compression(path: Path) -> bool:
     """Whether the dump at ``path`` is gzipped (its name ends in ``.gz``); :class:`UnreadableSource` when the
     name says gzip and the first bytes do not. gzip itself would only fail at the first read, which a reader
@@ -406,11 +412,15 @@ def check_compression(path: Path) -> bool:
 class JiraDumpReader:
     """Reads a JSON-lines dump (optionally gzipped) of Jira REST issue objects."""
 
-    def __init__(self, path: str | Path, site: str) -> None:
+    def __init__(
+        self, path: str | Path, site: str, comment_visibility: Mapping[tuple[str, str], dict[str, Any]] | None = None
+    ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise SourceError(f"Jira dump not found: {self.path}")
         self.site = site
+        # (issue key, comment id) -> a visibility to read that comment with (the bundled dump's overlay).
+        self.comment_visibility = dict(comment_visibility or {})
 
     def _lines(self, problems: list[RecordProblem]) -> Iterator[tuple[int, bytes]]:
         """Numbered raw lines. Lines are decoded one by one (a bad byte costs its line, not the file); a
@@ -484,13 +494,28 @@ class JiraDumpReader:
             if wanted is not None and isinstance(project, str) and project not in wanted:
                 continue
             try:
-                family = issue_to_documents(issue, self.site)
+                family = issue_to_documents(self._with_visibility(issue), self.site)
             except Exception as exc:  # one issue's data never ends the read
                 out.problems.append(RecordProblem(_with_key(location, issue), describe(exc)))
                 continue
             for doc in family:
                 out.keep_newest(location, doc, "on this line", "earlier line's")
         return out.finish()
+
+    def _with_visibility(self, issue: dict[str, Any]) -> dict[str, Any]:
+        """The issue with the overlay's visibilities on its comments (a copy; the issue itself when none apply)."""
+        key = issue.get("key")
+        comments = ((issue.get("fields") or {}).get("comment") or {}).get("comments") or []
+        if not self.comment_visibility or not any((key, str(c.get("id"))) in self.comment_visibility for c in comments):
+            return issue
+        marked = [
+            {**c, "visibility": self.comment_visibility[(key, str(c.get("id")))]}
+            if (key, str(c.get("id"))) in self.comment_visibility
+            else c
+            for c in comments
+        ]
+        fields = {**issue["fields"], "comment": {**issue["fields"]["comment"], "comments": marked}}
+        return {**issue, "fields": fields}
 
     def key_to_document_id(self) -> dict[str, str]:
         """Issue key -> document id, for turning key-based eval sets into document ids."""

@@ -13,6 +13,9 @@ from rag_pipeline.sources.registry import InputCheck, SourceSettings
 
 BUNDLED_JIRA_DUMP = Path(__file__).resolve().parents[2] / "data" / "jira_appcelerator" / "issues.jsonl.gz"
 BUNDLED_JIRA_SITE = "jira.appcelerator.org"
+# Real comments of the bundled dump read as restricted to a role or group (the public archive has none), so the
+# bundled index and its ACL eval set hold restricted comments: see the file's "about".
+BUNDLED_COMMENT_VISIBILITY = BUNDLED_JIRA_DUMP.with_name("comment_visibility.json")
 # Date formats of Jira CSV exports, tried in turn ("|"-separated): the instance's display format, by default
 # Jira's "dd/MMM/yy h:mm a" ("30/Sep/21 5:20 PM") or its 24-hour variant ("30/Sep/21 17:20").
 DEFAULT_JIRA_CSV_DATE_FORMAT = "%d/%b/%y %I:%M %p|%d/%b/%y %H:%M"
