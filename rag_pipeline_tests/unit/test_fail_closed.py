@@ -365,3 +365,26 @@ def test_permission_scheme_failures_and_unresolved_grants_are_reported(cloud: bo
         snapshot = jira_directory.read_api_directory(jira_reader(emu, cloud, resolve=True))
     assert sum("granted to" in p.reason for p in snapshot.problems) == 2
     assert OPS not in snapshot.accounts["acc-bob"].groups  # "anyone" is never turned into everyone
+
+
+def test_jira_directory_reads_that_fail_keep_the_directory_or_grant_nobody(tmp_path: Path) -> None:
+    """A group's member list failing fails the whole Jira sync: the previous directory stays (nobody gains or loses
+    through a half read), the asset fails (reported) and the hourly sync retries. Security levels or a project's
+    roles that cannot be read grant nobody and are reported; the rest of the sync applies."""
+    store = DirectoryStore(tmp_path / "directory.sqlite")
+    with JiraEmulator(jira_site()) as emu:
+        sync_directory(jira_directory.read_api_directory(jira_reader(emu, True)), store)
+        before = {a.account_id: dict(a.groups) for a in store._select("source = 'jira'", ())}
+        emu.inject("503", path="/group/member", times=50)
+        with pytest.raises(JiraAccessError):
+            jira_directory.read_api_directory(jira_reader(emu, True))
+        assert {a.account_id: dict(a.groups) for a in store._select("source = 'jira'", ())} == before
+        emu.clear_faults()
+        emu.inject("403", path="/issuesecurityschemes", times=50)
+        emu.inject("403", path="/project/OPS/role", times=50)
+        snapshot = jira_directory.read_api_directory(jira_reader(emu, True))
+    holders = {g for a in snapshot.accounts.values() for g in a.groups}
+    assert not any(":security:" in g or ":role:OPS:" in g for g in holders)
+    assert OPS in snapshot.accounts["acc-alice"].groups  # the project's Browse grants still resolve
+    locations = {p.location for p in snapshot.problems}
+    assert "jira issue security schemes" in locations and "jira project OPS roles" in locations
