@@ -74,15 +74,18 @@ def run_arms(
         if arm not in MODES:
             raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(MODES)}")
     outcomes: dict[str, ArmOutcome] = {}
-    for arm in arms:
-        rerankers = None
-        if arm == "reranked":
-            rerankers = reranker or cross_fitted_rerankers(
-                retriever, queries, folds=folds, sources=sources, progress=progress, cache_dir=model_cache
+    # One eval set's searches are shared by its arms (the reranked arm reuses its training candidates, their
+    # signals and the hybrid arm's deeper list); kept for this set only.
+    with retriever.shared_work():
+        for arm in arms:
+            rerankers = None
+            if arm == "reranked":
+                rerankers = reranker or cross_fitted_rerankers(
+                    retriever, queries, folds=folds, sources=sources, progress=progress, cache_dir=model_cache
+                )
+            outcomes[arm] = run_arm(
+                retriever, arm, queries, depth=depth, sources=sources, rerankers=rerankers, progress=progress
             )
-        outcomes[arm] = run_arm(
-            retriever, arm, queries, depth=depth, sources=sources, rerankers=rerankers, progress=progress
-        )
     return outcomes
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from pydantic import BaseModel, Field
@@ -169,6 +171,22 @@ class Retriever:
         self.config = config or RetrieverConfig()
         self._cache_args = (cache_size, cache_ttl_seconds)
         self._persistent_cache = persistent_cache
+        # Within ``shared_work()`` (an evaluation's arms): first-stage documents, rerank signals and parent texts
+        # by what they were computed from; None outside it.
+        self._shared: SharedWork | None = None
+
+    @contextmanager
+    def shared_work(self) -> Iterator[None]:
+        """Within the block, a first-stage search, a candidate list's rerank signals and a parent's text that were
+        computed once are reused instead of computed again (issue 48): an evaluation's reranked arm asks for the
+        hybrid candidates its training data already searched, and for the deeper hybrid list the hybrid arm
+        searched. The engine is deterministic, so the figures are those of computing again; each caller gets its
+        own copies (arms change scores and signals in place)."""
+        previous, self._shared = self._shared, SharedWork()
+        try:
+            yield
+        finally:
+            self._shared = previous
 
     # --- query embedding -------------------------------------------------------------------------
     @property
@@ -275,6 +293,27 @@ class Retriever:
         """At least ``want`` documents (after exclusions) when the index has them: children are grouped
         into documents, so the child depth doubles until enough documents remain or the index runs dry.
         ``sparse`` replaces the query's BM25 vector (an expanded query)."""
+        shared = self._shared if sparse is None else None
+        key = (mode, query, want, repr(flt), tuple(exclude), response.mode)
+        if shared is not None and key in shared.documents:
+            return _copies(shared.documents[key])
+        warnings_before = len(response.warnings)
+        docs = self._search_documents(mode, query, want, flt, exclude, response, sparse)
+        # Kept only when nothing degraded on the way (a dense failure switches the response to BM25 and warns).
+        if shared is not None and response.mode == key[-1] and len(response.warnings) == warnings_before:
+            shared.documents[key] = _copies(docs)
+        return docs
+
+    def _search_documents(
+        self,
+        mode: str,
+        query: str,
+        want: int,
+        flt: SearchFilter,
+        exclude: Sequence[str],
+        response: SearchResponse,
+        sparse: SparseVector | None,
+    ) -> list[SearchResult]:
         depth = max(self.config.child_depth, (want + len(exclude)) * self.config.children_per_result)
         while True:
             if mode == "bm25" or response.mode == "bm25":
@@ -400,6 +439,21 @@ class Retriever:
             result.signals.update(hybrid_score=result.score, hybrid_rank=float(rank))
         if not candidates:
             return
+        key = (query, tuple(r.document_id for r in candidates), repr(flt.acl))
+        if self._shared is not None and key in self._shared.signals:
+            for result, (signals, matching) in zip(candidates, self._shared.signals[key], strict=True):
+                result.signals.update(signals)
+                result.matching_children = matching
+            return
+        self._add_arm_signals(query, candidates, flt)
+        if self._shared is not None:
+            arm_signals = [
+                ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
+                for r in candidates
+            ]
+            self._shared.signals[key] = arm_signals
+
+    def _add_arm_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
         scoped = SearchFilter(
             document_ids=tuple(r.document_id for r in candidates),
             acl=flt.acl,
@@ -441,10 +495,29 @@ class Retriever:
         missing = list({r.parent_id for r in results if not r.parent_text})
         if not missing:
             return
-        parents = {h.id: h.payload.get("text", "") for h in self.store.retrieve(self.store.names.parents, missing)}
+        known = self._shared.parent_texts if self._shared is not None else {}
+        fetch = [p for p in missing if p not in known]
+        parents = {h.id: h.payload.get("text", "") for h in self.store.retrieve(self.store.names.parents, fetch)}
+        parents.update({p: known[p] for p in missing if p in known})
+        if self._shared is not None:
+            known.update(parents)
         for result in results:
             if not result.parent_text:
                 result.parent_text = parents.get(result.parent_id, result.child_text)
+
+
+@dataclass
+class SharedWork:
+    """What :meth:`Retriever.shared_work` keeps: documents by search, arm signals by candidate list, parent texts."""
+
+    documents: dict[tuple[Any, ...], list[SearchResult]] = field(default_factory=dict)
+    signals: dict[tuple[Any, ...], list[tuple[dict[str, float], int]]] = field(default_factory=dict)
+    parent_texts: dict[str, str] = field(default_factory=dict)
+
+
+def _copies(results: list[SearchResult]) -> list[SearchResult]:
+    """Results a caller may change (score, signals, parent text) without changing the kept ones."""
+    return [replace(r, signals=dict(r.signals), authors=list(r.authors)) for r in results]
 
 
 def search_filter(

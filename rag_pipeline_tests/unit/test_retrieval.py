@@ -21,6 +21,7 @@ from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
 from rag_pipeline.retrieval.rerank.learned import (
     MIN_TUNING_QUERIES,
+    REG_LAMBDA,
     REG_LAMBDA_GRID,
     MultiSignalReranker,
     RerankExample,
@@ -448,10 +449,13 @@ def test_the_learned_reranker_learns_that_a_closed_duplicate_is_rarely_the_answe
         assert example.candidates[order[0]].resolution == "Fixed"
 
 
-def test_l2_is_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_path: Path) -> None:
+def test_l2_is_fixed_or_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_path: Path) -> None:
     examples = _synthetic_examples(60, seed=3)
     params = {"n_estimators": 30, "min_child_samples": 2}
-    model = train_reranker(examples, params=params, bag=3)
+    # By default L2 is the value bench.reranker_tuning chose (issue 48): no inner search, only the bag's fits.
+    fixed = train_reranker(examples, params=params, bag=1)
+    assert fixed.metadata["params"]["reg_lambda"] == REG_LAMBDA and fixed.metadata["reg_lambda_inner_ndcg10"] == {}
+    model = train_reranker(examples, params=params, bag=3, tune_reg_lambda=True)
     scores = model.metadata["reg_lambda_inner_ndcg10"]
     assert set(scores) == {str(v) for v in REG_LAMBDA_GRID} and all(0.0 < v <= 1.0 for v in scores.values())
     chosen = model.metadata["params"]["reg_lambda"]
@@ -462,7 +466,7 @@ def test_l2_is_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_
     each = [b.predict(features) for b in model.boosters]
     assert not np.allclose(each[0], each[1])
     assert np.allclose(model.score_features(features), np.mean(each, axis=0))
-    again = train_reranker(examples, params=params, bag=3)
+    again = train_reranker(examples, params=params, bag=3, tune_reg_lambda=True)
     assert again.version == model.version and np.allclose(
         again.score_features(features), model.score_features(features)
     )
@@ -471,11 +475,10 @@ def test_l2_is_chosen_by_inner_cross_validation_and_the_bag_is_reproducible(tmp_
         MultiSignalReranker.load(tmp_path / "m").score_features(features), model.score_features(features)
     )
     # A value given, or too few queries to tell values apart: no inner search.
-    assert (
-        train_reranker(examples, params={**params, "reg_lambda": 5.0}, bag=1).metadata["reg_lambda_inner_ndcg10"] == {}
-    )
-    few = train_reranker(examples[: MIN_TUNING_QUERIES - 1], params=params, bag=1)
-    assert few.metadata["reg_lambda_inner_ndcg10"] == {} and "reg_lambda" not in few.metadata["params"]
+    given = train_reranker(examples, params={**params, "reg_lambda": 5.0}, bag=1, tune_reg_lambda=True)
+    assert given.metadata["reg_lambda_inner_ndcg10"] == {} and given.metadata["params"]["reg_lambda"] == 5.0
+    few = train_reranker(examples[: MIN_TUNING_QUERIES - 1], params=params, bag=1, tune_reg_lambda=True)
+    assert few.metadata["reg_lambda_inner_ndcg10"] == {} and few.metadata["params"]["reg_lambda"] == REG_LAMBDA
 
 
 def test_the_reranker_scores_the_candidates_it_was_trained_on_whatever_top_k(store) -> None:
@@ -525,9 +528,9 @@ def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(mon
 
     monkeypatch.setattr(learned, "run_fits", recording)
     monkeypatch.setattr(learned, "fit_workers", lambda: 1)
-    one_by_one = train_reranker(examples, params=params, bag=3)
+    one_by_one = train_reranker(examples, params=params, bag=3, tune_reg_lambda=True)
     monkeypatch.setattr(learned, "fit_workers", lambda: 2)
-    side_by_side = train_reranker(examples, params=params, bag=3)
+    side_by_side = train_reranker(examples, params=params, bag=3, tune_reg_lambda=True)
     assert threads_seen == [1, 1, 2, 2]  # the inner search and the bag, each way
     assert side_by_side.metadata["reg_lambda_inner_ndcg10"] == one_by_one.metadata["reg_lambda_inner_ndcg10"]
     assert side_by_side.version == one_by_one.version
@@ -567,3 +570,55 @@ def test_cross_fitted_models_are_cached_by_their_training_data(tmp_path: Path, m
                                [1 - label for label in changed[0].labels])  # fmt: skip
     cross_fit(changed, folds=3, params=params, cache_dir=cache)
     assert len([p for p in cache.iterdir() if p.is_dir()]) > 3  # the folds that trained on the changed query
+
+
+class CountingStore:
+    """The store, counting the searches and payload reads the arms make."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+        self.calls = 0
+
+    def __getattr__(self, name):
+        found = getattr(self._store, name)
+        if name.startswith("search_") or name == "retrieve":
+
+            def counted(*args, **kwargs):
+                self.calls += 1
+                return found(*args, **kwargs)
+
+            return counted
+        return found
+
+
+def test_an_eval_sets_arms_share_their_searches_with_identical_results(store) -> None:
+    """Issue 48: inside ``shared_work`` the reranked arm reuses its training candidates (and their signals and
+    parent texts) and the hybrid arm's deeper list; every arm's ranking and score is what it is without sharing,
+    in fewer engine calls."""
+    import contextlib
+
+    from rag_pipeline.evaluation.eval_set import EvalQuery
+    from rag_pipeline.evaluation.evaluate import run_arms
+
+    corpus = {f"n{i}": [[f"kernel wifi printer note {i} " + " ".join(["kernel"] * (i % 4))]] for i in range(24)}
+    write_documents(store, [document(d, parents) for d, parents in {**CORPUS, **corpus}.items()])
+    queries = [
+        EvalQuery(id=f"q{i}", query=q, relevant={d: 1})
+        for i, (q, d) in enumerate(
+            [("kernel panic", "d1"), ("wifi drops", "d2"), ("printer offline", "d3"), ("kernel wifi", "d4")] * 3
+        )
+    ]
+    queries = [q.model_copy(update={"query": f"{q.query} {i}"}) for i, q in enumerate(queries)]
+
+    def run(shared: bool):
+        counting = CountingStore(store)
+        retriever = Retriever(counting, BM25, dense=TopicEncoder())
+        if not shared:
+            retriever.shared_work = contextlib.nullcontext  # type: ignore[method-assign]  # sharing off
+        outcomes = run_arms(retriever, queries, folds=3, depth=20)
+        return {arm: o.run.rankings for arm, o in outcomes.items()}, counting.calls
+
+    shared, shared_calls = run(True)
+    alone, alone_calls = run(False)
+    assert shared == alone
+    assert shared_calls < alone_calls * 0.8, (shared_calls, alone_calls)

@@ -59,6 +59,7 @@ LAMBDARANK_PARAMS: dict[str, Any] = {
 # dev sets score higher with 10 (Slack +0.015, ACL +0.013, Jira +0.004 nDCG@10), SciFact with none (-0.006 at
 # 10), so no one value is right everywhere (docs/notes/hybrid_quality.md).
 REG_LAMBDA_GRID: tuple[float, ...] = (0.0, 3.0, 10.0, 30.0)
+REG_LAMBDA = 10.0
 TUNING_FOLDS = 4
 # Below this many labelled queries an inner fold is too small to tell the values apart: LightGBM's default.
 MIN_TUNING_QUERIES = 50
@@ -268,6 +269,7 @@ def train_reranker(
     bag: int = BAG,
     encoder: Bm25Encoder | None = None,
     cache_dir: Path | None = None,
+    tune_reg_lambda: bool = False,
 ) -> MultiSignalReranker:
     """Fit LambdaRank on the examples that have at least one relevant candidate.
 
@@ -276,9 +278,10 @@ def train_reranker(
     re-evaluates without a single fit (issue 48). The key is the content, never the eval set's name, so a changed
     index or label retrains.
 
-    Unless ``params`` sets ``reg_lambda``, its value is chosen from :data:`REG_LAMBDA_GRID` by an inner
-    cross-validation on these examples (with at least :data:`MIN_TUNING_QUERIES` of them); then ``bag`` boosters
-    are fitted with seeds 0… and averaged. Falls back to
+    L2 is :data:`REG_LAMBDA` unless ``params`` sets ``reg_lambda``; with ``tune_reg_lambda`` (and no value in
+    ``params``) it is chosen from :data:`REG_LAMBDA_GRID` by an inner cross-validation on these examples (with at
+    least :data:`MIN_TUNING_QUERIES` of them): the old procedure, 16 more fits, kept for ``bench.reranker_tuning``.
+    Then ``bag`` boosters are fitted with seeds 0… and averaged. Falls back to
     fixed weights (and says so in the metadata) when no example has a relevant candidate. ``encoder`` counts
     the term-overlap features (the index's BM25 encoder; word terms by default); the model keeps its tokenizer.
     """
@@ -289,17 +292,21 @@ def train_reranker(
     featurize(examples, encoder)
     usable = [e for e in examples if any(label > 0 for label in e.labels)]
     params = {**LAMBDARANK_PARAMS, **(params or {})}
+    tuned = tune_reg_lambda and "reg_lambda" not in params and len(usable) >= MIN_TUNING_QUERIES
+    if not tuned:
+        params.setdefault("reg_lambda", REG_LAMBDA)
     # Looked up before the inner cross-validation too: its fits are most of a fold's cost.
     cached = None
     if cache_dir is not None and usable:
-        cached = _cache_entry(cache_dir, params, bag, encoder, *_matrix(usable))
+        key_params = {**params, "reg_lambda": "inner-cv"} if tuned else params
+        cached = _cache_entry(cache_dir, key_params, bag, encoder, *_matrix(usable))
         if (cached / META_FILE).exists():
             try:
                 return MultiSignalReranker.load(cached)
             except (OSError, ValueError):  # a damaged entry: train again and replace it
                 pass
     tuning: dict[str, float] = {}
-    if "reg_lambda" not in params and len(usable) >= MIN_TUNING_QUERIES:
+    if tuned:
         params["reg_lambda"], tuning = choose_reg_lambda(usable, params)
     digest = hashlib.sha256(
         json.dumps(
