@@ -17,6 +17,7 @@ from rag_pipeline.commands.arguments import at_least, existing_file, existing_fo
 from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.commands.search import add_query_options, bm25_encoder, open_index, retriever_config
+from rag_pipeline.commands.tables import print_evaluation_table
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
@@ -245,9 +246,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         }
         print(json.dumps(next(iter(shapes.values())) if len(shapes) == 1 else shapes, indent=2))
         return 0
+    out_console = Console()
     for result in results:
-        print(f"\n## {result.name} ({result.summary.queries} queries)\n")
-        print(markdown_table(result.summary))
+        print(f"\n## {result.name} ({result.summary.queries} queries)\n", flush=True)
+        if out_console.is_terminal:  # tables the terminal's width holds; the report's markdown in a log or pipe
+            print_evaluation_table(result.summary, out_console)
+        else:
+            print(markdown_table(result.summary))
     print(f"\nmachine: {describe_machine(_machine(settings))}")
     return 0
 

@@ -18,6 +18,7 @@ from rag_pipeline.commands.index import (
     step_progress,
 )
 from rag_pipeline.commands.progress import task_bars
+from rag_pipeline.commands.tables import print_evaluation_table
 from rag_pipeline.runs.evaluation import EvaluationSummary, run_evaluation
 from rag_pipeline.runs.skipped import print_skipped
 from rag_pipeline.settings import Settings
@@ -97,11 +98,18 @@ def _eval_progress(
     return on_update
 
 
-def _print_evaluation(evaluation: EvaluationSummary) -> None:
+def _print_evaluation(evaluation: EvaluationSummary, console: Console | None = None) -> None:
+    """Per eval set, its table: as rich tables the terminal's width holds (:mod:`rag_pipeline.commands.tables`);
+    the report's markdown in a log or a pipe."""
+    console = console or Console()
     state = "evaluated" if evaluation.ran else "index unchanged; last report"
     print(f"\nRetrieval evaluation ({state}, {evaluation.seconds:.0f} s) — report: {evaluation.report_dir}")
     for name, table in evaluation.tables.items():
-        print(f"\n### {name}\n\n{table}")
+        if console.is_terminal and name in evaluation.summaries:
+            console.print(f"\n### {name}\n", markup=False, highlight=False)
+            print_evaluation_table(evaluation.summaries[name], console)
+        else:
+            print(f"\n### {name}\n\n{table}")
     for failure in evaluation.failures:
         print(f"evaluation failure: {failure}")
     if evaluation.checks:

@@ -18,12 +18,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.machine import describe_machine
 from rag_pipeline.runs.backfill import NothingRead, run_backfill
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
@@ -321,9 +322,10 @@ def describe_language(figures: dict[str, Any]) -> str:
     return choice.describe() + (" — chosen by this run" if figures.get("chosen_by_this_run") else "")
 
 
-def print_summary(result: dict[str, Any], title: str) -> None:
-    """Tables on a terminal; ``key: value`` lines otherwise, which an 80-column log never cuts."""
-    console = Console()
+def print_summary(result: dict[str, Any], title: str, console: Console | None = None) -> None:
+    """Tables on a terminal, in the layout its width allows (:func:`summary_layouts`); ``key: value`` lines
+    otherwise, which an 80-column log never cuts."""
+    console = console or Console()
     for source, identity in result.get("identities", {}).items():
         print(f"{source}: {describe_identity(source, identity)}")  # never wrapped: a log line to grep
     if result.get("language"):
@@ -339,18 +341,45 @@ def print_summary(result: dict[str, Any], title: str) -> None:
             per_stage = ", ".join(f"{stage} {seconds}" for stage, seconds in figures["stage_seconds"].items())
             print(f"  seconds per stage: {per_stage or '-'}")
         return
-    table = Table(title=f"{title} ({result['seconds']} s)")
-    table.add_column("source")
+    figures, stages = summary_layouts(result, title)
+    console.print(first_fitting(console, figures))
+    console.print(first_fitting(console, stages))
+
+
+def summary_layouts(result: dict[str, Any], title: str) -> tuple[list[RenderableType], list[RenderableType]]:
+    """The summary's two tables, each as its layouts widest first: the figures one row per source (wide
+    terminals), one row per figure with a column per source (80 columns), or a block per source; the seconds
+    per stage, one row per stage, or a block per source."""
+    heading = f"{title} ({result['seconds']} s)"
+    per_source: dict[str, dict[str, Any]] = result["per_source"]
+    wide = Table(title=heading)
+    wide.add_column("source")
     for label, _ in _COLUMNS:
-        table.add_column(label, justify="right")
-    for name, figures in result["per_source"].items():
-        table.add_row(name, *(str(figures[key]) for _, key in _COLUMNS))
-    console.print(table)
+        wide.add_column(label, justify="right")
+    for name, figures in per_source.items():
+        wide.add_row(name, *(str(figures[key]) for _, key in _COLUMNS))
+    tall = Table(title=heading)
+    tall.add_column("")
+    for name in per_source:
+        tall.add_column(name, justify="right", no_wrap=True)
+    for label, key in _COLUMNS:
+        tall.add_row(label, *(str(figures[key]) for figures in per_source.values()))
+    blocks = key_value_blocks(
+        {name: [(label, str(figures[key])) for label, key in _COLUMNS] for name, figures in per_source.items()},
+        heading,
+    )
     stages = Table(title="seconds per stage")
     stages.add_column("stage")
-    for name in result["per_source"]:
-        stages.add_column(name, justify="right")
-    per_source = list(result["per_source"].values())
-    for stage in per_source[0]["stage_seconds"] if per_source else []:
-        stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in per_source))
-    console.print(stages)
+    for name in per_source:
+        stages.add_column(name, justify="right", no_wrap=True)
+    sources = list(per_source.values())
+    for stage in sources[0]["stage_seconds"] if sources else []:
+        stages.add_row(stage, *(str(s["stage_seconds"].get(stage, 0.0)) for s in sources))
+    stage_blocks = key_value_blocks(
+        {
+            name: [(stage, str(seconds)) for stage, seconds in figures["stage_seconds"].items()]
+            for name, figures in per_source.items()
+        },
+        "seconds per stage",
+    )
+    return [wide, tall, blocks], [stages, stage_blocks]

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
@@ -28,6 +28,9 @@ from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def bm25_encoder(settings: Settings) -> Bm25Encoder:
@@ -272,24 +275,30 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
     }
 
 
-def _print_table(payload: dict[str, Any]) -> None:
+def _print_table(payload: dict[str, Any], console: Console | None = None) -> None:
+    """The results as a table: the rank and the score never wrap; ids, links and text fold within their
+    columns, so the table holds an 80-column terminal whole."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     for warning in payload["warnings"]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     title = f"{payload['mode']} · {payload['milliseconds'].get('total', 0):.1f} ms"
     if payload["mode"] == "reranked" and payload.get("reranker"):
         title += f" · {payload['reranker']}"
     table = Table(title=title, show_lines=True)
-    for column in ("#", "score", "document", "title / best chunk"):
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("score", no_wrap=True)
+    for column in ("document", "title / best chunk"):
         table.add_column(column, overflow="fold")
     for i, r in enumerate(payload["results"], start=1):
         snippet = " ".join(r["child_text"].split())[:240]
         document = "\n".join(part for part in (r["document_id"], r["url"], ", ".join(r["authors"])) if part)
-        table.add_row(str(i), f"{r['score']:.4f}", escape(document), f"[bold]{r['title']}[/]\n{snippet}")
+        table.add_row(
+            str(i), f"{r['score']:.4f}", escape(document), f"[bold]{escape(r['title'])}[/]\n{escape(snippet)}"
+        )
     console.print(table)
     if not payload["results"]:
         console.print("no results (the principal may not be allowed to read any match; try --groups)")

@@ -6,15 +6,22 @@ import argparse
 import json
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.defs.builders import source_specs, sync_policy
 from rag_pipeline.index.store_lock import FolderLock, LockHolder
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
+
+if TYPE_CHECKING:
+    from rag_pipeline.runs.sync_status import SourceStatus
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -103,28 +110,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if not status.containers:
             console.print("  no channels/projects yet (the discovery sensor adds them)")
             continue
-        rows = [
-            {
-                "container": c.container,
-                "watermark": c.watermark or "never synced",
-                "behind": _age(c.behind_seconds),
-                "sync lag": _age(c.sync_lag_max_seconds),
-                "last success": (c.last_success or {}).get("finished_at") or "-",
-                "last failure": f"{c.last_failure['finished_at']}: {c.last_failure.get('error', '')}"
-                if c.last_failure
-                else "-",
-                "next": c.next,
-                "days to fetch": str(c.days_to_fetch),
-            }
-            for c in status.containers
-        ]
+        rows = container_rows(status)
         if console.is_terminal:
-            table = Table()
-            for column in rows[0]:
-                table.add_column(column, overflow="fold")
-            for row in rows:
-                table.add_row(*row.values())
-            console.print(table)
+            console.print(first_fitting(console, container_layouts(rows)))
         else:
             # A log or a pipe: key: value lines, never a table cut to the log's width.
             for row in rows:
@@ -132,3 +120,34 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 for key, value in list(row.items())[1:]:
                     print(f"    {key}: {value}")
     return 0
+
+
+def container_rows(status: SourceStatus) -> list[dict[str, str]]:
+    """A source's containers, one row each: the columns of the table (the keys of the log's lines)."""
+    return [
+        {
+            "container": c.container,
+            "watermark": c.watermark or "never synced",
+            "behind": _age(c.behind_seconds),
+            "sync lag": _age(c.sync_lag_max_seconds),
+            "last success": (c.last_success or {}).get("finished_at") or "-",
+            "last failure": f"{c.last_failure['finished_at']}: {c.last_failure.get('error', '')}"
+            if c.last_failure
+            else "-",
+            "next": c.next,
+            "days to fetch": str(c.days_to_fetch),
+        }
+        for c in status.containers
+    ]
+
+
+def container_layouts(rows: list[dict[str, str]]) -> list[RenderableType]:
+    """A source's containers as a table, one row per container (a wide terminal), else a ``key  value`` block
+    per container, whose long values (an error) wrap in their column."""
+    table = Table()
+    for column in rows[0]:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(value) for value in row.values()))  # Text: an error's [...] is no markup
+    blocks = key_value_blocks({row["container"]: list(row.items())[1:] for row in rows})
+    return [table, Padding(blocks, (0, 0, 0, 2))]

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -144,10 +145,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        table = Table(title=f"rag-pipeline sync --source {args.source} {result['start']}..{result['end']}")
-        for key in ("documents", "documents_updated", "documents_removed", "api_calls", "retries", "seconds", "runs"):
-            table.add_row(key, str(result[key]))
-        Console().print(table)
+        Console().print(sync_table(result, args.source))
         label = registered_sources()[args.source].containers_label
         prefix = live[args.source].container_prefix
         print(f"{label}: " + (", ".join(f"{prefix}{c}" for c in result["containers"]) or "none"))
@@ -155,3 +153,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             console.print(f"failed: {name}: {message}", style="red", markup=False, highlight=False)
     print_skipped(result["skipped"], sys.stderr)  # with --json too: stdout stays one JSON document
     return 1 if result["failed"] else 0
+
+
+def sync_table(result: dict[str, Any], source: str) -> Table:
+    """The sync's figures, one ``key  value`` row each: narrow enough for any terminal (the title wraps)."""
+    table = Table(title=f"rag-pipeline sync --source {source} {result['start']}..{result['end']}", show_header=False)
+    table.add_column("figure")
+    table.add_column("value", justify="right", no_wrap=True)
+    for key in ("documents", "documents_updated", "documents_removed", "api_calls", "retries", "seconds", "runs"):
+        table.add_row(key, str(result[key]))
+    return table

@@ -10,7 +10,12 @@ import argparse
 import json
 from datetime import UTC, datetime
 
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
 from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.directory.people import UnknownPerson
 from rag_pipeline.serving.tokens import SCOPES, TokenInfo, TokenStore, check_scopes, parse_duration
 from rag_pipeline.settings import Settings
@@ -97,13 +102,41 @@ def _row(info: TokenInfo) -> dict[str, object]:
     }
 
 
-def _show(infos: list[TokenInfo], as_json: bool) -> None:
+def _show(infos: list[TokenInfo], as_json: bool, console: Console | None = None) -> None:
+    """JSON; a table on a terminal, in the layout its width allows; one line per token in a log or a pipe."""
     if as_json:
         print(json.dumps([_row(i) for i in infos], indent=2))
         return
     if not infos:
         print("no tokens")
+        return
+    console = console or Console()
+    if console.is_terminal:
+        console.print(first_fitting(console, token_layouts(infos)))
+        return
     for info in infos:
         row = _row(info)
         print(f"{info.id}  {info.person}  {','.join(info.scopes)}  {row['state']}  expires {info.expires_at}  "
               f"last used {info.last_used_at or 'never'}{'  ' + info.note if info.note else ''}")  # fmt: skip
+
+
+def token_layouts(infos: list[TokenInfo]) -> list[RenderableType]:
+    """The tokens as a table, one row per token (a wide terminal), else a ``key  value`` block per token."""
+    rows = [
+        {
+            "id": info.id,
+            "person": info.person,
+            "scopes": ", ".join(info.scopes),
+            "state": str(_row(info)["state"]),
+            "expires": info.expires_at,
+            "last used": info.last_used_at or "never",
+            "note": info.note or "-",
+        }
+        for info in infos
+    ]
+    table = Table()
+    for column in rows[0]:
+        table.add_column(column, overflow="fold", no_wrap=column in ("id", "state"))
+    for row in rows:
+        table.add_row(*(Text(value) for value in row.values()))
+    return [table, key_value_blocks({f"token {row['id']}": list(row.items())[1:] for row in rows})]

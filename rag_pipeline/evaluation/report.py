@@ -38,11 +38,13 @@ def significance_mark(p: float | None) -> str:
     return ""
 
 
-def _num(value: float | None, digits: int = 3) -> str:
+def format_figure(value: float | None, digits: int = 3) -> str:
+    """A table's figure: ``digits`` decimals, ``–`` where there is none."""
     return "–" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
-def _leak_cell(leaks: int, queries: int) -> str:
+def leak_cell(leaks: int, queries: int) -> str:
+    """``0``, or the leaked results with how many queries leaked them."""
     if not leaks:
         return "0"
     return f"{leaks} ({queries} quer{'y' if queries == 1 else 'ies'})"
@@ -59,20 +61,27 @@ def markdown_table(summary: EvalSummary) -> str:
         label = f"{name} (baseline)" if name == summary.baseline else name
         low, high = arm.ci95.get(PRIMARY_METRIC, (math.nan, math.nan))
         ndcg = (
-            f"{_num(arm.means.get(PRIMARY_METRIC, math.nan))}"
-            f"{significance_mark(arm.p_vs_baseline.get(PRIMARY_METRIC))} [{_num(low)}, {_num(high)}]"
+            f"{format_figure(arm.means.get(PRIMARY_METRIC, math.nan))}"
+            f"{significance_mark(arm.p_vs_baseline.get(PRIMARY_METRIC))} [{format_figure(low)}, {format_figure(high)}]"
         )
-        plain = [_num(arm.means.get(metric, math.nan)) for _, metric in TABLE_METRICS]
-        latency = f"{_num(arm.p50_ms, 1)} / {_num(arm.p95_ms, 1)}"
-        leaks = _leak_cell(arm.leaks, arm.queries_with_leaks)
+        plain = [format_figure(arm.means.get(metric, math.nan)) for _, metric in TABLE_METRICS]
+        latency = f"{format_figure(arm.p50_ms, 1)} / {format_figure(arm.p95_ms, 1)}"
+        leaks = leak_cell(arm.leaks, arm.queries_with_leaks)
         rows.append([label, ndcg, *plain, latency, leaks])
+    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    return table + "\n\n" + legend_text(summary) + "\n"
+
+
+def legend_text(summary: EvalSummary, markdown: bool = True) -> str:
+    """The line under the table: what the marks, the intervals and the leaks mean (marks in backticks for
+    Markdown, bare for a terminal)."""
     others = len(summary.arms) - 1
-    legend = (
-        f"`*` p < 0.05, `**` p < 0.01 vs the baseline ({summary.baseline}) on nDCG@10: paired randomization test "
+    one, two = ("`*`", "`**`") if markdown else ("*", "**")
+    return (
+        f"{one} p < 0.05, {two} p < 0.01 vs the baseline ({summary.baseline}) on nDCG@10: paired randomization test "
         f"over {summary.queries} queries, Holm-adjusted across {others} arm{'s' if others != 1 else ''}. "
         "Intervals: 95 % bootstrap over queries. Leaks: results the query's principal may not read."
     )
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n\n" + legend + "\n"
 
 
 def plot_ndcg_bars(summary: EvalSummary, path: Path) -> Path:

@@ -25,7 +25,8 @@ ProgressFn = Callable[[str, int, int], None]
 
 @dataclass
 class EvaluationSummary:
-    """The report the demo prints: per eval set, its markdown table and CLI-shaped figures."""
+    """The report the demo prints: per eval set, its markdown table, CLI-shaped figures and its summary (the
+    terminal's tables, :mod:`rag_pipeline.commands.tables`)."""
 
     tables: dict[str, str]
     figures: dict[str, dict[str, Any]]
@@ -34,6 +35,7 @@ class EvaluationSummary:
     report_dir: str
     checks: dict[str, bool] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    summaries: dict[str, EvalSummary] = field(default_factory=dict)
 
 
 def scoped_eval_sets(eval_dir: Path, sources: tuple[str, ...]) -> list[str]:
@@ -119,4 +121,5 @@ def run_evaluation(
         report_dir=str(store.latest_dir),
         checks=checks,
         failures=failures,
+        summaries=summaries,
     )

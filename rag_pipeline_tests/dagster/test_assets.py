@@ -55,13 +55,16 @@ def test_definitions_load_and_every_asset_is_described() -> None:
         assert set(chain) <= keys
     directories = {"slack_directory", "jira_directory"}
     for node in graph.asset_nodes:
-        assert node.group_name in ("slack", "jira", "evaluation") and node.kinds and node.description
+        assert node.group_name in ("slack", "jira", "evaluation", "access") and node.kinds and node.description
         if node.key.to_user_string() in directories:
             # Who exists now: one unpartitioned asset per source, in its group, hourly, with a freshness policy
             # and a check on the records it had to skip.
             assert node.partitions_def is None and node.group_name == node.key.to_user_string().split("_")[0]
             assert node.automation_condition is not None and node.freshness_policy is not None
             assert [c.name for c in node.check_keys] == ["records_usable"]
+        elif node.group_name == "access":
+            # Who gained or lost access after each directory sync: unpartitioned, with its mass-change check.
+            assert node.partitions_def is None and [c.name for c in node.check_keys] == ["no_mass_access_change"]
         elif node.group_name != "evaluation":
             assert node.partitions_def is not None and node.backfill_policy is not None
     assert directories <= keys

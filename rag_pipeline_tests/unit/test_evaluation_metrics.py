@@ -278,7 +278,8 @@ def test_cli_json_shape(summary: EvalSummary) -> None:
     assert list(out["arms"]) == ["bm25", "hybrid", "shuffled"]
     headline = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100"]
     for name, arm in out["arms"].items():
-        assert list(arm) == [*headline, "p50_ms", "p95_ms", "ci95", "p_vs_baseline"]
+        assert list(arm) == [*headline, "p50_ms", "p95_ms", "ci95", "p_vs_baseline", "leaks", "queries_with_leaks"]
+        assert arm["leaks"] == summary.arms[name].leaks
         assert list(arm["ci95"]) == headline
         assert all(isinstance(v, list) and len(v) == 2 for v in arm["ci95"].values())
         assert arm["ndcg@10"] == summary.arms[name].means["ndcg@10"]

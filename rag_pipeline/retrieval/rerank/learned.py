@@ -55,17 +55,21 @@ LAMBDARANK_PARAMS: dict[str, Any] = {
     "num_threads": 2,
     "verbose": -1,
 }
-# L2 on leaf values, chosen per training set by an inner cross-validation over its own queries: the bundled
-# dev sets score higher with 10 (Slack +0.015, ACL +0.013, Jira +0.004 nDCG@10), SciFact with none (-0.006 at
-# 10), so no one value is right everywhere (docs/notes/hybrid_quality.md).
+# L2 on leaf values and the bag, decided once (2026-11-29) by bench/reranker_tuning.py on half of each bundled dev
+# set's queries (5-fold CV, tuning-query-weighted mean nDCG@10 over the candidates: L2 10 with 3 boosters 0.7457,
+# the best cell of L2 {0, 3, 10, 30} × bag {1, 3, 5} × trees {100, 200, 300}; bag 5 0.7446, one booster 0.71–0.79
+# with a seed-to-seed spread of 0.017–0.047), and checked on the other half against the old per-training-set
+# inner cross-validation with bag 5: Jira 0.732 vs 0.736, Slack 0.798 vs 0.806, ACL 0.792 vs 0.804 (24–263
+# held-out queries), with 3 fits instead of 21 per model (bench/results/reranker_tuning.json). The old search
+# stays available (train_reranker(tune_reg_lambda=True)).
 REG_LAMBDA_GRID: tuple[float, ...] = (0.0, 3.0, 10.0, 30.0)
 REG_LAMBDA = 10.0
 TUNING_FOLDS = 4
 # Below this many labelled queries an inner fold is too small to tell the values apart: LightGBM's default.
 MIN_TUNING_QUERIES = 50
-# Boosters that differ only in their row and feature sampling seeds, averaged: one booster's nDCG@10 moved
-# by ±0.005 with the seed alone (SciFact 0.753–0.764), which hid real differences between feature sets.
-BAG = 5
+# Boosters that differ only in their row and feature sampling seeds, averaged: one booster's nDCG@10 moves by
+# up to ±0.02 with the seed alone, which hid real differences between feature sets (see above).
+BAG = 3
 MODEL_FILE = "model-{}.txt"
 # Where an evaluation keeps its cached fits, under its reports folder (train_reranker's cache_dir).
 FITS_FOLDER = "reranker_fits"
