@@ -223,26 +223,30 @@ class ClientVectorStore:
             return models.SearchParams(exact=True)
         return models.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
 
-    def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+    def search_dense(
+        self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
         response = self.client.query_points(
             self.names.children,
             query=[float(x) for x in vector],
             using=DENSE_VECTOR,
             limit=limit,
             query_filter=_filter(flt),
-            with_payload=True,
+            with_payload=list(fields) if fields else True,
             search_params=self._dense_params(),
         )
         return _hits(response.points)
 
-    def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+    def search_sparse(
+        self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
         response = self.client.query_points(
             self.names.children,
             query=models.SparseVector(indices=vector.indices, values=vector.values),
             using=SPARSE_VECTOR,
             limit=limit,
             query_filter=_filter(flt),
-            with_payload=True,
+            with_payload=list(fields) if fields else True,
         )
         return _hits(response.points)
 

@@ -256,22 +256,26 @@ class EdgeVectorStore:
         records = self._shard(collection).retrieve(list(ids), True, False)
         return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
 
-    def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+    def search_dense(
+        self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
             filter=_filter(flt),
-            with_payload=True,
+            with_payload=_payload_selector(fields),
             params=self._dense_params(),
         )
         return self._hits(request)
 
-    def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]:
+    def search_sparse(
+        self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
         request = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(qe.SparseVector(indices=vector.indices, values=vector.values), using=SPARSE_VECTOR),
             filter=_filter(flt),
-            with_payload=True,
+            with_payload=_payload_selector(fields),
         )
         return self._hits(request)
 
@@ -349,6 +353,11 @@ def _fusion(fusion: Fusion) -> Any:
     if fusion.method == "dbsf":
         return qe.Fusion.Dbsf()
     return qe.Fusion.Rrf(k=fusion.k, weights=list(fusion.weights) if fusion.weights else None)
+
+
+def _payload_selector(fields: Sequence[str] | None) -> Any:
+    """Every payload field, or only ``fields`` (a hit's payload becomes a Python dict field by field)."""
+    return qe.PayloadSelector.Include(list(fields)) if fields else True
 
 
 def _payload(payload: dict[str, Any]) -> dict[str, Any]:

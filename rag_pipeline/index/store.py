@@ -350,9 +350,18 @@ class VectorStore(Protocol):
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]: ...
 
-    def search_dense(self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None) -> list[Hit]: ...
+    def search_dense(
+        self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
+        """The nearest children; ``fields``: the payload fields to read (all when None: reading every field of
+        every hit costs as much as the search itself)."""
+        ...
 
-    def search_sparse(self, vector: SparseVector, limit: int, flt: SearchFilter | None = None) -> list[Hit]: ...
+    def search_sparse(
+        self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
+    ) -> list[Hit]:
+        """The best BM25 children; ``fields`` as for :meth:`search_dense`."""
+        ...
 
     def search_hybrid(
         self,

@@ -58,3 +58,13 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> lis
     for doc_id, result in results.items():
         result.matching_children = counts[doc_id]
     return sorted(results.values(), key=lambda r: (-r.score, r.document_id))
+
+
+def document_scores(hits: Sequence[Hit]) -> list[tuple[str, float]]:
+    """(document id, best child score), in the order :func:`documents_from_hits` gives them, from hits that carry
+    ``document_id`` alone (the rerank signals need nothing else, and reading whole payloads doubled their cost)."""
+    best: dict[str, float] = {}
+    for hit in hits:
+        doc_id = hit.payload["document_id"]
+        best[doc_id] = max(best.get(doc_id, float(hit.score)), float(hit.score))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))

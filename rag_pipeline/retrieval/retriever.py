@@ -37,7 +37,7 @@ from rag_pipeline.retrieval.fusion import (
     SourceFusion,
 )
 from rag_pipeline.retrieval.fusion import learned_fusion as learned_fusions
-from rag_pipeline.retrieval.grouping import documents_from_hits
+from rag_pipeline.retrieval.grouping import document_scores, documents_from_hits
 from rag_pipeline.retrieval.prf import Expansion, FeedbackDocument, PrfConfig, rm3
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 # which tied hits make the cut at ``limit`` would differ between runs. Fetch a few more, order ties by
 # id, and cut here: evaluations then repeat exactly.
 TIE_MARGIN = 16
+
+
+# The rerank signals rank documents by their children's scores: the document id is all they read of a payload.
+SIGNAL_FIELDS = ("document_id",)
 
 
 def _cut(hits: list[Hit], limit: int) -> list[Hit]:
@@ -293,7 +297,9 @@ class Retriever:
         """At least ``want`` documents (after exclusions) when the index has them: children are grouped
         into documents, so the child depth doubles until enough documents remain or the index runs dry.
         ``sparse`` replaces the query's BM25 vector (an expanded query)."""
-        shared = self._shared if sparse is None else None
+        # Only hybrid lists are asked for twice (the reranked arm's head and its deeper list); the other arms' are not
+        # kept, so the memory holds what is reused.
+        shared = self._shared if sparse is None and mode == "hybrid" else None
         key = (mode, query, want, repr(flt), tuple(exclude), response.mode)
         if shared is not None and key in shared.documents:
             return _copies(shared.documents[key])
@@ -459,24 +465,27 @@ class Retriever:
             acl=flt.acl,
         )
         # A fixed depth, so training candidates and scored candidates get comparable signals.
-        limit = self.config.signal_depth
-        arms = {"bm25": _cut(self.store.search_sparse(self.sparse_query(query), limit + TIE_MARGIN, scoped), limit)}
-        try:
-            arms["dense"] = _cut(self.store.search_dense(self._query_vector(query), limit + TIE_MARGIN, scoped), limit)
-        except Exception:  # missing dense signals are zeros
-            arms["dense"] = []
+        limit, depth = self.config.signal_depth, self.config.signal_depth + TIE_MARGIN
+
+        def sparse_hits(vector: SparseVector) -> list[Hit]:
+            return _cut(self.store.search_sparse(vector, depth, scoped, fields=SIGNAL_FIELDS), limit)
+
+        def dense_hits(text: str) -> list[Hit]:
+            try:
+                return _cut(
+                    self.store.search_dense(self._query_vector(text), depth, scoped, fields=SIGNAL_FIELDS), limit
+                )
+            except Exception:  # missing dense signals are zeros
+                return []
+
+        arms = {"bm25": sparse_hits(self.sparse_query(query)), "dense": dense_hits(query)}
         # The query's title line alone (a Jira summary), searched both ways: duplicates share summaries more
         # than they share descriptions. A query without a title line has no title signals (zeros, which a
         # model trained on one-line queries ignores as constant).
         title = split_query(query).title
         if title:
-            sparse = self.bm25.encode_query(title)
-            arms["title_bm25"] = _cut(self.store.search_sparse(sparse, limit + TIE_MARGIN, scoped), limit)
-            try:
-                vector = self._query_vector(title)
-                arms["title_dense"] = _cut(self.store.search_dense(vector, limit + TIE_MARGIN, scoped), limit)
-            except Exception:
-                arms["title_dense"] = []
+            arms["title_bm25"] = sparse_hits(self.bm25.encode_query(title))
+            arms["title_dense"] = dense_hits(title)
         # Children sharing a query term, counted at the fixed depth (a rerank feature).
         matches: dict[str, int] = {}
         for hit in arms["bm25"]:
@@ -484,8 +493,7 @@ class Retriever:
         for result in candidates:
             result.matching_children = matches.get(result.document_id, 0)
         for arm, hits in arms.items():
-            ranked = documents_from_hits(hits)
-            by_doc = {r.document_id: (rank, r.score) for rank, r in enumerate(ranked)}
+            by_doc = {doc_id: (rank, score) for rank, (doc_id, score) in enumerate(document_scores(hits))}
             for result in candidates:
                 rank, score = by_doc.get(result.document_id, (len(candidates), 0.0))
                 result.signals[f"{arm}_score"] = float(score)

@@ -38,8 +38,8 @@ class AclBlindStore:
     def _strip(self, flt):
         return dataclasses.replace(flt, acl=None) if flt is not None else None
 
-    def search_sparse(self, vector, limit, flt=None):
-        return self._store.search_sparse(vector, limit, self._strip(flt))
+    def search_sparse(self, vector, limit, flt=None, fields=None):
+        return self._store.search_sparse(vector, limit, self._strip(flt), fields=fields)
 
 
 @pytest.fixture

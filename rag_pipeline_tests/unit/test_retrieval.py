@@ -20,6 +20,7 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
 from rag_pipeline.retrieval.rerank.learned import (
+    BAG,
     MIN_TUNING_QUERIES,
     REG_LAMBDA,
     REG_LAMBDA_GRID,
@@ -277,7 +278,7 @@ def _synthetic_examples(n: int, seed: int = 0) -> list[RerankExample]:
 def test_learned_reranker_learns_a_signal_and_cross_fitting_never_sees_the_query(tmp_path: Path) -> None:
     examples = _synthetic_examples(60)
     model = train_reranker(examples[:40], params={"n_estimators": 50, "min_child_samples": 2})
-    assert len(model.boosters) == 5 and model.version.startswith("lambdarank-")
+    assert len(model.boosters) == BAG and model.version.startswith("lambdarank-")
     hits = 0
     for example in examples[40:]:
         scores = model.score(example.query, example.candidates)
@@ -622,3 +623,26 @@ def test_an_eval_sets_arms_share_their_searches_with_identical_results(store) ->
     alone, alone_calls = run(False)
     assert shared == alone
     assert shared_calls < alone_calls * 0.8, (shared_calls, alone_calls)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["p1", "p2", "p3"]), st.sampled_from([0.1, 0.5, 0.9])
+        ),
+        max_size=20,
+    )
+)
+def test_document_scores_from_ids_alone_rank_as_documents_from_whole_payloads(rows) -> None:
+    """The rerank signals read only ``document_id`` (issue 48): their ranks and scores are those the whole payloads
+    gave through ``documents_from_hits``."""
+    from rag_pipeline.retrieval.grouping import document_scores
+
+    hits = [
+        Hit(f"h{i}", score, {"document_id": doc, "parent_id": f"{doc}-{parent}"})
+        for i, (doc, parent, score) in enumerate(rows)
+    ]
+    whole = [(r.document_id, r.score) for r in documents_from_hits(hits)]
+    ids_only = document_scores([Hit(h.id, h.score, {"document_id": h.payload["document_id"]}) for h in hits])
+    assert ids_only == whole
