@@ -157,6 +157,51 @@ def audit_access(
     return AccessAudit(tuple(rows)), store
 
 
+def run_access_audit(
+    instance: dg.DagsterInstance,
+    directory: DirectoryResource,
+    qdrant: QdrantResource,
+    mass_change_accounts: int,
+    log: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dg.AssetCheckResult]:
+    """The audit of the changes since the last ``access_audit`` materialization on ``instance``: its metadata and
+    its mass-change check (the asset's body, and what `index`/`directory` record after their directory syncs)."""
+    started = time.perf_counter()
+    previous = instance.get_latest_materialization_event(ACCESS_AUDIT)
+    materialized = previous.asset_materialization if previous is not None else None
+    last = materialized.metadata.get("last_row_id") if materialized is not None else None
+    after_id = int(last.value) if last is not None and isinstance(last.value, int) else 0
+    audit, store = audit_access(directory, qdrant, after_id)
+    lines = audit.lines(store)
+    if log is not None:
+        for line in lines[:_SHOWN_CHANGES]:
+            log(line)
+    mass = audit.is_mass_change(mass_change_accounts)
+    shown = "\n".join(f"- {line}" for line in lines[:_SHOWN_CHANGES]) or "no access changed"
+    if len(lines) > _SHOWN_CHANGES:
+        shown += f"\n- … and {len(lines) - _SHOWN_CHANGES:,} more (`rag-pipeline audit`)"
+    metadata: dict[str, Any] = {
+        "changes": len(audit.rows),
+        "accounts_gained": audit.accounts("gained"),
+        "accounts_lost": audit.accounts("lost"),
+        "documents_gained": audit.documents("gained"),
+        "documents_lost": audit.documents("lost"),
+        "last_row_id": audit.rows[-1].id if audit.rows else after_id,
+        "access_changes": dg.MetadataValue.md(shown),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    check = dg.AssetCheckResult(
+        asset_key=ACCESS_AUDIT,
+        check_name=MASS_CHANGE_CHECK,
+        passed=not mass,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"accounts_changed": audit.accounts_changed, "threshold": mass_change_accounts, "changes": lines[:20]},
+        description=f"{audit.accounts_changed} account(s) gained or lost access"
+        + (f", over the threshold of {mass_change_accounts}" if mass else ""),
+    )
+    return metadata, check
+
+
 def build_access_audit_asset(sources: list[str], mass_change_accounts: int) -> dg.AssetsDefinition:
     """``access_audit``: after every directory sync, who gained or lost access to what (and how many documents),
     with a check that fails on a mass change."""
@@ -183,50 +228,10 @@ def build_access_audit_asset(sources: list[str], mass_change_accounts: int) -> d
         "document text.",
     )
     def access_audit(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        started = time.perf_counter()
-        previous = context.instance.get_latest_materialization_event(ACCESS_AUDIT)
-        last = (
-            previous.asset_materialization.metadata.get("last_row_id")
-            if previous and previous.asset_materialization
-            else None
+        resources = context.resources
+        metadata, check = run_access_audit(
+            context.instance, resources.directory, resources.qdrant, mass_change_accounts, context.log.info
         )
-        after_id = int(last.value) if last is not None and isinstance(last.value, int) else 0
-        audit, store = audit_access(context.resources.directory, context.resources.qdrant, after_id)
-        lines = audit.lines(store)
-        for line in lines[:_SHOWN_CHANGES]:
-            context.log.info(line)
-        mass = audit.is_mass_change(mass_change_accounts)
-        summary = {
-            "changes": len(audit.rows),
-            "accounts_gained": audit.accounts("gained"),
-            "accounts_lost": audit.accounts("lost"),
-            "documents_gained": audit.documents("gained"),
-            "documents_lost": audit.documents("lost"),
-        }
-        shown = "\n".join(f"- {line}" for line in lines[:_SHOWN_CHANGES]) or "no access changed"
-        if len(lines) > _SHOWN_CHANGES:
-            shown += f"\n- … and {len(lines) - _SHOWN_CHANGES:,} more (`rag-pipeline audit`)"
-        return dg.MaterializeResult(
-            metadata={
-                **summary,
-                "last_row_id": audit.rows[-1].id if audit.rows else after_id,
-                "access_changes": dg.MetadataValue.md(shown),
-                "seconds": round(time.perf_counter() - started, 3),
-            },
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name=MASS_CHANGE_CHECK,
-                    passed=not mass,
-                    severity=dg.AssetCheckSeverity.ERROR,
-                    metadata={
-                        "accounts_changed": audit.accounts_changed,
-                        "threshold": mass_change_accounts,
-                        "changes": lines[:20],
-                    },
-                    description=f"{audit.accounts_changed} account(s) gained or lost access"
-                    + (f", over the threshold of {mass_change_accounts}" if mass else ""),
-                )
-            ],
-        )
+        return dg.MaterializeResult(metadata=metadata, check_results=[check])
 
     return access_audit

@@ -44,9 +44,11 @@ def sources_without_directory(settings: Settings, sources: Sequence[str]) -> lis
 
 def record_in_dagster(settings: Settings, done: Sequence[DirectorySync]) -> None:
     """Each refresh as a materialization of its ``<source>_directory`` asset on the runners' instance, so the UI
-    shows the directory `index`, `demo` or `sync` wrote (with the same metadata as the asset's own runs)."""
+    shows the directory `index`, `demo` or `sync` wrote (with the same metadata as the asset's own runs), then the
+    access audit of what those syncs changed, as the ``access_audit`` asset would after them."""
     import dagster as dg
 
+    from rag_pipeline.defs.directory import ACCESS_AUDIT, run_access_audit
     from rag_pipeline.runs.instance import ensure_dagster_home, open_instance
 
     ensure_dagster_home(settings)
@@ -56,6 +58,24 @@ def record_in_dagster(settings: Settings, done: Sequence[DirectorySync]) -> None
             metadata["skipped_examples"] = [str(p) for p in sync.problems[:20]]
             instance.report_runless_asset_event(
                 dg.AssetMaterialization(asset_key=f"{sync.source}_directory", metadata=metadata)
+            )
+        if done:
+            audit, check = run_access_audit(
+                instance,
+                directory_resource(settings),
+                qdrant_resource(settings).process_config_and_initialize(),
+                settings.audit_mass_change_accounts,
+            )
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=ACCESS_AUDIT, metadata=audit))
+            instance.report_runless_asset_event(
+                dg.AssetCheckEvaluation(
+                    asset_key=ACCESS_AUDIT,
+                    check_name=check.check_name or "",
+                    passed=check.passed,
+                    severity=check.severity,
+                    metadata=check.metadata,
+                    description=check.description,
+                )
             )
 
 

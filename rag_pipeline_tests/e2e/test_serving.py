@@ -588,7 +588,7 @@ def test_mcp_over_stdio_searches_as_the_configured_reader_only(
             }
 
     result = asyncio.run(session())
-    assert result["tools"] == ["get_document", "search_documents"]
+    assert result["tools"] == ["explain_access", "get_document", "search_documents", "whoami"]
     # No tool takes a reader: the model cannot name one.
     for properties in result["schema"].values():
         assert not {"user", "user_id", "groups", "principal", "email"} & set(properties)
