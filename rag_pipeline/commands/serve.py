@@ -47,9 +47,16 @@ def configure_service_logging() -> None:
     """The service's own events (hand-overs, unexpected errors) at INFO on stderr, libraries at WARNING. Set
     before the MCP SDK is loaded: it configures the root logger itself when nobody has (at its own level,
     through its own handler). Nothing the service logs holds a query or a token."""
+    from rag_pipeline.serving.request_id import RequestIdFilter
+
     logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        # Every line names the request it was logged for (X-Request-Id), "-" outside one.
+        handler.addFilter(RequestIdFilter())
     logging.getLogger("rag_pipeline.serving").setLevel(logging.INFO)
     logging.getLogger("mcp").setLevel(logging.WARNING)
 

@@ -53,6 +53,9 @@ from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
 from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
 from rag_pipeline.serving.rate_limit import PersonRateLimit
+from rag_pipeline.serving.request_id import CURRENT as CURRENT_REQUEST_ID
+from rag_pipeline.serving.request_id import HEADER as REQUEST_ID_HEADER
+from rag_pipeline.serving.request_id import request_id_from
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
@@ -397,7 +400,13 @@ def create_app(
 
     @app.middleware("http")
     async def authenticate_and_count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await _guarded(request, call_next)
+        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        token = CURRENT_REQUEST_ID.set(request_id)
+        try:
+            response = await _guarded(request, call_next)
+        finally:
+            CURRENT_REQUEST_ID.reset(token)
+        response.headers[REQUEST_ID_HEADER] = request_id
         metrics.requests.labels(route=_route_of(request), status=str(response.status_code)).inc()
         return response
 

@@ -8,6 +8,7 @@ tool argument, so a model cannot widen what it may see by what it writes into a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -133,10 +134,20 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
             )
         except ValidationError as exc:
             raise ToolError(_field_error(exc)) from None
+        started = time.perf_counter()
         try:
-            return await anyio.to_thread.run_sync(backend.search, request, who)
+            found = await anyio.to_thread.run_sync(backend.search, request, who)
         except IndexUnavailable as exc:
             raise ToolError(f"the index is not available now: {exc}") from None
+        # The design's tool-result shape: the query echoed, how many results, the mode that ran, the time taken.
+        return {
+            "query": request.query,
+            "mode": found["mode"],
+            "count": len(found["results"]),
+            "execution_time_ms": round((time.perf_counter() - started) * 1000, 1),
+            "warnings": found.get("warnings", []),
+            "results": found["results"],
+        }
 
     @server.tool(description="One document the caller may read, by the document_id search_documents returned.")
     async def get_document(ctx: Context[Any, Any], document_id: str) -> dict[str, Any]:

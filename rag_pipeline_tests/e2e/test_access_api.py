@@ -152,3 +152,36 @@ def test_the_request_audit_records_documents_given_never_the_query(
     assert searches and "U1" in searches[-1]["reader"]
     assert any(line["kind"] == "document" and line["documents"] == [S.SECRET_THREAD] for line in lines)
     assert not any("audit-marker-7731" in path.read_text() for path in (data / "request_audit").glob("*"))
+
+
+def test_every_response_carries_a_request_id_and_the_mcp_result_its_shape(service: S.ServiceProcess) -> None:
+    """Issue 51 (part): X-Request-Id taken when plain, made otherwise, on answers and errors alike; the MCP search
+    result carries the query, mode, count and time beside its results."""
+    made = _get(service, "/v1/whois", "U1")
+    assert made.status_code == 200 and len(made.headers["X-Request-Id"]) == 32
+    kept = _get(service, "/v1/whois", "U1", **{"X-Request-Id": "trace-42.a:b"})
+    assert kept.headers["X-Request-Id"] == "trace-42.a:b"
+    forged = _get(service, "/v1/whois", "U1", **{"X-Request-Id": "x\tinjected log line"})
+    assert forged.headers["X-Request-Id"] != "x\tinjected log line" and len(forged.headers["X-Request-Id"]) == 32
+    refused = _get(service, "/v1/whois", "U1", bearer="wrong-token", **{"X-Request-Id": "err-7"})
+    assert refused.status_code == 401 and refused.headers["X-Request-Id"] == "err-7"
+
+    async def search() -> tuple[dict[str, Any], str]:
+        headers = {"Authorization": f"Bearer {TOKEN}", "X-User-Id": "U1", "X-Request-Id": "mcp-9"}
+        seen: list[str] = []
+
+        async def remember(response: httpx2.Response) -> None:
+            seen.append(response.headers.get("x-request-id", ""))
+
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60, event_hooks={"response": [remember]}) as http,
+            Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as client,
+        ):
+            found = await client.call_tool("search_documents", {"query": "salary budget postgres", "top_k": 5})
+            return found.structured_content or {}, seen[-1]
+
+    content, request_id = asyncio.run(search())
+    assert request_id == "mcp-9"
+    assert content["query"] == "salary budget postgres" and content["mode"] == "hybrid"
+    assert content["count"] == len(content["results"]) > 0 and content["execution_time_ms"] > 0
+    assert content["warnings"] == []
