@@ -22,18 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
-from rag_pipeline.sources.jira.dump import JiraDumpReader, project_group, role_group, security_level_group
+from rag_pipeline.sources.jira.dump import (
+    JiraDumpReader,
+    jira_group,
+    project_group,
+    role_actors,
+    role_group,
+    security_level_group,
+)
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 SOURCE = "jira"
 DIRECTORY_FILE_COLUMNS = ("account_id", "email", "groups")
 # Server's group picker answers at most this many groups in one call.
 _GROUP_PICKER_LIMIT = 1000
-
-
-def jira_group(site: str, name: str) -> str:
-    """ACL group of a concrete Jira group (as the live reader writes it)."""
-    return f"jira:{site}:group:{name}"
 
 
 def directory_file_group(site: str, entry: str) -> tuple[str, str]:
@@ -218,20 +220,14 @@ def _project_roles(reader: Any, snapshot: DirectorySnapshot, key: str, members_o
             )
             continue
         target = role_group(site, key, str(name))
-        for actor in role.get("actors") or ():
-            if not isinstance(actor, Mapping):
-                continue
-            if actor.get("actorGroup") or actor.get("type") == "atlassian-group-role-actor":
-                group = str((actor.get("actorGroup") or {}).get("name") or actor.get("name") or "")
-                for account_id in members_of.get(group, ()):
-                    snapshot.grant(account_id, target, f"project role {name} in {key} via group {group}")
-            elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
-                account_id = str((actor.get("actorUser") or {}).get("accountId") or actor.get("name") or "")
-                if not account_id:
-                    continue
-                if account_id not in snapshot.accounts:
-                    snapshot.add(Account(SOURCE, site, account_id, status="named"))
-                snapshot.grant(account_id, target, f"project role {name} in {key}")
+        groups, users = role_actors(role)
+        for group in groups:
+            for account_id in members_of.get(group, ()):
+                snapshot.grant(account_id, target, f"project role {name} in {key} via group {group}")
+        for account_id in users:
+            if account_id not in snapshot.accounts:
+                snapshot.add(Account(SOURCE, site, account_id, status="named"))
+            snapshot.grant(account_id, target, f"project role {name} in {key}")
 
 
 def _security_levels(reader: Any, snapshot: DirectorySnapshot, members_of: Mapping[str, list[str]]) -> None:

@@ -17,8 +17,10 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.sources.jira.dump import (
     JiraDumpReader,
     comment_document_id,
+    jira_group,
     project_group,
     read_comment_visibility,
+    restriction_group,
     role_group,
 )
 from rag_pipeline.sources.jira.settings import BUNDLED_COMMENT_VISIBILITY, BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
@@ -172,7 +174,7 @@ RESTRICTED_COMMENT_QUERIES = {
 def _restricted_principals() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     site = BUNDLED_JIRA_SITE
     timob, ac, aloy = (project_group(site, p) for p in ("TIMOB", "AC", "ALOY"))
-    admins = f"jira:{site}:group:jira-admins"
+    admins = jira_group(site, "jira-admins")
     return (
         ("timob-developer-role", "U0ACLTIMOBROLE", (timob, role_group(site, "TIMOB", "Developers"))),
         ("timob-developer", "U0ACLTIMOB", (timob,)),  # the project, not the role
@@ -190,13 +192,8 @@ def restricted_comment_queries() -> list[EvalQuery]:
     overlay = read_comment_visibility(BUNDLED_COMMENT_VISIBILITY)
     out = []
     for (key, comment_id), query in RESTRICTED_COMMENT_QUERIES.items():
-        visibility = overlay[(key, comment_id)]
         project = key.split("-")[0]
-        restriction = (
-            role_group(BUNDLED_JIRA_SITE, project, visibility["value"])
-            if visibility["type"] == "role"
-            else f"jira:{BUNDLED_JIRA_SITE}:group:{visibility['value']}"
-        )
+        restriction = restriction_group(overlay[(key, comment_id)], BUNDLED_JIRA_SITE, project)
         document = comment_document_id(key_to_id[key], comment_id)
         for name, user_id, groups in _restricted_principals():
             may_read = project_group(BUNDLED_JIRA_SITE, project) in groups and restriction in groups

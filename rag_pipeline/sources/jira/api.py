@@ -36,8 +36,10 @@ from rag_pipeline.sources.jira.client import endpoint_of
 from rag_pipeline.sources.jira.dump import (
     issue_document_id,
     issue_to_documents,
+    jira_group,
     parse_jira_time,
     project_group,
+    role_actors,
     with_family_acl,
 )
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
@@ -656,12 +658,9 @@ class JiraApiReader:
             elif holder.get("type") == "projectRole" and holder.get("parameter"):
                 role = self._get("read a project role", f"project {project}",
                                  f"project/{project}/role/{holder['parameter']}")  # fmt: skip
-                for actor in role.get("actors") or []:
-                    if actor.get("actorGroup") or actor.get("type") == "atlassian-group-role-actor":
-                        name = (actor.get("actorGroup") or {}).get("name") or actor.get("name")
-                        groups.append(jira_group(self.site, name))
-                    elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
-                        users.append((actor.get("actorUser") or {}).get("accountId") or actor.get("name"))
+                group_names, user_ids = role_actors(role)
+                groups.extend(jira_group(self.site, name) for name in group_names)
+                users.extend(user_ids)
             else:
                 kind = holder.get("type") or "?"
                 detail = f" {holder['parameter']}" if holder.get("parameter") else ""
@@ -676,11 +675,6 @@ class JiraApiReader:
         self._acls[project] = acl
         self.acl_problems[project] = problems
         return acl
-
-
-def jira_group(site: str, name: str) -> str:
-    """ACL group of a concrete Jira group."""
-    return f"jira:{site}:group:{name}"
 
 
 def _where(issue: Mapping[str, Any]) -> str:

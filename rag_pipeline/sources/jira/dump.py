@@ -41,6 +41,11 @@ def project_group(site: str, project_key: str) -> str:
     return f"jira:{site}:project:{project_key}"
 
 
+def jira_group(site: str, name: str) -> str:
+    """ACL group of a concrete Jira group."""
+    return f"jira:{site}:group:{name}"
+
+
 def security_level_group(site: str, level_id: str) -> str:
     """ACL group of an issue security level."""
     return f"jira:{site}:security:{level_id}"
@@ -57,6 +62,25 @@ def role_group(site: str, project_key: str, role: str) -> str:
 
 # Not "#": a document id travels in URL paths (/v1/documents/…), where "#" would end the path.
 _COMMENT_MARK = ":comment-"
+
+
+def role_actors(role: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """A project role's actors (``project/<KEY>/role/<id>``, Cloud and Server shapes): its group names and its
+    users' account ids (names on Server); an actor naming neither is left out."""
+    groups: list[str] = []
+    users: list[str] = []
+    for actor in role.get("actors") or ():
+        if not isinstance(actor, Mapping):
+            continue
+        if actor.get("actorGroup") or actor.get("type") == "atlassian-group-role-actor":
+            name = str((actor.get("actorGroup") or {}).get("name") or actor.get("name") or "")
+            if name:
+                groups.append(name)
+        elif actor.get("actorUser") or actor.get("type") == "atlassian-user-role-actor":
+            account_id = str((actor.get("actorUser") or {}).get("accountId") or actor.get("name") or "")
+            if account_id:
+                users.append(account_id)
+    return groups, users
 
 
 def comment_document_id(issue_document: str, comment_id: str) -> str:
@@ -186,7 +210,7 @@ def with_family_acl(documents: list[Document], acl: Acl) -> list[Document]:
     ]
 
 
-def _restriction(visibility: Any, site: str, project: str) -> str | None:
+def restriction_group(visibility: Any, site: str, project: str) -> str | None:
     """The ACL group a comment's ``visibility`` ({"type": "role"|"group", "value": NAME}) names, or None."""
     if not isinstance(visibility, dict):
         return None
@@ -197,7 +221,7 @@ def _restriction(visibility: Any, site: str, project: str) -> str | None:
     if kind == "role":
         return role_group(site, project, value.strip())
     if kind == "group":
-        return f"jira:{site}:group:{value.strip()}"
+        return jira_group(site, value.strip())
     return None
 
 
@@ -234,7 +258,7 @@ def _issue_to_documents(issue: dict[str, Any], site: str) -> list[Document]:
         if comment.get("visibility"):
             # Visible to one role or group only: indexed under the issue's wider ACL it would leak, so it becomes
             # its own document under the intersection (below), or is dropped when its restriction is unclear.
-            token = _restriction(comment.get("visibility"), site, project)
+            token = restriction_group(comment.get("visibility"), site, project)
             comment_id = str(comment.get("id") or "")
             if token is None or not _COMMENT_ID.fullmatch(comment_id):
                 dropped += 1
