@@ -36,6 +36,26 @@ def _service_ids(service: S.ServiceProcess, user: str) -> list[str]:
     return [r["document_id"] for r in response.json()["results"]]
 
 
+def _mcp_session(data_dir: Path, calls: Any, **env: str) -> dict[str, Any]:
+    """Runs ``calls(client)`` in a stdio MCP session of ``rag-pipeline mcp --user U1`` on ``data_dir``."""
+
+    async def session() -> dict[str, Any]:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
+            env=S.service_env(data_dir, **env),
+        )
+        async with Client(params, read_timeout_seconds=120) as client:
+            result: dict[str, Any] = await calls(client)
+            return result
+
+    return asyncio.run(session())
+
+
+def _ids(found: Any) -> list[str]:
+    return [r["document_id"] for r in (found.structured_content or {}).get("results", [])]
+
+
 def test_the_stdio_mcp_server_delegates_to_the_running_service_and_survives_its_end(data_dir: Path) -> None:
     with S.running_service(data_dir, data_dir.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN) as service:
         record = live_service(data_dir)
@@ -43,32 +63,26 @@ def test_the_stdio_mcp_server_delegates_to_the_running_service_and_survives_its_
         expected = _service_ids(service, "U1")
         assert S.SECRET_THREAD in expected
 
-        async def session() -> dict[str, Any]:
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
-                env=S.service_env(data_dir, RAG_SERVE_TOKEN=TOKEN),
-            )
-            async with Client(params, read_timeout_seconds=120) as client:
-                seconds = []
-                for _ in range(3):
-                    started = time.perf_counter()
-                    found = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
-                    seconds.append(time.perf_counter() - started)
-                    assert not found.is_error, found.content
-                document = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
-                ids = [r["document_id"] for r in (found.structured_content or {})["results"]]
-                service.stop()  # killed mid-session: the next call searches the index itself
-                after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
-                return {
-                    "ids": ids,
-                    "seconds": seconds,
-                    "document": (document.structured_content or {}).get("document_id"),
-                    "after": [r["document_id"] for r in (after.structured_content or {}).get("results", [])],
-                    "after_error": after.content[0].text if after.is_error and after.content else "",
-                }
+        async def calls(client: Any) -> dict[str, Any]:
+            seconds = []
+            for _ in range(3):
+                started = time.perf_counter()
+                found = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+                seconds.append(time.perf_counter() - started)
+                assert not found.is_error, found.content
+            document = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
+            ids = [r["document_id"] for r in (found.structured_content or {})["results"]]
+            service.stop()  # killed mid-session: the next call searches the index itself
+            after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+            return {
+                "ids": ids,
+                "seconds": seconds,
+                "document": (document.structured_content or {}).get("document_id"),
+                "after": _ids(after),
+                "after_error": after.content[0].text if after.is_error and after.content else "",
+            }
 
-        result = asyncio.run(session())
+        result = _mcp_session(data_dir, calls, RAG_SERVE_TOKEN=TOKEN)
     # The service's own ranking for the same reader, in its normal latency (it was 258 s of waiting before).
     assert result["ids"] == expected and max(result["seconds"]) < 10, result["seconds"]
     assert result["document"] == S.SECRET_THREAD
@@ -173,48 +187,22 @@ def test_beside_a_service_it_cannot_call_the_stdio_server_refuses_at_once_saying
         ) as service,  # fmt: skip
     ):
 
-        async def session() -> dict[str, Any]:
-            params = StdioServerParameters(
-                command=sys.executable,
-                args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
-                env=S.service_env(data_dir),
-            )
-            async with Client(params, read_timeout_seconds=120) as client:
-                started = time.perf_counter()
-                refused = await client.call_tool("search_documents", {"query": QUERY})
-                seconds = time.perf_counter() - started
-                service.stop()
-                after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
-                return {
-                    "refused": refused.content[0].text if refused.is_error and refused.content else "",
-                    "seconds": seconds,
-                    "after": [r["document_id"] for r in (after.structured_content or {}).get("results", [])],
-                }
+        async def calls(client: Any) -> dict[str, Any]:
+            started = time.perf_counter()
+            refused = await client.call_tool("search_documents", {"query": QUERY})
+            seconds = time.perf_counter() - started
+            service.stop()
+            after = await client.call_tool("search_documents", {"query": QUERY, "top_k": 10})
+            return {
+                "refused": refused.content[0].text if refused.is_error and refused.content else "",
+                "seconds": seconds,
+                "after": _ids(after),
+            }
 
-        result = asyncio.run(session())
+        result = _mcp_session(data_dir, calls)
     assert f"{service.url}/mcp" in result["refused"] and "OIDC" in result["refused"], result
     assert result["seconds"] < 5
     assert S.SECRET_THREAD in result["after"]
-
-
-def _mcp_session(data_dir: Path, calls: Any, **env: str) -> dict[str, Any]:
-    """Runs ``calls(client)`` in a stdio MCP session of ``rag-pipeline mcp --user U1`` on ``data_dir``."""
-
-    async def session() -> dict[str, Any]:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "rag_pipeline.cli", "mcp", "--user", "U1"],
-            env=S.service_env(data_dir, **env),
-        )
-        async with Client(params, read_timeout_seconds=120) as client:
-            result: dict[str, Any] = await calls(client)
-            return result
-
-    return asyncio.run(session())
-
-
-def _ids(found: Any) -> list[str]:
-    return [r["document_id"] for r in (found.structured_content or {}).get("results", [])]
 
 
 def test_a_stdio_server_started_while_a_writer_holds_the_folder_says_so_within_seconds(data_dir: Path) -> None:

@@ -107,7 +107,11 @@ READERS = {
 @pytest.mark.parametrize("reader", list(READERS), ids=lambda r: f"{'+'.join(r.user_ids)}-{'+'.join(r.groups)}")
 def test_acl_filter_in_every_search(store, reader: AclCondition) -> None:
     write_documents(store, [doc_points(d, 1.0, acl=ACLS[d]) for d in TEXTS])
-    flt = SearchFilter(acl=reader)
+    _assert_every_search_finds(store, SearchFilter(acl=reader), READERS[reader])
+
+
+def _assert_every_search_finds(store, flt: SearchFilter, expected: set[str]) -> None:
+    """Dense, sparse and both fusions under ``flt`` find exactly ``expected`` (each document has two children)."""
     query_dense, query_sparse = [0.3, 0.3, 0.3, 0.1], BM25.encode_query("kernel wifi printer")
     for hits in (
         store.search_dense(query_dense, 10, flt),
@@ -115,8 +119,8 @@ def test_acl_filter_in_every_search(store, reader: AclCondition) -> None:
         store.search_hybrid(query_dense, query_sparse, 10, flt=flt),
         store.search_hybrid(query_dense, query_sparse, 10, flt=flt, fusion=Fusion("dbsf")),
     ):
-        assert {h.payload["document_id"] for h in hits} == READERS[reader]
-    assert store.count(store.names.children, flt) == 2 * len(READERS[reader])
+        assert {h.payload["document_id"] for h in hits} == expected
+    assert store.count(store.names.children, flt) == 2 * len(expected)
 
 
 RESTRICTED_ACLS = {
@@ -139,15 +143,7 @@ RESTRICTED_READERS = {
 )
 def test_a_restricted_acl_admits_only_readers_of_both_parts_in_every_search(store, reader: AclCondition) -> None:
     write_documents(store, [doc_points(d, 1.0, acl=RESTRICTED_ACLS[d]) for d in TEXTS])
-    flt = SearchFilter(acl=reader)
-    query_dense, query_sparse = [0.3, 0.3, 0.3, 0.1], BM25.encode_query("kernel wifi printer")
-    for hits in (
-        store.search_dense(query_dense, 10, flt),
-        store.search_sparse(query_sparse, 10, flt),
-        store.search_hybrid(query_dense, query_sparse, 10, flt=flt),
-    ):
-        assert {h.payload["document_id"] for h in hits} == RESTRICTED_READERS[reader]
-    assert store.count(store.names.children, flt) == 2 * len(RESTRICTED_READERS[reader])
+    _assert_every_search_finds(store, SearchFilter(acl=reader), RESTRICTED_READERS[reader])
     principal = Principal(user_id=(reader.user_ids or (None,))[0], groups=reader.groups)
     assert {d for d, acl in RESTRICTED_ACLS.items() if principal.admits(acl)} == RESTRICTED_READERS[reader]
     assert {
