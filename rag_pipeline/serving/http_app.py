@@ -242,6 +242,13 @@ def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any
 OPENAI_ROUTES = ("/v1/chat/completions", "/v1/models")
 
 
+def _replace_header(request: Request, removed: str, added: str, value: str | None) -> None:
+    """Remove every ``removed`` header from the request's scope, then add ``added: value`` (unless None): what
+    the routes and the MCP tools read downstream is what the service put there."""
+    kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != removed.lower()]
+    request.scope["headers"] = kept + ([(added.lower().encode(), value.encode("utf-8"))] if value is not None else [])
+
+
 def _error(status: int, message: str, field: str | None = None, path: str = "", **extra: Any) -> JSONResponse:
     """``{"error": message, "field": field}``; on the OpenAI-compatible routes (``path``) OpenAI's
     ``{"error": {"message", "type", "param", "code"}}`` with the same ``field`` beside it."""
@@ -362,8 +369,7 @@ def create_app(
         identity = (current.get(EMAIL_HEADER) or current.get(USER_ID_HEADER) or "").strip().lower()
         scopes = request.scope.get(TOKEN_SCOPES_KEY)
         admin = ("admin" in scopes) if scopes is not None else bool(identity) and identity in settings.admins
-        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != ADMIN_HEADER.lower()]
-        request.scope["headers"] = kept + ([(ADMIN_HEADER.lower().encode(), b"1")] if admin else [])
+        _replace_header(request, ADMIN_HEADER, ADMIN_HEADER, "1" if admin else None)
 
     # whois/explain read the directory file itself (a person, not just a principal): where the service has none,
     # they answer that nobody is known.
@@ -413,9 +419,7 @@ def create_app(
     def as_identity(request: Request, identity: str) -> None:
         """Put ``identity`` in the request as its only identity header (the bearer removed): the dependency and
         the MCP tools resolve it through the directory like any caller's."""
-        header = EMAIL_HEADER if "@" in identity else USER_ID_HEADER
-        kept = [(k, v) for k, v in request.scope["headers"] if k.decode("latin-1").lower() != "authorization"]
-        request.scope["headers"] = [*kept, (header.lower().encode(), identity.encode("utf-8"))]
+        _replace_header(request, "Authorization", EMAIL_HEADER if "@" in identity else USER_ID_HEADER, identity)
 
     def refused_identity_header(request: Request, why: str) -> JSONResponse | None:
         for name in (USER_ID_HEADER, EMAIL_HEADER, GROUPS_HEADER):
