@@ -300,13 +300,15 @@ class Retriever:
         # Only hybrid lists are asked for twice (the reranked arm's head and its deeper list); the other arms' are not
         # kept, so the memory holds what is reused.
         shared = self._shared if sparse is None and mode == "hybrid" else None
+        if shared is None:  # a served search: nothing kept, no key built
+            return self._search_documents(mode, query, want, flt, exclude, response, sparse)
         key = (mode, query, want, repr(flt), tuple(exclude), response.mode)
-        if shared is not None and key in shared.documents:
+        if key in shared.documents:
             return _copies(shared.documents[key])
         warnings_before = len(response.warnings)
         docs = self._search_documents(mode, query, want, flt, exclude, response, sparse)
         # Kept only when nothing degraded on the way (a dense failure switches the response to BM25 and warns).
-        if shared is not None and response.mode == key[-1] and len(response.warnings) == warnings_before:
+        if response.mode == key[-1] and len(response.warnings) == warnings_before:
             shared.documents[key] = _copies(docs)
         return docs
 
