@@ -447,19 +447,21 @@ class Retriever:
             result.signals.update(hybrid_score=result.score, hybrid_rank=float(rank))
         if not candidates:
             return
+        shared = self._shared
+        if shared is None:  # a served search: nothing kept, no key built
+            self._add_arm_signals(query, candidates, flt)
+            return
         key = (query, tuple(r.document_id for r in candidates), repr(flt.acl))
-        if self._shared is not None and key in self._shared.signals:
-            for result, (signals, matching) in zip(candidates, self._shared.signals[key], strict=True):
+        if key in shared.signals:
+            for result, (signals, matching) in zip(candidates, shared.signals[key], strict=True):
                 result.signals.update(signals)
                 result.matching_children = matching
             return
         self._add_arm_signals(query, candidates, flt)
-        if self._shared is not None:
-            arm_signals = [
-                ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
-                for r in candidates
-            ]
-            self._shared.signals[key] = arm_signals
+        shared.signals[key] = [
+            ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
+            for r in candidates
+        ]
 
     def _add_arm_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
         scoped = SearchFilter(
