@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 
 from rag_pipeline.commands.errors import CommandError
@@ -54,12 +55,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not store.exists():
         raise CommandError(f"no directory at {settings.paths.directory}: run `rag-pipeline index` (or `directory`)")
     rows = store.access_changes(since=since)
-    if not args.no_count and any(r.documents is None for r in rows) and settings.has_embedded_index():
+    uncounted = sum(r.documents is None for r in rows)
+    if uncounted and not args.no_count and (settings.qdrant.url or settings.has_embedded_index()):
         from rag_pipeline.commands.search import open_index
 
         with open_index(settings) as index:
             store.count_access_documents(count_documents(index, rows))
         rows = store.access_changes(since=since)
+    elif uncounted:
+        why = "--no-count" if args.no_count else f"no index at {settings.paths.qdrant}"
+        print(f"note: {uncounted:,} change(s) without a document count ({why})", file=sys.stderr)
     audit = AccessAudit(tuple(rows))
     if args.json:
         print(json.dumps(audit.as_json(store), indent=2, ensure_ascii=False))

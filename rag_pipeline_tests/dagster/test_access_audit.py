@@ -113,5 +113,12 @@ def test_the_audit_records_who_gained_and_lost_access_with_document_counts(
         (F.CAROL, "gained"),
     }
     assert all(p["documents"] is not None for p in printed)
+    # Counting skipped is said on stderr; the JSON says it per row (documents null).
+    with DirectoryStore(data / "directory.sqlite")._connect(write=True) as db:
+        db.execute("UPDATE access_changes SET documents = NULL")
+    assert main(["audit", "--since", "1d", "--json", "--no-count"]) == 0
+    skipped = capsys.readouterr()
+    assert all(p["documents"] is None for p in json.loads(skipped.out))
+    assert "without a document count (--no-count)" in skipped.err
     assert main(["audit", "--since", "2026-13-01"]) == 2
     assert "--since '2026-13-01'" in capsys.readouterr().err
