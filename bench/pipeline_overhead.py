@@ -40,14 +40,15 @@ CACHE_FILE = "embedding_cache.sqlite"
 QUERIES = ("crash when opening a window", "build fails on windows", "sound card not detected", "wireless network")
 
 
-def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) -> dict[str, Any]:
-    """One ``demo --no-eval --json`` with ``package_root``'s rag_pipeline, timed from outside."""
+def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None, evaluate: bool = False) -> dict[str, Any]:
+    """One ``demo --json`` (``--no-eval`` unless ``evaluate``) with ``package_root``'s rag_pipeline, timed from
+    outside."""
     command = [
         sys.executable,
         "-c",
         "import sys; from rag_pipeline.cli import main; sys.exit(main())",
         "demo",
-        "--no-eval",
+        *([] if evaluate else ["--no-eval"]),
         "--json",
     ]
     # The bundled data in the embedded engine whatever this shell configures (a Qdrant server, live sources).
@@ -60,6 +61,12 @@ def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) ->
             OPENAI_BASE_URL=fake_url,
             OPENAI_API_KEY=FAKE_API_KEY,
         )
+    imported = subprocess.run(
+        [sys.executable, "-c", "import rag_pipeline; print(rag_pipeline.__file__)"],
+        cwd=package_root, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(imported).is_relative_to(package_root):
+        raise SystemExit(f"arm {package_root} imports {imported}: the editable install shadows PYTHONPATH")
     rss_file = data_dir / "peak_rss_kb"
     started = time.perf_counter()
     done = subprocess.run(
@@ -80,7 +87,12 @@ def run_demo(package_root: Path, data_dir: Path, fake_url: str | None = None) ->
     }
     stage_total = sum(sum(per.values()) for per in stages.values())
     digest = search_digest(package_root, data_dir, env) if fake_url else None
+    # The evaluation's figures per eval set and arm, to compare arms with; ``seconds`` is the index alone, so the
+    # overhead below never counts the evaluation.
+    figures = (summary.get("evaluation") or {}).get("eval_sets") if evaluate else None
     return {
+        "evaluation": figures,
+        "evaluation_seconds": (summary.get("evaluation") or {}).get("seconds") if evaluate else None,
         "search_digest": digest,
         "documents": summary["documents"],
         "child_chunks": summary["child_chunks"],
@@ -135,9 +147,10 @@ def main() -> None:
         first = work / "fill"
         run_demo(ROOT, first)
         cache = first / CACHE_FILE
-    arms = {"B": ROOT}
+    arm_b = worktree(args.ref_b, work / "ref_b") if args.ref_b else ROOT
+    arms = {"B": arm_b}
     if args.ref:
-        arms = {"A": worktree(args.ref, work / "ref"), "B": ROOT}
+        arms = {"A": worktree(args.ref, work / "ref"), "B": arm_b}
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in arms}
     try:
         for attempt in range(args.repeat):
@@ -146,7 +159,7 @@ def main() -> None:
                 data_dir.mkdir()
                 if cache is not None:
                     shutil.copy(cache, data_dir / CACHE_FILE)
-                result = run_demo(root, data_dir, fake.base_url if fake else None)
+                result = run_demo(root, data_dir, fake.base_url if fake else None, evaluate=args.eval)
                 runs[arm].append(result)
                 print(
                     f"{arm}: wall {result['wall_seconds']} s, stages {result['stage_seconds']} s, "
@@ -157,10 +170,18 @@ def main() -> None:
     finally:
         if fake is not None:
             fake.__exit__(None, None, None)
-        if args.ref:
-            subprocess.run(["git", "worktree", "remove", "--force", str(work / "ref")], cwd=ROOT, capture_output=True)
+        for name in ("ref", "ref_b"):
+            if (work / name).exists():
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(work / name)], cwd=ROOT, capture_output=True
+                )
         shutil.rmtree(work, ignore_errors=True)
-    out = {**run_record(), "ref": args.ref, "runs": runs}
+    out: dict[str, Any] = {**run_record(), "ref": args.ref, "ref_b": args.ref_b, "runs": runs}
+    if args.eval and "A" in runs:
+        out["evaluation_identical"] = all(
+            a["evaluation"] == b["evaluation"] for a, b in zip(runs["A"], runs["B"], strict=True)
+        )
+        print(f"evaluation figures identical across arms: {out['evaluation_identical']}", file=sys.stderr)
     print(json.dumps({arm: [r["overhead_seconds"] for r in rs] for arm, rs in runs.items()}))
     write_json(args.output, out)
 
@@ -169,6 +190,12 @@ def _parser() -> Any:
     p = parser(__doc__)
     p.add_argument("--cache", type=Path, help="embedding cache of the bundled data to seed each folder with")
     p.add_argument("--ref", help="git revision to run as arm A (default: the working tree only)")
+    p.add_argument("--ref-b", help="git revision to run as arm B (default: the working tree)")
+    p.add_argument(
+        "--eval",
+        action="store_true",
+        help="also run the closing evaluation (demo without --no-eval) and compare its figures across arms",
+    )
     p.add_argument("--repeat", type=int, default=1, help="runs per arm (default: %(default)s)")
     p.add_argument("--fake-embeddings", action="store_true", help="embed through the OpenAI fake, no cache needed")
     p.add_argument("--output", type=Path, default=RESULTS / "pipeline_overhead.json")

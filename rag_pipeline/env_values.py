@@ -45,6 +45,19 @@ class EnvValues:
             raise SettingsError(f"{name} must be at least {minimum}, got {value}")
         return value
 
+    def float(self, name: str, default: float, minimum: float, maximum: float) -> float:
+        """A number within [``minimum``, ``maximum``] (``default`` when unset)."""
+        raw = self.get(name)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+        if not minimum <= value <= maximum:
+            raise SettingsError(f"{name} must be between {minimum:g} and {maximum:g}, got {raw}")
+        return value
+
     def flag(self, name: str, default: bool) -> bool:
         raw = self.get(name)
         if raw is None:

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_val
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
 from rag_pipeline.index.store import CollectionNames, DenseSearch
+from rag_pipeline.retrieval.rerank.base import Reranker
+from rag_pipeline.retrieval.rerank.choice import configured_reranker
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
 from rag_pipeline.text.language import (
     LANGUAGE_SETTINGS,
@@ -293,6 +295,10 @@ class Settings(_Frozen):
     # dense prefetch (RAG_LEARNED_FUSION; off: plain RRF k=60).
     learned_fusion: bool = True
     llm_rerank_model: str | None = None
+    # Which reranker the reranked mode uses in `search`, `serve`, `ask` and MCP (RAG_RERANKER): "learned" (the
+    # multi-signal model the evaluation trained, or its fixed weights before one), "llm" (RAG_LLM_RERANK_MODEL grades
+    # the top 50, the design's LLM reranker) or "none" (reranked answers the hybrid ranking, with a warning).
+    reranker: Literal["learned", "llm", "none"] = "learned"
     # Answers with cited sources (RAG_ANSWER_MODEL: an OpenAI chat model, or any OpenAI-compatible server's via
     # OPENAI_BASE_URL); unset, `ask` and the chat endpoint say how to turn them on.
     answer_model: str | None = None
@@ -302,6 +308,9 @@ class Settings(_Frozen):
     rewrite_model: str | None = None
     answer_documents: int = 5
     answer_context_chars: int = 1500
+    # The answer model's sampling temperature and reply budget (RAG_ANSWER_TEMPERATURE, RAG_ANSWER_MAX_TOKENS).
+    answer_temperature: float = 0.0
+    answer_max_tokens: int = 800
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
     eval_exact_dense: bool = False
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
@@ -373,6 +382,12 @@ class Settings(_Frozen):
         fusion by it."""
         return language_of_models(self.dense_model, self.bm25_tokenizer)
 
+    def load_reranker(self) -> Reranker | None:
+        """The reranker readers' ``reranked`` searches use (RAG_RERANKER); None for ``none``."""
+        return configured_reranker(
+            self.reranker, self.paths.reranker, self.bm25_tokenizer, self.llm_rerank_model, self.paths.llm_grades
+        )
+
     def load_dense_encoder(self) -> DenseEncoder:
         """The configured dense model on the configured backend and device (cached per process)."""
         return load_dense_encoder(self.dense_model, self.dense_backend, self.dense_device, self.model_cache)
@@ -442,6 +457,16 @@ def _source_sync(env: EnvValues, source: str, cron: str, requests_per_minute: in
     )
 
 
+def _reranker_choice(env: EnvValues) -> Literal["learned", "llm", "none"]:
+    choice: Literal["learned", "llm", "none"] = env.choice("RAG_RERANKER", ("learned", "llm", "none"), "learned")
+    if choice == "llm" and not env.get("RAG_LLM_RERANK_MODEL"):
+        raise SettingsError(
+            "RAG_RERANKER=llm needs RAG_LLM_RERANK_MODEL, the chat model that grades candidates (and OPENAI_API_KEY, "
+            "or OPENAI_BASE_URL for an OpenAI-compatible server)"
+        )
+    return choice
+
+
 def _execution(env: EnvValues) -> ExecutionSettings:
     executor = env.choice("RAG_EXECUTOR", get_args(Executor), "auto")
     broker_set = bool(env.get("RAG_CELERY_BROKER_URL"))
@@ -492,11 +517,14 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         sparse_query=env.choice("RAG_SPARSE_QUERY", ("plain", "fielded"), "fielded"),
         learned_fusion=env.flag("RAG_LEARNED_FUSION", True),
         llm_rerank_model=env.get("RAG_LLM_RERANK_MODEL"),
+        reranker=_reranker_choice(env),
         answer_model=env.get("RAG_ANSWER_MODEL"),
         rewrite_model=env.get("RAG_REWRITE_MODEL"),
         judge_model=env.get("RAG_JUDGE_MODEL"),
         answer_documents=env.int("RAG_ANSWER_DOCUMENTS", 5, minimum=1) or 5,
         answer_context_chars=env.int("RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
+        answer_temperature=env.float("RAG_ANSWER_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0),
+        answer_max_tokens=env.int("RAG_ANSWER_MAX_TOKENS", 800, minimum=16) or 800,
         eval_exact_dense=env.flag("RAG_EVAL_EXACT_DENSE", False),
         identity_links=env.path("RAG_IDENTITY_LINKS", Path()) if env.get("RAG_IDENTITY_LINKS") else None,
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)

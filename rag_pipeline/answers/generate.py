@@ -80,6 +80,11 @@ class Answer:
     sources: list[ContextDocument] = field(default_factory=list)
     invalid_citations: tuple[int, ...] = ()
     usage: Usage = field(default_factory=Usage)
+    # Why there is no answer (the model failed or timed out): ``text`` is then empty and ``sources`` lists every
+    # context document, so the caller still gets what the search found.
+    failure: str | None = None
+    # Steps that degraded on the way without failing the answer (a follow-up searched as typed).
+    notices: list[str] = field(default_factory=list)
 
     def sources_json(self) -> list[dict[str, object]]:
         return [doc.as_source() for doc in self.sources]
@@ -88,7 +93,9 @@ class Answer:
 class AnswerModel:
     """A chat model behind the ``openai`` client (``client`` for tests; else one built from the environment)."""
 
-    def __init__(self, model: str, client: Any = None, timeout: float = 60.0, max_tokens: int = 800) -> None:
+    def __init__(
+        self, model: str, client: Any = None, timeout: float = 60.0, max_tokens: int = 800, temperature: float = 0.0
+    ) -> None:
         if client is None:
             from openai import OpenAI
 
@@ -96,10 +103,11 @@ class AnswerModel:
         self.model = model
         self.client = client
         self.max_tokens = max_tokens
+        self.temperature = temperature
 
     def complete(self, messages: list[dict[str, str]], usage: Usage) -> str:
         response = self.client.chat.completions.create(
-            model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+            model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
         )
         usage.add(self.model, response.usage)
         message = response.choices[0].message
@@ -107,7 +115,7 @@ class AnswerModel:
 
     def stream(self, messages: list[dict[str, str]], usage: Usage) -> Iterator[str]:
         chunks = self.client.chat.completions.create(
-            model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens, stream=True,
+            model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens, stream=True,
             stream_options={"include_usage": True},
         )  # fmt: skip
         counted = False
@@ -120,6 +128,20 @@ class AnswerModel:
                     yield choice.delta.content
         if not counted:
             usage.add(self.model, None)
+
+
+def model_failure(exc: BaseException, role: str = "answer") -> str:
+    """A model call's failure in words a caller may see: the kind and HTTP status, never a traceback or a prompt."""
+    kind = type(exc).__name__
+    if "Timeout" in kind:
+        return f"the {role} model did not answer in time ({kind})"
+    status = getattr(exc, "status_code", None)
+    return f"the {role} model failed ({f'HTTP {status}' if status else kind})"
+
+
+def unanswered(model: str, context: list[ContextDocument], reason: str, usage: Usage | None = None) -> Answer:
+    """No answer, for ``reason``: the sources are every context document the search found."""
+    return Answer(text="", model=model, context=context, sources=list(context), usage=usage or Usage(), failure=reason)
 
 
 def answer_messages(question: str, context: Sequence[ContextDocument]) -> list[dict[str, str]]:

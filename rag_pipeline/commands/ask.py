@@ -40,7 +40,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.commands.search import bm25_encoder, open_index, principal_from_args
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
-    from rag_pipeline.retrieval.rerank.learned import load_current_reranker
     from rag_pipeline.retrieval.results import SearchResult
     from rag_pipeline.retrieval.retriever import RetrieverConfig
     from rag_pipeline.vectors.cache import EmbeddingCache
@@ -56,9 +55,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     principal = principal_from_args(args, settings)
     limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
     paths = settings.paths
-    reranker = load_current_reranker(paths.reranker, settings.bm25_tokenizer)
+    reranker = settings.load_reranker()
     cache = EmbeddingCache(paths.embedding_cache)
-    model = AnswerModel(model_name)
+    model = AnswerModel(model_name, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature)
 
     def search(question: str) -> list[SearchResult]:
         # The model loads before the index is opened: the embedded index admits one process at a time.
@@ -84,16 +83,25 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     answer = asked.answer
     payload: dict[str, Any] = {
         "question": asked.question,
-        "answer": answer.text,
+        "answer": None if answer.failure else answer.text,
+        "answer_error": answer.failure,
+        "notices": answer.notices,
         "sources": answer.sources_json(),
         "invalid_citations": list(answer.invalid_citations),
         "usage": answer.usage.as_dict(),
         "model": answer.model,
     }
+    # A model that failed still leaves the documents found: they are printed, and the exit status says it failed.
+    status = FAILURE if answer.failure else 0
     if args.json:
         print(json.dumps(payload, indent=2, ensure_ascii=False))
-        return 0
-    print(answer.text)
+        return status
+    for notice in answer.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    if answer.failure:
+        print(f"no answer: {answer.failure}; the documents found are listed below", file=sys.stderr)
+    else:
+        print(answer.text)
     if answer.sources:
         print("\nsources:")
         for source in answer.sources:
@@ -101,4 +109,4 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if answer.invalid_citations:
         print(f"note: dropped citation(s) to documents not in the context: {list(answer.invalid_citations)}",
               file=sys.stderr)  # fmt: skip
-    return 0
+    return status

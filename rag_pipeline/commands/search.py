@@ -19,7 +19,6 @@ from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
-from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
@@ -170,7 +169,7 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
     principal, config = principal_from_args(args, settings), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
-    reranker = load_current_reranker(paths.reranker, settings.bm25_tokenizer)
+    reranker = settings.load_reranker()
     cache = EmbeddingCache(paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
     bm25 = bm25_encoder(settings)
@@ -196,7 +195,7 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
         "query": args.query,
         "mode": response.mode,
         "requested_mode": response.requested_mode,
-        "reranker": reranker.name if response.mode == "reranked" else None,
+        "reranker": reranker.name if response.mode == "reranked" and reranker is not None else None,
         "warnings": response.warnings,
         "milliseconds": {k: round(v * 1000, 2) for k, v in response.seconds.items()},
         "results": [r.to_dict() for r in response.results],

@@ -111,7 +111,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
     service = SearchService.from_settings(settings, store_location(settings))
     directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
-    answers = AnswerModel(settings.answer_model) if settings.answer_model else None
+    answers = (
+        AnswerModel(
+            settings.answer_model, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature
+        )
+        if settings.answer_model
+        else None
+    )
     limits = ContextLimits(settings.answer_documents, settings.answer_context_chars)
     rewriter = (
         QueryRewriter(settings.rewrite_model, cache_path=settings.paths.rewrite_plans)

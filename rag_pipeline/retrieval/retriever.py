@@ -270,8 +270,9 @@ class Retriever:
             if chosen is None:
                 response.warnings.append("no reranker configured: reranked results are the hybrid ranking")
             elif response.mode == "hybrid":
-                docs = self._rerank(chosen, query, docs, flt, response)
-                response.mode = "reranked"
+                reranked = self._rerank(chosen, query, docs, flt, response)
+                if reranked is not None:
+                    docs, response.mode = reranked, "reranked"
         else:
             docs = self._documents(mode, query, top_k, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
@@ -409,12 +410,21 @@ class Retriever:
         docs: list[SearchResult],
         flt: SearchFilter,
         response: SearchResponse,
-    ) -> list[SearchResult]:
+    ) -> list[SearchResult] | None:
+        """``docs`` reordered by ``reranker``; None (and a warning) when the reranker fails, so the caller keeps the
+        hybrid ranking: an LLM reranker whose model is down degrades a search, it does not fail it."""
         t0 = time.perf_counter()
         head, tail = docs[: self.config.rerank_depth], docs[self.config.rerank_depth :]
         self.add_signals(query, head, flt)
         self._attach_parent_text(head)
-        reranked = rerank(reranker, query, head)
+        try:
+            reranked = rerank(reranker, query, head)
+        except Exception as exc:  # the model's client error, a timeout: named, never the query (scores are untouched)
+            response.warnings.append(
+                f"reranker {reranker.name} failed ({type(exc).__name__}): results are the hybrid ranking"
+            )
+            response.seconds["rerank"] = time.perf_counter() - t0
+            return None
         # Documents past the rerank depth keep their hybrid order, below every reranked one.
         floor = min((r.score for r in reranked), default=0.0)
         for i, result in enumerate(tail):

@@ -216,6 +216,8 @@ def _rag_fields(asked: Asked) -> dict[str, Any]:
     return {
         "sources": answer.sources_json(),
         "rag": {
+            "answer_error": answer.failure,
+            "notices": answer.notices,
             "question": asked.question,
             "context_documents": len(answer.context),
             "invalid_citations": list(answer.invalid_citations),
@@ -225,6 +227,17 @@ def _rag_fields(asked: Asked) -> dict[str, Any]:
     }
 
 
+def _answer_text(answer: Answer) -> str:
+    """The answer; when the model failed, a notice naming why and the documents found, so a chat client that shows
+    only the message still gets them."""
+    if not answer.failure:
+        return answer.text
+    found = "\n".join(f"[{s.number}] {s.title}" + (f" ({s.url})" if s.url else "") for s in answer.sources)
+    return f"No answer: {answer.failure}. " + (
+        f"The documents found for the question:\n{found}" if found else "No documents were found either."
+    )
+
+
 def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any]:
     answer = asked.answer
     return {
@@ -232,7 +245,9 @@ def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any
         "object": "chat.completion",
         "created": created,
         "model": answer.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": _answer_text(answer)}, "finish_reason": "stop"}
+        ],
         "usage": _usage(answer),
         **_rag_fields(asked),
     }
@@ -610,13 +625,10 @@ def create_app(
         if request.answer:
             model = answer_model(None)
             started = time.perf_counter()
-            try:
-                answer = await anyio.to_thread.run_sync(
-                    lambda: answer_results(model, request.query, response.results, answer_limits)
-                )
-            except Exception as exc:
-                metrics.observe_answer("/v1/search", "failed", 0, 0, None, 0, time.perf_counter() - started)
-                raise _llm_failure(exc) from None
+            # A model that fails leaves the answer null with the reason beside the sources (HTTP 200).
+            answer = await anyio.to_thread.run_sync(
+                lambda: answer_results(model, request.query, response.results, answer_limits)
+            )
             observe_answer("/v1/search", answer, time.perf_counter() - started)
             body.update(answer_fields(answer))
         return body
@@ -634,7 +646,9 @@ def create_app(
 
     def observe_answer(route: str, answer: Answer, seconds: float) -> None:
         usage = answer.usage
-        outcome = "answered" if answer.context else "no_documents"
+        outcome = "failed" if answer.failure else "answered" if answer.context else "no_documents"
+        if answer.failure:
+            log.warning("answered without the model on %s: %s", route, answer.failure)
         metrics.observe_answer(route, outcome, usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                                len(answer.invalid_citations), seconds)  # fmt: skip
         if answer.invalid_citations:
@@ -642,7 +656,9 @@ def create_app(
 
     def answer_fields(answer: Answer) -> dict[str, Any]:
         return {
-            "answer": answer.text,
+            "answer": None if answer.failure else answer.text,
+            "answer_error": answer.failure,
+            "notices": answer.notices,
             "sources": answer.sources_json(),
             "answer_metadata": {
                 "model": answer.model,
@@ -660,6 +676,7 @@ def create_app(
             {k: v / 1000 for k, v in served.timing_ms.items() if k != "wait"},
             served.waited_seconds,
             len(response.results),
+            requested=response.requested_mode,
         )
         return response
 
@@ -725,6 +742,10 @@ def create_app(
                 for piece in _chain(first, pieces):
                     if isinstance(piece, Asked):
                         observe_answer("/v1/chat/completions", piece.answer, piece.answer_seconds)
+                        if piece.answer.failure:  # the notice, after any words the model wrote before it failed
+                            notice = ("\n\n" if piece.answer.text else "") + _answer_text(piece.answer)
+                            yield _event({**base, "choices": [{"index": 0, "delta": {"content": notice},
+                                                              "finish_reason": None}]})  # fmt: skip
                         final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                         yield _event({**final, **_rag_fields(piece)})
                         if include_usage:

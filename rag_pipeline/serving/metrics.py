@@ -99,6 +99,12 @@ class ServiceMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.degraded = Counter(
+            "rag_degraded_searches",
+            "Searches served by a lesser mode than asked (the dense model or the reranker failed), by both modes",
+            ["requested", "served"],
+            registry=self.registry,
+        )
         self.answer_seconds = Histogram(
             "rag_answer_seconds", "Seconds to write an answer (LLM calls only)", buckets=_STAGE_BUCKETS,
             registry=self.registry,
@@ -119,7 +125,11 @@ class ServiceMetrics:
         self.invalid_citations.inc(invalid_citations)
         self.answer_seconds.observe(seconds)
 
-    def observe_search(self, mode: str, seconds: dict[str, float], waited: float, results: int) -> None:
+    def observe_search(
+        self, mode: str, seconds: dict[str, float], waited: float, results: int, requested: str | None = None
+    ) -> None:
+        if requested is not None and requested != mode:
+            self.degraded.labels(requested=requested, served=mode).inc()
         for stage, value in seconds.items():
             self.stage_seconds.labels(stage=stage, mode=mode).observe(value)
         self.store_wait_seconds.observe(waited)

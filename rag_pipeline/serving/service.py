@@ -23,7 +23,6 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
-from rag_pipeline.retrieval.rerank.learned import load_current_reranker
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
@@ -129,7 +128,7 @@ class SearchService:
             dense_model=settings.dense_model,
             bm25=Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer)),
             dense=encoder,
-            reranker=load_current_reranker(settings.paths.reranker, settings.bm25_tokenizer),
+            reranker=settings.load_reranker(),
             # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
             # queries skip the model. In memory only: query text is never written to the data folder.
             query_cache=QueryEmbeddingCache(encoder),

@@ -58,7 +58,8 @@ def data_dir(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 @pytest.fixture(scope="module")
 def service(data_dir: Path, fake: OpenAIFake) -> Iterator[S.ServiceProcess]:
     env = {"RAG_SERVE_TOKEN": TOKEN, "RAG_ANSWER_MODEL": "gpt-4o-mini", "RAG_REWRITE_MODEL": "gpt-4o-mini",
-           "OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url}  # fmt: skip
+           "OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": fake.base_url, "RAG_ANSWER_TEMPERATURE": "0.25",
+           "RAG_ANSWER_MAX_TOKENS": "321"}  # fmt: skip
     with S.running_service(data_dir, data_dir.parent / "serve.log", **env) as running:
         yield running
 
@@ -140,12 +141,36 @@ def test_search_with_an_answer_and_what_is_refused(service: S.ServiceProcess, fa
     ]
     for response, status, field in cases:
         assert response.status_code == status and response.json()["field"] == field, response.text
-    fake.inject("500", path="chat/completions", times=10)
+    # The service's answer settings reach the model.
+    answering = [c.body for c in fake.calls("/chat/completions") if "Documents:" in json.dumps(c.body)]
+    assert answering and {(b["temperature"], b["max_tokens"]) for b in answering} == {(0.25, 321)}
+
+    # The answer model down: the caller still gets what the search found, with the reason (HTTP 200), on every
+    # route, whole and streamed; counted as failed answers.
+    fake.inject("500", path="chat/completions", times=1000)
     try:
         failed = chat({"messages": [{"role": "user", "content": "postgres upgrade"}]})
+        unanswered = httpx.post(f"{service.url}/v1/search", json=body, headers={**AUTH, "X-User-Id": "U3"}, timeout=60)
+        streamed = client(service, "U1").chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "postgres upgrade"}], stream=True
+        )
+        chunks = list(streamed)
     finally:
         fake.clear_faults()
-    assert failed.status_code == 502 and failed.json()["field"] == "model" and "Traceback" not in failed.text
+    assert failed.status_code == 200, failed.text
+    completion = failed.json()
+    content = completion["choices"][0]["message"]["content"]
+    assert completion["rag"]["answer_error"] == "the answer model failed (HTTP 500)" and "Traceback" not in failed.text
+    assert content.startswith("No answer: the answer model failed (HTTP 500).") and "[1]" in content
+    assert completion["sources"] and {s["document_id"] for s in completion["sources"]} <= READABLE["U1"]
+    assert unanswered.status_code == 200, unanswered.text
+    no_answer = unanswered.json()
+    assert no_answer["answer"] is None and no_answer["answer_error"] == "the answer model failed (HTTP 500)"
+    assert no_answer["sources"] and no_answer["results"]
+    streamed_text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed_text.startswith("No answer: the answer model failed (HTTP 500).")
+    final = [c.model_extra for c in chunks if c.model_extra and c.model_extra.get("rag")]
+    assert final and final[-1]["rag"]["answer_error"] == "the answer model failed (HTTP 500)"
     models = httpx.get(f"{service.url}/v1/models", headers=AUTH, timeout=10).json()
     assert [m["id"] for m in models["data"]] == ["gpt-4o-mini"]
 
@@ -157,7 +182,8 @@ def test_search_with_an_answer_and_what_is_refused(service: S.ServiceProcess, fa
     }
     assert samples[("rag_answer_tokens_total", (("kind", "prompt"),))] > 0
     assert samples[("rag_answers_total", (("outcome", "answered"), ("route", "/v1/search")))] >= 1
-    assert samples[("rag_answers_total", (("outcome", "failed"), ("route", "/v1/chat/completions")))] >= 1
+    assert samples[("rag_answers_total", (("outcome", "failed"), ("route", "/v1/chat/completions")))] >= 2
+    assert samples[("rag_answers_total", (("outcome", "failed"), ("route", "/v1/search")))] >= 1
 
 
 def test_a_rewrite_plan_filters_and_expands_the_search(service: S.ServiceProcess, fake: OpenAIFake) -> None:
@@ -204,6 +230,19 @@ def test_ask_answers_from_the_command_line(serving_index: Path, fake: OpenAIFake
     payload = json.loads(done.stdout)
     assert "[1]" in payload["answer"] and payload["sources"]
     assert {s["document_id"] for s in payload["sources"]} <= READABLE["U3"]
+    fake.inject("500", path="chat/completions", times=1000)
+    try:
+        failed = subprocess.run(
+            S.rag_pipeline_command("ask", "when is the postgres upgrade planned?", "--user", "carol@serve.test",
+                                   "--json"),
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        fake.clear_faults()
+    assert failed.returncode == 1, failed.stderr  # the sources, and a status that says the model failed
+    unanswered = json.loads(failed.stdout)
+    assert unanswered["answer"] is None and unanswered["answer_error"] == "the answer model failed (HTTP 500)"
+    assert unanswered["sources"] and {s["document_id"] for s in unanswered["sources"]} <= READABLE["U3"]
     off = subprocess.run(S.rag_pipeline_command("ask", "when?", "--user", "U3"), env=S.service_env(copy),
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert off.returncode == 2 and "RAG_ANSWER_MODEL" in off.stderr

@@ -129,6 +129,8 @@ def build_answer_quality(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                     return retriever.search(question, config.mode, reader, top_k=limits.documents).results  # type: ignore[arg-type]
 
                 asked = ask(model, search, [("user", query.query)], limits)
+                if asked.answer.failure:  # a reader gets the sources instead; an evaluation has nothing to score
+                    raise dg.Failure(f"query {number} of {config.eval_set}: {asked.answer.failure}")
                 cited = [s.document_id for s in asked.answer.sources]
                 acls = store.indexed_documents(SearchFilter(document_ids=tuple(cited))) if cited else {}
 
