@@ -235,6 +235,10 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_AUDIT_DAYS: keep a per-request log of the document ids each reader was given (never query text)
     # for this many days, under <data dir>/request_audit/ (0: off).
     audit_days: int = 0
+    # RAG_SERVE_CACHE_ENTRIES / RAG_SERVE_CACHE_SECONDS: recent searches (per reader access) and documents kept this
+    # many at most, this long at most, and dropped at once when the index is written (0 entries: no cache).
+    cache_entries: int = 1000
+    cache_seconds: int = 300
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
     # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
@@ -570,6 +574,8 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
             audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
+            cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,
+            cache_seconds=env.int("RAG_SERVE_CACHE_SECONDS", 300, minimum=1) or 300,
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
             oidc_issuer=env.get("RAG_OIDC_ISSUER"),
             oidc_audience=env.get("RAG_OIDC_AUDIENCE"),

@@ -333,7 +333,14 @@ def create_app(
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
     metrics = ServiceMetrics(
-        lambda: stats.opened_at, lambda: stats.hand_overs, lambda: stats.last_open_seconds, service.index_written
+        lambda: stats.opened_at,
+        lambda: stats.hand_overs,
+        lambda: stats.last_open_seconds,
+        service.index_written,
+        caches={
+            "search": lambda: (service.search_cache.hits, service.search_cache.misses),
+            "document": lambda: (service.document_cache.hits, service.document_cache.misses),
+        },
     )
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
     verifier = (
@@ -619,6 +626,7 @@ def create_app(
             "reader": reader.describe(),
             "results": [r.to_dict() for r in response.results],
             "timing_ms": served.timing_ms,
+            "cached": served.cached,
         }
         if served.rewrite is not None:
             body["rewrite"] = served.rewrite

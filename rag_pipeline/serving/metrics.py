@@ -27,8 +27,11 @@ class ServiceMetrics:
         hand_overs: Callable[[], int],
         open_seconds: Callable[[], float],
         index_written: Callable[[], str | None] = lambda: None,
+        caches: dict[str, Callable[[], tuple[int, int]]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
+        if caches:
+            self.registry.register(_CacheRequests(caches))
         self.requests = Counter(
             "rag_requests", "Requests answered, by route and HTTP status", ["route", "status"], registry=self.registry
         )
@@ -137,6 +140,25 @@ class ServiceMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _CacheRequests(Collector):
+    """``rag_cache_requests_total{cache, outcome}``: lookups of the service's result caches, hits and misses."""
+
+    def __init__(self, caches: dict[str, Callable[[], tuple[int, int]]]) -> None:
+        self._caches = caches
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "rag_cache_requests",
+            "Result cache lookups, by cache (search, document) and outcome",
+            labels=["cache", "outcome"],
+        )
+        for name, counts in self._caches.items():
+            hits, misses = counts()
+            family.add_metric([name, "hit"], float(hits))
+            family.add_metric([name, "miss"], float(misses))
+        yield family
 
 
 class _Counted(Collector):

@@ -6,13 +6,14 @@ retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.serving.request_audit import RequestAudit
+from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.settings import Settings
@@ -49,6 +51,7 @@ class ServedSearch:
     reranker: str | None
     timing_ms: dict[str, float] = field(default_factory=dict)
     rewrite: dict[str, object] | None = None
+    cached: bool = False  # answered from the result cache (same reader access, same index generation)
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,14 @@ class SearchService:
         poll_seconds: float = 0.05,
         max_concurrent_queries: int | None = None,
         audit: RequestAudit | None = None,
+        cache_entries: int = 0,
+        cache_seconds: float = 300.0,
     ) -> None:
         self.location = location
+        # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
+        self.search_cache: ResultCache[ServedSearch] = ResultCache(cache_entries, cache_seconds)
+        self.document_cache: ResultCache[list[Any]] = ResultCache(cache_entries, cache_seconds)
+        self._generation = 0
         self.audit = audit  # the optional per-request log of documents given (never query text)
         self.models = models
         self.config = config
@@ -135,6 +144,8 @@ class SearchService:
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
+        kwargs.setdefault("cache_entries", settings.serve.cache_entries)
+        kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
         if settings.serve.audit_days and "audit" not in kwargs:
             kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
         return cls(location, models, config, wait_seconds=wait, **kwargs)
@@ -153,6 +164,7 @@ class SearchService:
 
     def _prepare(self, store: VectorStore) -> Retriever:
         retriever = build_retriever(store, self.models, self.config)
+        self._generation += 1  # (re)opened after a writer had the index: nothing cached before is current
         self._index_written = written_at(store)
         self._written_read_at = time.monotonic()
         self._documents = None  # counted again by the next health check
@@ -165,7 +177,10 @@ class SearchService:
         if time.monotonic() - self._written_read_at >= WRITTEN_REREAD_SECONDS and self.index.state()[0] == "open":
             try:
                 with self.index.reading(timeout=1.0) as (retriever, _waited):
-                    self._index_written = written_at(retriever.store)
+                    written = written_at(retriever.store)
+                    if written != self._index_written:  # a write to a Qdrant server (never reopened)
+                        self._generation += 1
+                    self._index_written = written
                     self._written_read_at = time.monotonic()
             except Exception:  # lent to a writer, a server not answering: the last value stands
                 pass
@@ -221,6 +236,12 @@ class SearchService:
         rewrite ``plan`` when one is given (its LLM call is made before: no query slot is held for it)."""
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
+        key = self._cache_key(reader, request) if plan is None else None
+        if key is not None and (hit := self.search_cache.get(key)) is not None:
+            if self.audit is not None:
+                self.audit.record(reader.all_user_ids(), "search", [r.document_id for r in hit.response.results])
+            return replace(hit, response=copy.deepcopy(hit.response), waited_seconds=0.0, cached=True,
+                           timing_ms={"wait": 0.0, "total": 0.0})  # fmt: skip
         rewrite: dict[str, object] | None = None
         with self._turn() as (retriever, waited):
             if plan is None:
@@ -257,13 +278,25 @@ class SearchService:
         reranker = self.models.reranker.name if response.mode == "reranked" and self.models.reranker else None
         if self.audit is not None:
             self.audit.record(reader.all_user_ids(), "search", [r.document_id for r in response.results])
-        return ServedSearch(
+        served = ServedSearch(
             response=response,
             waited_seconds=waited,
             reranker=reranker,
             timing_ms={k: round(v * 1000, 2) for k, v in timing.items()},
             rewrite=rewrite,
         )
+        if key is not None and response.mode == response.requested_mode:  # a degraded search is not kept
+            self.search_cache.put(key, replace(served, response=copy.deepcopy(response)))
+        return served
+
+    def _cache_key(self, reader: Principal, request: SearchRequest) -> tuple[object, ...] | None:
+        """The result cache's key for this search, or None when nothing may be served from the cache: the cache
+        is off, or the index is not open (a writer has it, so the current state is about to change)."""
+        if not self.search_cache.enabled or self.index.state()[0] != "open":
+            return None
+        self.index_written()  # a Qdrant server's last write, read again at most every 30 s
+        parameters = request.model_dump_json(exclude={"answer", "rewrite"})
+        return (self._generation, access_key(reader), parameters)
 
     def document_acl(self, document_id: str) -> IndexedAcl | None:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,
@@ -279,10 +312,17 @@ class SearchService:
         a caller cannot probe for documents it may not see)."""
         if reader.all_documents:
             raise ValueError("the search service never reads without access control")
-        with self._turn() as (retriever, _waited):
-            store = retriever.store
-            refs = store.document_points(store.names.parents, [document_id])
-            parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
+        key = (self._generation, document_id)
+        open_now = self.index.state()[0] == "open"
+        parents = self.document_cache.get(key) if open_now else None
+        if parents is None:
+            with self._turn() as (retriever, _waited):
+                store = retriever.store
+                refs = store.document_points(store.names.parents, [document_id])
+                parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
+            if open_now and parents:
+                self.document_cache.put(key, parents)
+        # The reader's access is checked on a hit as on a miss: the cache holds the parts and their ACLs.
         readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
         if not readable or len(readable) != len(parents):
             return None

@@ -145,9 +145,7 @@ def test_a_partial_run_replaces_only_its_cells_of_a_week(tmp_path: Path) -> None
     assert sorted(stored["document_id"]) == ["C1-2024-02-26-1", "C1-2024-03-01-2", "C2-2024-03-01-1"]
     # A covered cell that is now empty loses its rows; a week left with no row has no file.
     io.handle_output(out, CoveredFrames({week: rows([])}, Coverage({"C1": ("2024-02-26", "2024-03-03")})))
-    assert sorted(pd.read_parquet(tmp_path / "slack_threads" / f"{week}.parquet")["document_id"]) == [
-        "C2-2024-03-01-1"
-    ]
+    assert sorted(pd.read_parquet(tmp_path / "slack_threads" / f"{week}.parquet")["document_id"]) == ["C2-2024-03-01-1"]
     io.handle_output(out, {week: rows([])})
     assert not (tmp_path / "slack_threads" / f"{week}.parquet").exists()
 

@@ -109,9 +109,7 @@ def planned_ranges(requests: Sequence[dg.RunRequest]) -> dict[str, tuple[str, st
     }
 
 
-def container_results(
-    instance: dg.DagsterInstance, results: Sequence[dg.ExecuteInProcessResult]
-) -> dict[str, bool]:
+def container_results(instance: dg.DagsterInstance, results: Sequence[dg.ExecuteInProcessResult]) -> dict[str, bool]:
     """container -> whether its part of the sync runs succeeded (the run, less ``rag/failed_containers``)."""
     out: dict[str, bool] = {}
     for result in results:
