@@ -50,6 +50,9 @@ def instant(value: str, field: str) -> str:
         raise ValueError(f"{field} {exc}") from None
 
 
+MIN_QUERY_CHARS = 2
+
+
 class SearchRequest(BaseModel):
     """``POST /v1/search`` and the MCP ``search_documents`` tool: a query and its filters. The reader is not
     here: it comes from the caller's identity, never from the body."""
@@ -77,6 +80,8 @@ class SearchRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("query is empty")
+        if len(value.strip()) < MIN_QUERY_CHARS:  # the design's rule: one character matches too much to mean anything
+            raise ValueError(f"query must be at least {MIN_QUERY_CHARS} characters")
         if "\x00" in value:
             raise ValueError("query contains a NUL character")
         return _encodable(value)

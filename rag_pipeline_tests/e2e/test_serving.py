@@ -130,14 +130,15 @@ def test_a_caller_without_identity_is_refused_and_a_forged_group_header_widens_n
 @pytest.mark.parametrize(
     ("body", "status", "field"),
     [
-        ({"query": "x", "top_k": 0}, 422, "top_k"),
-        ({"query": "x", "top_k": 101}, 422, "top_k"),
-        ({"query": "x", "mode": "magic"}, 422, "mode"),
+        ({"query": "xy", "top_k": 0}, 422, "top_k"),
+        ({"query": "xy", "top_k": 101}, 422, "top_k"),
+        ({"query": "xy", "mode": "magic"}, 422, "mode"),
         ({"query": "x" * 8001}, 422, "query"),
         ({"query": "   "}, 422, "query"),
-        ({"query": "x", "unknown": 1}, 422, "unknown"),
-        ({"query": "x", "since": "notadate"}, 422, "since"),
-        ({"query": "x", "until": "2024-13-01"}, 422, "until"),
+        ({"query": " x "}, 422, "query"),  # the design's minimum: 2 characters
+        ({"query": "xy", "unknown": 1}, 422, "unknown"),
+        ({"query": "xy", "since": "notadate"}, 422, "since"),
+        ({"query": "xy", "until": "2024-13-01"}, 422, "until"),
         ({"top_k": 3}, 422, "query"),
         ([1, 2], 422, "body"),
     ],
@@ -291,7 +292,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
                 "search_documents", {"query": "salary budget postgres", "user_id": "U3", "groups": [S.MEMBERS]}
             )
             document = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
-            bad = await client.call_tool("search_documents", {"query": "x", "top_k": 0})
+            bad = await client.call_tool("search_documents", {"query": "xy", "top_k": 0})
             return {
                 "tools": sorted(t.name for t in tools.tools),
                 "found": [r["document_id"] for r in (found.structured_content or {})["results"]],
