@@ -18,6 +18,7 @@ from rag_pipeline.commands import (
     directory,
     index,
     mcp,
+    pause,
     search,
     serve,
     status,
@@ -29,7 +30,7 @@ from rag_pipeline.commands import (
 from rag_pipeline.commands import explain as explain_command
 from rag_pipeline.commands.arguments import OneLineParser
 from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
-from rag_pipeline.settings import Settings
+from rag_pipeline.settings import Settings, load_env_file
 from rag_pipeline.sources.registry import source_names
 
 EPILOG = """\
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         mcp,
         bench,
         sync,
+        pause,
         status,
         worker,
     ):
@@ -123,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         _quiet_libraries()
     settings: Settings | None = None
     try:
+        load_env_file()  # ./.env or $RAG_ENV_FILE, under what the environment already sets
         # The one read of the environment; every command gets its configuration from here.
         settings = Settings.from_env().with_data_dir(getattr(args, "data_dir", None))
         return int(args.func(args, settings))

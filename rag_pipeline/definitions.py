@@ -10,10 +10,11 @@ from __future__ import annotations
 import dagster as dg
 
 from rag_pipeline.defs.builders import build_definitions
-from rag_pipeline.settings import Settings
+from rag_pipeline.settings import Settings, load_env_file
 
 
 @dg.definitions
 def defs() -> dg.Definitions:
     """The code location Dagster loads (``dagster dev``, the daemon, ``dagster-webserver``)."""
+    load_env_file()  # the code location's working directory's .env (or $RAG_ENV_FILE); the environment wins
     return build_definitions(Settings.from_env())

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
+from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_validator
 
 from rag_pipeline.env_values import EnvValues
@@ -22,6 +23,7 @@ from rag_pipeline.env_values import SettingsError as SettingsError  # where comm
 from rag_pipeline.index.store import CollectionNames, DenseSearch
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.choice import configured_reranker
+from rag_pipeline.scheduling.pause import IngestionPause, current_pause
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
 from rag_pipeline.text.language import (
     LANGUAGE_SETTINGS,
@@ -324,6 +326,9 @@ class Settings(_Frozen):
     # RAG_AUDIT_MASS_CHANGE_ACCOUNTS: the access audit's check fails (and notifies) when one audit sees more
     # accounts gain or lose access than this.
     audit_mass_change_accounts: int = 25
+    # RAG_INGESTION_PAUSED: every sync sensor and reconciliation schedule skips its ticks (configuration's switch;
+    # `rag-pipeline pause`/`resume` is the runtime one, a file in the data folder).
+    ingestion_paused: bool = False
     qdrant: QdrantSettings = QdrantSettings()
     execution: ExecutionSettings = ExecutionSettings()
     api_limits: ApiLimits = ApiLimits()
@@ -385,6 +390,10 @@ class Settings(_Frozen):
         """The language the configured models serve (english, cjk or korean): searches pick their learned
         fusion by it."""
         return language_of_models(self.dense_model, self.bm25_tokenizer)
+
+    def ingestion_pause(self) -> IngestionPause | None:
+        """The pause of scheduled ingestion in force (``rag-pipeline pause`` or RAG_INGESTION_PAUSED), None when off."""
+        return current_pause(self.data_dir, self.ingestion_paused)
 
     def load_reranker(self) -> Reranker | None:
         """The reranker readers' ``reranked`` searches use (RAG_RERANKER); None for ``none``."""
@@ -534,6 +543,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
         or DEFAULT_MAX_DOCUMENT_CHARS,
         store_wait_seconds=env.int("RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,
+        ingestion_paused=env.flag("RAG_INGESTION_PAUSED", False),
         audit_mass_change_accounts=env.int("RAG_AUDIT_MASS_CHANGE_ACCOUNTS", 25, minimum=0) or 0,
         qdrant=QdrantSettings(
             url=env.get("QDRANT_URL"),
@@ -586,3 +596,40 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             mcp_email=env.get("RAG_MCP_EMAIL"),
         ),
     )
+
+
+# --- the .env file ----------------------------------------------------------------------------------------------
+# Read into the environment before the settings are, by the CLI and the Dagster code location. The file is
+# $RAG_ENV_FILE when set (it must exist), else ./.env when there is one. A variable already in the environment
+# always wins over the file, so an explicit `RAG_DATA_DIR=... rag-pipeline ...` or a container's environment is
+# never overridden. Values go into os.environ (not only into the settings) because the pipeline's secrets are read
+# where they are used, by Dagster's EnvVar and the clients. Values are never printed.
+
+
+def env_file_path(cwd: Path | None = None) -> Path | None:
+    """The file to read: ``RAG_ENV_FILE`` (an error when it does not exist), else ``.env`` in ``cwd``, else None."""
+    named = os.environ.get("RAG_ENV_FILE", "").strip()
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise SettingsError(f"RAG_ENV_FILE names {str(path)!r}, which is not a file")
+        return path
+    default = (cwd or Path.cwd()) / ".env"
+    return default if default.is_file() else None
+
+
+def load_env_file(cwd: Path | None = None) -> list[str]:
+    """Set every variable of the ``.env`` file that the environment does not already have; the names set."""
+    path = env_file_path(cwd)
+    if path is None:
+        return []
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"the env file {str(path)!r} could not be read ({type(exc).__name__})") from None
+    loaded = []
+    for name, value in values.items():
+        if value is not None and name not in os.environ:  # a bare NAME line has no value: nothing to set
+            os.environ[name] = value
+            loaded.append(name)
+    return loaded

@@ -89,11 +89,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             )
             for name in wanted
         ]
+    pause = settings.ingestion_pause()
     if args.json:
         print(
             json.dumps(
                 {
                     "now": now.isoformat(timespec="seconds"),
+                    "ingestion_paused": asdict(pause) if pause else None,
                     "index_holder": asdict(holder) if holder else None,
                     "sources": [s.as_dict() for s in statuses],
                 },
@@ -102,6 +104,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     console = Console()
+    if pause is not None:
+        console.print(f"scheduled sync: {pause.describe()}", highlight=False)
     if holder is not None:
         console.print(f"index: {holder.held_by()}", highlight=False)
     for status in statuses:

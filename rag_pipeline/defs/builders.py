@@ -9,6 +9,7 @@ command line executes the very assets the UI shows.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,7 @@ from rag_pipeline.defs.notifications import (
     run_failure_slack_notification_sensor,
 )
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, build_sync_sensor
+from rag_pipeline.scheduling.pause import IngestionPause
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.settings import NotificationSettings, Settings
 from rag_pipeline.sources.registry import load_object, registered_sources
@@ -187,6 +189,26 @@ def quiet_chosen_beta_warnings() -> None:
             warnings.filterwarnings("ignore", message=pattern, category=category)
 
 
+def pausable(schedule: dg.ScheduleDefinition, paused: Callable[[], IngestionPause | None]) -> dg.ScheduleDefinition:
+    """``schedule`` with its ticks skipped while ``paused()`` names a pause (scheduling/pause.py)."""
+
+    def should_execute(context: dg.ScheduleEvaluationContext) -> bool:
+        pause = paused()
+        if pause is not None:
+            context.log.info(f"skipped: {pause.describe()}")
+        return pause is None
+
+    return dg.ScheduleDefinition(
+        name=schedule.name,
+        job=schedule.job,
+        cron_schedule=schedule.cron_schedule,
+        execution_timezone=schedule.execution_timezone,
+        description=schedule.description,
+        default_status=schedule.default_status,
+        should_execute=should_execute,
+    )
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
 
@@ -201,8 +223,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     # A live source whose sync is switched off keeps its assets and reconciliation job (run by hand) but
     # defines no sensor or schedule, so nothing of it runs by itself.
     synced = [s for s in specs.values() if s.name in settings.synced_sources]
+    # One switch for all of them (rag-pipeline pause / RAG_INGESTION_PAUSED), read at every tick.
     sync_sensors = [
-        build_sync_sensor(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name)) for s in synced
+        build_sync_sensor(
+            s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name), paused=settings.ingestion_pause
+        )
+        for s in synced
     ]
     directories = [build_directory_asset(s.name) for s in specs.values() if s.directory]
     if directories:
@@ -226,7 +252,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
             ),
         ],
         jobs=[*evaluation.jobs, *(d.job for d in live), *(resync_job(s) for s in specs.values())],
-        schedules=[s.live_definitions.schedule for s in synced],
+        schedules=[pausable(s.live_definitions.schedule, settings.ingestion_pause) for s in synced],
         sensors=[
             build_automation_condition_sensor(running=bool(synced)),
             *sync_sensors,

@@ -24,6 +24,7 @@ from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
 from rag_pipeline.defs.sync.runs import source_states, sync_request
 from rag_pipeline.scheduling.coverage import weeks_between
+from rag_pipeline.scheduling.pause import IngestionPause
 from rag_pipeline.scheduling.plan import SyncPlan, SyncPolicy, plan_sync
 
 Clock = Callable[[], datetime]
@@ -71,9 +72,15 @@ def _description(plan: SyncPlan, summary: dict[str, Any]) -> str:
 
 
 def build_sync_sensor(
-    spec: SourceSpec, cron: str, policy: SyncPolicy, clock: Clock = utc_now, minimum_interval_seconds: int = 30
+    spec: SourceSpec,
+    cron: str,
+    policy: SyncPolicy,
+    clock: Clock = utc_now,
+    minimum_interval_seconds: int = 30,
+    paused: Callable[[], IngestionPause | None] = lambda: None,
 ) -> dg.SensorDefinition:
-    """``<source>_sync_sensor``: the source's scheduled sync, RUNNING from the first start of the daemon."""
+    """``<source>_sync_sensor``: the source's scheduled sync, RUNNING from the first start of the daemon; each tick
+    skips while ``paused()`` names a pause (scheduling/pause.py), keeping its cursor."""
     budget = (
         f" Slack's request budget: {policy.requests_per_minute} requests/minute between ticks; what does not fit "
         "is carried to the next tick."
@@ -93,6 +100,9 @@ def build_sync_sensor(
         "history. Watermarks are the `rag/synced_through` tags of its successful runs; the cursor shows them." + budget,
     )
     def sync_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        pause = paused()
+        if pause is not None:  # nothing is planned, so nothing is skipped for good: watermarks stay where they are
+            return dg.SensorResult(skip_reason=pause.describe())
         now = clock()
         plan, summary = plan_now(context.instance, spec, cron, policy, now)
         for request in plan.requests:
