@@ -255,6 +255,16 @@ class ServeSettings(_Frozen):
     mcp_email: str | None = None
 
 
+class RetentionSettings(_Frozen):
+    """What the retention schedule and ``rag-pipeline prune`` delete: finished runs (with their event logs), old
+    evaluation reports and superseded data files, older than these many days (0: keep forever)."""
+
+    run_days: int = 30  # RAG_RETENTION_RUN_DAYS: finished Dagster runs and their event logs
+    report_days: int = 90  # RAG_RETENTION_REPORT_DAYS: evaluation runs/reports under <data>/reports
+    cron: str = "30 3 * * *"  # RAG_RETENTION_CRON (UTC): the daily `retention_schedule`
+    enabled: bool = True  # RAG_RETENTION_ENABLED: off defines no schedule (`prune` by hand still works)
+
+
 class AutomationSettings(_Frozen):
     """When the daemon runs things by itself."""
 
@@ -334,6 +344,7 @@ class Settings(_Frozen):
     api_limits: ApiLimits = ApiLimits()
     notifications: NotificationSettings | None = None
     automation: AutomationSettings = AutomationSettings()
+    retention: RetentionSettings = RetentionSettings()
     serve: ServeSettings = ServeSettings()
     # Each registered source's own section (rag_pipeline/sources/<name>/settings.py), by name.
     sources: dict[str, SerializeAsAny[SourceSettings]] = {}
@@ -575,6 +586,12 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
                 name: _source_sync(env, name, raw_sync_cron, section.default_requests_per_minute())
                 for name, section in sources.items()
             },
+        ),
+        retention=RetentionSettings(
+            run_days=env.int("RAG_RETENTION_RUN_DAYS", 30, minimum=0) or 0,
+            report_days=env.int("RAG_RETENTION_REPORT_DAYS", 90, minimum=0) or 0,
+            cron=env.cron("RAG_RETENTION_CRON", "30 3 * * *"),
+            enabled=env.flag("RAG_RETENTION_ENABLED", True),
         ),
         serve=ServeSettings(
             token=SecretStr(serve_token) if serve_token else None,
