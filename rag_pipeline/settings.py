@@ -241,6 +241,10 @@ class ServeSettings(_Frozen):
     # many at most, this long at most, and dropped at once when the index is written (0 entries: no cache).
     cache_entries: int = 1000
     cache_seconds: int = 300
+    # OpenTelemetry traces (serving/tracing.py): OTLP over HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+    # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the standard variables); unset, spans are no-ops. OTEL_SERVICE_NAME.
+    otlp_endpoint: str | None = None
+    otel_service_name: str = "rag-pipeline"
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
     # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
@@ -481,6 +485,17 @@ def _source_sync(env: EnvValues, source: str, cron: str, requests_per_minute: in
     )
 
 
+def _otlp_traces_endpoint(env: EnvValues) -> str | None:
+    """Where spans go: the traces endpoint itself, else the base endpoint's /v1/traces (the OTLP/HTTP convention)."""
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    endpoint = traces or (f"{base.rstrip('/')}/v1/traces" if base else None)
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        name = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" if traces else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        raise SettingsError(f"{name} must be an http(s) URL (OTLP over HTTP), got {endpoint!r}")
+    return endpoint
+
+
 def _reranker_choice(env: EnvValues) -> Literal["learned", "llm", "none"]:
     choice: Literal["learned", "llm", "none"] = env.choice("RAG_RERANKER", ("learned", "llm", "none"), "learned")
     if choice == "llm" and not env.get("RAG_LLM_RERANK_MODEL"):
@@ -601,6 +616,8 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
             audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
+            otlp_endpoint=_otlp_traces_endpoint(env),
+            otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",
             cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,
             cache_seconds=env.int("RAG_SERVE_CACHE_SECONDS", 300, minimum=1) or 300,
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),

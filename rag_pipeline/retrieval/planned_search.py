@@ -131,8 +131,19 @@ def search_planned(
         requested_mode=first.requested_mode,
         mode=first.mode,
         warnings=list(dict.fromkeys(w for r in responses for w in r.warnings)),
-        seconds={"search": time.perf_counter() - started, "rewrite": outcome.seconds},
+        # Each stage summed over the plan's searches, so a planned search reports its embedding and reranking
+        # time (and its total) like a plain one does.
+        seconds=_planned_seconds(responses, time.perf_counter() - started, outcome.seconds),
         fusion=first.fusion,
     )
     applied = {k: v for k, v in filters.as_dict().items() if v} if filters else {}
     return PlannedSearch(merged, plan, None, queries, applied, dropped, outcome.cached, outcome.seconds)
+
+
+def _planned_seconds(responses: list[SearchResponse], elapsed: float, rewrite: float) -> dict[str, float]:
+    """A planned search's stage seconds as a plain one reports them: embedding and reranking summed over the plan's
+    searches, ``search`` the rest up to the reranking (as a plain search's is), ``total`` all of it."""
+    embed = sum(r.seconds.get("embed", 0.0) for r in responses)
+    rerank = sum(r.seconds.get("rerank", 0.0) for r in responses)
+    return {"search": max(0.0, elapsed - rerank), "embed": embed, "rerank": rerank, "rewrite": rewrite,
+            "total": elapsed}  # fmt: skip

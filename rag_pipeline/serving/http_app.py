@@ -60,6 +60,7 @@ from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchReq
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
 from rag_pipeline.serving.tokens import TokenRefused, TokenStore, looks_like_token
+from rag_pipeline.serving.tracing import CURRENT_TRACE, Tracing, trace_id_from
 from rag_pipeline.settings import ServeSettings
 
 log = logging.getLogger(__name__)
@@ -324,11 +325,13 @@ def create_app(
     on_stop: Callable[[], None] | None = None,
     directory_file: Path | None = None,
     links_file: Path | None = None,
+    tracing: Tracing | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
     stops DNS-rebinding pages; ``listen_host`` is the address the service listens on); ``directory`` resolves
     callers to their accounts and groups; ``whois`` and ``explain`` read ``directory_file`` and ``links_file``."""
+    tracing = tracing or service.tracing
     hosts = allowed_hosts(listen_host, settings.allowed_hosts)
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
@@ -417,6 +420,7 @@ def create_app(
                 # which ends the process before any code after run().
                 on_stop()
             await anyio.to_thread.run_sync(service.close)  # waits for queries in flight: not on the event loop
+            await anyio.to_thread.run_sync(tracing.shutdown)  # the spans still buffered go out
 
     app = FastAPI(
         title="rag-pipeline search",
@@ -430,10 +434,12 @@ def create_app(
     async def authenticate_and_count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
         token = CURRENT_REQUEST_ID.set(request_id)
+        trace_token = CURRENT_TRACE.set(trace_id_from(request.headers) or "-")
         try:
             response = await _guarded(request, call_next)
         finally:
             CURRENT_REQUEST_ID.reset(token)
+            CURRENT_TRACE.reset(trace_token)
         response.headers[REQUEST_ID_HEADER] = request_id
         metrics.requests.labels(route=_route_of(request), status=str(response.status_code)).inc()
         return response
@@ -613,7 +619,8 @@ def create_app(
         if request.rewrite:
             if rewriter is None:
                 raise RequestRefused(503, "rewrite", "rewriting is off: set RAG_REWRITE_MODEL on the service")
-            plan = await anyio.to_thread.run_sync(rewriter.plan, request.query)
+            with tracing.stage("rewrite"):
+                plan = await anyio.to_thread.run_sync(rewriter.plan, request.query)
             observe_rewrite(plan)
         served = await anyio.to_thread.run_sync(service.search, request, reader.principal, plan, limiter=search_threads)
         response = observed(served)
@@ -634,9 +641,10 @@ def create_app(
             model = answer_model(None)
             started = time.perf_counter()
             # A model that fails leaves the answer null with the reason beside the sources (HTTP 200).
-            answer = await anyio.to_thread.run_sync(
-                lambda: answer_results(model, request.query, response.results, answer_limits)
-            )
+            with tracing.stage("generate", model=model.model):
+                answer = await anyio.to_thread.run_sync(
+                    lambda: answer_results(model, request.query, response.results, answer_limits)
+                )
             observe_answer("/v1/search", answer, time.perf_counter() - started)
             body.update(answer_fields(answer))
         return body
@@ -696,7 +704,8 @@ def create_app(
             request = SearchRequest(query=question[:MAX_QUERY_CHARS], mode="reranked", top_k=answer_limits.documents)
             plan = None
             if rewriter is not None:
-                plan = rewriter.plan(request.query)
+                with tracing.stage("rewrite"):
+                    plan = rewriter.plan(request.query)
                 observe_rewrite(plan)
             return observed(service.search(request, reader.principal, plan)).results
 
@@ -729,6 +738,7 @@ def create_app(
                 metrics.observe_answer("/v1/chat/completions", "failed", 0, 0, None, 0, time.perf_counter() - started)
                 raise _llm_failure(exc) from None
             observe_answer("/v1/chat/completions", asked.answer, asked.answer_seconds)
+            tracing.ended_stage("generate", asked.answer_seconds, model=model.model)
             return JSONResponse(_completion(completion_id, created, asked))
         pieces = ask_streaming(model, search, request.turns(), answer_limits)
         try:
@@ -750,6 +760,7 @@ def create_app(
                 for piece in _chain(first, pieces):
                     if isinstance(piece, Asked):
                         observe_answer("/v1/chat/completions", piece.answer, piece.answer_seconds)
+                        tracing.ended_stage("generate", piece.answer_seconds, model=model.model)
                         if piece.answer.failure:  # the notice, after any words the model wrote before it failed
                             notice = ("\n\n" if piece.answer.text else "") + _answer_text(piece.answer)
                             yield _event({**base, "choices": [{"index": 0, "delta": {"content": notice},
@@ -818,4 +829,5 @@ def create_app(
 
     app.mount(MCP_PATH, mcp_app)
     app.add_middleware(BodyLimit)
+    tracing.instrument(app)  # outermost: the request's span covers the limits and the authentication too
     return app

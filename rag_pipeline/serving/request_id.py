@@ -9,6 +9,8 @@ import re
 import uuid
 from contextvars import ContextVar
 
+from rag_pipeline.serving.tracing import CURRENT_TRACE
+
 HEADER = "X-Request-Id"
 # A caller's id is kept only when it cannot forge a log line or smuggle anything: letters, digits and . _ : -.
 _ACCEPTED = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -26,5 +28,7 @@ class RequestIdFilter(logging.Filter):
     """Gives every record ``request_id``: the id of the request being answered, or ``-`` outside one."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = CURRENT.get()
+        trace_id = CURRENT_TRACE.get()
+        # The caller's W3C trace id beside the request id, when it sent a traceparent.
+        record.request_id = CURRENT.get() if trace_id == "-" else f"{CURRENT.get()} trace={trace_id}"
         return True

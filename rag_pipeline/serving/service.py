@@ -31,6 +31,7 @@ from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
+from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
@@ -99,8 +100,10 @@ class SearchService:
         audit: RequestAudit | None = None,
         cache_entries: int = 0,
         cache_seconds: float = 300.0,
+        tracing: Tracing | None = None,
     ) -> None:
         self.location = location
+        self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
         # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
         self.search_cache: ResultCache[ServedSearch] = ResultCache(cache_entries, cache_seconds)
         self.document_cache: ResultCache[list[Any]] = ResultCache(cache_entries, cache_seconds)
@@ -144,6 +147,7 @@ class SearchService:
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
+        kwargs.setdefault("tracing", Tracing(settings.serve.otlp_endpoint, settings.serve.otel_service_name))
         kwargs.setdefault("cache_entries", settings.serve.cache_entries)
         kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
         if settings.serve.audit_days and "audit" not in kwargs:
@@ -233,7 +237,18 @@ class SearchService:
 
     def search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None = None) -> ServedSearch:
         """Search as ``reader`` (never the all-documents reader: that one is the evaluation's alone), following a
-        rewrite ``plan`` when one is given (its LLM call is made before: no query slot is held for it)."""
+        rewrite ``plan`` when one is given (its LLM call is made before: no query slot is held for it); traced as a
+        ``search`` span with its stages."""
+        with self.tracing.stage("search", mode=request.mode, top_k=request.top_k) as span:
+            started = time.time_ns()
+            served = self._search(request, reader, plan)
+            self.tracing.search_stages(served.timing_ms, started)
+            span.set_attribute("served_mode", served.response.mode)
+            span.set_attribute("results", len(served.response.results))
+            span.set_attribute("cached", served.cached)
+        return served
+
+    def _search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None) -> ServedSearch:
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
         key = self._cache_key(reader, request) if plan is None else None
