@@ -241,6 +241,9 @@ class ServeSettings(_Frozen):
     # many at most, this long at most, and dropped at once when the index is written (0 entries: no cache).
     cache_entries: int = 1000
     cache_seconds: int = 300
+    # RAG_INGEST_TOKEN: turns on the ingestion API (GET /v1/scheduler/status, POST /v1/ingest[/all]) for callers
+    # with this bearer token, and only them (the readers' token is never accepted there). Held as a SecretStr.
+    ingest_token: SecretStr | None = None
     # OpenTelemetry traces (serving/tracing.py): OTLP over HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
     # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the standard variables); unset, spans are no-ops. OTEL_SERVICE_NAME.
     otlp_endpoint: str | None = None
@@ -616,6 +619,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
             audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
+            ingest_token=SecretStr(ingest_token) if (ingest_token := env.get("RAG_INGEST_TOKEN")) else None,
             otlp_endpoint=_otlp_traces_endpoint(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",
             cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,

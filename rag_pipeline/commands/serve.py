@@ -104,6 +104,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.retrieval.rewrite import QueryRewriter
     from rag_pipeline.serving.http_app import create_app
+    from rag_pipeline.serving.ingest_runs import IngestLauncher
     from rag_pipeline.serving.service import SearchService
     from rag_pipeline.serving.tokens import TokenStore
 
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         rewriter=rewriter,
         tokens=TokenStore(settings.paths.tokens),
         on_stop=lambda: clear_service(settings.data_dir, os.getpid()),
+        ingest=IngestLauncher(settings.data_dir, settings.live_sources) if settings.serve.ingest_token else None,
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "OIDC" if settings.serve.auth == "oidc" else "required" if settings.serve.token else "off"

@@ -121,7 +121,9 @@ def run_sync(
     live, select_containers = spec.live, spec.select_live_containers
     enable_range_batching()
     started = time.perf_counter()
-    now = datetime.now(UTC)
+    # Whole seconds: watermarks are recorded to the second, and one a fraction short of `now` would look behind
+    # and be planned again (a sync without --start ran its 50-run cap for a single container before this).
+    now = datetime.now(UTC).replace(microsecond=0)
     end = end or now.strftime("%Y-%m-%d")
     if start is not None and start < settings.partition_start:
         raise SourceError(f"--start {start} is before the first partition day {settings.partition_start}")
@@ -140,6 +142,7 @@ def run_sync(
     with runner_instance() as instance:
         upgrade_data_folder(settings.paths.parquet, instance)
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
+        previous: list[tuple[str, date, date]] = []
         for _ in range(MAX_RUNS):
             states, _runs = source_states(instance, spec)
             by_container = {s.container: s for s in states}
@@ -151,6 +154,10 @@ def run_sync(
             ]
             if not requests:
                 break
+            planned = [(r.container, r.start, r.end) for r in requests]
+            if planned == previous:
+                break  # the last run moved no watermark: planning again would only repeat it
+            previous = planned
             summary.start = min(summary.start, *(r.start.isoformat() for r in requests))
             tags, run_config = sync_request(spec, requests, now)
             result = execute_run(

@@ -49,6 +49,9 @@ from rag_pipeline.serving.identity import (
     Reader,
     resolve_reader,
 )
+from rag_pipeline.serving.ingest_api import ingest_router, is_ingest_path
+from rag_pipeline.serving.ingest_api import refusal as ingest_refusal
+from rag_pipeline.serving.ingest_runs import IngestLauncher
 from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
 from rag_pipeline.serving.metrics import CONTENT_TYPE, ServiceMetrics
 from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
@@ -326,6 +329,7 @@ def create_app(
     directory_file: Path | None = None,
     links_file: Path | None = None,
     tracing: Tracing | None = None,
+    ingest: IngestLauncher | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -346,6 +350,7 @@ def create_app(
         },
     )
     token = settings.token.get_secret_value().encode() if settings.token is not None else None
+    ingest_token = settings.ingest_token.get_secret_value().encode() if settings.ingest_token is not None else None
     verifier = (
         OidcVerifier(
             settings.oidc_issuer or "",
@@ -509,7 +514,12 @@ def create_app(
                 return _error(400, f"{name} is given more than once", name, path)
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         bearer = value.strip() if scheme.lower() == "bearer" else ""
-        if path not in UNAUTHENTICATED_PATHS and looks_like_token(bearer):
+        if is_ingest_path(path):
+            # The ingestion API's own token, and nothing else: no reader's identity is taken or needed there.
+            refused = ingest_refusal(path, request.headers.get("authorization", ""), ingest_token)
+            if refused is not None:
+                return _error(refused[0], refused[1], "Authorization" if refused[0] == 401 else None, path)
+        elif path not in UNAUTHENTICATED_PATHS and looks_like_token(bearer):
             refusal = await personal_token(request, bearer)
             if refusal is not None:
                 return refusal
@@ -827,6 +837,8 @@ def create_app(
     def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
+    if ingest is not None and ingest_token is not None:
+        app.include_router(ingest_router(ingest))
     app.mount(MCP_PATH, mcp_app)
     app.add_middleware(BodyLimit)
     tracing.instrument(app)  # outermost: the request's span covers the limits and the authentication too

@@ -196,6 +196,13 @@ def test_requests_a_browser_page_or_a_sloppy_proxy_could_forge_are_refused(guard
     assert surrogate.status_code == 422 and surrogate.json()["field"] == "query"
 
 
+def test_the_ingestion_api_is_off_without_its_own_token(guarded: S.ServiceProcess) -> None:
+    # RAG_INGEST_TOKEN is not set: the readers' token opens nothing there, and the answer says how to turn it on.
+    for method, path in (("GET", "/v1/scheduler/status"), ("POST", "/v1/ingest"), ("POST", "/v1/ingest/all")):
+        response = httpx.request(method, f"{guarded.url}{path}", headers=AUTH, json={"source": "slack"}, timeout=10)
+        assert response.status_code == 404 and "RAG_INGEST_TOKEN" in response.json()["error"], response.text
+
+
 def test_health_tells_only_the_verdict_without_the_token(guarded: S.ServiceProcess) -> None:
     bare = httpx.get(f"{guarded.url}/health", timeout=10)
     assert bare.status_code == 200 and bare.json() == {"status": "ok"}

@@ -1,0 +1,95 @@
+"""The design's ingestion API, as admin routes of the search service (its own token, ``RAG_INGEST_TOKEN``):
+
+| design | here |
+|---|---|
+| ``GET /v1/scheduler/status`` | the scheduler's state per source (``rag-pipeline status --json``) and recent jobs |
+| ``POST /v1/ingest`` ``{"source": "slack"}`` | 202: a job syncing that source, as the sync sensor would |
+| ``POST /v1/ingest/all`` | 202: a job syncing every live source, one after the other |
+| (added) ``GET /v1/ingest/{job_id}`` | the job's state and each sync's summary |
+
+Only a caller with the ingestion token gets past the door: the readers' token, personal tokens and OIDC identities
+are never accepted here, and these routes never take a reader's identity. Without ``RAG_INGEST_TOKEN`` the routes
+answer 404 saying how to turn them on. The work is :class:`~rag_pipeline.serving.ingest_runs.IngestLauncher`'s.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from rag_pipeline.serving.ingest_runs import IngestBusy, IngestLauncher
+
+PATHS = ("/v1/ingest", "/v1/scheduler/")
+
+
+def is_ingest_path(path: str) -> bool:
+    """Whether ``path`` is one of these routes (which the readers' authentication leaves to :func:`refusal`)."""
+    return path == "/v1/ingest" or path.startswith(PATHS)
+
+
+def refusal(path: str, authorization: str, token: bytes | None) -> tuple[int, str] | None:
+    """(status, message) when the caller may not use the ingestion API, None when it may."""
+    if token is None:
+        return 404, "the ingestion API is off: set RAG_INGEST_TOKEN on the service"
+    scheme, _, value = authorization.partition(" ")
+    given = value.strip().encode() if scheme.lower() == "bearer" else b""
+    if not given or not secrets.compare_digest(given, token):
+        return 401, "the ingestion API needs Authorization: Bearer <RAG_INGEST_TOKEN>"
+    return None
+
+
+class IngestRequest(BaseModel):
+    """``POST /v1/ingest``: the one source to sync."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    source: str = Field(min_length=1, max_length=64, description="a live source (slack, jira)")
+
+
+def _error(status: int, message: str, field: str | None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, "field": field, **extra}, status_code=status)
+
+
+def ingest_router(launcher: IngestLauncher) -> APIRouter:
+    """The routes over ``launcher`` (authentication is done before them, by the service's middleware)."""
+    router = APIRouter()
+
+    def started(sources: list[str]) -> JSONResponse:
+        try:
+            job = launcher.start(sources)
+        except IngestBusy as busy:
+            return _error(409, str(busy), None, job=busy.job.as_dict())
+        except ValueError as exc:
+            return _error(422, str(exc), "source")
+        return JSONResponse({"job": job.as_dict()}, status_code=202, headers={"Location": f"/v1/ingest/{job.id}"})
+
+    @router.post("/v1/ingest")
+    def ingest(request: IngestRequest) -> JSONResponse:
+        return started([request.source])
+
+    @router.post("/v1/ingest/all")
+    def ingest_all() -> JSONResponse:
+        if not launcher.live_sources:
+            return _error(422, "no live source is configured (SLACK_BOT_TOKEN, JIRA_URL)", "source")
+        return started(list(launcher.live_sources))
+
+    @router.get("/v1/ingest/{job_id}")
+    def ingest_job(job_id: str) -> JSONResponse:
+        job = launcher.job(job_id) if len(job_id) <= 64 else None
+        if job is None:
+            return _error(404, f"no ingestion job {job_id[:64]!r}", "job_id")
+        return JSONResponse({"job": job.as_dict()})
+
+    @router.get("/v1/scheduler/status")
+    async def scheduler_status() -> JSONResponse:
+        try:
+            status = await anyio.to_thread.run_sync(launcher.scheduler_status)
+        except RuntimeError as exc:
+            return _error(503, f"the scheduler's state could not be read: {exc}", None)
+        return JSONResponse({"scheduler": status, "jobs": [j.as_dict() for j in launcher.jobs()]})
+
+    return router

@@ -1,0 +1,154 @@
+"""What the ingestion API does (serving/ingest_api.py): report the scheduler's state and start syncs, by running
+the project's own commands as child processes, so that the service never loads Dagster.
+
+A sync is ``rag-pipeline sync --source NAME --json``: the same planner the daemon's sync sensor uses (each container
+from its watermark, capped backlogs), the same Dagster run with the same tags, recorded in the same instance, with
+the index handed over by the service like any writer's. One job runs at a time and reads its sources one after the
+other, since two writers of one index would only queue behind each other. The scheduler's state is
+``rag-pipeline status --json``, kept for a few seconds. Each job's output goes to a log file under
+``<data dir>/ingest_api/``; the job record keeps only exit codes and the sync's JSON summary.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+STATUS_CACHE_SECONDS = 10.0
+SYNC_TIMEOUT_SECONDS = 6 * 3600  # a first sync of a large workspace; a job past it is stopped and failed
+KEPT_JOBS = 50
+
+
+class IngestBusy(Exception):
+    """A job is already running; ``job`` is its record."""
+
+    def __init__(self, job: IngestJob) -> None:
+        super().__init__(f"a sync is already running (job {job.id}, sources {', '.join(job.sources)})")
+        self.job = job
+
+
+@dataclass
+class IngestJob:
+    """One request's syncs: its sources in order, and how each ended (exit code and the sync's summary)."""
+
+    id: str
+    sources: list[str]
+    state: str = "queued"  # queued, running, succeeded, failed
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    finished_at: str | None = None
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    log: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class IngestLauncher:
+    """Runs sync jobs one at a time in a background thread; reads the scheduler's state on request."""
+
+    def __init__(self, data_dir: Path, live_sources: Sequence[str], command: Sequence[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.live_sources = tuple(live_sources)
+        # The CLI of this very interpreter, so the child runs the same code and environment as the service.
+        self.command = list(command or [sys.executable, "-m", "rag_pipeline.cli"])
+        self.logs = data_dir / "ingest_api"
+        self._jobs: dict[str, IngestJob] = {}
+        self._lock = threading.Lock()
+        self._status: tuple[float, dict[str, Any]] | None = None
+
+    # --- jobs ------------------------------------------------------------------------------------------------
+    def start(self, sources: Sequence[str]) -> IngestJob:
+        """Queue a job for ``sources`` (each must be a live source) and start it; :class:`IngestBusy` while another
+        runs."""
+        unknown = [s for s in sources if s not in self.live_sources]
+        if unknown:
+            live = ", ".join(self.live_sources) or "none is configured"
+            raise ValueError(f"not a live source: {', '.join(unknown)} (live sources: {live})")
+        with self._lock:
+            running = next((j for j in self._jobs.values() if j.state in ("queued", "running")), None)
+            if running is not None:
+                raise IngestBusy(running)
+            job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources))
+            job.log = str(self.logs / f"{job.id}.log")
+            self._jobs[job.id] = job
+            for old in list(self._jobs)[:-KEPT_JOBS]:
+                del self._jobs[old]
+        threading.Thread(target=self._run, args=(job,), name=f"ingest-{job.id}", daemon=True).start()
+        return job
+
+    def job(self, job_id: str) -> IngestJob | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def jobs(self) -> list[IngestJob]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def _run(self, job: IngestJob) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        job.state = "running"
+        ok = True
+        with open(job.log, "a", encoding="utf-8") as log:
+            for source in job.sources:
+                log.write(f"--- rag-pipeline sync --source {source} ({datetime.now(UTC).isoformat()})\n")
+                log.flush()
+                started = time.monotonic()
+                try:
+                    done = subprocess.run(
+                        [*self.command, "sync", "--source", source, "--json", "--data-dir", str(self.data_dir)],
+                        stdout=subprocess.PIPE,
+                        stderr=log,
+                        text=True,
+                        timeout=SYNC_TIMEOUT_SECONDS,
+                    )
+                    code, output = done.returncode, done.stdout
+                except subprocess.TimeoutExpired:
+                    code, output = -1, ""
+                log.write(output)
+                summary: Any = None
+                try:
+                    summary = json.loads(output) if output.strip() else None
+                except ValueError:
+                    summary = None
+                job.results[source] = {
+                    "exit_code": code,
+                    "seconds": round(time.monotonic() - started, 1),
+                    "summary": summary,
+                }
+                ok = ok and code == 0
+        self._status = None  # the scheduler's state changed
+        job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+        job.state = "succeeded" if ok else "failed"
+
+    # --- the scheduler's state -------------------------------------------------------------------------------
+    def scheduler_status(self) -> dict[str, Any]:
+        """``rag-pipeline status --json`` (per source: sync switch, cron, next tick, each container's watermark and
+        lag), with the pause in force; read again at most every few seconds."""
+        cached = self._status
+        if cached is not None and time.monotonic() - cached[0] < STATUS_CACHE_SECONDS:
+            return cached[1]
+        if not self.live_sources:
+            status: dict[str, Any] = {"sources": [], "note": "no live source is configured"}
+        else:
+            done = subprocess.run(
+                [*self.command, "status", "--json", "--data-dir", str(self.data_dir)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if done.returncode != 0:
+                # The command's one error line (never a traceback): e.g. the instance cannot be opened.
+                reason = (done.stderr.strip().splitlines() or ["status failed"])[-1]
+                raise RuntimeError(reason.removeprefix("error: "))
+            status = json.loads(done.stdout)
+        self._status = (time.monotonic(), status)
+        return status
