@@ -40,6 +40,8 @@ def test_embeddings_dimensions_and_model_names(openai: OpenAIFake) -> None:
     assert np.allclose(vectors[0], fake_embedding("deploy failed on arm64", dimensions=256), atol=1e-6)
     [request] = openai.calls("/embeddings")
     assert request.body["dimensions"] == 256 and request.body["input"][1] == " "  # no empty strings sent
+    # The client's default wire format, base64 float32 (decoded with numpy), not a JSON float per dimension.
+    assert request.body["encoding_format"] == "base64"
     full = OpenAIEmbeddingEncoder()
     assert full.encode_queries(["x"]).shape == (1, 1536) and "dimensions" not in openai.calls("/embeddings")[-1].body
     with pytest.raises(ValueError, match="dimensions"):

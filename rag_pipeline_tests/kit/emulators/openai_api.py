@@ -22,6 +22,7 @@ seconds before it, for client time-outs). Every request is recorded.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -133,10 +134,18 @@ class OpenAIFake(LocalHttpService):
         if sum(counts) > 300_000:
             return _error(400, "Requested 300001 or more tokens, max 300000 tokens per request", "input")
         dimensions = body.get("dimensions")
-        data = [
-            {"object": "embedding", "index": i, "embedding": fake_embedding(t, model, dimensions).tolist()}
-            for i, t in enumerate(inputs)
-        ]
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return _error(400, f"'{encoding}' is not one of ['float', 'base64'] - 'encoding_format'", "encoding_format")
+
+        def encoded(text: str) -> object:
+            vector = fake_embedding(text, model, dimensions)
+            # base64: the little-endian float32 bytes, as the API sends them (what the openai client asks by default)
+            return (
+                base64.b64encode(vector.astype("<f4").tobytes()).decode() if encoding == "base64" else vector.tolist()
+            )
+
+        data = [{"object": "embedding", "index": i, "embedding": encoded(t)} for i, t in enumerate(inputs)]
         tokens = sum(counts)
         return 200, {"object": "list", "data": data, "model": model,
                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
