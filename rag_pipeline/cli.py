@@ -18,6 +18,7 @@ from rag_pipeline.commands import (
     directory,
     index,
     mcp,
+    metrics,
     pause,
     search,
     serve,
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         sync,
         pause,
         status,
+        metrics,
         worker,
     ):
         command.add_parser(sub)

@@ -707,7 +707,8 @@ def create_app(
         return response
 
     def observe_rewrite(plan: PlanOutcome) -> None:
-        metrics.observe_rewrite("fallback" if plan.plan is None else "cached" if plan.cached else "planned")
+        outcome = "fallback" if plan.plan is None else "cached" if plan.cached else "planned"
+        metrics.observe_rewrite(outcome, plan.seconds)
 
     def chat_search(reader: Reader) -> Callable[[str], list[SearchResult]]:
         def search(question: str) -> list[SearchResult]:

@@ -102,6 +102,13 @@ class ServiceMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.rewrite_seconds = Histogram(
+            "rag_rewrite_seconds",
+            "Seconds to plan a query rewrite (the LLM call, or the plan cache), by outcome (planned, cached, fallback)",
+            ["outcome"],
+            buckets=_STAGE_BUCKETS,
+            registry=self.registry,
+        )
         self.degraded = Counter(
             "rag_degraded_searches",
             "Searches served by a lesser mode than asked (the dense model or the reranker failed), by both modes",
@@ -113,8 +120,10 @@ class ServiceMetrics:
             registry=self.registry,
         )  # fmt: skip
 
-    def observe_rewrite(self, outcome: str) -> None:
+    def observe_rewrite(self, outcome: str, seconds: float | None = None) -> None:
         self.rewrites.labels(outcome=outcome).inc()
+        if seconds is not None:
+            self.rewrite_seconds.labels(outcome=outcome).observe(seconds)
 
     def observe_answer(
         self, route: str, outcome: str, prompt_tokens: int, completion_tokens: int, cost: float | None,

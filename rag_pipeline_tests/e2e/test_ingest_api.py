@@ -107,7 +107,7 @@ def test_a_sync_launched_over_http_runs_through_dagster_and_is_searchable(servic
     while True:
         found = httpx.post(f"{service.url}/v1/search", json={"query": "zeppelin hangar lease"}, timeout=30,
                            headers={**READERS, "X-User-Id": F.ALICE})  # fmt: skip
-        if found.status_code == 200 and found.json()["results"] or time.monotonic() > deadline:
+        if (found.status_code == 200 and found.json()["results"]) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     assert found.status_code == 200, found.text

