@@ -110,6 +110,11 @@ class DataPaths(_Frozen):
         return self.reports / "rewrite_plans.sqlite"
 
     @property
+    def calibration(self) -> Path:
+        """Each search mode's score as P(relevant), fitted by the evaluation report (retrieval/calibration.py)."""
+        return self.reports / "calibration.json"
+
+    @property
     def llm_grades(self) -> Path:
         """The LLM reranker's grade cache, shared by the Dagster arm and ``rag-pipeline bench``."""
         return self.reports / "llm_grades.sqlite"
@@ -330,6 +335,9 @@ class Settings(_Frozen):
     # Query rewriting before the search (RAG_REWRITE_MODEL): a JSON plan of queries, expansions and filters.
     rewrite_model: str | None = None
     answer_documents: int = 5
+    # RAG_MIN_SCORE: the service's default min_score (0: keep every result), on the calibrated scale: a result's
+    # probability of being relevant by the evaluation's judgments (docs/notes/min_score.md says what 0.5 keeps).
+    min_score: float = 0.0
     answer_context_chars: int = 1500
     # The answer model's sampling temperature and reply budget (RAG_ANSWER_TEMPERATURE, RAG_ANSWER_MAX_TOKENS).
     answer_temperature: float = 0.0
@@ -563,6 +571,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         answer_model=env.get("RAG_ANSWER_MODEL"),
         rewrite_model=env.get("RAG_REWRITE_MODEL"),
         judge_model=env.get("RAG_JUDGE_MODEL"),
+        min_score=env.float("RAG_MIN_SCORE", 0.0, minimum=0.0, maximum=1.0),
         answer_documents=env.int("RAG_ANSWER_DOCUMENTS", 5, minimum=1) or 5,
         answer_context_chars=env.int("RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
         answer_temperature=env.float("RAG_ANSWER_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0),

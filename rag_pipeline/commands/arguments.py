@@ -47,6 +47,17 @@ positive_int = at_least(1)
 non_negative_int = at_least(0)
 
 
+def probability(value: str) -> float:
+    """A number from 0 to 1 (a calibrated relevance threshold)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value!r}") from None
+    if not 0.0 <= number <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value}")
+    return number
+
+
 def query_text(value: str) -> str:
     """A search query with something to search for (an empty one has no terms and no meaningful vector)."""
     if not value.strip():

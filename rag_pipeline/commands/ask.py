@@ -39,6 +39,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.ask import ContextLimits, ask
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.commands.search import bm25_encoder, open_index, principal_from_args
+    from rag_pipeline.retrieval.calibration import CalibrationFile
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
     from rag_pipeline.retrieval.results import SearchResult
     from rag_pipeline.retrieval.retriever import RetrieverConfig
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         dense = None if args.mode == "bm25" else load_or_defer(settings.load_dense_encoder)
         with open_index(settings) as store:
             models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense, reranker=reranker,
-                                  cache=cache)  # fmt: skip
+                                  cache=cache, calibration=CalibrationFile(paths.calibration))  # fmt: skip
             # The service's defaults, so that `ask` and the chat endpoint search alike.
             config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
             retriever = build_retriever(store, models, config)

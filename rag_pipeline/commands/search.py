@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, query_text
+from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, probability, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
 from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.index.store_lock import process_label
+from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -175,7 +176,8 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
     bm25 = bm25_encoder(settings)
     try:
         with open_index(settings) as store:
-            models = SearchModels(settings.dense_model, bm25, dense=dense, reranker=reranker, cache=cache)
+            models = SearchModels(settings.dense_model, bm25, dense=dense, reranker=reranker, cache=cache,
+                                  calibration=CalibrationFile(paths.calibration))  # fmt: skip
             retriever = build_retriever(store, models, config)
             response = retriever.search(
                 args.query,
@@ -187,7 +189,7 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
                 authors=args.author,
                 updated_from=args.since,
                 updated_to=args.until,
-                min_score=args.min_score,
+                min_score=args.min_score if args.min_score is not None else (settings.min_score or None),
             )
     finally:
         cache.close()
@@ -205,7 +207,6 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
 # Options that change how the index is searched: a service searches with its own settings, so they cannot be sent.
 _LOCAL_ONLY = {
     "all_documents": "--all-documents",
-    "min_score": "--min-score",
     "fusion": "--fusion",
     "rrf_k": "--rrf-k",
     "rrf_weights": "--rrf-weights",
@@ -239,6 +240,7 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
         ("author", args.author),
         ("since", args.since),
         ("until", args.until),
+        ("min_score", args.min_score),
     ):
         if value:
             body[field] = value
@@ -343,7 +345,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     search.add_argument("--since", default=None, type=iso_instant, help="documents active on or after this ISO date")
     search.add_argument("--until", default=None, type=iso_instant, help="documents active before this ISO date")
-    search.add_argument("--min-score", type=float, default=None, help="drop results scoring below this")
+    search.add_argument(
+        "--min-score",
+        type=probability,
+        default=None,
+        help="drop results less likely relevant than this, 0-1: each result's relevance is P(relevant) for its mode "
+        "and score, fitted by the last evaluation (default: RAG_MIN_SCORE, 0 = keep all)",
+    )
     add_query_options(search)
     search.add_argument("--json", action="store_true", help="print results as JSON")
     search.add_argument(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.store import VectorStore
+from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
@@ -36,6 +37,9 @@ class SearchModels:
     cache: EmbeddingCache | None = None
     # A long-lived reader's in-memory query cache, shared by every retriever it builds (one per index open).
     query_cache: QueryEmbeddingCache | None = None
+    # Each mode's score as P(relevant), which results carry and ``min_score`` filters on (read again when the
+    # evaluation rewrites it).
+    calibration: CalibrationFile | None = None
 
 
 def build_retriever(store: VectorStore, models: SearchModels, config: RetrieverConfig | None = None) -> Retriever:
@@ -51,4 +55,5 @@ def build_retriever(store: VectorStore, models: SearchModels, config: RetrieverC
         config=config,
         persistent_cache=models.cache,
         query_cache=models.query_cache,
+        calibration=models.calibration,
     )

@@ -29,6 +29,7 @@ class Scope:
     authors: tuple[str, ...] | None = None
     since: str | None = None
     until: str | None = None
+    min_score: float | None = None  # on the calibrated relevance scale (retrieval/calibration.py)
 
 
 @dataclass
@@ -110,6 +111,7 @@ def search_planned(
             updated_from=(extra.since if extra else None) or scope.since,
             updated_to=(extra.until if extra else None) or scope.until,
             exclude=exclude,
+            min_score=scope.min_score,
         )
 
     plan = outcome.plan

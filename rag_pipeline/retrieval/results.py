@@ -34,6 +34,9 @@ class SearchResult:
     resolution: str | None = None  # a Jira issue's resolution name ("Unresolved" when open); None elsewhere
     matching_children: int = 1
     signals: dict[str, float] = field(default_factory=dict)
+    # P(relevant) for this mode and score, from the evaluation's calibration (retrieval/calibration.py); None
+    # before an evaluation has run.
+    relevance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class SearchResult:
             "updated": self.updated,
             "authors": self.authors,
             "resolution": self.resolution,
+            "relevance": None if self.relevance is None else round(self.relevance, 4),
         }
 
 

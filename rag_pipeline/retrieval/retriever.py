@@ -27,6 +27,7 @@ from rag_pipeline.index.store import (
     SearchFilter,
     VectorStore,
 )
+from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.fusion import (
     LEARNED_FUSION,
     OTHER_SOURCES,
@@ -164,8 +165,10 @@ class Retriever:
         cache_ttl_seconds: float = 3600.0,
         persistent_cache: EmbeddingCache | None = None,
         query_cache: QueryEmbeddingCache | None = None,
+        calibration: CalibrationFile | None = None,
     ) -> None:
         self.store = store
+        self.calibration = calibration
         self.bm25 = bm25 or Bm25Encoder()
         self._dense = dense
         # A cache handed in (a long-lived reader's) outlives this retriever; otherwise one is made on first use.
@@ -276,14 +279,32 @@ class Retriever:
         else:
             docs = self._documents(mode, query, top_k, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
-        if min_score is not None:
-            docs = [d for d in docs if d.score >= min_score]
-        docs = docs[:top_k]
+        docs = self._calibrated(docs, response, min_score)[:top_k]
         if with_parent_text:
             self._attach_parent_text(docs)
         response.results = docs
         response.seconds["total"] = time.perf_counter() - started
         return response
+
+    def _calibrated(
+        self, docs: list[SearchResult], response: SearchResponse, min_score: float | None
+    ) -> list[SearchResult]:
+        """Each result's relevance (P(relevant) for the mode that ran), and only those at ``min_score`` or above.
+        Without a calibration for the mode (no evaluation yet), nothing is dropped and a warning says so."""
+        calibration = self.calibration.current() if self.calibration is not None else None
+        fitted = calibration.modes.get(response.mode) if calibration is not None else None
+        if fitted is None:
+            if min_score:
+                response.warnings.append(
+                    f"min_score {min_score:g} not applied: no calibration for mode {response.mode} yet "
+                    "(the evaluation writes one)"
+                )
+            return docs
+        for doc in docs:
+            doc.relevance = fitted.relevance(doc.score)
+        if min_score:
+            return [d for d in docs if d.relevance is not None and d.relevance >= min_score]
+        return docs
 
     def _documents(
         self,

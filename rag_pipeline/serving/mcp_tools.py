@@ -109,7 +109,8 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
 
     @server.tool(
         description="Search Slack threads and Jira issues the caller may read. mode: hybrid (default), vector, "
-        "bm25 or reranked. source: slack or jira. since/until: ISO dates of last activity."
+        "bm25 or reranked. source: slack or jira. since/until: ISO dates of last activity. min_score: 0-1, drop "
+        "results less likely relevant than this (each result's relevance)."
     )
     async def search_documents(
         ctx: Context[Any, Any],
@@ -119,6 +120,7 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
         since: str | None = None,
         until: str | None = None,
         mode: str = "hybrid",
+        min_score: float | None = None,
     ) -> dict[str, Any]:
         who = reader(ctx)
         try:
@@ -130,6 +132,7 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
                     "since": since,
                     "until": until,
                     "mode": mode,
+                    "min_score": min_score,
                 }
             )
         except ValidationError as exc:

@@ -70,6 +70,13 @@ class SearchRequest(BaseModel):
     author: FilterValues = Field(None, description="only documents these people wrote in (display names)")
     since: str | None = Field(None, description="documents active on or after this ISO date")
     until: str | None = Field(None, description="documents active before this ISO date")
+    min_score: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="drop results less likely relevant than this: P(relevant) from the evaluation's calibration, "
+        "0-1 (default: the service's RAG_MIN_SCORE); each result's `relevance` is that probability",
+    )
     answer: bool = Field(
         False, description="also answer the query from the top documents, citing them (RAG_ANSWER_MODEL)"
     )

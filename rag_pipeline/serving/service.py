@@ -20,6 +20,7 @@ from typing import Any
 from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import IndexedAcl, VectorStore
+from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
@@ -101,7 +102,9 @@ class SearchService:
         cache_entries: int = 0,
         cache_seconds: float = 300.0,
         tracing: Tracing | None = None,
+        default_min_score: float = 0.0,
     ) -> None:
+        self.default_min_score = default_min_score
         self.location = location
         self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
         # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
@@ -144,11 +147,13 @@ class SearchService:
             # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
             # queries skip the model. In memory only: query text is never written to the data folder.
             query_cache=QueryEmbeddingCache(encoder),
+            calibration=CalibrationFile(settings.paths.calibration),
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
         kwargs.setdefault("tracing", Tracing(settings.serve.otlp_endpoint, settings.serve.otel_service_name))
         kwargs.setdefault("cache_entries", settings.serve.cache_entries)
+        kwargs.setdefault("default_min_score", settings.min_score)
         kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
         if settings.serve.audit_days and "audit" not in kwargs:
             kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
@@ -270,6 +275,7 @@ class SearchService:
                     authors=request.author,
                     updated_from=request.since,
                     updated_to=request.until,
+                    min_score=self._min_score(request),
                 )
             else:
                 scope = Scope(
@@ -278,6 +284,7 @@ class SearchService:
                     tuple(request.author) if request.author else None,
                     request.since,
                     request.until,
+                    self._min_score(request),
                 )
                 planned = search_planned(retriever, request.query, request.mode, reader, request.top_k, plan, scope)
                 response, rewrite = planned.response, planned.report()
@@ -304,6 +311,10 @@ class SearchService:
             self.search_cache.put(key, replace(served, response=copy.deepcopy(response)))
         return served
 
+    def _min_score(self, request: SearchRequest) -> float | None:
+        """The request's threshold, else the service's default (RAG_MIN_SCORE; 0: none)."""
+        return request.min_score if request.min_score is not None else (self.default_min_score or None)
+
     def _cache_key(self, reader: Principal, request: SearchRequest) -> tuple[object, ...] | None:
         """The result cache's key for this search, or None when nothing may be served from the cache: the cache
         is off, or the index is not open (a writer has it, so the current state is about to change)."""
@@ -311,7 +322,9 @@ class SearchService:
             return None
         self.index_written()  # a Qdrant server's last write, read again at most every 30 s
         parameters = request.model_dump_json(exclude={"answer", "rewrite"})
-        return (self._generation, access_key(reader), parameters)
+        # A new calibration changes every result's relevance (and what min_score keeps): other entries.
+        calibration = self.models.calibration.version if self.models.calibration is not None else None
+        return (self._generation, calibration, access_key(reader), parameters)
 
     def document_acl(self, document_id: str) -> IndexedAcl | None:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,

@@ -16,6 +16,7 @@ import pytest
 from rag_pipeline.defs.chain.resources import DenseEmbedderResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, write_eval_set
+from rag_pipeline.retrieval.calibration import Calibration
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.learned import BAG, REG_LAMBDA
 from rag_pipeline.retrieval.results import MODES
@@ -164,6 +165,12 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         latest = indexed / "reports" / "latest" / "slice"
         assert (latest / "ndcg_at_10.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         first = json.loads((indexed / "reports" / "latest_summary.json").read_text())
+        # The report fitted each mode's score to P(relevant) (what min_score filters on), from the judged results.
+        calibration = Calibration.load(indexed / "reports" / "calibration.json")
+        assert calibration is not None and set(calibration.modes) <= set(MODES) and "bm25" in calibration.modes
+        assert calibration.eval_sets and set(meta["calibrated_modes"]) == set(calibration.modes)
+        bm25 = calibration.modes["bm25"]
+        assert 0 < bm25.positives < bm25.pairs and list(bm25.y) == sorted(bm25.y)
 
         # Same index, same settings: the second report compares against the first and passes.
         again = _evaluate(instance, res, arms=["bm25"])

@@ -34,6 +34,7 @@ from rag_pipeline import cli
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.opening import StoreLocation
 from rag_pipeline.index.store import CollectionNames
+from rag_pipeline.retrieval.calibration import Calibration, ModeCalibration
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import RetrieverConfig
@@ -194,6 +195,28 @@ def test_requests_a_browser_page_or_a_sloppy_proxy_could_forge_are_refused(guard
         timeout=10,
     )
     assert surrogate.status_code == 422 and surrogate.json()["field"] == "query"
+
+
+def test_min_score_filters_on_the_calibrated_relevance(guarded: S.ServiceProcess, data_dir: Path) -> None:
+    headers = {**AUTH, "X-User-Id": "U1"}
+    body = {"query": "postgres upgrade salary budget", "mode": "bm25", "top_k": 10}
+    before = _search(guarded, body, headers).json()
+    assert len(before["results"]) >= 2 and all(r["relevance"] is None for r in before["results"])
+    assert "no calibration for mode bm25" in _search(guarded, {**body, "min_score": 0.5}, headers).json()["warnings"][0]
+    # The evaluation writes the calibration; the service reads it on its next search, without a restart.
+    scores = sorted(r["score"] for r in before["results"])
+    cut = (scores[-1] + scores[-2]) / 2
+    Calibration({"bm25": ModeCalibration((scores[0], cut, scores[-1]), (0.1, 0.5, 0.95), 40, 10)}).save(
+        data_dir / "reports" / "calibration.json"
+    )
+    calibrated = _search(guarded, {**body, "min_score": 0.5, "top_k": 9}, headers).json()
+    assert [r["document_id"] for r in calibrated["results"]] == [before["results"][0]["document_id"]]
+    assert calibrated["results"][0]["relevance"] == pytest.approx(0.95)
+    relevance = [r["relevance"] for r in _search(guarded, {**body, "top_k": 8}, headers).json()["results"]]
+    assert relevance == sorted(relevance, reverse=True) and all(0.0 <= p <= 1.0 for p in relevance)
+    for bad in (1.5, -0.1, "0.5"):
+        refused = _search(guarded, {**body, "min_score": bad}, headers)
+        assert refused.status_code == 422 and refused.json()["field"] == "min_score", refused.text
 
 
 def test_the_ingestion_api_is_off_without_its_own_token(guarded: S.ServiceProcess) -> None:

@@ -14,6 +14,13 @@ from hypothesis import strategies as st
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import Hit, StorePoint
 from rag_pipeline.index.writer import DocumentPoints, write_documents
+from rag_pipeline.retrieval.calibration import (
+    Calibration,
+    CalibrationFile,
+    ModeCalibration,
+    calibration_pairs,
+    fit_calibration,
+)
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -137,8 +144,49 @@ def test_exclude_and_top_k_and_min_score(retriever: Retriever) -> None:
     assert [r.document_id for r in results] != [] and "d4" not in {r.document_id for r in results}
     assert len(results) == 2
     scored = retriever.search("kernel", "bm25", EVERYONE, top_k=10).results
-    cut = retriever.search("kernel", "bm25", EVERYONE, top_k=10, min_score=scored[0].score).results
-    assert [r.document_id for r in cut] == [scored[0].document_id]
+    assert len(scored) >= 2 and all(r.relevance is None for r in scored)  # no calibration yet
+    # Without a calibration, min_score drops nothing and says why.
+    uncalibrated = retriever.search("kernel", "bm25", EVERYONE, top_k=10, min_score=0.5)
+    assert len(uncalibrated.results) == len(scored) and "no calibration for mode bm25" in uncalibrated.warnings[0]
+
+
+def test_min_score_is_on_the_calibrated_relevance_scale(retriever: Retriever, tmp_path: Path) -> None:
+    scored = retriever.search("kernel", "bm25", EVERYONE, top_k=10).results
+    top, second = scored[0].score, scored[1].score
+    assert top > second
+    # A map that puts 0.5 between the two best scores: only the best is at least as likely relevant as not.
+    middle = (top + second) / 2
+    Calibration({"bm25": ModeCalibration((second, middle, top), (0.2, 0.5, 0.9), 10, 5)}).save(tmp_path / "c.json")
+    retriever.calibration = CalibrationFile(tmp_path / "c.json")
+    calibrated = retriever.search("kernel", "bm25", EVERYONE, top_k=10)
+    assert calibrated.results[0].relevance == pytest.approx(0.9) and calibrated.results[1].relevance == pytest.approx(
+        0.2
+    )
+    cut = retriever.search("kernel", "bm25", EVERYONE, top_k=10, min_score=0.5).results
+    assert [r.document_id for r in cut] == [scored[0].document_id] and cut[0].to_dict()["relevance"] == 0.9
+    # Another mode has no calibration in the file: nothing dropped, a warning.
+    hybrid = retriever.search("kernel", "hybrid", EVERYONE, top_k=10, min_score=0.5)
+    assert hybrid.results and "no calibration for mode hybrid" in hybrid.warnings[-1]
+
+
+def test_calibration_is_monotone_bounded_and_kept_in_a_file(tmp_path: Path) -> None:
+    rankings = {"q1": [("a", 9.0), ("b", 5.0), ("c", 1.0)], "q2": [("d", 8.0), ("e", 4.0)], "q3": [("f", 7.0)]}
+    judged = {"q1": {"a": 1}, "q2": {"e": 2}, "q3": {}}  # q3 has no judgment: not counted
+    pairs = calibration_pairs(rankings, judged)
+    assert sorted(pairs) == [(1.0, False), (4.0, True), (5.0, False), (8.0, False), (9.0, True)]
+    fitted = fit_calibration({"bm25": pairs, "vector": [(0.5, False)]}, ["set"])
+    assert set(fitted.modes) == {"bm25"}  # a mode without a relevant result cannot be fitted
+    curve = [fitted.relevance("bm25", s) for s in (0.0, 1.0, 4.0, 6.0, 9.0, 100.0)]
+    assert all(0.0 <= p <= 1.0 for p in curve) and curve == sorted(curve)  # never less likely for a higher score
+    assert curve[-1] == 1.0 and curve[0] == 0.0
+    path = tmp_path / "calibration.json"
+    fitted.save(path)
+    watched = CalibrationFile(path)
+    assert watched.current() is not None and watched.current().relevance("bm25", 9.0) == 1.0  # type: ignore[union-attr]
+    Calibration({"bm25": ModeCalibration((0.0, 10.0), (0.3, 0.3), 2, 1)}).save(path)  # the evaluation rewrote it
+    assert watched.current().relevance("bm25", 9.0) == pytest.approx(0.3)  # type: ignore[union-attr]
+    path.write_text("not json")
+    assert watched.current() is None  # unreadable: nothing calibrated, never an error in a search
 
 
 def test_a_search_needs_a_principal(retriever: Retriever) -> None:

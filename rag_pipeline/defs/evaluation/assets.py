@@ -30,6 +30,7 @@ from rag_pipeline.evaluation.run_files import (
 from rag_pipeline.evaluation.runner import REWRITTEN_ARM, rerank_examples, run_arm, run_rewritten_arm
 from rag_pipeline.evaluation.summary import EvalSummary
 from rag_pipeline.index.store import VectorStore, describe_fusion
+from rag_pipeline.retrieval.calibration import CALIBRATION_FILE, calibration_pairs, fit_calibration
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
@@ -336,6 +337,8 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         combined: dict[str, dict] = {}
         metadata: dict[str, Any] = {}
         verdicts = ReportChecks()
+        pairs: dict[str, list[tuple[float, bool]]] = {}  # per served mode: (score, judged relevant), all eval sets
+        calibrated_sets: list[str] = []
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)
             queries = load_eval_set(path, evaluation.person_resolver())
@@ -355,6 +358,10 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
             if not current:
                 continue
             outcomes = {a: load_arm_outcome(evaluation.runs_dir, a, meta.name) for a in current}
+            judged = {q.id: q.relevant for q in queries}
+            for served in (a for a in current if a in MODES):
+                pairs.setdefault(served, []).extend(calibration_pairs(outcomes[served].run.rankings, judged))
+            calibrated_sets.append(meta.name)
             result = summarize_outcomes(meta, queries, outcomes, baseline=evaluation.baseline)
             files = write_report(
                 result.summary,
@@ -376,6 +383,12 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
                     evaluation.regression_tolerance,
                 )
         store.record(stamp, combined, regressed=bool(verdicts.regressions))
+        # What min_score means: each mode's score as P(relevant), for the service and the CLI (read on change).
+        calibration = fit_calibration(pairs, calibrated_sets)
+        calibration.save(Path(evaluation.reports_dir) / CALIBRATION_FILE)
+        metadata["calibrated_modes"] = dg.MetadataValue.json(
+            {m: {"pairs": c.pairs, "relevant": c.positives} for m, c in calibration.modes.items()}
+        )
         metadata["report_dir"] = dg.MetadataValue.path(str(store.report_dir(stamp)))
         metadata["eval_sets"] = len(combined)
         yield dg.MaterializeResult(metadata=metadata)
