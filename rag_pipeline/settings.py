@@ -25,6 +25,7 @@ from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.choice import configured_reranker
 from rag_pipeline.scheduling.pause import IngestionPause, current_pause
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
+from rag_pipeline.text.chunking import ChunkingConfig
 from rag_pipeline.text.language import (
     LANGUAGE_SETTINGS,
     Language,
@@ -347,6 +348,9 @@ class Settings(_Frozen):
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
+    # PARENT_CHUNK_SIZE, PARENT_CHUNK_OVERLAP, CHILD_CHUNK_SIZE, CHILD_CHUNK_OVERLAP (cl100k tokens); the index
+    # records them and refuses a write with other sizes (index_info.claim_chunking).
+    chunking: ChunkingConfig = ChunkingConfig()
     store_wait_seconds: int = DEFAULT_STORE_WAIT_SECONDS
     # RAG_AUDIT_MASS_CHANGE_ACCOUNTS: the access audit's check fails (and notifies) when one audit sees more
     # accounts gain or lose access than this.
@@ -496,6 +500,26 @@ def _source_sync(env: EnvValues, source: str, cron: str, requests_per_minute: in
     )
 
 
+def _chunking(env: EnvValues) -> ChunkingConfig:
+    """The chunk sizes, each a whole number, checked together (an overlap below its size, children within parents)."""
+    default = ChunkingConfig()
+    values = {
+        "parent_tokens": env.int("PARENT_CHUNK_SIZE", default.parent_tokens, minimum=1),
+        "parent_overlap": env.int("PARENT_CHUNK_OVERLAP", default.parent_overlap, minimum=0),
+        "child_tokens": env.int("CHILD_CHUNK_SIZE", default.child_tokens, minimum=1),
+        "child_overlap": env.int("CHILD_CHUNK_OVERLAP", default.child_overlap, minimum=0),
+    }
+    try:
+        return ChunkingConfig(**values)
+    except ValueError as exc:
+        names = {"parent_tokens": "PARENT_CHUNK_SIZE", "parent_overlap": "PARENT_CHUNK_OVERLAP",
+                 "child_tokens": "CHILD_CHUNK_SIZE", "child_overlap": "CHILD_CHUNK_OVERLAP"}  # fmt: skip
+        message = str(exc.errors()[0]["msg"]) if hasattr(exc, "errors") else str(exc)
+        for field, variable in names.items():
+            message = message.replace(field, variable)
+        raise SettingsError(f"chunk sizes: {message.removeprefix('Value error, ')}") from None
+
+
 def _otlp_traces_endpoint(env: EnvValues) -> str | None:
     """Where spans go: the traces endpoint itself, else the base endpoint's /v1/traces (the OTLP/HTTP convention)."""
     traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -578,6 +602,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         answer_max_tokens=env.int("RAG_ANSWER_MAX_TOKENS", 800, minimum=16) or 800,
         eval_exact_dense=env.flag("RAG_EVAL_EXACT_DENSE", False),
         identity_links=env.path("RAG_IDENTITY_LINKS", Path()) if env.get("RAG_IDENTITY_LINKS") else None,
+        chunking=_chunking(env),
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
         or DEFAULT_MAX_DOCUMENT_CHARS,
         store_wait_seconds=env.int("RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,

@@ -146,7 +146,12 @@ def build_resources(
     return {
         "parquet_io_manager": PartitionedParquetIOManager(base_dir=str(settings.paths.parquet)),
         "dense_embedder": dense_embedder_resource(settings),
-        "chunking": ChunkingResource(),
+        "chunking": ChunkingResource(
+            parent_tokens=settings.chunking.parent_tokens,
+            parent_overlap=settings.chunking.parent_overlap,
+            child_tokens=settings.chunking.child_tokens,
+            child_overlap=settings.chunking.child_overlap,
+        ),
         "bm25": bm25_resource(settings),
         "qdrant": qdrant_resource(settings),
         "directory": directory_resource(settings),

@@ -86,6 +86,35 @@ def check_sparse_terms(store: VectorStore, terms: str) -> None:
         raise _sparse_mismatch(recorded, terms)
 
 
+CHUNKING_KEY = "chunking"
+# What an index written before chunk sizes were recorded was chunked with: the only sizes there were.
+LEGACY_CHUNKING = "parent 2000/200, child 400/50"
+
+
+def indexed_chunking(store: VectorStore) -> str | None:
+    """The chunk sizes the index was written with (None for an empty index)."""
+    info = store.index_info()
+    value = info.get(CHUNKING_KEY)
+    if value:
+        return str(value)
+    return LEGACY_CHUNKING if info.get(DENSE_MODEL_KEY) else None
+
+
+def claim_chunking(store: VectorStore, chunking: str) -> None:
+    """Before a write: record ``chunking`` on a new index, refuse one written with other chunk sizes, whose
+    documents would otherwise mix two sizes of parents and children (a re-chunk rewrites only what it re-reads)."""
+    recorded = indexed_chunking(store)
+    if recorded is not None and recorded != chunking:
+        raise IndexModelMismatch(
+            f"the index was written with chunks of {recorded} tokens (size/overlap) but {chunking} are configured "
+            "(PARENT_CHUNK_SIZE, PARENT_CHUNK_OVERLAP, CHILD_CHUNK_SIZE, CHILD_CHUNK_OVERLAP): set them back to use "
+            "this index, or build a new one with the new sizes in another data folder (--data-dir / RAG_DATA_DIR) "
+            "or Qdrant collection prefix"
+        )
+    if store.index_info().get(CHUNKING_KEY) != chunking:
+        store.record_index_info({CHUNKING_KEY: chunking})
+
+
 WRITTEN_AT_KEY = "written_at"
 
 

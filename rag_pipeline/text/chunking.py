@@ -31,6 +31,10 @@ class ChunkingConfig(BaseModel):
     child_tokens: int = Field(400, gt=0)
     child_overlap: int = Field(50, ge=0)
 
+    def signature(self) -> str:
+        """The sizes as the index records them (index_info.claim_chunking)."""
+        return f"parent {self.parent_tokens}/{self.parent_overlap}, child {self.child_tokens}/{self.child_overlap}"
+
     @model_validator(mode="after")
     def _overlaps_smaller_than_chunks(self) -> ChunkingConfig:
         if self.parent_overlap >= self.parent_tokens:

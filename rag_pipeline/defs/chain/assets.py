@@ -29,7 +29,7 @@ from rag_pipeline.defs.chain.frames import (
 from rag_pipeline.defs.chain.metadata import length_stats
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.executors import EMBED_QUEUE, QDRANT_QUEUE, step_tags
-from rag_pipeline.index.index_info import claim_dense_model, claim_sparse_terms
+from rag_pipeline.index.index_info import claim_chunking, claim_dense_model, claim_sparse_terms
 from rag_pipeline.index.store import TITLE_VECTOR
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
 from rag_pipeline.stages import (
@@ -389,6 +389,7 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         qdrant: QdrantResource,
         dense_embedder: DenseEmbedderResource,
         bm25: Bm25Resource,
+        chunking: ChunkingResource,
         documents: dict[str, pd.DataFrame],
         parents: dict[str, pd.DataFrame],
         children: dict[str, pd.DataFrame],
@@ -407,8 +408,10 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
         with qdrant.open() as store:
             store.create_collections(dimension)
-            # Sparse first: on an index that records a dense model but no terms, the terms are the legacy ones.
+            # Sparse terms and chunk sizes first: on an index that records a dense model but neither, they are the
+            # legacy ones (what indexes written before they were recorded used).
             claim_sparse_terms(store, bm25.encoder().terms_id)
+            claim_chunking(store, chunking.config().signature())
             claim_dense_model(store, dense_embedder.model_name())
             if TITLE_VECTOR not in store.dense_vector_names():
                 context.log.warning(

@@ -83,13 +83,16 @@ class ChunkingResource(dg.ConfigurableResource):
     child_tokens: int = 400
     child_overlap: int = 50
 
-    def chunker(self, encoder: DenseEncoder | None = None) -> Chunker:
-        config = ChunkingConfig(
+    def config(self) -> ChunkingConfig:
+        return ChunkingConfig(
             parent_tokens=self.parent_tokens,
             parent_overlap=self.parent_overlap,
             child_tokens=self.child_tokens,
             child_overlap=self.child_overlap,
         )
+
+    def chunker(self, encoder: DenseEncoder | None = None) -> Chunker:
+        config = self.config()
         if encoder is None:
             return Chunker(config)
         return Chunker(config, encoder.count_tokens, encoder.max_tokens)
