@@ -20,6 +20,7 @@ from rag_pipeline.commands import (
     mcp,
     metrics,
     pause,
+    prune,
     search,
     serve,
     status,
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         sync,
         pause,
         status,
+        prune,
         metrics,
         worker,
     ):

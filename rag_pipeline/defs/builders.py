@@ -37,6 +37,7 @@ from rag_pipeline.defs.notifications import (
     eval_check_slack_notification_sensor,
     run_failure_slack_notification_sensor,
 )
+from rag_pipeline.defs.retention import build_retention_definitions
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, build_sync_sensor
 from rag_pipeline.scheduling.pause import IngestionPause
 from rag_pipeline.scheduling.plan import SyncPolicy
@@ -245,6 +246,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         assets.append(build_answer_quality([dg.AssetDep(s.keys.points) for s in specs.values()]))
     assets += [d.reconciliation for d in live]
     notification_sensors = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
+    retention_jobs, retention_schedules = build_retention_definitions(settings)
     return dg.Definitions(
         # Each asset links to the file and line that defines it ("code references" in the UI).
         assets=dg.with_source_code_references(assets),
@@ -256,8 +258,11 @@ def build_definitions(settings: Settings) -> dg.Definitions:
                 if s.is_live
             ),
         ],
-        jobs=[*evaluation.jobs, *(d.job for d in live), *(resync_job(s) for s in specs.values())],
-        schedules=[pausable(s.live_definitions.schedule, settings.ingestion_pause) for s in synced],
+        jobs=[*evaluation.jobs, *(d.job for d in live), *(resync_job(s) for s in specs.values()), *retention_jobs],
+        schedules=[
+            *(pausable(s.live_definitions.schedule, settings.ingestion_pause) for s in synced),
+            *retention_schedules,
+        ],
         sensors=[
             build_automation_condition_sensor(running=bool(synced)),
             *sync_sensors,
