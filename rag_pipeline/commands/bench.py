@@ -31,7 +31,7 @@ from rag_pipeline.machine import describe_machine, machine
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import FITS_FOLDER, MultiSignalReranker, train_reranker
-from rag_pipeline.retrieval.results import MODES
+from rag_pipeline.retrieval.results import MODES, SEARCH_MODES
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.settings import Settings
@@ -282,7 +282,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--arms",
         nargs="+",
-        choices=[*MODES, REWRITTEN_ARM],
+        choices=[*SEARCH_MODES, REWRITTEN_ARM],
         default=list(MODES),
         help="arms to run (default: all but rewritten; prf is hybrid with an RM3-expanded BM25 side; rewritten "
         "plans each query with RAG_REWRITE_MODEL and searches the plan, hybrid)",

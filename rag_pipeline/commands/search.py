@@ -20,7 +20,7 @@ from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
-from rag_pipeline.retrieval.results import MODES
+from rag_pipeline.retrieval.results import SEARCH_MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
@@ -200,6 +200,7 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
         "reranker": reranker.name if response.mode == "reranked" and reranker is not None else None,
         "warnings": response.warnings,
         "milliseconds": {k: round(v * 1000, 2) for k, v in response.seconds.items()},
+        **({"route": response.route} if response.route is not None else {}),
         "results": [r.to_dict() for r in response.results],
     }
 
@@ -316,7 +317,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("query", type=query_text)
     search.add_argument(
         "--mode",
-        choices=MODES,
+        choices=SEARCH_MODES,
         default="hybrid",
         help="prf: hybrid whose BM25 side is expanded with terms of the query's own first BM25 results (RM3) "
         "(default: %(default)s)",

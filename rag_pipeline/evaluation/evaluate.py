@@ -19,7 +19,7 @@ from rag_pipeline.evaluation.runner import (
 )
 from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, summarize
 from rag_pipeline.retrieval.rerank.base import Reranker
-from rag_pipeline.retrieval.results import MODES, Mode
+from rag_pipeline.retrieval.results import MODES, SEARCH_MODES, Mode
 from rag_pipeline.retrieval.retriever import Retriever
 
 CHUNK_METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
@@ -71,8 +71,8 @@ def run_arms(
     """Each arm's outcome. ``reranked`` uses ``reranker`` when given, else cross-fitted learned rerankers (fits
     already in ``model_cache`` are loaded, not trained again)."""
     for arm in arms:
-        if arm not in MODES:
-            raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(MODES)}")
+        if arm not in SEARCH_MODES:
+            raise ValueError(f"unknown arm {arm!r}; expected some of {', '.join(SEARCH_MODES)}")
     outcomes: dict[str, ArmOutcome] = {}
     # One eval set's searches are shared by its arms (the reranked arm reuses its training candidates, their
     # signals and the hybrid arm's deeper list); kept for this set only.

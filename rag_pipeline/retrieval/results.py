@@ -9,8 +9,11 @@ if TYPE_CHECKING:
     from rag_pipeline.index.store import Fusion
     from rag_pipeline.retrieval.prf import Expansion
 
-Mode = Literal["vector", "bm25", "hybrid", "reranked", "prf"]
+Mode = Literal["vector", "bm25", "hybrid", "reranked", "prf", "routed"]
+# The arms every evaluation runs; a reader may also ask for "routed" (the search router over hybrid,
+# retrieval/router.py), which `rag-pipeline bench --arms routed` measures.
 MODES: tuple[Mode, ...] = ("vector", "bm25", "hybrid", "reranked", "prf")
+SEARCH_MODES: tuple[Mode, ...] = (*MODES, "routed")
 
 
 @dataclass
@@ -68,3 +71,4 @@ class SearchResponse:
     seconds: dict[str, float] = field(default_factory=dict)
     fusion: Fusion | None = None  # what hybrid fusion this search would use (per-source when learned)
     expansion: Expansion | None = None  # the prf arm's expanded BM25 query, its added terms and feedback documents
+    route: dict[str, object] | None = None  # the routed mode's route (retrieval/router.py): what the words said

@@ -44,7 +44,8 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
-from rag_pipeline.retrieval.results import MODES, Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.results import SEARCH_MODES, Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.router import Route, plan_route
 from rag_pipeline.retrieval.sparse_query import (
     DEFAULT_SPARSE_QUERY,
     SPARSE_QUERY_PRESETS,
@@ -56,6 +57,9 @@ from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
 
 log = logging.getLogger(__name__)
+
+# BM25 hits of an issue key searched for the issue whose link ends in that key (its title starts with the key).
+EXACT_KEY_DEPTH = 20
 
 # Qdrant returns equal scores in a per-process order (its fusion uses a randomly seeded hash map), so
 # which tied hits make the cut at ``limit`` would differ between runs. Fetch a few more, order ties by
@@ -252,12 +256,15 @@ class Retriever:
         response = SearchResponse(results=[], requested_mode=mode, mode=mode)
         response.fusion = self.config.fusion_for(sources)
         started = time.perf_counter()
-        if mode not in MODES:
-            raise ValueError(f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}")
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of {', '.join(SEARCH_MODES)}")
         if mode == "prf":
             expansion = self._expand(query, flt, exclude, response)
             inner = "hybrid" if self.config.prf.hybrid else "bm25"
             docs = self._documents(inner, query, top_k, flt, exclude, response, sparse=expansion.query)
+            response.seconds["search"] = time.perf_counter() - started
+        elif mode == "routed":
+            docs = self._routed(query, top_k, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
         elif mode == "reranked":
             response.mode = "hybrid"
@@ -285,6 +292,55 @@ class Retriever:
         response.results = docs
         response.seconds["total"] = time.perf_counter() - started
         return response
+
+    def _routed(
+        self, query: str, top_k: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+    ) -> list[SearchResult]:
+        """The search router's route (retrieval/router.py): exact identifiers first, then the strategy's search,
+        the named source's documents before the others, within the date hint's window when it leaves any."""
+        route = plan_route(query)
+        response.route = route.describe()
+        exact = self._exact_documents(route, query, flt, exclude, response)
+        skip = (*exclude, *(d.document_id for d in exact))
+        inner = route.strategy
+        windowed = replace(flt, updated_from=route.since()) if route.since_days and not flt.updated_from else None
+        docs = self._documents(inner, query, top_k, windowed or flt, skip, response) if windowed else []
+        if not docs:
+            if windowed is not None:
+                response.warnings.append("the question's date hint left no document: searched without it")
+            docs = self._documents(inner, query, top_k, flt, skip, response)
+        if route.source is not None:  # stable: the named source's documents first, each side in its order
+            docs = sorted(docs, key=lambda d: d.source != route.source)
+        # response.mode stays "routed" unless the dense model failed (then "bm25", a degraded search).
+        return exact + docs
+
+    def _exact_documents(
+        self, route: Route, query: str, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+    ) -> list[SearchResult]:
+        """The documents the question names exactly, that the reader may read (the filter keeps the ACL):
+        by link or id through a filtered search of those documents only, by issue key through a BM25 search of
+        the key whose hits must link to exactly that issue."""
+        found: dict[str, SearchResult] = {}
+        mode = "bm25" if response.mode == "bm25" else "vector"
+        for url in route.urls:
+            for doc in self._search_documents(mode, query, 1, replace(flt, extra={**flt.extra, "url": url}),
+                                              exclude, response, None):  # fmt: skip
+                found.setdefault(doc.document_id, doc)
+        if route.document_ids:
+            named = replace(flt, document_ids=route.document_ids)
+            for doc in self._search_documents(mode, query, len(route.document_ids), named, exclude, response, None):
+                found.setdefault(doc.document_id, doc)
+        for key in route.issue_keys:
+            suffix = f"/browse/{key}".lower()
+            for doc in self._documents("bm25", key, EXACT_KEY_DEPTH, flt, exclude, response):
+                if (doc.url or "").lower().endswith(suffix):
+                    found.setdefault(doc.document_id, doc)
+        ranked = list(found.values())
+        top = max((d.score for d in ranked), default=0.0)
+        for i, doc in enumerate(ranked):  # above anything a search scores: an exact match is the answer
+            doc.signals["exact"] = 1.0
+            doc.score = top + 1000.0 - i
+        return ranked
 
     def _calibrated(
         self, docs: list[SearchResult], response: SearchResponse, min_score: float | None

@@ -647,6 +647,8 @@ def create_app(
         }
         if served.rewrite is not None:
             body["rewrite"] = served.rewrite
+        if response.route is not None:
+            body["route"] = response.route
         if request.answer:
             model = answer_model(None)
             started = time.perf_counter()

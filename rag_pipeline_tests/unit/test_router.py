@@ -1,0 +1,84 @@
+"""The search router (issue 51, part 5): what a question's words say (identifiers, a named source, a date hint,
+the strategy), and the ``routed`` mode following it on every engine: an exact identifier first, only if the reader
+may read it; the named source first; a date hint that would leave nothing dropped with a warning."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_pipeline.index.writer import write_documents
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.router import plan_route
+from rag_pipeline_tests.unit.test_retrieval import BM25, EVERYONE, TopicEncoder, document
+
+PRIVATE = {"public": False, "users": ["U1"], "groups": []}
+
+
+def test_the_route_of_a_question() -> None:
+    key = plan_route("why does TIMOB-28561 crash on android?")
+    assert key.issue_keys == ("TIMOB-28561",) and key.strategy == "hybrid" and key.has_identifiers
+    assert plan_route("TIMOB-28561").strategy == "bm25"  # nothing but an identifier: nothing to embed
+    link = plan_route("see https://acme.slack.com/archives/C0123/p1700000000123456?thread_ts=1 please")
+    assert link.urls == ("https://acme.slack.com/archives/C0123/p1700000000123456",) and not link.issue_keys
+    browse = plan_route("https://jira.acme.com/browse/OPS-7")
+    assert browse.urls == ("https://jira.acme.com/browse/OPS-7",) and browse.issue_keys == ()  # the link, once
+    assert plan_route("jira:jira.acme.com:10042 and more").document_ids == ("jira:jira.acme.com:10042",)
+    assert plan_route("jira:jira.acme.com:10042 and more").source is None  # an id names a document, not Jira
+    assert plan_route("the deploy ticket in Jira").source == "jira" and plan_route("슬랙에서 배포").source == "slack"
+    assert plan_route("jira or slack?").source is None  # both named: no preference
+    assert plan_route("an issue in this thread").source is None  # everyday words are not product names
+    assert plan_route("what broke yesterday").since_days == 2 and plan_route("지난주 배포 장애").since_days == 14
+    assert plan_route("UTF-8 and COVID-19 and x86-64").issue_keys == ("UTF-8", "COVID-19")  # key-shaped words
+    # A long pasted text cites other issues, links and days: references, so it is searched as it is.
+    pasted = plan_route("Steps: open the app, rotate, see TIMOB-1 and https://x.test/a since yesterday in jira. " * 3)
+    assert pasted.issue_keys == () and pasted.urls == () and pasted.source is None and pasted.since_days is None
+    assert pasted.reasons == ["long text: its identifiers are references"]
+    plain = plan_route("kernel panic at boot")
+    assert not plain.has_identifiers and plain.source is None and plain.since_days is None and plain.reasons == []
+
+
+@pytest.fixture
+def routed(store) -> Retriever:
+    write_documents(
+        store,
+        [
+            document("d1", [["kernel panic at boot", "kernel oops again"]]),
+            document("d2", [["wifi drops every minute"]]),
+            document("browse/OPS-7", [["OPS-7 printer jam in the office"]], source="jira", title="OPS-7: printer jam"),
+            document("browse/OPS-8", [["OPS-8 kernel panic on the print server"]], source="jira", acl=PRIVATE),
+            document("d5", [["kernel upgrade notes for the wiki"]], source="jira"),
+        ],
+    )
+    return Retriever(store, BM25, dense=TopicEncoder())
+
+
+def test_routed_puts_the_named_document_first_only_for_a_reader_of_it(routed: Retriever) -> None:
+    hybrid = [r.document_id for r in routed.search("kernel panic OPS-7", "hybrid", EVERYONE, top_k=5).results]
+    assert hybrid[0] != "browse/OPS-7"  # fusion ranks the key like any text
+    response = routed.search("kernel panic OPS-7", "routed", EVERYONE, top_k=5)
+    ids = [r.document_id for r in response.results]
+    assert response.mode == "routed" and ids[0] == "browse/OPS-7" and len(ids) == len(set(ids))
+    assert response.route is not None and response.route["issue_keys"] == ["OPS-7"]
+    assert response.results[0].signals["exact"] == 1.0
+    by_link = routed.search("what about https://example.test/d2 ?", "routed", EVERYONE, top_k=3).results
+    assert by_link[0].document_id == "d2"
+    # A key the reader may not read is not found, by key or by link; their search goes on as usual.
+    bob = Principal(user_id="U2")
+    for query in ("OPS-8 kernel", "https://example.test/browse/OPS-8 kernel"):
+        seen = [r.document_id for r in routed.search(query, "routed", bob, top_k=5).results]
+        assert "browse/OPS-8" not in seen and seen, query
+    alice = Principal(user_id="U1")
+    assert routed.search("OPS-8 kernel", "routed", alice, top_k=5).results[0].document_id == "browse/OPS-8"
+
+
+def test_routed_prefers_the_named_source_and_drops_a_date_hint_that_leaves_nothing(routed: Retriever) -> None:
+    plain = routed.search("kernel", "routed", EVERYONE, top_k=5).results
+    named = routed.search("kernel in jira", "routed", EVERYONE, top_k=5).results
+    sources = [r.source for r in named]
+    assert sources == sorted(sources, key=lambda s: s != "jira") and "slack" in sources  # first, never alone
+    order = [r.source for r in plain]
+    assert order.index("slack") < len(order) - 1 - order[::-1].index("jira")  # plain: a Slack hit above a Jira one
+    # Every document was last active in 2024: "yesterday" would leave nothing, so it is searched without it.
+    dated = routed.search("kernel panic yesterday", "routed", EVERYONE, top_k=5)
+    assert dated.results and any("date hint left no document" in w for w in dated.warnings)
