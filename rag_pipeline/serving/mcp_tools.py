@@ -108,9 +108,10 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
             raise ToolError(str(exc)) from None
 
     @server.tool(
-        description="Search Slack threads and Jira issues the caller may read. mode: hybrid (default), vector, "
-        "bm25 or reranked. source: slack or jira. since/until: ISO dates of last activity. min_score: 0-1, drop "
-        "results less likely relevant than this (each result's relevance)."
+        description="Search Slack threads and Jira issues the caller may read. mode: routed (default: hybrid with "
+        "issue keys, links and ids looked up exactly first), hybrid, vector, bm25 or reranked. source: slack or "
+        "jira. since/until: ISO dates of last activity. min_score: 0-1, drop results less likely relevant than "
+        "this (each result's relevance)."
     )
     async def search_documents(
         ctx: Context[Any, Any],
@@ -119,7 +120,7 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
         source: str | None = None,
         since: str | None = None,
         until: str | None = None,
-        mode: str = "hybrid",
+        mode: str = "routed",
         min_score: float | None = None,
     ) -> dict[str, Any]:
         who = reader(ctx)

@@ -182,6 +182,6 @@ def test_every_response_carries_a_request_id_and_the_mcp_result_its_shape(servic
 
     content, request_id = asyncio.run(search())
     assert request_id == "mcp-9"
-    assert content["query"] == "salary budget postgres" and content["mode"] == "hybrid"
+    assert content["query"] == "salary budget postgres" and content["mode"] == "routed"
     assert content["count"] == len(content["results"]) > 0 and content["execution_time_ms"] > 0
     assert content["warnings"] == []

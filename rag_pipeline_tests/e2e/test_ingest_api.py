@@ -41,7 +41,8 @@ def emulator() -> Iterator[SlackEmulator]:
 def service(emulator: SlackEmulator, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S.ServiceProcess]:
     root = tmp_path_factory.mktemp("ingest_api")
     env = {"RAG_SERVE_TOKEN": READERS_TOKEN, "RAG_INGEST_TOKEN": INGEST_TOKEN, "SLACK_BOT_TOKEN": "xoxb-test-token",
-           "SLACK_API_BASE_URL": emulator.base_url, "DAGSTER_HOME": str(root / "dagster_home")}  # fmt: skip
+           "SLACK_API_BASE_URL": emulator.base_url, "DAGSTER_HOME": str(root / "dagster_home"),
+           "RAG_RERANKER": "none"}  # fmt: skip
     (root / "dagster_home").mkdir()
     process = S.ServiceProcess(root / "data", root / "serve.log", **env)
     try:
@@ -112,3 +113,8 @@ def test_a_sync_launched_over_http_runs_through_dagster_and_is_searchable(servic
         time.sleep(0.5)
     assert found.status_code == 200, found.text
     assert any("zeppelin" in (r["parent_text"] or r["child_text"]) for r in found.json()["results"])
+    # RAG_RERANKER=none reaches the service: no reranker is loaded, and a reranked search says so.
+    assert httpx.get(f"{service.url}/health", headers=READERS, timeout=10).json()["reranker"] is None
+    reranked = httpx.post(f"{service.url}/v1/search", json={"query": "zeppelin hangar", "mode": "reranked"},
+                          headers={**READERS, "X-User-Id": F.ALICE}, timeout=30).json()  # fmt: skip
+    assert reranked["mode"] == "hybrid" and any("no reranker configured" in w for w in reranked["warnings"])

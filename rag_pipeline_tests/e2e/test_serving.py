@@ -323,7 +323,11 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             )
             document = await client.call_tool("get_document", {"document_id": S.SECRET_THREAD})
             bad = await client.call_tool("search_documents", {"query": "xy", "top_k": 0})
+            threshold = await client.call_tool("search_documents", {"query": "xy", "min_score": 1.5})
+            short = await client.call_tool("search_documents", {"query": "x"})
             return {
+                "threshold": threshold.content[0].text if threshold.is_error else "",
+                "short": short.content[0].text if short.is_error else "",
                 "tools": sorted(t.name for t in tools.tools),
                 "found": [r["document_id"] for r in (found.structured_content or {})["results"]],
                 "widened_error": widened.is_error,
@@ -342,6 +346,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
     assert not outsider["widened_error"] and outsider["widened"] == outsider["found"]
     assert outsider["document_error"] and "not found" in outsider["document"]
     assert "top_k" in outsider["bad"]
+    assert "min_score" in outsider["threshold"] and "at least 2 characters" in outsider["short"]
 
 
 def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_failing(
@@ -566,7 +571,7 @@ def test_without_an_index_health_and_queries_say_why(tmp_path: Path) -> None:
         assert not ready and body["status"] == "unavailable"
         assert "no index" in body["reason"] and "rag-pipeline demo" in body["reason"]
         with pytest.raises(IndexUnavailable, match="no index"):
-            service.search(SearchRequest(query="x"), Principal(user_id="U1"))
+            service.search(SearchRequest(query="xy"), Principal(user_id="U1"))
     finally:
         service.close()
 
