@@ -26,6 +26,7 @@ from rag_pipeline.commands import (
     status,
     sync,
     token,
+    tree,
     whois,
     worker,
 )
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         index,
         demo,
         search,
+        tree,
         ask,
         whois,
         explain_command,

@@ -22,6 +22,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SEARCH_MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
+from rag_pipeline.retrieval.tree import reader_tree
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -179,13 +180,23 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
             models = SearchModels(settings.dense_model, bm25, dense=dense, reranker=reranker, cache=cache,
                                   calibration=CalibrationFile(paths.calibration))  # fmt: skip
             retriever = build_retriever(store, models, config)
+            sources, containers = args.source, args.container
+            if getattr(args, "path", None):
+                if principal.all_documents:
+                    raise CommandError("--path is a path of a reader's tree: give --user or --groups")
+                # The reader's own tree's containers under the path (`rag-pipeline tree`), never one they cannot see.
+                nodes = reader_tree(store, principal, args.path)
+                if not nodes:
+                    raise CommandError(f"no container this reader may read is under --path {args.path!r}")
+                sources = sorted({n.source for n in nodes})
+                containers = sorted({n.container for n in nodes})
             response = retriever.search(
                 args.query,
                 args.mode,
                 principal,
                 top_k=args.top_k,
-                sources=args.source,
-                containers=args.container,
+                sources=sources,
+                containers=containers,
                 authors=args.author,
                 updated_from=args.since,
                 updated_to=args.until,
@@ -242,6 +253,7 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
         ("since", args.since),
         ("until", args.until),
         ("min_score", args.min_score),
+        ("path", args.path),
     ):
         if value:
             body[field] = value
@@ -337,6 +349,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--top-k", type=positive_int, default=10, help="results to return (default: %(default)s)")
     search.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     search.add_argument("--container", action="append", help="only this channel id / project key (repeatable)")
+    search.add_argument(
+        "--path", default=None, help="only the reader's containers under this path (slack/#eng, jira/OPS): see `tree`"
+    )
     search.add_argument(
         "--author",
         action="append",

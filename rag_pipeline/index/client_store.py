@@ -23,6 +23,7 @@ from rag_pipeline.index.store import (
     TITLE_VECTOR,
     CollectionNames,
     Condition,
+    ContainerSummary,
     DensePrefetch,
     DenseSearch,
     Fusion,
@@ -33,6 +34,7 @@ from rag_pipeline.index.store import (
     StorePoint,
     filter_spec,
     id_batches,
+    scroll_containers,
     scroll_indexed_documents,
     scroll_point_refs,
 )
@@ -181,6 +183,11 @@ class ClientVectorStore:
         if not document_ids or not self.client.collection_exists(collection):
             return []
         return scroll_point_refs(self._scroll, collection, document_ids)
+
+    def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:
+        if not self.client.collection_exists(self.names.parents):
+            return []
+        return scroll_containers(self._scroll, self.names.parents, flt)
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if not self.client.collection_exists(self.names.parents):

@@ -27,6 +27,7 @@ from rag_pipeline.index.store import (
     TITLE_VECTOR,
     CollectionNames,
     Condition,
+    ContainerSummary,
     DensePrefetch,
     DenseSearch,
     Fusion,
@@ -37,6 +38,7 @@ from rag_pipeline.index.store import (
     StorePoint,
     filter_spec,
     id_batches,
+    scroll_containers,
     scroll_indexed_documents,
     scroll_point_refs,
 )
@@ -230,6 +232,11 @@ class EdgeVectorStore:
         if collection not in self._shards or not document_ids:
             return []
         return scroll_point_refs(self._scroll, collection, document_ids)
+
+    def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:
+        if self.names.parents not in self._shards:
+            return []
+        return scroll_containers(self._scroll, self.names.parents, flt)
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if self.names.parents not in self._shards:

@@ -286,6 +286,36 @@ def scroll_point_refs(scroll: Scroll, collection: str, document_ids: Sequence[st
     return refs
 
 
+@dataclass
+class ContainerSummary:
+    """One container (a channel, a project) as far as a filter lets see it: its documents and newest activity,
+    and the first title read (what names a channel whose id means nothing to a person)."""
+
+    source: str
+    container: str
+    documents: int = 0
+    latest: str | None = None
+    sample_title: str = ""
+
+
+def scroll_containers(scroll: Scroll, parents: str, flt: SearchFilter | None) -> list[ContainerSummary]:
+    """Every (source, container) with a parent point matching ``flt``: documents counted once each (a long
+    document has several parents), the newest ``updated``."""
+    found: dict[tuple[str, str], ContainerSummary] = {}
+    seen: set[str] = set()
+    for record in scroll(parents, flt, ["document_id", "source", "container", "updated", "title"]):
+        payload = record.payload
+        key = (str(payload.get("source", "")), str(payload.get("container", "")))
+        summary = found.setdefault(key, ContainerSummary(*key, sample_title=str(payload.get("title") or "")))
+        if payload["document_id"] not in seen:
+            seen.add(payload["document_id"])
+            summary.documents += 1
+        updated = payload.get("updated")
+        if updated and (summary.latest is None or str(updated) > summary.latest):
+            summary.latest = str(updated)
+    return sorted(found.values(), key=lambda c: (c.source, c.container))
+
+
 def scroll_indexed_documents(scroll: Scroll, parents: str, flt: SearchFilter | None) -> dict[str, IndexedDocument]:
     """Every document with a parent point matching ``flt``, by id, as the index holds it."""
     records = scroll(parents, flt, ["document_id", "version", "content_hash", "acl"])
@@ -344,6 +374,10 @@ class VectorStore(Protocol):
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         """Every document with a parent point matching ``flt``, by id."""
+        ...
+
+    def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:
+        """Every (source, container) with a document matching ``flt`` (a reader's ACL: what they may see)."""
         ...
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int: ...

@@ -39,6 +39,7 @@ from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answe
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.results import SearchResponse, SearchResult
 from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
+from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.serving.access import AccessQueries, AccessRefused
 from rag_pipeline.serving.identity import (
     EMAIL_HEADER,
@@ -807,6 +808,14 @@ def create_app(
             # Missing and forbidden read the same, so a caller cannot probe for documents it may not see.
             return _error(404, f"document {document_id!r} not found", "document_id")
         return JSONResponse(found.to_dict())
+
+    @app.get("/v1/tree")
+    async def tree(
+        prefix: str | None = Query(None, min_length=1, max_length=200),
+        reader: Reader = Depends(caller),
+    ) -> JSONResponse:
+        nodes = await anyio.to_thread.run_sync(service.tree, reader.principal, prefix, limiter=search_threads)
+        return JSONResponse({"reader": reader.describe(), "prefix": prefix, "sources": tree_json(nodes)})
 
     @app.get("/v1/whois")
     async def whois(

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
+from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.serving.access import AccessQueries, AccessRefused
 from rag_pipeline.serving.identity import IdentityError, Reader
 from rag_pipeline.serving.schemas import SearchRequest
@@ -45,6 +46,8 @@ class ToolBackend(Protocol):
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None: ...
 
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]: ...
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
 
@@ -86,6 +89,9 @@ class LocalTools:
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
         return self.access.whois(reader, person)
 
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        return tree_json(self.service.tree(reader.principal, prefix))
+
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self.access.explain(document_id, reader, person)
 
@@ -122,6 +128,7 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
         until: str | None = None,
         mode: str = "routed",
         min_score: float | None = None,
+        path: str | None = None,
     ) -> dict[str, Any]:
         who = reader(ctx)
         try:
@@ -134,6 +141,7 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
                     "until": until,
                     "mode": mode,
                     "min_score": min_score,
+                    "path": path,
                 }
             )
         except ValidationError as exc:
@@ -152,6 +160,21 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
             "warnings": found.get("warnings", []),
             "results": found["results"],
         }
+
+    @server.tool(
+        description="What the caller can search: sources, then channels/projects with their document counts and "
+        "latest activity, only where the caller may read a document. prefix: a path's beginning (slack/#eng, "
+        "jira/OPS); search_documents takes the same as path."
+    )
+    async def list_containers(ctx: Context[Any, Any], prefix: str | None = None) -> dict[str, Any]:
+        who = reader(ctx)
+        if prefix is not None and len(prefix) > 200:
+            raise ToolError("prefix: at most 200 characters")
+        try:
+            sources = await anyio.to_thread.run_sync(backend.tree, who, prefix)
+        except IndexUnavailable as exc:
+            raise ToolError(f"the index is not available now: {exc}") from None
+        return {"prefix": prefix, "sources": sources}
 
     @server.tool(description="One document the caller may read, by the document_id search_documents returned.")
     async def get_document(ctx: Context[Any, Any], document_id: str) -> dict[str, Any]:

@@ -89,6 +89,13 @@ class RemoteTools:
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access("/v1/whois", person)
 
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        response = self._call("GET", "/v1/tree", params={"prefix": prefix} if prefix is not None else None)
+        if response.status_code != 200:
+            raise self._refused(response)
+        sources: list[dict[str, Any]] = response.json()["sources"]
+        return sources
+
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
 
@@ -134,6 +141,12 @@ class FallbackTools:
         except ServiceGone as exc:
             return self._switch(exc).whois(reader, person)
 
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        try:
+            return self._backend().tree(reader, prefix)
+        except ServiceGone as exc:
+            return self._switch(exc).tree(reader, prefix)
+
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         try:
             return self._backend().explain(document_id, reader, person)
@@ -163,6 +176,9 @@ class RefusedBesideService:
         self._refuse()
 
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        self._refuse()
+
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
         self._refuse()
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:

@@ -72,6 +72,12 @@ class SearchRequest(BaseModel):
     source: FilterValues = Field(None, description="only these sources (slack, jira)")
     container: FilterValues = Field(None, description="only these channel ids / project keys")
     author: FilterValues = Field(None, description="only documents these people wrote in (display names)")
+    path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="only the containers under this path of the reader's tree (slack/#eng, jira/OPS): GET /v1/tree",
+    )
     since: str | None = Field(None, description="documents active on or after this ISO date")
     until: str | None = Field(None, description="documents active before this ISO date")
     min_score: float | None = Field(

@@ -28,6 +28,7 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
+from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import SearchRequest
@@ -256,6 +257,20 @@ class SearchService:
     def _search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None) -> ServedSearch:
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
+        if request.path is not None:
+            # A path is the reader's own tree's: its containers, never one they could not see listed.
+            nodes = self.tree(reader, request.path)
+            if not nodes:
+                response = SearchResponse(results=[], requested_mode=request.mode, mode=request.mode)
+                response.warnings.append(f"no container you may read is under path {request.path!r}")
+                return ServedSearch(response=response, waited_seconds=0.0, reranker=None)
+            request = request.model_copy(
+                update={
+                    "path": None,
+                    "source": sorted({n.source for n in nodes}),
+                    "container": sorted({n.container for n in nodes}),
+                }
+            )
         key = self._cache_key(reader, request) if plan is None else None
         if key is not None and (hit := self.search_cache.get(key)) is not None:
             if self.audit is not None:
@@ -325,6 +340,13 @@ class SearchService:
         # A new calibration changes every result's relevance (and what min_score keeps): other entries.
         calibration = self.models.calibration.version if self.models.calibration is not None else None
         return (self._generation, calibration, access_key(reader), parameters)
+
+    def tree(self, reader: Principal, prefix: str | None = None) -> list[ContainerNode]:
+        """The sources and containers ``reader`` may read a document in, under ``prefix`` (retrieval/tree.py)."""
+        if reader.all_documents:
+            raise ValueError("the search service never lists without access control")
+        with self._turn() as (retriever, _waited):
+            return reader_tree(retriever.store, reader, prefix)
 
     def document_acl(self, document_id: str) -> IndexedAcl | None:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,

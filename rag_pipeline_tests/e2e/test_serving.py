@@ -219,6 +219,49 @@ def test_min_score_filters_on_the_calibrated_relevance(guarded: S.ServiceProcess
         assert refused.status_code == 422 and refused.json()["field"] == "min_score", refused.text
 
 
+def test_the_readers_tree_lists_only_what_they_may_read_and_a_path_scopes_a_search(
+    guarded: S.ServiceProcess, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def tree(user: str, prefix: str | None = None) -> dict[str, Any]:
+        params = {"prefix": prefix} if prefix else None
+        response = httpx.get(f"{guarded.url}/v1/tree", params=params, headers={**AUTH, "X-User-Id": user}, timeout=30)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    def containers(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {c["container"]: c for s in body["sources"] for c in s["containers"]}
+
+    alice, bob = containers(tree("U1")), containers(tree("U2"))
+    assert {"C0PUB", "G0PRIV", "OPS"} <= set(alice) and "HR" not in alice
+    assert set(bob) == {"C0PUB"}  # the private channel (and its name) and the projects never show to Bob
+    private = alice["G0PRIV"]
+    assert private["path"].startswith("slack/#") and private["documents"] >= 1 and private["latest"]
+    assert private["name"] not in json.dumps(tree("U2"))
+    assert {c["source"] for c in containers(tree("U1", "JIRA/")).values()} == {"jira"}  # any case, a prefix
+    # The same path scopes a search: only that channel's documents, and nothing for a reader who cannot see it.
+    body = {"query": "salary budget postgres", "path": private["path"], "top_k": 10}
+    scoped = _search(guarded, body, {**AUTH, "X-User-Id": "U1"}).json()
+    assert scoped["results"] and {r["container"] for r in scoped["results"]} == {"G0PRIV"}
+    refused = _search(guarded, body, {**AUTH, "X-User-Id": "U2"}).json()
+    assert refused["results"] == [] and "no container you may read" in refused["warnings"][0]
+
+    async def listed() -> dict[str, Any]:
+        async with (
+            httpx2.AsyncClient(headers={**AUTH, "X-User-Id": "U2"}, timeout=60) as http,
+            Client(streamable_http_client(f"{guarded.url}/mcp", http_client=http)) as client,
+        ):
+            result = await client.call_tool("list_containers", {"prefix": "slack"})
+            return dict(result.structured_content or {})
+
+    mcp = asyncio.run(listed())
+    assert [c["container"] for s in mcp["sources"] for c in s["containers"]] == ["C0PUB"]
+    # The CLI reads the same tree (the service hands it the index for the call).
+    assert cli.main(["tree", "--groups", S.MEMBERS, "--json", "--data-dir", str(data_dir)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [c["container"] for s in printed["sources"] for c in s["containers"]] == ["C0PUB"]
+    assert cli.main(["tree", "--data-dir", str(data_dir)]) == 2 and "--user" in capsys.readouterr().err
+
+
 def test_the_ingestion_api_is_off_without_its_own_token(guarded: S.ServiceProcess) -> None:
     # RAG_INGEST_TOKEN is not set: the readers' token opens nothing there, and the answer says how to turn it on.
     for method, path in (("GET", "/v1/scheduler/status"), ("POST", "/v1/ingest"), ("POST", "/v1/ingest/all")):
@@ -338,7 +381,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             }
 
     member = asyncio.run(session({**AUTH, "X-User-Id": "U1"}))
-    assert member["tools"] == ["explain_access", "get_document", "search_documents", "whoami"]
+    assert member["tools"] == ["explain_access", "get_document", "list_containers", "search_documents", "whoami"]
     assert S.SECRET_THREAD in member["found"] and not member["document_error"]
     outsider = asyncio.run(session({**AUTH, "X-User-Id": "U2"}))
     assert S.SECRET_THREAD not in outsider["found"]
@@ -624,7 +667,7 @@ def test_mcp_over_stdio_searches_as_the_configured_reader_only(
             }
 
     result = asyncio.run(session())
-    assert result["tools"] == ["explain_access", "get_document", "search_documents", "whoami"]
+    assert result["tools"] == ["explain_access", "get_document", "list_containers", "search_documents", "whoami"]
     # No tool takes a reader: the model cannot name one.
     for properties in result["schema"].values():
         assert not {"user", "user_id", "groups", "principal", "email"} & set(properties)
