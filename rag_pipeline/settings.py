@@ -573,6 +573,9 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         )
     home = env.get("DAGSTER_HOME")
     serve_token = env.get("RAG_SERVE_TOKEN")
+    if serve_token and env.get("RAG_INGEST_TOKEN") == serve_token:
+        # Every reader holds the readers' token: the same value would give them the ingestion API.
+        raise SettingsError("RAG_INGEST_TOKEN must differ from RAG_SERVE_TOKEN (every reader holds that one)")
     raw_sync_cron = env.cron("RAG_RAW_SYNC_CRON", DEFAULT_RAW_SYNC_CRON)
     return Settings(
         data_dir=env.path("RAG_DATA_DIR", Path(".rag_data").resolve()),

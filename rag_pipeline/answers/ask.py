@@ -110,14 +110,17 @@ def ask_streaming(
     question, results, condensing, notices = _condensed_search(model, search, turns, usage)
     started = time.perf_counter()
     context = build_context(results, limits.documents, limits.max_chars)
+    written: list[str] = []
     try:
         for piece in stream_answer(model, question, context, usage):
             if isinstance(piece, Answer):
                 piece.notices[:0] = notices
                 yield Asked(question, results, piece, condensing + time.perf_counter() - started)
             else:
+                written.append(piece)
                 yield piece
     except Exception as exc:  # the model's client error or timeout, mid-stream or before its first piece
         answer = unanswered(model.model, context, model_failure(exc), usage)
+        answer.text = "".join(written)  # what the caller already has, so a notice after it starts on its own line
         answer.notices[:0] = notices
         yield Asked(question, results, answer, condensing + time.perf_counter() - started)

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from rag_pipeline.index.index_info import record_written
 from rag_pipeline.index.store import IndexedAcl, IndexedDocument, VectorStore
 from rag_pipeline.sources.document import Acl, Document, epoch_to_datetime
 from rag_pipeline.stages import DirectIndexReport, documents_frame, index_documents_directly
@@ -96,6 +97,7 @@ def apply_plans(
     if remove:
         for collection in (store.names.children, store.names.parents):
             store.delete_documents(collection, remove)
+        record_written(store)
         result.removed = remove
     return result
 
@@ -110,4 +112,7 @@ def update_acls(store: VectorStore, updates: dict[str, Acl]) -> list[str]:
     for acl, doc_ids in by_acl.items():
         for collection in (store.names.children, store.names.parents):
             store.set_document_payload(collection, sorted(doc_ids), acl_payload(acl))
+    if updates:
+        # A change of who may read is a write: readers' caches key on it (a Qdrant server is never reopened).
+        record_written(store)
     return sorted(updates)

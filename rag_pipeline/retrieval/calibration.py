@@ -81,7 +81,7 @@ class Calibration:
                 if len(c["x"]) == len(c["y"]) and c["x"]
             }
             return cls(modes, tuple(raw.get("eval_sets", ())), str(raw.get("fitted_at", "")))
-        except (OSError, ValueError, KeyError, TypeError):
+        except Exception:  # any damage to the file: nothing calibrated, never a failed search
             return None
 
 

@@ -286,7 +286,7 @@ class Retriever:
         else:
             docs = self._documents(mode, query, top_k, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
-        docs = self._calibrated(docs, response, min_score)[:top_k]
+        docs = self._calibrated(docs, response, min_score, self._calibration_key(response, reranker))[:top_k]
         if with_parent_text:
             self._attach_parent_text(docs)
         response.results = docs
@@ -342,22 +342,35 @@ class Retriever:
             doc.score = top + 1000.0 - i
         return ranked
 
+    def _calibration_key(self, response: SearchResponse, reranker: Reranker | None) -> str:
+        """Whose calibration a response's scores take: the mode that ran; a routed search's strategy (its exact
+        hits are certain); a reranked one's reranker only when it is the kind the evaluation calibrated (the
+        learned one), so an LLM's 0-10 grades never go through the learned model's map."""
+        if response.mode == "routed" and response.route is not None:
+            return str(response.route.get("strategy") or "hybrid")
+        if response.mode == "reranked":
+            chosen = reranker or self.reranker
+            calibrated_as = getattr(chosen, "calibrated_as", None)
+            return str(calibrated_as) if calibrated_as else f"reranked:{getattr(chosen, 'name', '?')}"
+        return str(response.mode)
+
     def _calibrated(
-        self, docs: list[SearchResult], response: SearchResponse, min_score: float | None
+        self, docs: list[SearchResult], response: SearchResponse, min_score: float | None, key: str
     ) -> list[SearchResult]:
-        """Each result's relevance (P(relevant) for the mode that ran), and only those at ``min_score`` or above.
-        Without a calibration for the mode (no evaluation yet), nothing is dropped and a warning says so."""
+        """Each result's relevance (P(relevant) for the scores of ``key``), and only those at ``min_score`` or
+        above. Without a calibration for it (no evaluation yet), nothing is dropped and a warning says so."""
         calibration = self.calibration.current() if self.calibration is not None else None
-        fitted = calibration.modes.get(response.mode) if calibration is not None else None
+        fitted = calibration.modes.get(key) if calibration is not None else None
         if fitted is None:
             if min_score:
                 response.warnings.append(
-                    f"min_score {min_score:g} not applied: no calibration for mode {response.mode} yet "
+                    f"min_score {min_score:g} not applied: no calibration for mode {key} yet "
                     "(the evaluation writes one)"
                 )
             return docs
         for doc in docs:
-            doc.relevance = fitted.relevance(doc.score)
+            # An exact identifier match (the routed mode) is the document named: certain, whatever its score.
+            doc.relevance = 1.0 if doc.signals.get("exact") else fitted.relevance(doc.score)
         if min_score:
             return [d for d in docs if d.relevance is not None and d.relevance >= min_score]
         return docs

@@ -168,7 +168,7 @@ class BodyLimit:
 
 
 # The scope a personal token needs per route (/v1/documents/… and /mcp need "search"); /v1/models needs none.
-ROUTE_SCOPES = {"/v1/search": "search", "/v1/chat/completions": "answer", "/v1/whois": "search"}
+ROUTE_SCOPES = {"/v1/search": "search", "/v1/chat/completions": "answer", "/v1/whois": "search", "/v1/tree": "search"}
 TOKEN_SCOPES_KEY = "rag.token_scopes"
 # Set by the service itself on a request whose verified caller is an admin (a copy a client sends is removed):
 # the /v1 routes and the MCP tools read it with the identity headers.

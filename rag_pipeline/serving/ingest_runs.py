@@ -12,6 +12,7 @@ other, since two writers of one index would only queue behind each other. The sc
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
 STATUS_CACHE_SECONDS = 10.0
 SYNC_TIMEOUT_SECONDS = 6 * 3600  # a first sync of a large workspace; a job past it is stopped and failed
 KEPT_JOBS = 50
@@ -94,8 +96,20 @@ class IngestLauncher:
             return list(self._jobs.values())
 
     def _run(self, job: IngestJob) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
         job.state = "running"
+        ok = False
+        try:
+            ok = self._run_sources(job)
+        except Exception as exc:  # a log that cannot be written, a child that cannot start: the job failed
+            log.error("ingestion job %s failed: %s", job.id, type(exc).__name__)
+            job.results["error"] = {"exit_code": None, "error": type(exc).__name__}
+        finally:
+            self._status = None  # the scheduler's state changed
+            job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+            job.state = "succeeded" if ok else "failed"
+
+    def _run_sources(self, job: IngestJob) -> bool:
+        self.logs.mkdir(parents=True, exist_ok=True)
         ok = True
         with open(job.log, "a", encoding="utf-8") as log:
             for source in job.sources:
@@ -125,9 +139,7 @@ class IngestLauncher:
                     "summary": summary,
                 }
                 ok = ok and code == 0
-        self._status = None  # the scheduler's state changed
-        job.finished_at = datetime.now(UTC).isoformat(timespec="seconds")
-        job.state = "succeeded" if ok else "failed"
+        return ok
 
     # --- the scheduler's state -------------------------------------------------------------------------------
     def scheduler_status(self) -> dict[str, Any]:

@@ -259,7 +259,13 @@ class SearchService:
             raise ValueError("the search service never searches without access control")
         if request.path is not None:
             # A path is the reader's own tree's: its containers, never one they could not see listed.
-            nodes = self.tree(reader, request.path)
+            # Within the caller's own source/container filters too: a path narrows, never replaces them.
+            nodes = [
+                n
+                for n in self.tree(reader, request.path)
+                if (not request.source or n.source in request.source)
+                and (not request.container or n.container in request.container)
+            ]
             if not nodes:
                 response = SearchResponse(results=[], requested_mode=request.mode, mode=request.mode)
                 response.warnings.append(f"no container you may read is under path {request.path!r}")
@@ -362,8 +368,10 @@ class SearchService:
         a caller cannot probe for documents it may not see)."""
         if reader.all_documents:
             raise ValueError("the search service never reads without access control")
-        key = (self._generation, document_id)
         open_now = self.index.state()[0] == "open"
+        if open_now:
+            self.index_written()  # a Qdrant server's last write (an ACL change too), read again at most every 30 s
+        key = (self._generation, document_id)
         parents = self.document_cache.get(key) if open_now else None
         if parents is None:
             with self._turn() as (retriever, _waited):

@@ -100,6 +100,8 @@ def test_reranker_and_answer_settings_are_validated(tmp_path: Path) -> None:
         Settings.from_env({**base, "RAG_ANSWER_TEMPERATURE": "3"})
     with pytest.raises(SettingsError, match="RAG_ANSWER_TEMPERATURE must be a number"):
         Settings.from_env({**base, "RAG_ANSWER_TEMPERATURE": "warm"})
+    with pytest.raises(SettingsError, match="RAG_INGEST_TOKEN must differ from RAG_SERVE_TOKEN"):
+        Settings.from_env({**base, "RAG_SERVE_TOKEN": "same-token-123", "RAG_INGEST_TOKEN": "same-token-123"})
     with pytest.raises(SettingsError, match="RAG_ANSWER_MAX_TOKENS must be at least 16"):
         Settings.from_env({**base, "RAG_ANSWER_MAX_TOKENS": "3"})
     chosen = Settings.from_env({**base, "RAG_RERANKER": "llm", "RAG_LLM_RERANK_MODEL": "m",

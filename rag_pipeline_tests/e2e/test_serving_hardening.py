@@ -198,6 +198,12 @@ def test_a_personal_token_reads_as_its_person_within_its_scopes_until_revoked(se
     answer_flag = httpx.post(f"{service.url}/v1/search", json={"query": "postgres", "answer": True}, headers=bearer,
                              timeout=60)  # fmt: skip
     assert answer_flag.status_code == 403 and answer_flag.json()["field"] == "answer"
+    # Listing what one can search is a search: a token without the scope lists nothing.
+    assert httpx.get(f"{service.url}/v1/tree", headers=bearer, timeout=30).status_code == 200
+    answer_only = json.loads(_token_command(service, "create", "--user", "U1", "--scope", "answer", "--json").stdout)
+    tree = httpx.get(f"{service.url}/v1/tree", headers={"Authorization": f"Bearer {answer_only['token']}"}, timeout=30)
+    assert tree.status_code == 403, tree.text
+    _token_command(service, "revoke", answer_only["id"])
     assert openai.OpenAI(base_url=f"{service.url}/v1", api_key=token, max_retries=0).models.list().object == "list"
 
     async def mcp_found() -> list[str]:
@@ -210,7 +216,9 @@ def test_a_personal_token_reads_as_its_person_within_its_scopes_until_revoked(se
 
     assert S.SECRET_THREAD in asyncio.run(mcp_found())
     listed = json.loads(_token_command(service, "list", "--json").stdout)
-    assert [(t["id"], t["state"]) for t in listed] == [(token_id, "active")] and listed[0]["last_used_at"]
+    states = {t["id"]: t["state"] for t in listed}
+    assert states == {token_id: "active", answer_only["id"]: "revoked"}
+    assert next(t for t in listed if t["id"] == token_id)["last_used_at"]
     assert token not in _token_command(service, "list").stdout
 
     assert _token_command(service, "revoke", token_id).returncode == 0

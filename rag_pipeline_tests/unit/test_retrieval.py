@@ -167,6 +167,18 @@ def test_min_score_is_on_the_calibrated_relevance_scale(retriever: Retriever, tm
     # Another mode has no calibration in the file: nothing dropped, a warning.
     hybrid = retriever.search("kernel", "hybrid", EVERYONE, top_k=10, min_score=0.5)
     assert hybrid.results and "no calibration for mode hybrid" in hybrid.warnings[-1]
+    # A reranker the evaluation did not calibrate (an LLM's grades) never goes through the learned one's map.
+    Calibration({"reranked": ModeCalibration((0.0, 1.0), (0.1, 0.9), 10, 5)}).save(tmp_path / "c.json")
+
+    class Grader:
+        name = "llm:grader"
+
+        def score(self, query: str, candidates: list[SearchResult]) -> list[float]:
+            return [10.0 - i for i, _ in enumerate(candidates)]
+
+    graded = retriever.search("kernel", "reranked", EVERYONE, top_k=5, min_score=0.5, reranker=Grader())
+    assert graded.mode == "reranked" and all(r.relevance is None for r in graded.results)
+    assert "no calibration for mode reranked:llm:grader" in graded.warnings[-1]
 
 
 def test_calibration_is_monotone_bounded_and_kept_in_a_file(tmp_path: Path) -> None:
@@ -187,6 +199,8 @@ def test_calibration_is_monotone_bounded_and_kept_in_a_file(tmp_path: Path) -> N
     assert watched.current().relevance("bm25", 9.0) == pytest.approx(0.3)  # type: ignore[union-attr]
     path.write_text("not json")
     assert watched.current() is None  # unreadable: nothing calibrated, never an error in a search
+    path.write_text('{"modes": []}')
+    assert watched.current() is None
 
 
 def test_a_search_needs_a_principal(retriever: Retriever) -> None:

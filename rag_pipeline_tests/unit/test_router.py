@@ -4,9 +4,12 @@ may read it; the named source first; a date hint that would leave nothing droppe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rag_pipeline.index.writer import write_documents
+from rag_pipeline.retrieval.calibration import Calibration, CalibrationFile, ModeCalibration
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.router import plan_route
@@ -70,6 +73,17 @@ def test_routed_puts_the_named_document_first_only_for_a_reader_of_it(routed: Re
         assert "browse/OPS-8" not in seen and seen, query
     alice = Principal(user_id="U1")
     assert routed.search("OPS-8 kernel", "routed", alice, top_k=5).results[0].document_id == "browse/OPS-8"
+
+
+def test_routed_results_take_the_strategys_calibration_and_exact_hits_are_certain(
+    routed: Retriever, tmp_path: Path
+) -> None:
+    Calibration({"hybrid": ModeCalibration((0.0, 0.05), (0.2, 0.6), 10, 5)}).save(tmp_path / "c.json")
+    routed.calibration = CalibrationFile(tmp_path / "c.json")
+    response = routed.search("kernel panic OPS-7", "routed", EVERYONE, top_k=5)
+    first, rest = response.results[0], response.results[1:]
+    assert first.document_id == "browse/OPS-7" and first.relevance == 1.0
+    assert rest and all(r.relevance is not None and 0.2 <= r.relevance <= 0.6 for r in rest)
 
 
 def test_routed_prefers_the_named_source_and_drops_a_date_hint_that_leaves_nothing(routed: Retriever) -> None:

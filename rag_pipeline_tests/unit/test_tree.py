@@ -33,3 +33,17 @@ def test_the_tree_counts_documents_per_container_within_the_readers_access(store
     assert [s["source"] for s in grouped] == ["jira", "slack"] and grouped[1]["documents"] == 3
     with pytest.raises(ValueError, match="access control"):
         reader_tree(store, Principal.all_documents_for_evaluation())
+
+
+def test_a_change_of_readers_is_a_recorded_write(store) -> None:
+    """Readers' caches key on the index's last write: an ACL change (and a removal) must record one, or a reader
+    whose access was removed would keep getting cached results from a Qdrant server (never reopened)."""
+    from rag_pipeline.index.index_info import written_at
+    from rag_pipeline.reconciliation.reconcile import update_acls
+    from rag_pipeline.sources.document import Acl
+
+    write_documents(store, [document("a", [["one"]])])
+    store.record_index_info({"written_at": "2000-01-01T00:00:00+00:00"})
+    update_acls(store, {"a": Acl(public=False, users=("U1",), groups=())})
+    assert written_at(store) != "2000-01-01T00:00:00+00:00"
+    assert reader_tree(store, Principal(user_id="U2")) == []  # the new ACL holds

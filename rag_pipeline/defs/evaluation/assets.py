@@ -3,7 +3,7 @@
 import base64
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from rag_pipeline.evaluation.run_files import (
 from rag_pipeline.evaluation.runner import REWRITTEN_ARM, rerank_examples, run_arm, run_rewritten_arm
 from rag_pipeline.evaluation.summary import EvalSummary
 from rag_pipeline.index.store import VectorStore, describe_fusion
-from rag_pipeline.retrieval.calibration import CALIBRATION_FILE, calibration_pairs, fit_calibration
+from rag_pipeline.retrieval.calibration import CALIBRATION_FILE, Calibration, calibration_pairs, fit_calibration
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
 from rag_pipeline.retrieval.results import MODES
@@ -385,7 +385,11 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         store.record(stamp, combined, regressed=bool(verdicts.regressions))
         # What min_score means: each mode's score as P(relevant), for the service and the CLI (read on change).
         calibration = fit_calibration(pairs, calibrated_sets)
-        calibration.save(Path(evaluation.reports_dir) / CALIBRATION_FILE)
+        path = Path(evaluation.reports_dir) / CALIBRATION_FILE
+        previous = Calibration.load(path)
+        if previous is not None:  # an evaluation of fewer arms keeps the others' fits
+            calibration = replace(calibration, modes={**previous.modes, **calibration.modes})
+        calibration.save(path)
         metadata["calibrated_modes"] = dg.MetadataValue.json(
             {m: {"pairs": c.pairs, "relevant": c.positives} for m, c in calibration.modes.items()}
         )

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -130,6 +130,9 @@ class RerankExample:
 @dataclass
 class MultiSignalReranker:
     """Learned (the mean of a bag of LightGBM boosters) or fixed-weight multi-signal reranker."""
+
+    # The evaluation's "reranked" arm is this reranker: its calibration (retrieval/calibration.py) fits these scores.
+    calibrated_as: ClassVar[str] = "reranked"
 
     boosters: list[lgb.Booster] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
