@@ -336,6 +336,10 @@ class Settings(_Frozen):
     # Query rewriting before the search (RAG_REWRITE_MODEL): a JSON plan of queries, expansions and filters.
     rewrite_model: str | None = None
     answer_documents: int = 5
+    # RAG_AGENT=1: answers (chat, `ask`) let the model call search_documents/get_document/list_containers itself, at
+    # most RAG_AGENT_MAX_ITERATIONS rounds (answers/agent.py); off, each question is searched once and answered.
+    agent: bool = False
+    agent_max_iterations: int = 4
     # RAG_MIN_SCORE: the service's default min_score (0: keep every result), on the calibrated scale: a result's
     # probability of being relevant by the evaluation's judgments (docs/notes/min_score.md says what 0.5 keeps).
     min_score: float = 0.0
@@ -599,6 +603,8 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         rewrite_model=env.get("RAG_REWRITE_MODEL"),
         judge_model=env.get("RAG_JUDGE_MODEL"),
         min_score=env.float("RAG_MIN_SCORE", 0.0, minimum=0.0, maximum=1.0),
+        agent=env.flag("RAG_AGENT", False),
+        agent_max_iterations=env.int("RAG_AGENT_MAX_ITERATIONS", 4, minimum=1) or 4,
         answer_documents=env.int("RAG_ANSWER_DOCUMENTS", 5, minimum=1) or 5,
         answer_context_chars=env.int("RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
         answer_temperature=env.float("RAG_ANSWER_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0),

@@ -39,11 +39,11 @@ class ContextDocument:
                 "source": self.source}  # fmt: skip
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.replace("#", "").split())
 
 
-def _capped(text: str, limit: int) -> str:
+def capped(text: str, limit: int) -> str:
     text = text.strip()
     if len(text) <= limit:
         return text
@@ -68,8 +68,8 @@ def build_context(
                 title=result.title,
                 url=result.url,
                 # A name is part of one header line: a line break or a "###" in one could forge a document.
-                authors=tuple(_one_line(a) for a in result.authors),
-                text=_capped(body, max_chars),
+                authors=tuple(one_line(a) for a in result.authors),
+                text=capped(body, max_chars),
             )
         )
     return out
@@ -81,5 +81,5 @@ def format_context(documents: Sequence[ContextDocument]) -> str:
     for doc in documents:
         # A body line that looks like a document header would let a document's author split the context.
         body = doc.text.replace("### Document", "## Document")
-        blocks.append(f"{doc.header()}\n{_one_line(doc.title)}\n{body}")
+        blocks.append(f"{doc.header()}\n{one_line(doc.title)}\n{body}")
     return "\n\n".join(blocks)

@@ -35,6 +35,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from rag_pipeline.answers.agent import AgentTools, run_agent
 from rag_pipeline.answers.ask import DEFAULT_LIMITS, Asked, ContextLimits, answer_results, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.results import SearchResponse, SearchResult
@@ -331,6 +332,7 @@ def create_app(
     links_file: Path | None = None,
     tracing: Tracing | None = None,
     ingest: IngestLauncher | None = None,
+    agent_rounds: int | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
@@ -731,6 +733,49 @@ def create_app(
         return {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "rag-pipeline"}
                                            for m in served]}  # fmt: skip
 
+    def agent_tools(reader: Reader) -> AgentTools:
+        """The caller's own tools: the model's arguments choose a query, a source, a document, never a reader."""
+
+        def search(query: str, source: str | None, top_k: int) -> list[SearchResult]:
+            request = SearchRequest(query=query[:MAX_QUERY_CHARS], top_k=top_k, source=[source] if source else None)
+            return observed(service.search(request, reader.principal)).results
+
+        def document(document_id: str) -> dict[str, Any] | None:
+            found = service.get_document(document_id[:1000], reader.principal)
+            return None if found is None else found.to_dict()
+
+        return AgentTools(search, document, lambda prefix: tree_json(service.tree(reader.principal, prefix)))
+
+    async def agent_completion(
+        request: ChatRequest, reader: Reader, model: AnswerModel, completion_id: str, created: int
+    ) -> Response:
+        """The answer of a model that calls the tools itself (RAG_AGENT); streamed as one piece when asked to."""
+        tools = agent_tools(reader)
+        agent = await anyio.to_thread.run_sync(
+            lambda: run_agent(model, tools, request.turns(), agent_rounds or 1, answer_limits.max_chars),
+            limiter=search_threads,
+        )
+        observe_answer("/v1/chat/completions", agent.answer, agent.seconds)
+        asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
+        extra = {"tool_calls": [c.as_dict() for c in agent.tool_calls]}
+        if not request.stream:
+            body = _completion(completion_id, created, asked)
+            body["rag"].update(extra)
+            return JSONResponse(body)
+        base = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model.model}
+
+        def events() -> Iterator[str]:
+            yield _event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                              "finish_reason": None}]})  # fmt: skip
+            yield _event({**base, "choices": [{"index": 0, "delta": {"content": _answer_text(agent.answer)},
+                                              "finish_reason": None}]})  # fmt: skip
+            final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], **_rag_fields(asked)}
+            final["rag"].update(extra)
+            yield _event(final)
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(
         request: ChatRequest,
@@ -739,6 +784,8 @@ def create_app(
         model = answer_model(request.model)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
+        if agent_rounds:
+            return await agent_completion(request, reader, model, completion_id, created)
         search = chat_search(reader)
         started = time.perf_counter()
         if not request.stream:

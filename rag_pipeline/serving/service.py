@@ -381,23 +381,39 @@ class SearchService:
             if open_now and parents:
                 self.document_cache.put(key, parents)
         # The reader's access is checked on a hit as on a miss: the cache holds the parts and their ACLs.
-        readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
-        if not readable or len(readable) != len(parents):
-            return None
-        if self.audit is not None:
+        found = served_document(document_id, parents, reader)
+        if found is not None and self.audit is not None:
             self.audit.record(reader.all_user_ids(), "document", [document_id])
-        readable.sort(key=lambda p: (p.payload.get("chunk_index", 0), p.id))
-        first = readable[0].payload
-        return ServedDocument(
-            document_id=document_id,
-            source=str(first.get("source", "")),
-            container=str(first.get("container", "")),
-            title=str(first.get("title", "")),
-            url=first.get("url"),
-            updated=first.get("updated"),
-            authors=list(first.get("authors") or []),
-            text="\n\n".join(str(p.payload.get("text", "")) for p in readable),
-        )
+        return found
+
+
+def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
+    """A whole document from ``store`` as ``reader`` may see it (the CLI's ``ask``; the service caches the parts)."""
+    refs = store.document_points(store.names.parents, [document_id])
+    parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
+    return served_document(document_id, parents, reader)
+
+
+def served_document(document_id: str, parents: list[Any], reader: Principal) -> ServedDocument | None:
+    """The document from its parent points if ``reader`` may read every one of them; None otherwise (missing and
+    forbidden are not told apart, so a caller cannot probe for documents it may not see)."""
+    if reader.all_documents:
+        raise ValueError("a reader's document is read with access control")
+    readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
+    if not readable or len(readable) != len(parents):
+        return None
+    readable.sort(key=lambda p: (p.payload.get("chunk_index", 0), p.id))
+    first = readable[0].payload
+    return ServedDocument(
+        document_id=document_id,
+        source=str(first.get("source", "")),
+        container=str(first.get("container", "")),
+        title=str(first.get("title", "")),
+        url=first.get("url"),
+        updated=first.get("updated"),
+        authors=list(first.get("authors") or []),
+        text="\n\n".join(str(p.payload.get("text", "")) for p in readable),
+    )
 
 
 def _iso(instant: float | None) -> str | None:

