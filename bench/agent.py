@@ -20,20 +20,11 @@ from typing import Any
 
 import openai
 
-from bench.common import RESULTS, ROOT, parser, run_record, write_json
+from bench.common import RESULTS, demo_reader_groups, dev_questions, parser, run_record, write_json
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
 
-SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev")
 TOKEN = "bench-agent-token-123"
-
-
-def _questions(limit: int) -> list[str]:
-    out: list[str] = []
-    for name in SETS:
-        lines = (ROOT / "eval_sets" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        out += [json.loads(line)["query"][:500] for line in lines[: limit // len(SETS)]]
-    return out
 
 
 def _script(fake: OpenAIFake) -> None:
@@ -77,11 +68,8 @@ def _run(service: S.ServiceProcess, questions: list[str], user_groups: str) -> d
 
 def main() -> None:
     args = _parser().parse_args()
-    questions = _questions(args.questions)
-    identities = json.loads((args.data_dir / "source_identities.json").read_text())
-    groups = ",".join([f"slack:{identities['slack']['team_id']}:members",
-                       *(f"jira:{identities['jira']['site']}:project:{p}"
-                         for p in ("TIMOB", "AC", "ALOY", "MOD", "DAEMON"))])  # fmt: skip
+    questions = dev_questions(args.questions, cut=500)
+    groups = demo_reader_groups(args.data_dir)
     results: dict[str, Any] = {}
     with OpenAIFake() as fake:
         _script(fake)

@@ -162,3 +162,24 @@ def cpu_and_wall_ms(encode: Callable[[Sequence[str]], np.ndarray], texts: list[s
     cpu, wall = time.process_time(), time.perf_counter()
     vectors = encode(texts)
     return vectors, (time.process_time() - cpu) * 1000 / len(texts), (time.perf_counter() - wall) * 1000 / len(texts)
+
+
+def dev_questions(
+    limit: int, sets: Sequence[str] = ("slack_ubuntu_dev", "jira_appcelerator_dev"), cut: int = 300
+) -> list[str]:
+    """The first ``limit`` questions of the bundled dev sets, shared between ``sets``, each cut at ``cut`` characters
+    (a Jira question is a whole issue description)."""
+    out: list[str] = []
+    for name in sets:
+        lines = (EVAL_SETS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        out += [json.loads(line)["query"][:cut] for line in lines[: limit // len(sets)]]
+    return out
+
+
+def demo_reader_groups(data_dir: Path) -> str:
+    """X-User-Groups of a reader of the whole bundled demo (its Slack workspace and every Jira project), for benches
+    that serve it behind a trusted proxy."""
+    identities = json.loads((data_dir / "source_identities.json").read_text())
+    team, site = identities["slack"]["team_id"], identities["jira"]["site"]
+    projects = ("TIMOB", "AC", "ALOY", "MOD", "DAEMON")
+    return ",".join([f"slack:{team}:members", *(f"jira:{site}:project:{p}" for p in projects)])

@@ -21,25 +21,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.common import RESULTS, ROOT, parser, run_record, write_json
+from bench.common import RESULTS, demo_reader_groups, dev_questions, parser, run_record, write_json
 from rag_pipeline_tests.kit import serving_fixtures as S
-
-SETS = ("slack_ubuntu_dev", "jira_appcelerator_dev")
-
-
-def _queries(limit: int) -> list[str]:
-    out: list[str] = []
-    for name in SETS:
-        lines = (ROOT / "eval_sets" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        out += [json.loads(line)["query"][:300] for line in lines[: limit // len(SETS)]]
-    return out
-
-
-def _groups(data_dir: Path) -> str:
-    identities = json.loads((data_dir / "source_identities.json").read_text())
-    team, site = identities["slack"]["team_id"], identities["jira"]["site"]
-    projects = ("TIMOB", "AC", "ALOY", "MOD", "DAEMON")
-    return ",".join([f"slack:{team}:members", *(f"jira:{site}:project:{p}" for p in projects)])
 
 
 def _pass(service: S.ServiceProcess, queries: list[str], headers: dict[str, str]) -> dict[str, Any]:
@@ -73,8 +56,8 @@ def _counters(service: S.ServiceProcess) -> dict[str, float]:
 
 def main() -> None:
     args = _parser().parse_args()
-    queries = _queries(args.queries)
-    headers = {"X-User-Id": "bench-reader", "X-User-Groups": _groups(args.data_dir)}
+    queries = dev_questions(args.queries)
+    headers = {"X-User-Id": "bench-reader", "X-User-Groups": demo_reader_groups(args.data_dir)}
     log = args.data_dir.parent / "result_cache_bench.log"
     with S.running_service(args.data_dir, log, RAG_SERVE_TRUSTED_PROXY="1") as service:
         _pass(service, queries[:5], headers)  # warm-up: the model's first calls, the index's pages
