@@ -21,12 +21,6 @@ TOKEN = "agent-test-token-1234"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[OpenAIFake]:
-    with OpenAIFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def service(serving_index: Path, tmp_path_factory: pytest.TempPathFactory, fake: OpenAIFake) -> Iterator[Any]:
     copy = tmp_path_factory.mktemp("agent") / "data"
     S.copy_index(serving_index, copy)

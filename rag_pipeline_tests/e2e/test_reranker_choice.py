@@ -9,7 +9,6 @@ real ``rag-pipeline index`` wrote, so the dense model loads once for the module.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +20,6 @@ from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
 
 QUERY = "postgres upgrade"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[OpenAIFake]:
-    with OpenAIFake() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

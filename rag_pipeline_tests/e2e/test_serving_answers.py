@@ -43,12 +43,6 @@ QUESTION = "postgres upgrade friday salary budget replication superuser password
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[OpenAIFake]:
-    with OpenAIFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def data_dir(serving_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     copy = tmp_path_factory.mktemp("answers") / "data"
     S.copy_index(serving_index, copy)

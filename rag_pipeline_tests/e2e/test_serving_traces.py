@@ -30,12 +30,6 @@ def collector() -> Iterator[OtlpCollector]:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[OpenAIFake]:
-    with OpenAIFake() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def traced(
     serving_index: Path, tmp_path_factory: pytest.TempPathFactory, collector: OtlpCollector, fake: OpenAIFake
 ) -> Iterator[S.ServiceProcess]:
