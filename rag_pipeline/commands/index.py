@@ -188,6 +188,7 @@ def index_sources(
     its ``skipped`` records written to the data folder (:mod:`rag_pipeline.runs.skipped`). A source of which
     nothing could be read is an error naming it (exit 1), its skipped records written all the same."""
     settings = language_settings(args, settings)
+    refuse_other_chunk_sizes(settings)
     try:
         result, problems = _backfill(args, settings, console)
     except NothingRead as exc:
@@ -202,6 +203,29 @@ def index_sources(
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
     result["machine"] = _machine(language_settings(args, settings))
     return result
+
+
+def refuse_other_chunk_sizes(settings: Settings) -> None:
+    """Before any run: an embedded index written with other chunk sizes refuses this configuration now, before
+    the chunk steps rewrite the partition files with the new sizes (the points step would refuse them anyway, too
+    late for those files). Read from the index's record file, without opening the index (one process at a time).
+    A Qdrant server's record is checked by the points step."""
+    from rag_pipeline.index.edge_store import EdgeVectorStore
+    from rag_pipeline.index.index_info import IndexModelMismatch, check_chunking, chunking_in
+    from rag_pipeline.index.store import CollectionNames
+
+    if settings.qdrant.url is not None:
+        return
+    record = EdgeVectorStore.info_file(
+        settings.paths.qdrant, CollectionNames.with_prefix(settings.qdrant.collection_prefix)
+    )
+    try:
+        info = json.loads(record.read_text()) if record.is_file() else {}
+        check_chunking(chunking_in(info), settings.chunking.signature())
+    except IndexModelMismatch as exc:
+        raise CommandError(str(exc)) from None
+    except (OSError, ValueError):
+        return  # an unreadable record: the points step decides
 
 
 def _machine(settings: Settings) -> dict[str, Any]:

@@ -138,6 +138,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         tokens=TokenStore(settings.paths.tokens),
         on_stop=lambda: clear_service(settings.data_dir, os.getpid()),
         ingest=IngestLauncher(settings.data_dir, settings.live_sources) if settings.serve.ingest_token else None,
+        agent_rounds=settings.agent_max_iterations if settings.agent else None,
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)
     token = "OIDC" if settings.serve.auth == "oidc" else "required" if settings.serve.token else "off"

@@ -102,8 +102,10 @@ def _refresh_directory(settings: Settings, source: str, skipped: Skipped) -> dic
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.commands.index import refuse_other_chunk_sizes
     from rag_pipeline.runs.live_sync import run_sync
 
+    refuse_other_chunk_sizes(settings)
     console = Console(stderr=True, soft_wrap=True)
     live = _live_sources()
     if args.source not in settings.live_sources:

@@ -152,8 +152,13 @@ class EdgeVectorStore:
 
     @property
     def _info_path(self) -> Path:
-        # qdrant-edge has no collection metadata: the record sits next to the child shard's folder.
-        return self.path / f"{self.names.children}.index.json"
+        return self.info_file(self.path, self.names)
+
+    @staticmethod
+    def info_file(path: Path, names: CollectionNames) -> Path:
+        """Where an embedded index's record sits (readable without opening the index, which admits one process):
+        qdrant-edge has no collection metadata, so it is a file next to the child shard's folder."""
+        return path / f"{names.children}.index.json"
 
     def index_info(self) -> dict[str, Any]:
         return dict(json.loads(self._info_path.read_text())) if self._info_path.exists() else {}

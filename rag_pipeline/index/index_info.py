@@ -9,7 +9,9 @@ search checks them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from rag_pipeline.index.store import VectorStore
 
@@ -91,19 +93,22 @@ CHUNKING_KEY = "chunking"
 LEGACY_CHUNKING = "parent 2000/200, child 400/50"
 
 
-def indexed_chunking(store: VectorStore) -> str | None:
-    """The chunk sizes the index was written with (None for an empty index)."""
-    info = store.index_info()
+def chunking_in(info: Mapping[str, Any]) -> str | None:
+    """The chunk sizes an index's recorded info says it was written with (None for an empty index)."""
     value = info.get(CHUNKING_KEY)
     if value:
         return str(value)
     return LEGACY_CHUNKING if info.get(DENSE_MODEL_KEY) else None
 
 
-def claim_chunking(store: VectorStore, chunking: str) -> None:
-    """Before a write: record ``chunking`` on a new index, refuse one written with other chunk sizes, whose
-    documents would otherwise mix two sizes of parents and children (a re-chunk rewrites only what it re-reads)."""
-    recorded = indexed_chunking(store)
+def indexed_chunking(store: VectorStore) -> str | None:
+    """The chunk sizes the index was written with (None for an empty index)."""
+    return chunking_in(store.index_info())
+
+
+def check_chunking(recorded: str | None, chunking: str) -> None:
+    """Refuse ``chunking`` for an index ``recorded`` with other sizes: its documents would mix two sizes of parents
+    and children (a re-chunk rewrites only what it re-reads)."""
     if recorded is not None and recorded != chunking:
         raise IndexModelMismatch(
             f"the index was written with chunks of {recorded} tokens (size/overlap) but {chunking} are configured "
@@ -111,6 +116,11 @@ def claim_chunking(store: VectorStore, chunking: str) -> None:
             "this index, or build a new one with the new sizes in another data folder (--data-dir / RAG_DATA_DIR) "
             "or Qdrant collection prefix"
         )
+
+
+def claim_chunking(store: VectorStore, chunking: str) -> None:
+    """Before a write: record ``chunking`` on a new index, refuse one written with other chunk sizes."""
+    check_chunking(indexed_chunking(store), chunking)
     if store.index_info().get(CHUNKING_KEY) != chunking:
         store.record_index_info({CHUNKING_KEY: chunking})
 

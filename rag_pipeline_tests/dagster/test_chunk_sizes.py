@@ -62,11 +62,14 @@ def test_an_index_run_with_other_chunk_sizes_is_refused_and_loses_nothing(
     argv = ["index", "--slack-export", str(export), "--slack-team", "T0CHUNK", "--source", "slack", "--data-dir"]
     assert main([*argv, str(data), "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
+    chunk_files = {p: p.read_bytes() for p in (data / "parquet").rglob("*.parquet")}
     monkeypatch.setenv("CHILD_CHUNK_SIZE", "120")
     monkeypatch.setenv("CHILD_CHUNK_OVERLAP", "10")
     assert main([*argv, str(data), "--full-refresh"]) == 2
     error = capsys.readouterr().err
     assert "chunks of parent 2000/200, child 400/50" in error and "CHILD_CHUNK_SIZE" in error, error
+    # Refused before any run: no partition file was rechunked with the new sizes.
+    assert {p: p.read_bytes() for p in (data / "parquet").rglob("*.parquet")} == chunk_files
     # Nothing was lost: the first index still answers.
     assert main(["search", "thread", "--all-documents", "--json", "--data-dir", str(data)]) == 0
     assert json.loads(capsys.readouterr().out)["results"]
