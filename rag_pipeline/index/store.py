@@ -27,6 +27,8 @@ KEYWORD_FIELDS = (
     "acl.restricted_to",
     "authors",
     "belongs_to",
+    # The routed mode looks a link up exactly (retrieval/router.py): without an index, a full payload scan.
+    "url",
 )
 BOOL_FIELDS = ("acl.public",)
 DATETIME_FIELDS = ("created", "updated")
