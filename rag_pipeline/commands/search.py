@@ -22,7 +22,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SEARCH_MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
-from rag_pipeline.retrieval.tree import reader_tree
+from rag_pipeline.retrieval.tree import path_scope, reader_tree
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -184,12 +184,12 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
             if getattr(args, "path", None):
                 if principal.all_documents:
                     raise CommandError("--path is a path of a reader's tree: give --user or --groups")
-                # The reader's own tree's containers under the path (`rag-pipeline tree`), never one they cannot see.
-                nodes = reader_tree(store, principal, args.path)
-                if not nodes:
+                # The reader's own tree's containers under the path (`rag-pipeline tree`), never one they cannot see,
+                # within --source/--container (as the service does).
+                scope = path_scope(reader_tree(store, principal, args.path), args.source, args.container)
+                if scope is None:
                     raise CommandError(f"no container this reader may read is under --path {args.path!r}")
-                sources = sorted({n.source for n in nodes})
-                containers = sorted({n.container for n in nodes})
+                sources, containers = scope
             response = retriever.search(
                 args.query,
                 args.mode,

@@ -9,6 +9,7 @@ tree by prefix and a search by the same prefix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from rag_pipeline.index.store import ContainerSummary, SearchFilter, VectorStore
@@ -49,6 +50,18 @@ def reader_tree(store: VectorStore, reader: Principal, prefix: str | None = None
         nodes.append(ContainerNode(summary.source, summary.container, name, path, summary.documents, summary.latest))
     wanted = normalized(prefix)
     return [n for n in nodes if not wanted or n.path.lower().startswith(wanted)]
+
+
+def path_scope(
+    nodes: list[ContainerNode], sources: Sequence[str] | None, containers: Sequence[str] | None
+) -> tuple[list[str], list[str]] | None:
+    """The sources and containers a search under a path covers: the path's containers (``nodes``, the reader's own
+    tree) within the caller's own ``sources``/``containers`` filters, which a path narrows and never replaces; None
+    when nothing is left."""
+    kept = [n for n in nodes if (not sources or n.source in sources) and (not containers or n.container in containers)]
+    if not kept:
+        return None
+    return sorted({n.source for n in kept}), sorted({n.container for n in kept})
 
 
 def tree_json(nodes: list[ContainerNode]) -> list[dict[str, object]]:

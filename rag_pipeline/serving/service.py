@@ -28,7 +28,7 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
-from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
+from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import SearchRequest
@@ -257,32 +257,22 @@ class SearchService:
     def _search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None) -> ServedSearch:
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
-        if request.path is not None:
-            # A path is the reader's own tree's: its containers, never one they could not see listed.
-            # Within the caller's own source/container filters too: a path narrows, never replaces them.
-            nodes = [
-                n
-                for n in self.tree(reader, request.path)
-                if (not request.source or n.source in request.source)
-                and (not request.container or n.container in request.container)
-            ]
-            if not nodes:
-                response = SearchResponse(results=[], requested_mode=request.mode, mode=request.mode)
-                response.warnings.append(f"no container you may read is under path {request.path!r}")
-                return ServedSearch(response=response, waited_seconds=0.0, reranker=None)
-            request = request.model_copy(
-                update={
-                    "path": None,
-                    "source": sorted({n.source for n in nodes}),
-                    "container": sorted({n.container for n in nodes}),
-                }
-            )
+        # Keyed on the request as given: a path resolves the same for the same reader access and index generation,
+        # so a hit skips the tree's scan too.
         key = self._cache_key(reader, request) if plan is None else None
         if key is not None and (hit := self.search_cache.get(key)) is not None:
             if self.audit is not None:
                 self.audit.record(reader.all_user_ids(), "search", [r.document_id for r in hit.response.results])
             return replace(hit, response=copy.deepcopy(hit.response), waited_seconds=0.0, cached=True,
                            timing_ms={"wait": 0.0, "total": 0.0})  # fmt: skip
+        if request.path is not None:
+            # A path is the reader's own tree's: its containers, never one they could not see listed.
+            covered = path_scope(self.tree(reader, request.path), request.source, request.container)
+            if covered is None:
+                response = SearchResponse(results=[], requested_mode=request.mode, mode=request.mode)
+                response.warnings.append(f"no container you may read is under path {request.path!r}")
+                return ServedSearch(response=response, waited_seconds=0.0, reranker=None)
+            request = request.model_copy(update={"path": None, "source": covered[0], "container": covered[1]})
         rewrite: dict[str, object] | None = None
         with self._turn() as (retriever, waited):
             if plan is None:
@@ -375,9 +365,7 @@ class SearchService:
         parents = self.document_cache.get(key) if open_now else None
         if parents is None:
             with self._turn() as (retriever, _waited):
-                store = retriever.store
-                refs = store.document_points(store.names.parents, [document_id])
-                parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
+                parents = document_parents(retriever.store, document_id)
             if open_now and parents:
                 self.document_cache.put(key, parents)
         # The reader's access is checked on a hit as on a miss: the cache holds the parts and their ACLs.
@@ -389,9 +377,13 @@ class SearchService:
 
 def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
     """A whole document from ``store`` as ``reader`` may see it (the CLI's ``ask``; the service caches the parts)."""
+    return served_document(document_id, document_parents(store, document_id), reader)
+
+
+def document_parents(store: VectorStore, document_id: str) -> list[Any]:
+    """Every parent point of the document, with its payload (text and ACL); none when it is not indexed."""
     refs = store.document_points(store.names.parents, [document_id])
-    parents = store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
-    return served_document(document_id, parents, reader)
+    return store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
 
 
 def served_document(document_id: str, parents: list[Any], reader: Principal) -> ServedDocument | None:

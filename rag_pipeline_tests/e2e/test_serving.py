@@ -244,6 +244,10 @@ def test_the_readers_tree_lists_only_what_they_may_read_and_a_path_scopes_a_sear
     assert scoped["results"] and {r["container"] for r in scoped["results"]} == {"G0PRIV"}
     refused = _search(guarded, body, {**AUTH, "X-User-Id": "U2"}).json()
     assert refused["results"] == [] and "no container you may read" in refused["warnings"][0]
+    # A path narrows the caller's own filters, never replaces them.
+    outside = _search(guarded, {**body, "container": ["C0PUB"]}, {**AUTH, "X-User-Id": "U1"}).json()
+    assert outside["results"] == [] and "no container you may read" in outside["warnings"][0]
+    assert _search(guarded, body, {**AUTH, "X-User-Id": "U1"}).json()["cached"] is True  # a hit skips the tree
 
     async def listed() -> dict[str, Any]:
         async with (
@@ -260,6 +264,11 @@ def test_the_readers_tree_lists_only_what_they_may_read_and_a_path_scopes_a_sear
     printed = json.loads(capsys.readouterr().out)
     assert [c["container"] for s in printed["sources"] for c in s["containers"]] == ["C0PUB"]
     assert cli.main(["tree", "--data-dir", str(data_dir)]) == 2 and "--user" in capsys.readouterr().err
+    # `search --path` narrows --container as the service does.
+    argv = ["search", "salary", "--user", "U1", "--path", private["path"], "--data-dir", str(data_dir)]
+    assert cli.main([*argv, "--container", "C0PUB"]) == 2 and "no container" in capsys.readouterr().err
+    assert cli.main([*argv, "--json"]) == 0
+    assert {r["container"] for r in json.loads(capsys.readouterr().out)["results"]} == {"G0PRIV"}
 
 
 def test_the_ingestion_api_is_off_without_its_own_token(guarded: S.ServiceProcess) -> None:
