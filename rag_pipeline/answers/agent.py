@@ -209,12 +209,7 @@ def run_agent(
     try:
         for iteration in range(max_iterations + 1):
             last = iteration == max_iterations
-            response = model.client.chat.completions.create(
-                model=model.model, messages=messages, tools=TOOLS, tool_choice="none" if last else "auto",
-                temperature=model.temperature, max_tokens=model.max_tokens,
-            )  # fmt: skip
-            usage.add(model.model, response.usage)
-            message = response.choices[0].message
+            message = model.reply(messages, usage, tools=TOOLS, tool_choice="none" if last else "auto")
             requested = list(message.tool_calls or []) if not last else []
             if not requested:
                 text = message.content or ""

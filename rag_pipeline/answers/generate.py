@@ -80,8 +80,8 @@ class Answer:
     sources: list[ContextDocument] = field(default_factory=list)
     invalid_citations: tuple[int, ...] = ()
     usage: Usage = field(default_factory=Usage)
-    # Why there is no answer (the model failed or timed out): ``text`` is then empty and ``sources`` lists every
-    # context document, so the caller still gets what the search found.
+    # Why there is no answer (the model failed or timed out): ``text`` is then empty (streamed: the words written
+    # before it failed) and ``sources`` lists every context document, so the caller still gets what was found.
     failure: str | None = None
     # Steps that degraded on the way without failing the answer (a follow-up searched as typed).
     notices: list[str] = field(default_factory=list)
@@ -106,12 +106,17 @@ class AnswerModel:
         self.temperature = temperature
 
     def complete(self, messages: list[dict[str, str]], usage: Usage) -> str:
+        message = self.reply(messages, usage)
+        return message.content or (getattr(message, "refusal", None) or "")
+
+    def reply(self, messages: Sequence[dict[str, Any]], usage: Usage, **tools: Any) -> Any:
+        """One chat completion's message (``tools``/``tool_choice`` for a model that may call them), its usage
+        counted."""
         response = self.client.chat.completions.create(
-            model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
+            model=self.model, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens, **tools
         )
         usage.add(self.model, response.usage)
-        message = response.choices[0].message
-        return message.content or (getattr(message, "refusal", None) or "")
+        return response.choices[0].message
 
     def stream(self, messages: list[dict[str, str]], usage: Usage) -> Iterator[str]:
         chunks = self.client.chat.completions.create(

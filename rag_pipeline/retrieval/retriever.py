@@ -304,7 +304,7 @@ class Retriever:
         skip = (*exclude, *(d.document_id for d in exact))
         inner = route.strategy
         windowed = replace(flt, updated_from=route.since()) if route.since_days and not flt.updated_from else None
-        docs = self._documents(inner, query, top_k, windowed or flt, skip, response) if windowed else []
+        docs = self._documents(inner, query, top_k, windowed, skip, response) if windowed else []
         if not docs:
             if windowed is not None:
                 response.warnings.append("the question's date hint left no document: searched without it")

@@ -65,7 +65,7 @@ from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchReq
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
 from rag_pipeline.serving.tokens import TokenRefused, TokenStore, looks_like_token
-from rag_pipeline.serving.tracing import CURRENT_TRACE, Tracing, trace_id_from
+from rag_pipeline.serving.tracing import CURRENT_TRACE, trace_id_from
 from rag_pipeline.settings import ServeSettings
 
 log = logging.getLogger(__name__)
@@ -330,7 +330,6 @@ def create_app(
     on_stop: Callable[[], None] | None = None,
     directory_file: Path | None = None,
     links_file: Path | None = None,
-    tracing: Tracing | None = None,
     ingest: IngestLauncher | None = None,
     agent_rounds: int | None = None,
 ) -> FastAPI:
@@ -338,7 +337,7 @@ def create_app(
     ``X-User-Groups`` is believed and which Host names are answered (on loopback: loopback names only, which
     stops DNS-rebinding pages; ``listen_host`` is the address the service listens on); ``directory`` resolves
     callers to their accounts and groups; ``whois`` and ``explain`` read ``directory_file`` and ``links_file``."""
-    tracing = tracing or service.tracing
+    tracing = service.tracing  # the service's: its searches' spans and the requests' spans go to one place
     hosts = allowed_hosts(listen_host, settings.allowed_hosts)
     search_threads = anyio.CapacityLimiter(SEARCH_THREADS)
     stats = service.index.stats
