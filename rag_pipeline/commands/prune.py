@@ -79,6 +79,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     with runner_instance() as instance:
         plan = plan_retention(settings, instance)
         result = None if args.dry_run else apply_retention(plan, instance)
+    # What was left alone or could not be deleted goes to stderr whatever the format (and into --json's lists).
+    for refused in plan.refused:
+        print(f"refused (left alone): {refused}", file=sys.stderr)
+    for skipped in result.skipped if result is not None else []:
+        print(f"skipped: {skipped}", file=sys.stderr)
     if args.json:
         out: dict[str, Any] = {"dry_run": bool(args.dry_run), "plan": plan.as_dict()}
         if result is not None:
@@ -123,11 +128,7 @@ def print_plan(plan: RetentionPlan, result: RetentionResult | None, out: TextIO)
             print(f"  {kept.run_id}  {kept.job_name}  ({kept.age_days:.0f} days): {kept.reason}", file=out)
         if len(plan.kept_runs) > SHOWN:
             print(f"  ... and {len(plan.kept_runs) - SHOWN} more", file=out)
-    for refused in plan.refused:
-        print(f"refused (left alone): {refused}", file=out)
     if result is not None:
-        for skipped in result.skipped:
-            print(f"skipped: {skipped}", file=out)
         print(f"reclaimed {human_bytes(result.bytes_reclaimed)}, {result.runs_deleted} run(s) deleted", file=out)
     elif plan.empty:
         print("nothing to delete", file=out)

@@ -453,7 +453,7 @@ def test_zero_days_keeps_every_run_and_report_and_an_unfinished_run_is_never_del
 
 
 def test_a_data_folder_behind_a_symlink_is_pruned_inside_only(
-    data: Settings, instance: dg.DagsterInstance, tmp_path: Path
+    data: Settings, instance: dg.DagsterInstance, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # reports/ itself is a link to another disk: its files resolve outside the data folder and are all refused.
     elsewhere = tmp_path / "other_disk"
@@ -467,6 +467,10 @@ def test_a_data_folder_behind_a_symlink_is_pruned_inside_only(
     apply_retention(plan, instance)
     assert len(list((elsewhere / "history").iterdir())) == 2
     assert (elsewhere / "reranker_fits" / "dddddddddddddddddddddddd" / "model-0.txt").exists()
+    # The command says what it left alone on stderr, in --json too (and lists it in the JSON).
+    code, text = _prune_command(["--dry-run", "--json", "--data-dir", str(data.data_dir)], data)
+    assert code == 0 and len(json.loads(text)["plan"]["refused"]) == 2
+    assert capsys.readouterr().err.count("refused (left alone): ") == 2
 
 
 def test_a_folder_not_yet_upgraded_keeps_its_old_layout_files(data: Settings, instance: dg.DagsterInstance) -> None:
