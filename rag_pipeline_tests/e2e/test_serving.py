@@ -231,6 +231,15 @@ def test_the_readers_tree_lists_only_what_they_may_read_and_a_path_scopes_a_sear
     def containers(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {c["container"]: c for s in body["sources"] for c in s["containers"]}
 
+    # Who asks is the caller's identity, never a forged group header; no identity, no tree.
+    nobody = httpx.get(f"{guarded.url}/v1/tree", headers=AUTH, timeout=30)
+    assert nobody.status_code in (400, 401) and "X-User" in nobody.json()["error"], nobody.text
+    forged = httpx.get(f"{guarded.url}/v1/tree", headers={**AUTH, "X-User-Id": "U2", "X-User-Groups": S.OPS},
+                       timeout=30)  # fmt: skip
+    assert forged.status_code == 400 and forged.json()["field"] == "X-User-Groups"
+    too_long = httpx.get(f"{guarded.url}/v1/tree", params={"prefix": "x" * 201}, headers={**AUTH, "X-User-Id": "U2"},
+                         timeout=30)  # fmt: skip
+    assert too_long.status_code == 422 and too_long.json()["field"] == "query.prefix"
     alice, bob = containers(tree("U1")), containers(tree("U2"))
     assert {"C0PUB", "G0PRIV", "OPS"} <= set(alice) and "HR" not in alice
     assert set(bob) == {"C0PUB"}  # the private channel (and its name) and the projects never show to Bob
@@ -255,9 +264,11 @@ def test_the_readers_tree_lists_only_what_they_may_read_and_a_path_scopes_a_sear
             Client(streamable_http_client(f"{guarded.url}/mcp", http_client=http)) as client,
         ):
             result = await client.call_tool("list_containers", {"prefix": "slack"})
-            return dict(result.structured_content or {})
+            bad = await client.call_tool("list_containers", {"prefix": "x" * 201})
+            return {**(result.structured_content or {}), "bad": bad.content[0].text if bad.is_error else ""}
 
     mcp = asyncio.run(listed())
+    assert "prefix" in mcp["bad"]
     assert [c["container"] for s in mcp["sources"] for c in s["containers"]] == ["C0PUB"]
     # The CLI reads the same tree (the service hands it the index for the call).
     assert cli.main(["tree", "--groups", S.MEMBERS, "--json", "--data-dir", str(data_dir)]) == 0
