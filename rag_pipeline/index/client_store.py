@@ -189,6 +189,11 @@ class ClientVectorStore:
             return []
         return scroll_containers(self._scroll, self.names.parents, flt)
 
+    def parent_payloads(self, flt: SearchFilter | None, fields: Sequence[str]) -> list[dict[str, Any]]:
+        if not self.client.collection_exists(self.names.parents):
+            return []
+        return [dict(r.payload or {}) for r in self._scroll(self.names.parents, flt, list(fields))]
+
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if not self.client.collection_exists(self.names.parents):
             return {}
@@ -338,4 +343,8 @@ def _filter(flt: SearchFilter | None) -> models.Filter | None:
     must: list[Any] = [_condition(c) for c in spec.must]
     if spec.also:
         must.append(models.Filter(should=[_condition(c) for c in spec.also]))
-    return models.Filter(must=must or None, should=[_condition(c) for c in spec.should] or None)
+    return models.Filter(
+        must=must or None,
+        should=[_condition(c) for c in spec.should] or None,
+        must_not=[_condition(c) for c in spec.must_not] or None,
+    )

@@ -243,6 +243,11 @@ class EdgeVectorStore:
             return []
         return scroll_containers(self._scroll, self.names.parents, flt)
 
+    def parent_payloads(self, flt: SearchFilter | None, fields: Sequence[str]) -> list[dict[str, Any]]:
+        if self.names.parents not in self._shards:
+            return []
+        return [dict(r.payload or {}) for r in self._scroll(self.names.parents, flt, list(fields))]
+
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         if self.names.parents not in self._shards:
             return {}
@@ -398,4 +403,8 @@ def _filter(flt: SearchFilter | None) -> qe.Filter | None:
     must: list[Any] = [_condition(c) for c in spec.must]
     if spec.also:
         must.append(qe.Filter(should=[_condition(c) for c in spec.also]))
-    return qe.Filter(must=must or None, should=[_condition(c) for c in spec.should] or None)
+    return qe.Filter(
+        must=must or None,
+        should=[_condition(c) for c in spec.should] or None,
+        must_not=[_condition(c) for c in spec.must_not] or None,
+    )

@@ -169,6 +169,8 @@ class SearchFilter:
 
     document_ids: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
+    # Sources left out (tool definitions, which only tool search reads).
+    excluded_sources: tuple[str, ...] | None = None
     containers: tuple[str, ...] | None = None
     # Documents with any of these authors (payload ``authors``: the names a source gives, e.g. Slack display
     # names, Jira display names).
@@ -196,15 +198,17 @@ class Condition:
 @dataclass(frozen=True)
 class FilterSpec:
     """``must`` conditions all hold; when ``should`` is non-empty at least one of them holds too; and when ``also``
-    is non-empty, at least one of it holds as well (a second OR group, ANDed: the ACL's restriction)."""
+    is non-empty, at least one of it holds as well (a second OR group, ANDed: the ACL's restriction); none of
+    ``must_not`` holds."""
 
     must: tuple[Condition, ...] = ()
     should: tuple[Condition, ...] = ()
     also: tuple[Condition, ...] = ()
+    must_not: tuple[Condition, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.must and not self.should and not self.also
+        return not self.must and not self.should and not self.also and not self.must_not
 
 
 def filter_spec(flt: SearchFilter | None) -> FilterSpec:
@@ -237,7 +241,8 @@ def filter_spec(flt: SearchFilter | None) -> FilterSpec:
         also.append(Condition("acl.restricted_to", is_empty=True))
         if flt.acl.groups:
             also.append(Condition("acl.restricted_to", any_of=tuple(flt.acl.groups)))
-    return FilterSpec(tuple(must), tuple(should), tuple(also))
+    must_not = (Condition("source", any_of=flt.excluded_sources),) if flt.excluded_sources else ()
+    return FilterSpec(tuple(must), tuple(should), tuple(also), must_not)
 
 
 @dataclass(frozen=True)
@@ -376,6 +381,10 @@ class VectorStore(Protocol):
 
     def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
         """Every document with a parent point matching ``flt``, by id."""
+        ...
+
+    def parent_payloads(self, flt: SearchFilter | None, fields: Sequence[str]) -> list[dict[str, Any]]:
+        """The named payload fields of every parent point matching ``flt`` (a document may have several)."""
         ...
 
     def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:

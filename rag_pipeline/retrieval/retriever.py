@@ -52,6 +52,7 @@ from rag_pipeline.retrieval.sparse_query import (
     SparseQueryConfig,
     sparse_query,
 )
+from rag_pipeline.sources.registry import tool_sources
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
@@ -640,9 +641,11 @@ def search_filter(
     updated_to: str | None = None,
     authors: Iterable[str] | None = None,
 ) -> SearchFilter:
-    """The index filter for a search: scope plus the principal's ACL."""
+    """The index filter for a search: scope plus the principal's ACL. Without a source named, tool definitions
+    are left out: they answer tool search (retrieval/tool_search.py), not a question about documents."""
     return SearchFilter(
         sources=tuple(sources) if sources else None,
+        excluded_sources=None if sources else (tool_sources() or None),
         containers=tuple(containers) if containers else None,
         authors=tuple(authors) if authors else None,
         acl=principal.acl_condition(),

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 from rag_pipeline.index.store import ContainerSummary, SearchFilter, VectorStore
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.sources.registry import tool_sources
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ def reader_tree(store: VectorStore, reader: Principal, prefix: str | None = None
     if reader.all_documents:
         raise ValueError("the tree is a reader's: it never lists without access control")
     nodes = []
-    for summary in store.containers(SearchFilter(acl=reader.acl_condition())):
+    # Tool catalogs are not places a reader searches for documents (tool search lists tools).
+    for summary in store.containers(SearchFilter(acl=reader.acl_condition(), excluded_sources=tool_sources() or None)):
         name = container_name(summary)
         path = f"{summary.source}/{name}"
         nodes.append(ContainerNode(summary.source, summary.container, name, path, summary.documents, summary.latest))

@@ -26,7 +26,11 @@ from pydantic import BaseModel, ConfigDict
 from rag_pipeline.env_values import EnvValues
 
 ENTRY_POINT_GROUP = "rag_pipeline.sources"
-BUILT_IN = ("rag_pipeline.sources.slack.source:SLACK", "rag_pipeline.sources.jira.source:JIRA")
+BUILT_IN = (
+    "rag_pipeline.sources.slack.source:SLACK",
+    "rag_pipeline.sources.jira.source:JIRA",
+    "rag_pipeline.sources.tools.source:TOOLS",
+)
 
 
 class SourceRegistryError(ValueError):
@@ -134,6 +138,9 @@ class Source:
     payload: Callable[[Mapping[str, Any]], dict[str, Any]] = field(default=_no_payload)
     # How the data folder's recorded identity of this source reads in a summary.
     describe_identity: Callable[[Mapping[str, Any]], str] | None = None
+    # "documents": searched by document search; "tools": a catalog of tool definitions, searched only by tool
+    # search (its points share the index but never answer a document search, a tree listing or an evaluation).
+    kind: Literal["documents", "tools"] = "documents"
 
     def identity_line(self, identity: Mapping[str, Any]) -> str:
         if self.describe_identity is not None:
@@ -181,6 +188,11 @@ def get_source(name: str) -> Source:
     if name not in sources:
         raise ValueError(f"unknown source {name!r}: choose from {', '.join(sources)}")
     return sources[name]
+
+
+def tool_sources() -> tuple[str, ...]:
+    """The registered sources holding tool definitions: left out of document searches unless asked for."""
+    return tuple(name for name, source in registered_sources().items() if source.kind == "tools")
 
 
 def document_payload(source: str, metadata: Mapping[str, Any]) -> dict[str, Any]:

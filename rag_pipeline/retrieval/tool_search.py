@@ -1,0 +1,301 @@
+"""Tool search: the few tool definitions a task needs, out of a catalog too large to load whole (the design's
+RAG tool search: 74 tools cost 14,800 prompt tokens; a search loads ~1,000).
+
+Candidates come from the same index and retriever as documents, restricted to the tool sources
+(``kind="tools"``): by the dense model, or by BM25 when it is unavailable (the keyword fallback). Each candidate
+gets the design's multi-signal score::
+
+    score = w_semantic × semantic + w_usage × usage + w_success × success      (weights 0.5 / 0.3 / 0.2)
+
+- semantic: the query's cosine similarity to the tool (clipped at 0); in the keyword fallback its BM25 score over
+  the best candidate's;
+- usage: log(1 + calls) / log(1 + the most calls of any tool) — popular tools first among close matches;
+- success: (successes + 1) / (calls + 2) — a tool that keeps failing drops; an unused one counts as 0.5.
+
+The critical set (``critical`` in the catalog or RAG_TOOLS_CRITICAL) is always returned. Candidates are cached
+per query (a TTL cache); usage and success are applied to them on every call, so an outcome recorded a moment
+ago already counts. Every response says how many prompt tokens loading its tools costs against loading all.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cachetools import TTLCache
+
+from rag_pipeline.index.store import SearchFilter, VectorStore
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.tool_outcomes import ToolStats
+from rag_pipeline.sources.registry import tool_sources
+
+ToolMode = Literal["multi-signal", "vector", "bm25", "hybrid"]
+TOOL_MODES: tuple[str, ...] = ("multi-signal", "vector", "bm25", "hybrid")
+# How many candidates the semantic side offers the multi-signal score (usage can only reorder plausible tools).
+CANDIDATES = 30
+
+
+@dataclass(frozen=True)
+class ToolSearchConfig:
+    """The score's weights (semantic, usage, success), how many tools a search returns, the critical set."""
+
+    weights: tuple[float, float, float] = (0.5, 0.3, 0.2)
+    top_k: int = 5
+    critical: tuple[str, ...] = ()
+    candidates: int = CANDIDATES
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One indexed tool: its document, definition and prompt cost."""
+
+    document_id: str
+    name: str
+    container: str
+    definition: dict[str, Any]
+    tokens: int
+    critical: bool
+
+
+@dataclass
+class ToolHit:
+    """A tool returned by a search, with each signal of its score."""
+
+    entry: CatalogEntry
+    score: float
+    semantic: float
+    usage: float
+    success: float
+    critical: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        definition = self.entry.definition
+        return {
+            "name": self.entry.name,
+            "document_id": self.entry.document_id,
+            "server": definition.get("server"),
+            "description": definition.get("description", ""),
+            "input_schema": definition.get("input_schema", {}),
+            "tags": definition.get("tags", []),
+            "score": round(self.score, 4),
+            "signals": {
+                "semantic": round(self.semantic, 4),
+                "usage": round(self.usage, 4),
+                "success": round(self.success, 4),
+            },
+            "critical": self.critical,
+            "tokens": self.entry.tokens,
+        }
+
+
+@dataclass
+class ToolSearchResponse:
+    """The tools found, how they were found, and the prompt tokens they cost against loading every tool."""
+
+    tools: list[ToolHit]
+    mode: str  # the mode asked for
+    semantic: Literal["dense", "keyword"]  # keyword: the dense model was unavailable (BM25 fallback)
+    cached: bool
+    tokens_loaded: int
+    tokens_all: int
+    catalog_tools: int
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def tokens_saved(self) -> int:
+        return max(0, self.tokens_all - self.tokens_loaded)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tools": [t.to_dict() for t in self.tools],
+            "mode": self.mode,
+            "semantic": self.semantic,
+            "cached": self.cached,
+            "catalog_tools": self.catalog_tools,
+            "prompt_tokens": {"loaded": self.tokens_loaded, "all_tools": self.tokens_all, "saved": self.tokens_saved},
+            "warnings": self.warnings,
+        }
+
+
+def read_catalog(store: VectorStore) -> dict[str, CatalogEntry]:
+    """Every indexed tool by document id (tools are public: no reader narrows the catalog)."""
+    sources = tool_sources()
+    if not sources:
+        return {}
+    entries: dict[str, CatalogEntry] = {}
+    fields = ["document_id", "title", "container", "tool", "tool_tokens"]
+    for payload in store.parent_payloads(SearchFilter(sources=sources), fields):
+        definition = payload.get("tool") or {}
+        document_id = str(payload.get("document_id"))
+        entries[document_id] = CatalogEntry(
+            document_id=document_id,
+            name=str(definition.get("name") or payload.get("title") or document_id),
+            container=str(payload.get("container") or ""),
+            definition=dict(definition),
+            tokens=int(payload.get("tool_tokens") or 0),
+            critical=bool(definition.get("critical")),
+        )
+    return entries
+
+
+def usage_signal(stats: Mapping[str, ToolStats]) -> dict[str, float]:
+    """usage per tool name: log(1 + calls) over the most-called tool's (0 for all when none was called)."""
+    most = max((s.calls for s in stats.values()), default=0)
+    if most <= 0:
+        return {}
+    return {name: math.log1p(s.calls) / math.log1p(most) for name, s in stats.items()}
+
+
+def success_signal(stats: ToolStats | None) -> float:
+    """(successes + 1) / (calls + 2): Laplace's estimate, 0.5 for a tool never called."""
+    if stats is None:
+        return 0.5
+    return (stats.successes + 1) / (stats.calls + 2)
+
+
+class ToolSearch:
+    """Searches the tool catalog of an index; one per process, shared by its requests (thread-safe)."""
+
+    def __init__(self, config: ToolSearchConfig, cache_entries: int = 512, cache_seconds: float = 300.0) -> None:
+        self.config = config
+        self._enabled = cache_entries > 0 and cache_seconds > 0
+        self._cache: TTLCache[Hashable, tuple[list[tuple[str, float]], str]] = TTLCache(
+            maxsize=max(1, cache_entries), ttl=max(cache_seconds, 0.001)
+        )
+        self._catalogs: dict[Hashable, dict[str, CatalogEntry]] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def catalog(self, store: VectorStore, generation: Hashable = None) -> dict[str, CatalogEntry]:
+        """The index's tools, read once per ``generation`` (the caller's index version; None: read every time)."""
+        if generation is None:
+            return read_catalog(store)
+        with self._lock:
+            found = self._catalogs.get(generation)
+        if found is None:
+            found = read_catalog(store)
+            with self._lock:
+                self._catalogs = {generation: found}  # an older generation's catalog is never asked for again
+        return found
+
+    def search(
+        self,
+        retriever: Retriever,
+        principal: Principal,
+        query: str,
+        stats: Mapping[str, ToolStats],
+        *,
+        mode: ToolMode = "multi-signal",
+        top_k: int | None = None,
+        generation: Hashable = None,
+    ) -> ToolSearchResponse:
+        """The ``top_k`` best tools for ``query`` (plus the critical set), searched as ``principal``."""
+        started = time.perf_counter()
+        if mode not in TOOL_MODES:
+            raise ValueError(f"unknown tool search mode {mode!r}; expected one of {', '.join(TOOL_MODES)}")
+        top_k = top_k or self.config.top_k
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        catalog = self.catalog(retriever.store, generation)
+        by_name: dict[str, CatalogEntry] = {}
+        for entry in catalog.values():
+            by_name.setdefault(entry.name, entry)
+        warnings: list[str] = []
+        if not catalog:
+            warnings.append("no tools are indexed: set RAG_TOOLS_CATALOG or RAG_TOOLS_MCP_SERVERS and index them")
+        depth = max(self.config.candidates, top_k) if mode == "multi-signal" else top_k
+        key = (generation, mode, depth, query.strip()) if generation is not None and self._enabled else None
+        cached = key is not None and key in self._cache
+        if cached and key is not None:
+            with self._lock:
+                self.hits += 1
+                candidates, semantic = self._cache[key]
+        else:
+            candidates, semantic, found_warnings = _candidates(retriever, principal, query, mode, depth)
+            warnings.extend(found_warnings)
+            if key is not None:
+                with self._lock:
+                    self.misses += 1
+                    self._cache[key] = (candidates, semantic)
+        usage = usage_signal(stats)
+        weights = self.config.weights
+        hits: list[ToolHit] = []
+        for document_id, score in candidates:
+            if document_id not in catalog:
+                continue
+            entry = catalog[document_id]
+            if mode == "multi-signal":
+                success = success_signal(stats.get(entry.name))
+                used = usage.get(entry.name, 0.0)
+                total = weights[0] * score + weights[1] * used + weights[2] * success
+                hits.append(ToolHit(entry, total, score, used, success))
+            else:
+                hits.append(
+                    ToolHit(entry, score, score, usage.get(entry.name, 0.0), success_signal(stats.get(entry.name)))
+                )
+        hits.sort(key=lambda h: (-h.score, h.entry.name))
+        chosen = hits[:top_k]
+        critical = set(self.config.critical) | {e.name for e in catalog.values() if e.critical}
+        shown = {h.entry.name for h in chosen}
+        for hit in chosen:
+            hit.critical = hit.entry.name in critical
+        for name in sorted(critical - shown):
+            if name not in by_name:
+                warnings.append(f"critical tool {name!r} is not indexed")
+                continue
+            chosen.append(ToolHit(by_name[name], 0.0, 0.0, usage.get(name, 0.0), success_signal(stats.get(name)), True))
+        return ToolSearchResponse(
+            tools=chosen,
+            mode=mode,
+            semantic=semantic,  # type: ignore[arg-type]
+            cached=cached,
+            tokens_loaded=sum(h.entry.tokens for h in chosen),
+            tokens_all=sum(e.tokens for e in catalog.values()),
+            catalog_tools=len(catalog),
+            warnings=warnings,
+            seconds=time.perf_counter() - started,
+        )
+
+
+def _candidates(
+    retriever: Retriever, principal: Principal, query: str, mode: ToolMode, depth: int
+) -> tuple[list[tuple[str, float]], str, list[str]]:
+    """(document id, semantic score) best first, whether the dense model answered, and the search's warnings."""
+    sources = tool_sources()
+    arm = "vector" if mode == "multi-signal" else mode
+    response = retriever.search(query, arm, principal, top_k=depth, sources=sources, with_parent_text=False)
+    keyword = arm != "bm25" and response.mode == "bm25"
+    results = [(r.document_id, float(r.score)) for r in response.results]
+    if mode == "multi-signal":
+        if keyword:
+            best = max((s for _, s in results), default=0.0)
+            results = [(d, s / best if best > 0 else 0.0) for d, s in results]
+        else:
+            results = [(d, max(0.0, min(1.0, s))) for d, s in results]
+    semantic = "keyword" if keyword or arm == "bm25" else "dense"
+    warnings = list(response.warnings)
+    if keyword:
+        warnings.append("the dense model is unavailable: tools were found by keywords (BM25)")
+    return results, semantic, warnings
+
+
+def tools_for_prompt(hits: Sequence[ToolHit]) -> list[dict[str, Any]]:
+    """The hits as chat-completions ``tools`` entries: what an agent loads."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": h.entry.name,
+                "description": h.entry.definition.get("description", ""),
+                "parameters": h.entry.definition.get("input_schema", {}),
+            },
+        }
+        for h in hits
+    ]

@@ -1,0 +1,29 @@
+"""Tool definitions as a registered source (``kind="tools"``): searched by tool search only, never by document
+search."""
+
+from __future__ import annotations
+
+from rag_pipeline.sources.registry import IndexOption, Source
+from rag_pipeline.sources.tools.catalog import tool_payload
+from rag_pipeline.sources.tools.settings import ToolsSettings
+
+TOOLS = Source(
+    name="tools",
+    title="Tools",
+    containers_label="catalogs",
+    settings=ToolsSettings,
+    dagster_spec="rag_pipeline.defs.tools.spec:tools_spec",
+    index_options=(
+        IndexOption(
+            "--tools-catalog",
+            "catalog",
+            "JSON file of tool definitions (MCP or OpenAI shape) for tool search (RAG_TOOLS_CATALOG)",
+            "path",
+            True,
+        ),
+    ),
+    index_examples=("rag-pipeline index --tools-catalog tools.json --source tools",),
+    payload=tool_payload,
+    describe_identity=lambda identity: str(identity.get("described") or "tool catalog"),
+    kind="tools",
+)
