@@ -136,6 +136,11 @@ class DataPaths(_Frozen):
         return self.root / "tokens.sqlite"
 
     @property
+    def tool_outcomes(self) -> Path:
+        """Calls and successes per tool (``POST /v1/tools/{name}/outcome``), which tool search's score reads."""
+        return self.root / "tool_outcomes.sqlite"
+
+    @property
     def request_audit(self) -> Path:
         """The per-request audit log (``RAG_SERVE_AUDIT_DAYS``): one JSON-lines file per UTC day."""
         return self.root / "request_audit"

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.server.mcpserver import Context
@@ -61,7 +62,13 @@ from rag_pipeline.serving.rate_limit import PersonRateLimit
 from rag_pipeline.serving.request_id import CURRENT as CURRENT_REQUEST_ID
 from rag_pipeline.serving.request_id import HEADER as REQUEST_ID_HEADER
 from rag_pipeline.serving.request_id import request_id_from
-from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
+from rag_pipeline.serving.schemas import (
+    MAX_QUERY_CHARS,
+    ChatRequest,
+    SearchRequest,
+    ToolOutcomeRequest,
+    ToolSearchRequest,
+)
 from rag_pipeline.serving.service import SearchService, ServedSearch
 from rag_pipeline.serving.shared_index import IndexUnavailable
 from rag_pipeline.serving.tokens import TokenRefused, TokenStore, looks_like_token
@@ -474,7 +481,7 @@ def create_app(
             info = await anyio.to_thread.run_sync(tokens.verify, value)
         except TokenRefused as exc:
             return _error(401, str(exc), "Authorization", path)
-        reads = path.startswith(("/v1/documents/", "/v1/explain/")) or _is_mcp(path)
+        reads = path.startswith(("/v1/documents/", "/v1/explain/", "/v1/tools/")) or _is_mcp(path)
         needed = ROUTE_SCOPES.get(path) or ("search" if reads else None)
         if needed is not None and needed not in info.scopes:
             return _error(403, f"token {info.id} has no {needed!r} scope (it has: {', '.join(info.scopes)})",
@@ -862,6 +869,27 @@ def create_app(
     ) -> JSONResponse:
         nodes = await anyio.to_thread.run_sync(service.tree, reader.principal, prefix, limiter=search_threads)
         return JSONResponse({"reader": reader.describe(), "prefix": prefix, "sources": tree_json(nodes)})
+
+    @app.post("/v1/tools/search")
+    async def search_tools(request: ToolSearchRequest, reader: Reader = Depends(caller)) -> JSONResponse:
+        """The few tools a task needs, with the prompt tokens they cost against loading every tool."""
+        found = await anyio.to_thread.run_sync(service.search_tools, request, reader.principal, limiter=search_threads)
+        return JSONResponse(found.to_dict())
+
+    @app.post("/v1/tools/{name}/outcome")
+    async def tool_outcome(
+        request: ToolOutcomeRequest,
+        name: str = PathParam(min_length=1, max_length=200),
+        reader: Reader = Depends(caller),
+    ) -> JSONResponse:
+        """Record whether calling a tool worked: tool search ranks tools that get used and work higher."""
+        try:
+            recorded = await anyio.to_thread.run_sync(
+                service.record_tool_outcome, name, request, limiter=search_threads
+            )
+        except KeyError:
+            return _error(404, f"no indexed tool is named {name!r}", "name", f"/v1/tools/{name}/outcome")
+        return JSONResponse(recorded)
 
     @app.get("/v1/whois")
     async def whois(

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.serving.access import AccessQueries, AccessRefused
 from rag_pipeline.serving.identity import IdentityError, Reader
-from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
@@ -50,6 +50,12 @@ class ToolBackend(Protocol):
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]: ...
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]: ...
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        """The tool's record after counting the call; None when no indexed tool has that name."""
+        ...
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -94,6 +100,15 @@ class LocalTools:
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self.access.explain(document_id, reader, person)
+
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+        return self.service.search_tools(request, reader.principal).to_dict()
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        try:
+            return self.service.record_tool_outcome(name, request)
+        except KeyError:
+            return None
 
 
 def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any]:
@@ -175,6 +190,45 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
         except IndexUnavailable as exc:
             raise ToolError(f"the index is not available now: {exc}") from None
         return {"prefix": prefix, "sources": sources}
+
+    @server.tool(
+        description="The few tools a task needs, out of every tool indexed (a catalog and MCP servers): each with "
+        "its description and input schema, ranked by 0.5 semantic match + 0.3 usage + 0.2 success, the critical "
+        "ones always included, and the prompt tokens they cost against loading every tool. mode: multi-signal "
+        "(default), vector, bm25 or hybrid."
+    )
+    async def search_tools(
+        ctx: Context[Any, Any], query: str, top_k: int | None = None, mode: str = "multi-signal"
+    ) -> dict[str, Any]:
+        who = reader(ctx)
+        try:
+            request = ToolSearchRequest.model_validate({"query": query, "top_k": top_k, "mode": mode})
+        except ValidationError as exc:
+            raise ToolError(_field_error(exc)) from None
+        try:
+            return await anyio.to_thread.run_sync(backend.search_tools, request, who)
+        except IndexUnavailable as exc:
+            raise ToolError(f"the index is not available now: {exc}") from None
+
+    @server.tool(
+        description="Record whether calling a tool (a name search_tools returned) worked; tool search ranks tools "
+        "that get used and work higher."
+    )
+    async def record_tool_outcome(ctx: Context[Any, Any], name: str, success: bool, calls: int = 1) -> dict[str, Any]:
+        who = reader(ctx)
+        try:
+            request = ToolOutcomeRequest.model_validate({"success": success, "calls": calls})
+        except ValidationError as exc:
+            raise ToolError(_field_error(exc)) from None
+        if not name or len(name) > 200:
+            raise ToolError("name: 1-200 characters")
+        try:
+            recorded = await anyio.to_thread.run_sync(backend.tool_outcome, name, request, who)
+        except IndexUnavailable as exc:
+            raise ToolError(f"the index is not available now: {exc}") from None
+        if recorded is None:
+            raise ToolError(f"name: no indexed tool is named {name!r}")
+        return recorded
 
     @server.tool(description="One document the caller may read, by the document_id search_documents returned.")
     async def get_document(ctx: Context[Any, Any], document_id: str) -> dict[str, Any]:

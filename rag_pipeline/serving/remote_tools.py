@@ -20,7 +20,7 @@ import httpx
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
 from rag_pipeline.serving.mcp_tools import ToolBackend, tool_result
-from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,22 @@ class RemoteTools:
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
 
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+        response = self._call("POST", "/v1/tools/search", json=request.model_dump(mode="json", exclude_none=True))
+        if response.status_code != 200:
+            raise self._refused(response)
+        found: dict[str, Any] = response.json()
+        return found
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        response = self._call("POST", f"/v1/tools/{quote(name, safe='')}/outcome", json=request.model_dump(mode="json"))
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._refused(response)
+        recorded: dict[str, Any] = response.json()
+        return recorded
+
     def close(self) -> None:
         self._client.close()
 
@@ -153,6 +169,18 @@ class FallbackTools:
         except ServiceGone as exc:
             return self._switch(exc).explain(document_id, reader, person)
 
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+        try:
+            return self._backend().search_tools(request, reader)
+        except ServiceGone as exc:
+            return self._switch(exc).search_tools(request, reader)
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        try:
+            return self._backend().tool_outcome(name, request, reader)
+        except ServiceGone as exc:
+            return self._switch(exc).tool_outcome(name, request, reader)
+
 
 class RefusedBesideService:
     """The primary of :class:`FallbackTools` where a service this process cannot send its calls to holds the
@@ -182,4 +210,10 @@ class RefusedBesideService:
         self._refuse()
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
+        self._refuse()
+
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+        self._refuse()
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         self._refuse()

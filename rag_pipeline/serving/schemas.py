@@ -164,3 +164,39 @@ class ChatRequest(BaseModel):
     def turns(self) -> list[tuple[str, str]]:
         """(role, text) of the user and assistant messages, oldest first (system prompts are the service's own)."""
         return [(m.role, m.text()) for m in self.messages if m.role in ("user", "assistant")]
+
+
+MAX_TOOLS = 50
+
+
+class ToolSearchRequest(BaseModel):
+    """``POST /v1/tools/search`` and the MCP ``search_tools`` tool: a task described in words."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the task the tools are for")
+    top_k: int | None = Field(
+        None, ge=1, le=MAX_TOOLS, description="tools to return besides the critical ones (RAG_TOOL_SEARCH_TOP_K)"
+    )
+    mode: Literal["multi-signal", "vector", "bm25", "hybrid"] = Field(
+        "multi-signal",
+        description="multi-signal (default: the design's 0.5 semantic + 0.3 usage + 0.2 success), or one arm alone",
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if len(value.strip()) < MIN_QUERY_CHARS:
+            raise ValueError(f"query must be at least {MIN_QUERY_CHARS} characters")
+        if "\x00" in value:
+            raise ValueError("query contains a NUL character")
+        return _encodable(value)
+
+
+class ToolOutcomeRequest(BaseModel):
+    """``POST /v1/tools/{name}/outcome``: whether calling the tool worked (feeds tool search's usage and success)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    success: bool = Field(description="whether the call did what the agent needed")
+    calls: int = Field(1, ge=1, le=1000, description="calls this outcome stands for")

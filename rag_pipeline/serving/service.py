@@ -28,13 +28,16 @@ from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
+from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
+from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, ToolSearchResponse, success_signal
 from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
-from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.tools.settings import ToolsSettings
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 log = logging.getLogger(__name__)
@@ -104,8 +107,13 @@ class SearchService:
         cache_seconds: float = 300.0,
         tracing: Tracing | None = None,
         default_min_score: float = 0.0,
+        tool_search: ToolSearch | None = None,
+        tool_outcomes: ToolOutcomes | None = None,
     ) -> None:
         self.default_min_score = default_min_score
+        # Tool search over the index's tool catalog; outcomes in memory unless the settings give the data folder's.
+        self.tool_search = tool_search or ToolSearch(ToolSearchConfig())
+        self.tool_outcomes = tool_outcomes or ToolOutcomes()
         self.location = location
         self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
         # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
@@ -156,6 +164,16 @@ class SearchService:
         kwargs.setdefault("cache_entries", settings.serve.cache_entries)
         kwargs.setdefault("default_min_score", settings.min_score)
         kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
+        tools = settings.section("tools", ToolsSettings)
+        kwargs.setdefault(
+            "tool_search",
+            ToolSearch(
+                ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical),
+                cache_entries=tools.cache_entries,
+                cache_seconds=tools.cache_seconds,
+            ),
+        )
+        kwargs.setdefault("tool_outcomes", ToolOutcomes(settings.paths.tool_outcomes))
         if settings.serve.audit_days and "audit" not in kwargs:
             kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
         return cls(location, models, config, wait_seconds=wait, **kwargs)
@@ -343,6 +361,33 @@ class SearchService:
             raise ValueError("the search service never lists without access control")
         with self._turn() as (retriever, _waited):
             return reader_tree(retriever.store, reader, prefix)
+
+    def search_tools(self, request: ToolSearchRequest, reader: Principal) -> ToolSearchResponse:
+        """The tools for a task (retrieval/tool_search.py), as ``reader``; the catalog and the query's candidates are
+        cached per index generation, usage and success read fresh on every call."""
+        if reader.all_documents:
+            raise ValueError("the search service never searches without access control")
+        self.index_written()
+        with self._turn() as (retriever, _waited):
+            return self.tool_search.search(
+                retriever,
+                reader,
+                request.query,
+                self.tool_outcomes.stats(),
+                mode=request.mode,
+                top_k=request.top_k,
+                generation=self._generation,
+            )
+
+    def record_tool_outcome(self, name: str, request: ToolOutcomeRequest) -> dict[str, Any]:
+        """Count a call of the indexed tool ``name``; KeyError when no indexed tool has that name."""
+        with self._turn() as (retriever, _waited):
+            catalog = self.tool_search.catalog(retriever.store, self._generation)
+        if not any(entry.name == name for entry in catalog.values()):
+            raise KeyError(name)
+        stats = self.tool_outcomes.record(name, request.success, request.calls)
+        return {"name": name, "calls": stats.calls, "successes": stats.successes,
+                "success_rate": round(success_signal(stats), 4)}  # fmt: skip
 
     def document_acl(self, document_id: str) -> IndexedAcl | None:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,

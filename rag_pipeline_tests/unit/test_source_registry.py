@@ -55,7 +55,7 @@ def test_command_line_values_replace_one_sources_settings_only(tmp_path: Path) -
 
 def test_a_plugin_registered_by_an_installed_package_is_a_source(plugin_path: Path) -> None:
     _register(plugin_path, "toy", "toy = rag_pipeline_tests.kit.toy_source.source:SOURCE")
-    assert registry.source_names() == ("slack", "jira", "toy")
+    assert registry.source_names() == ("slack", "jira", "tools", "toy")
     settings = Settings.from_env({"TOY_FOLDER": str(plugin_path)})
     assert settings.source("toy").inputs()[0].path == plugin_path
     # Its scheduled-sync variables are read by name like the built-in sources' (RAG_<SOURCE>_SYNC_ENABLED...).
