@@ -166,7 +166,8 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             "source": doc["source"],
             "container": doc["container"],
             "title": doc["title"],
-            "url": doc["url"],
+            # A source may leave the url out (None): pandas reads a missing one back as NaN, which no payload holds.
+            "url": doc["url"] if isinstance(doc["url"], str) else None,
             "acl": json.loads(doc["acl"]),
             "authors": _authors(doc.get("authors")),
             "created": doc["created"],

@@ -31,7 +31,9 @@ from rag_pipeline.sources.slack.export import SlackExportReader
 from tools.build_dialogue_eval_sets import SOURCES
 
 _QUOTED = re.compile(r"[《【“\"](.+?)[》】”\"]")
-_AFTER_VERB = re.compile(r"(?:知道|看过|听过|听说过|去过|了解|喜欢|认识|玩过)(?:一下|过)?(.+?)(?:这|吗|么|嘛|那|的|？|\?|$)")
+_AFTER_VERB = re.compile(
+    r"(?:知道|看过|听过|听说过|去过|了解|喜欢|认识|玩过)(?:一下|过)?(.+?)(?:这|吗|么|嘛|那|的|？|\?|$)"
+)
 
 
 def named_entity(question: str) -> str | None:

@@ -31,6 +31,13 @@ async def _list(url: str) -> list[dict[str, Any]]:
     return listed
 
 
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first real error inside the task groups the client's transport nests it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 def list_server_tools(url: str, timeout_seconds: float) -> tuple[list[ToolDefinition], list[tuple[str, str]]]:
     """The server's tools, and (tool name or position, reason) for each listed tool that is not a valid one;
     :class:`ServerListingError` when the server cannot be reached or answers with something other than MCP."""
@@ -42,8 +49,9 @@ def list_server_tools(url: str, timeout_seconds: float) -> tuple[list[ToolDefini
         listed = asyncio.run(bounded())
     except TimeoutError:
         raise ServerListingError(f"MCP server {url} did not list its tools within {timeout_seconds:g} s") from None
-    except Exception as exc:
-        raise ServerListingError(f"MCP server {url} could not be listed: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # any transport or protocol failure is this server's, reported by name
+        cause = _first_leaf(exc)
+        raise ServerListingError(f"MCP server {url} could not be listed: {type(cause).__name__}: {cause}") from None
     tools: list[ToolDefinition] = []
     bad: list[tuple[str, str]] = []
     for i, raw in enumerate(listed):

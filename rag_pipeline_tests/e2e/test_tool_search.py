@@ -1,0 +1,199 @@
+"""Tool search end to end: tool definitions from a catalog file and from a real MCP server's ``tools/list`` (the
+official SDK on 127.0.0.1) indexed by ``rag-pipeline index`` through the Dagster chain beside a Jira issue, then
+searched over HTTP and over MCP as a directory user — the design's multi-signal score, the critical set, prompt
+tokens saved, outcomes recorded changing the ranking — and never returned by a document search. The keyword
+fallback is checked on the same index with a dense model that fails to load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig
+from rag_pipeline.settings import Settings
+from rag_pipeline.sources.tools.catalog import server_container
+from rag_pipeline_tests.kit import serving_fixtures as S
+from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
+from rag_pipeline_tests.kit.emulators.mcp_tool_server import McpToolServer
+
+SITE = "jira.tools.test"
+TOKEN = "tool-search-token-8812"
+DIRECTORY = "account_id,email,groups\nacc-kim,kim@tools.test,project:OPS\n"
+CATALOG = {
+    "tools": [
+        {"name": "search_documents", "description": "Search Slack threads and Jira issues the caller may read.",
+         "critical": True},
+        {"name": "get_weather", "description": "Current weather and the forecast for a city.",
+         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        {"type": "function", "function": {"name": "create_jira_issue", "description": "Open a new Jira issue.",
+                                          "parameters": {"type": "object", "properties": {"summary": {}}}}},
+        {"name": "convert_currency", "description": "Convert an amount of money from one currency to another.",
+         "tags": ["finance"]},
+        {"description": "a tool without a name"},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[McpToolServer]:
+    server = McpToolServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, mcp_server: McpToolServer) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("tools")
+    catalog = root / "tools.json"
+    catalog.write_text(json.dumps(CATALOG))
+    issue = jira_issue("1", "OPS-1", "2024-03-02T10:00:00.000+0000", description="The invoice run failed overnight.",
+                       summary="Invoice run failed")  # fmt: skip
+    dump = write_jira_dump(root / "issues.jsonl.gz", [issue])
+    (root / "jira_users.csv").write_text(DIRECTORY)
+    data = root / "data"
+    command = ["index", "--source", "jira", "--source", "tools", "--jira-dump", str(dump), "--jira-site", SITE,
+               "--jira-directory", str(root / "jira_users.csv"), "--tools-catalog", str(catalog)]  # fmt: skip
+    env = S.service_env(data, RAG_TOOLS_MCP_SERVERS=mcp_server.url, RAG_TOOLS_CRITICAL="search_documents")
+    done = subprocess.run(S.rag_pipeline_command(*command), env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return {"data": data, "index": done, "env": env}
+
+
+def test_index_reads_the_catalog_and_the_mcp_server_and_names_the_bad_entry(indexed: dict[str, Any]) -> None:
+    done: subprocess.CompletedProcess[str] = indexed["index"]
+    report = done.stdout + done.stderr
+    assert "tools.json tool 5: a tool needs a non-empty string 'name'" in report
+    assert "documents: 7" in report  # 4 catalog tools + 3 from the MCP server
+
+
+def test_without_the_dense_model_tools_are_found_by_keywords(indexed: dict[str, Any]) -> None:
+    settings = Settings.from_env({"RAG_DATA_DIR": str(indexed["data"])})
+
+    def unavailable() -> Any:
+        raise RuntimeError("model weights missing")
+
+    with open_index(settings) as store:
+        retriever = build_retriever(
+            store, SearchModels(settings.dense_model, bm25_encoder(settings), dense=unavailable)
+        )
+        found = ToolSearch(ToolSearchConfig(top_k=2)).search(
+            retriever, Principal(user_id="acc-kim", groups=("jira:jira.tools.test:project:OPS",)),
+            "convert an amount of money to another currency", {},
+        )  # fmt: skip
+    assert found.semantic == "keyword"
+    assert any("dense model is unavailable" in w for w in found.warnings)
+    assert found.tools[0].entry.name == "convert_currency"
+
+
+@pytest.fixture(scope="module")
+def service(indexed: dict[str, Any]) -> Iterator[S.ServiceProcess]:
+    data: Path = indexed["data"]
+    with S.running_service(data, data.parent / "serve.log", RAG_SERVE_TOKEN=TOKEN,
+                           RAG_TOOLS_CRITICAL="search_documents") as running:  # fmt: skip
+        yield running
+
+
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-User-Email": "kim@tools.test"}
+
+
+def _tools(service: S.ServiceProcess, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{service.url}/v1/tools/search", json=body, headers=HEADERS, timeout=60)
+
+
+def test_http_tool_search_returns_the_mcp_servers_tool_the_critical_set_and_the_tokens_saved(
+    service: S.ServiceProcess, mcp_server: McpToolServer
+) -> None:
+    response = _tools(service, {"query": "bill a customer and send them an invoice", "top_k": 2})
+    assert response.status_code == 200, response.text
+    found = response.json()
+    first = found["tools"][0]
+    assert first["name"] == "create_invoice" and first["server"] == mcp_server.url
+    assert first["document_id"] == f"tools:{server_container(mcp_server.url)}:create_invoice"
+    assert set(first["input_schema"]["required"]) == {"customer", "amount_eur"}
+    assert 0 < first["signals"]["semantic"] <= 1 and first["signals"]["usage"] == 0
+    names = [t["name"] for t in found["tools"]]
+    assert len(names) == 3 and names[-1] == "search_documents" and found["tools"][-1]["critical"] is True
+    tokens = found["prompt_tokens"]
+    assert found["catalog_tools"] == 7 and 0 < tokens["loaded"] < tokens["all_tools"]
+    assert tokens["saved"] == tokens["all_tools"] - tokens["loaded"]
+
+
+def test_recorded_outcomes_change_the_ranking(service: S.ServiceProcess) -> None:
+    query = {"query": "what should I do about the weather and money", "top_k": 7}
+    before = _tools(service, query).json()
+    ranked = [t["name"] for t in before["tools"] if not t["critical"]]
+    last = ranked[-1]
+    recorded = httpx.post(f"{service.url}/v1/tools/{last}/outcome", json={"success": True, "calls": 40},
+                          headers=HEADERS, timeout=60)  # fmt: skip
+    assert recorded.status_code == 200, recorded.text
+    assert recorded.json()["calls"] == 40 and recorded.json()["successes"] == 40
+    after = _tools(service, query).json()
+    assert after["cached"] is True  # the query's candidates come from the cache; the new outcome still counts
+    assert next(t["name"] for t in after["tools"]) == last
+    assert after["tools"][0]["signals"]["usage"] == 1.0
+
+
+def test_bad_tool_requests_are_4xx_naming_the_field(service: S.ServiceProcess) -> None:
+    unknown = httpx.post(f"{service.url}/v1/tools/no_such_tool/outcome", json={"success": True}, headers=HEADERS,
+                         timeout=60)  # fmt: skip
+    assert unknown.status_code == 404 and unknown.json()["field"] == "name"
+    wrong = httpx.post(f"{service.url}/v1/tools/get_weather/outcome", json={"success": "yes"}, headers=HEADERS,
+                       timeout=60)  # fmt: skip
+    assert wrong.status_code in (400, 422) and wrong.json()["field"] == "success"
+    for body, field in (({"query": "x"}, "query"), ({"query": "weather", "top_k": 0}, "top_k"),
+                        ({"query": "weather", "mode": "magic"}, "mode")):  # fmt: skip
+        refused = _tools(service, body)
+        assert refused.status_code in (400, 422) and refused.json()["field"] == field, refused.text
+    anonymous = httpx.post(f"{service.url}/v1/tools/search", json={"query": "weather"}, timeout=60)
+    assert anonymous.status_code == 401
+
+
+def test_document_search_never_returns_tools(service: S.ServiceProcess) -> None:
+    response = httpx.post(f"{service.url}/v1/search", json={"query": "invoice customer weather currency",
+                          "mode": "bm25", "top_k": 20}, headers=HEADERS, timeout=60)  # fmt: skip
+    assert response.status_code == 200, response.text
+    sources = {r["source"] for r in response.json()["results"]}
+    assert sources == {"jira"}  # the failed invoice run, not the invoice tool
+    tree = httpx.get(f"{service.url}/v1/tree", headers=HEADERS, timeout=60).json()
+    assert [s["source"] for s in tree["sources"]] == ["jira"]
+
+
+def test_mcp_search_tools_and_record_tool_outcome(service: S.ServiceProcess) -> None:
+    async def call() -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+        async with (
+            httpx2.AsyncClient(headers=HEADERS, timeout=60) as http,
+            Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as client,
+        ):
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"search_tools", "record_tool_outcome"} <= listed
+            found = await client.call_tool("search_tools", {"query": "translate this text into Korean", "top_k": 1})
+            recorded = [
+                (await client.call_tool("record_tool_outcome", {"name": "translate_text", "success": False}))
+                for _ in range(2)
+            ]
+            refused = await client.call_tool("record_tool_outcome", {"name": "no_such_tool", "success": True})
+            return (
+                found.structured_content or {},
+                [r.structured_content or {} for r in recorded],
+                bool(refused.is_error),
+            )
+
+    found, recorded, refused = asyncio.run(call())
+    assert found["tools"][0]["name"] == "translate_text"
+    first, second = recorded  # (another test may have recorded calls of it before)
+    assert second["calls"] == first["calls"] + 1 and second["successes"] == first["successes"]
+    assert second["success_rate"] == pytest.approx((second["successes"] + 1) / (second["calls"] + 2), abs=1e-4)
+    assert refused
