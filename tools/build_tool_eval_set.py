@@ -159,6 +159,7 @@ def build(
     out: Path,
     *,
     test_limit: int = TEST_LIMIT,
+    test_from: int = 0,
     train_max_bytes: int = TRAIN_MAX_BYTES,
     train_limit: int = TRAIN_LIMIT,
 ) -> Built:
@@ -171,7 +172,8 @@ def build(
     ids = [query_id(q) for q, _ in test_all]
     if len(set(ids)) != len(ids):  # 48 bits of sha1 for ~20,000 queries: never expected, but never silent
         raise SystemExit("error: two test queries share an id prefix; lengthen query_id")
-    built = Built(len(tools), len(rows), len(kept), dropped, len(test_all), len(train_all), test_all[:test_limit])
+    built = Built(len(tools), len(rows), len(kept), dropped, len(test_all), len(train_all),
+                  test_all[test_from : test_from + test_limit])  # fmt: skip
     train = train_all
     if sum(len(train_line(q, t).encode("utf-8")) for q, t in train) > train_max_bytes:
         train, built.train_sampled = train[:train_limit], True
@@ -266,8 +268,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", type=Path, help="a MetaTool checkout (or a flat copy of its two data files)")
     parser.add_argument("out", type=Path, help="the eval set's folder, e.g. eval_sets/tools_metatool")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help=f"write the test queries after the first {TEST_LIMIT} instead (by sha1, ~3,100): the independent check "
+        "of choices made looking at the committed set; not committed",
+    )
     args = parser.parse_args(argv)
-    built = build(args.data, args.out)
+    built = (
+        build(args.data, args.out, test_from=TEST_LIMIT, test_limit=10**9)
+        if args.held_out
+        else build(args.data, args.out)
+    )
     print(
         f"wrote {args.out}: {built.tools} tools, {len(built.test)} test and {len(built.train)} training queries",
         file=sys.stderr,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -31,6 +32,7 @@ from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_q
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor
+from rag_pipeline.defs.evaluation.tool_search import build_tool_search_eval
 from rag_pipeline.defs.executors import build_executor
 from rag_pipeline.defs.notifications import (
     SlackNotificationResource,
@@ -42,7 +44,7 @@ from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, buil
 from rag_pipeline.scheduling.pause import IngestionPause
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.settings import NotificationSettings, Settings
-from rag_pipeline.sources.registry import load_object, registered_sources
+from rag_pipeline.sources.registry import get_source, load_object, registered_sources, tool_sources
 
 if TYPE_CHECKING:
     from rag_pipeline.defs.dagster_private import UnresolvedAssetJobDefinition
@@ -244,6 +246,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
         assets.append(build_answer_quality([dg.AssetDep(s.keys.points) for s in specs.values()]))
+    for name in (n for n in tool_sources() if n in specs):
+        # A tool catalog is scored by tool search's own evaluation (its section names the eval set).
+        section = settings.section(name, get_source(name).settings)
+        eval_dir = Path(getattr(section, "eval_dir"))  # noqa: B009 - a tool source's section, typed as any source's
+        points = dg.AssetKey(specs[name].keys.points)
+        assets.append(build_tool_search_eval(points, eval_dir, settings.paths.reports))
     assets += [d.reconciliation for d in live]
     notification_sensors = [run_failure_slack_notification_sensor, eval_check_slack_notification_sensor]
     retention_jobs, retention_schedules = build_retention_definitions(settings)

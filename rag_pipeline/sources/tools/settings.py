@@ -8,6 +8,8 @@ from typing import Self
 from rag_pipeline.env_values import EnvValues, SettingsError
 from rag_pipeline.sources.registry import InputCheck, SourceSettings
 
+# The tool-retrieval eval set the Dagster evaluation and bench/tool_search.py score (MetaTool, MIT).
+DEFAULT_TOOL_EVAL_DIR = Path(__file__).resolve().parents[3] / "eval_sets" / "tools_metatool"
 # The design's multi-signal score: 0.5 × semantic + 0.3 × usage + 0.2 × success.
 DEFAULT_WEIGHTS = (0.5, 0.3, 0.2)
 
@@ -16,7 +18,8 @@ class ToolsSettings(SourceSettings):
     """RAG_TOOLS_CATALOG (a JSON file of tool definitions), RAG_TOOLS_MCP_SERVERS (comma-separated Streamable HTTP
     URLs whose ``tools/list`` is read), RAG_TOOLS_CRITICAL (tools every tool search returns), and the score's
     RAG_TOOL_SEARCH_WEIGHTS (semantic,usage,success), RAG_TOOL_SEARCH_TOP_K, RAG_TOOL_SEARCH_CACHE_ENTRIES and
-    RAG_TOOL_SEARCH_CACHE_SECONDS. Neither a catalog nor a server: the source holds nothing."""
+    RAG_TOOL_SEARCH_CACHE_SECONDS; RAG_TOOL_EVAL_DIR, the tool-retrieval eval set. Neither a catalog nor a server: the
+    source holds nothing."""
 
     catalog: Path | None = None
     mcp_servers: tuple[str, ...] = ()
@@ -27,6 +30,8 @@ class ToolsSettings(SourceSettings):
     cache_seconds: float = 300.0
     # Seconds an MCP server may take to list its tools before it is reported and skipped.
     server_timeout_seconds: float = 20.0
+    # RAG_TOOL_EVAL_DIR: the tool-retrieval eval set (test queries, training split, its catalog).
+    eval_dir: Path = DEFAULT_TOOL_EVAL_DIR
 
     @classmethod
     def from_env(cls, env: EnvValues) -> Self:
@@ -39,6 +44,7 @@ class ToolsSettings(SourceSettings):
             cache_entries=env.int("RAG_TOOL_SEARCH_CACHE_ENTRIES", 512, minimum=0) or 0,
             cache_seconds=env.float("RAG_TOOL_SEARCH_CACHE_SECONDS", 300.0, 0.0, 86_400.0),
             server_timeout_seconds=env.float("RAG_TOOLS_SERVER_TIMEOUT", 20.0, 1.0, 600.0),
+            eval_dir=env.path("RAG_TOOL_EVAL_DIR", DEFAULT_TOOL_EVAL_DIR),
         )
 
     def inputs(self) -> tuple[InputCheck, ...]:
