@@ -9,7 +9,8 @@ gets the design's multi-signal score::
 
 - semantic: the query's cosine similarity to the tool over the best candidate's (clipped at 0); in the keyword
   fallback its BM25 score over the best candidate's;
-- usage: log(1 + calls) / log(1 + the most calls of any tool) — popular tools first among close matches;
+- usage: log(1 + calls) / log(1 + the most calls of any tool, at least 10) — popular tools first among close
+  matches, and not one tool made "the most used" by its first call;
 - success: (successes + 1) / (calls + 2) — a tool that keeps failing drops; an unused one counts as 0.5.
 
 The critical set (``critical`` in the catalog or RAG_TOOLS_CRITICAL) is always returned. Candidates are cached
@@ -144,12 +145,15 @@ def read_catalog(store: VectorStore) -> dict[str, CatalogEntry]:
     return entries
 
 
+# Calls before usage can reach 1: without it, the first call of a new catalog's first tool would give that tool
+# the whole usage weight (1 call of 1 is "the most used").
+USAGE_SATURATION_CALLS = 10
+
+
 def usage_signal(stats: Mapping[str, ToolStats]) -> dict[str, float]:
-    """usage per tool name: log(1 + calls) over the most-called tool's (0 for all when none was called)."""
-    most = max((s.calls for s in stats.values()), default=0)
-    if most <= 0:
-        return {}
-    return {name: math.log1p(s.calls) / math.log1p(most) for name, s in stats.items()}
+    """usage per tool name: log(1 + calls) over log(1 + the most-called tool's calls, at least 10)."""
+    most = max([USAGE_SATURATION_CALLS, *(s.calls for s in stats.values())])
+    return {name: math.log1p(s.calls) / math.log1p(most) for name, s in stats.items() if s.calls > 0}
 
 
 def success_signal(stats: ToolStats | None) -> float:
