@@ -12,7 +12,15 @@
 FROM python:3.11.14-slim-bookworm
 
 # The CPU build of torch comes from PyTorch's own index: PyPI's Linux torch wheel depends on GBs of CUDA packages.
+# Where that index is out of reach, TORCH_FIND_LINKS names a folder (mounted into the build: `podman build -v
+# /opt/wheels:/wheels:ro --build-arg TORCH_FIND_LINKS=/wheels`) holding the CPU wheel, and torch's own
+# dependencies come from PyPI (2.13.0+cpu outranks PyPI's 2.13.0). Either way the build fails if the torch
+# installed is not the CPU build (a silent fallback installed the CUDA one).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG TORCH_FIND_LINKS=
+# A CA bundle for a TLS-intercepting proxy between the build and PyPI, mounted into the build with the same -v
+# (unset: pip's own bundle). Read by pip during the build only; not kept in the image.
+ARG PIP_CERT
 # Dense models whose OpenVINO conversion is made at build time (`english`: all-MiniLM-L6-v2, the default). Add
 # `cjk` (multilingual-e5-small, about 1 GB more) for an index of Japanese, Chinese or Korean text; a model not
 # warmed here is converted on first use (~10 s), in the container's own layer.
@@ -33,6 +41,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libgomp1 \
+    && apt-get clean \
     && rm -rf /var/lib/apt/lists/*
 
 # A fixed, non-root user (uid/gid 10001, the fsGroup deploy/k8s uses), so files it writes on shared volumes have
@@ -48,12 +57,20 @@ RUN python -m venv "$VIRTUAL_ENV"
 WORKDIR /opt/rag/src
 
 # Dependencies first, in layers that only pyproject.toml invalidates: a code change reinstalls the project alone.
+# The libraries' own test suites are deleted in the same layer (~280 MB: pandas, numba, scipy, torch's; nothing
+# imports them at run time); the .pyc files (~490 MB) stay: without them every container start compiles its
+# imports again.
 # pyproject.toml's dependency list becomes two requirements files: torch alone (torch==2.13.0, which the CPU index
 # serves as 2.13.0+cpu, satisfying the pin) and everything else, then resolved against the torch installed.
 COPY pyproject.toml README.md ./
 RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/torch.txt', 'w').write('\n'.join(d for d in deps if d.startswith('torch')) + '\n'); open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
-    && pip install --no-cache-dir --index-url "$TORCH_INDEX_URL" --requirement /tmp/torch.txt \
+    && if [ -n "$TORCH_FIND_LINKS" ]; then set -- --find-links "$TORCH_FIND_LINKS"; else set -- --index-url "$TORCH_INDEX_URL"; fi \
+    && pip install --no-cache-dir "$@" --requirement /tmp/torch.txt \
+    && python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else f'torch {torch.__version__} is a CUDA build: the CPU wheel was not found ({sys.argv[1:]})')" "$@" \
     && pip install --no-cache-dir --requirement /tmp/requirements.txt \
+    && python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else f'the requirements replaced the CPU torch with {torch.__version__}')" \
+    && find "$VIRTUAL_ENV" -depth -type d -name tests -path '*/site-packages/*' -exec rm -rf {} + \
+    && rm -rf "$VIRTUAL_ENV/lib/python3.11/site-packages/torch/test" \
     && rm /tmp/torch.txt /tmp/requirements.txt
 
 # The project itself (its package data holds the bundled Slack export and Jira dump). Not editable: the image runs
@@ -65,10 +82,11 @@ RUN pip install --no-cache-dir . \
 # The eval sets live next to the package in a checkout, not in the wheel: RAG_EVAL_DIR points at this copy.
 # Copied as root, like the code: the services read them and never change them.
 COPY eval_sets /opt/rag/eval_sets
-# The Dagster instance of the stack (PostgreSQL storage, the run queue, pools) and its workspace (the user-code
-# gRPC server), read-only to the services. deploy/compose.yaml mounts the same files over these, so an edit there
-# needs a restart, not a rebuild.
-COPY deploy/dagster.compose.yaml /opt/dagster/home/dagster.yaml
+# The workspace of the stack's Dagster processes (the user-code gRPC server). The stack's instance (PostgreSQL
+# storage, the run queue, pools) is not baked in: deploy/compose.yaml mounts deploy/dagster.compose.yaml at
+# /opt/dagster/home/dagster.yaml and sets DAGSTER_HOME there. Without it (a single job in one container, `docker
+# run -v rag-data:/var/lib/rag rag-pipeline rag-pipeline demo`) the commands use their own SQLite instance in the
+# data volume (<RAG_DATA_DIR>/dagster_home), so nothing needs PostgreSQL.
 COPY deploy/workspace.compose.yaml /opt/dagster/workspace.yaml
 
 # Where each part of the project keeps its state (docs/guides/configuration.md):
@@ -76,11 +94,10 @@ COPY deploy/workspace.compose.yaml /opt/dagster/workspace.yaml
 #   and the search service in deploy/compose.yaml);
 # - RAG_MODEL_CACHE: converted models, made below and shipped in the image;
 # - RAG_EVAL_DIR: the eval sets copied above;
-# - DAGSTER_HOME: the instance's dagster.yaml (compute logs and artifacts go to /var/lib/dagster, see that file).
+# - DAGSTER_HOME: unset here (above); deploy/compose.yaml sets it for the stack.
 ENV RAG_DATA_DIR=/var/lib/rag \
     RAG_MODEL_CACHE=/opt/rag/models \
-    RAG_EVAL_DIR=/opt/rag/eval_sets \
-    DAGSTER_HOME=/opt/dagster/home
+    RAG_EVAL_DIR=/opt/rag/eval_sets
 
 USER 10001:10001
 WORKDIR /home/rag

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench bench-retrieval setup postgres-server redis-server celery-broker browser
+.PHONY: demo test lint bench bench-retrieval setup postgres-server redis-server celery-broker browser stack-test
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ test: $(BIN)/.installed postgres-server redis-server browser
 	$(BIN)/mypy  # the whole package; strict on the domain packages (pyproject.toml [tool.mypy])
 	RAG_REQUIRE_POSTGRES=1 $(BIN)/pytest
 	RAG_REQUIRE_REDIS=1 $(BIN)/pytest -m slow
+
+# The image built by podman and the Compose stack started, used and torn down (rag_pipeline_tests/stack; root, a
+# container engine, ~10 min): not part of `make test`, see docs/guides/container.md.
+stack-test: $(BIN)/.installed
+	$(SUDO) deploy/container/host_setup.sh
+	$(BIN)/pytest -m stack rag_pipeline_tests/stack -v
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m bench.ingest

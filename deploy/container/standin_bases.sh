@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Base images for the stack test where no container registry answers (docs/guides/container.md): each is the
+# official image when `podman pull` gets it, else a stand-in bootstrapped from Debian 12's own packages with
+# mmdebstrap, with the same interface as the official one:
+#
+# - python:3.11.14-slim-bookworm  Debian's python3 (3.11.2) with python3-venv, `python` and `python3` in
+#                                 /usr/local/bin like the official image; tagged with the official name, so the
+#                                 Dockerfile builds unchanged, and labelled as a stand-in;
+# - $POSTGRES_IMAGE (rag-standin/postgres:15)  postgresql-15 with an entrypoint honouring POSTGRES_USER,
+#                                 POSTGRES_PASSWORD and POSTGRES_DB on an empty /var/lib/postgresql/data, like
+#                                 the official image's, and pg_isready on PATH;
+# - $REDIS_IMAGE (rag-standin/redis:7)  redis-server and redis-cli (Debian's 7.0).
+#
+# Usage: deploy/container/standin_bases.sh [python|postgres|redis ...]   (default: all three)
+set -euo pipefail
+
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PYTHON_IMAGE=docker.io/library/python:3.11.14-slim-bookworm
+POSTGRES_IMAGE=${POSTGRES_IMAGE:-localhost/rag-standin/postgres:15}
+REDIS_IMAGE=${REDIS_IMAGE:-localhost/rag-standin/redis:7}
+STANDIN_LABEL='org.opencontainers.image.description=stand-in built from Debian 12 packages by deploy/container/standin_bases.sh'
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+have() { podman image exists "$1"; }
+
+# The official image when a registry gives it (within a minute), else false.
+pulled() {
+    timeout 60 podman pull -q "$1" >/dev/null 2>&1
+}
+
+bootstrap() {  # name, packages, then mmdebstrap hooks; writes the image $name from a minbase root
+    local name=$1 packages=$2
+    shift 2
+    echo "building stand-in $name from Debian packages ($packages)" >&2
+    mmdebstrap --quiet --variant=minbase --include="$packages" \
+        --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+        "$@" bookworm - "$MIRROR" \
+        | podman import --change "LABEL $STANDIN_LABEL" --change 'ENV LANG=C.UTF-8' \
+            "${IMPORT_CHANGES[@]}" - "$name" >/dev/null
+}
+
+python_base() {
+    have "$PYTHON_IMAGE" && return 0
+    pulled "$PYTHON_IMAGE" && return 0
+    IMPORT_CHANGES=(--change 'CMD ["python3"]')
+    bootstrap "$PYTHON_IMAGE" python3,python3-venv,ca-certificates,netbase \
+        --customize-hook='ln -sf /usr/bin/python3 "$1"/usr/local/bin/python && ln -sf /usr/bin/python3 "$1"/usr/local/bin/python3'
+}
+
+postgres_base() {
+    have "$POSTGRES_IMAGE" && return 0
+    IMPORT_CHANGES=(--change 'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]' --change 'CMD ["postgres"]'
+        --change 'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+        --change 'ENV PGDATA=/var/lib/postgresql/data' --change 'EXPOSE 5432')
+    bootstrap "$POSTGRES_IMAGE" postgresql-15,gosu \
+        --customize-hook="upload $HERE/postgres-entrypoint.sh /usr/local/bin/docker-entrypoint.sh" \
+        --customize-hook='chmod 755 "$1"/usr/local/bin/docker-entrypoint.sh && mkdir -p "$1"/var/lib/postgresql/data "$1"/var/run/postgresql && chroot "$1" chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql'
+}
+
+redis_base() {
+    have "$REDIS_IMAGE" && return 0
+    IMPORT_CHANGES=(--change 'CMD ["redis-server"]' --change 'WORKDIR /data' --change 'EXPOSE 6379')
+    bootstrap "$REDIS_IMAGE" redis-server,redis-tools \
+        --customize-hook='mkdir -p "$1"/data'
+}
+
+for what in "${@:-python postgres redis}"; do
+    for one in $what; do
+        "${one}_base"
+    done
+done
