@@ -9,15 +9,19 @@
 # - $POSTGRES_IMAGE (rag-standin/postgres:15)  postgresql-15 with an entrypoint honouring POSTGRES_USER,
 #                                 POSTGRES_PASSWORD and POSTGRES_DB on an empty /var/lib/postgresql/data, like
 #                                 the official image's, and pg_isready on PATH;
-# - $REDIS_IMAGE (rag-standin/redis:7)  redis-server and redis-cli (Debian's 7.0).
+# - $REDIS_IMAGE (rag-standin/redis:7)  redis-server and redis-cli (Debian's 7.0);
+# - $PROMETHEUS_IMAGE (rag-standin/prometheus:2.42)  Debian's Prometheus 2.42 as the entrypoint (the official
+#                                 image's interface: the command is its arguments) and wget for its health check.
+# Grafana has no Debian package: the stack test leaves it out.
 #
-# Usage: deploy/container/standin_bases.sh [python|postgres|redis ...]   (default: all three)
+# Usage: deploy/container/standin_bases.sh [python|postgres|redis|prometheus ...]   (default: all four)
 set -euo pipefail
 
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PYTHON_IMAGE=docker.io/library/python:3.11.14-slim-bookworm
 POSTGRES_IMAGE=${POSTGRES_IMAGE:-localhost/rag-standin/postgres:15}
 REDIS_IMAGE=${REDIS_IMAGE:-localhost/rag-standin/redis:7}
+PROMETHEUS_IMAGE=${PROMETHEUS_IMAGE:-localhost/rag-standin/prometheus:2.42}
 STANDIN_LABEL='org.opencontainers.image.description=stand-in built from Debian 12 packages by deploy/container/standin_bases.sh'
 HERE=$(cd "$(dirname "$0")" && pwd)
 
@@ -64,7 +68,16 @@ redis_base() {
         --customize-hook='mkdir -p "$1"/data'
 }
 
-for what in "${@:-python postgres redis}"; do
+prometheus_base() {
+    have "$PROMETHEUS_IMAGE" && return 0
+    IMPORT_CHANGES=(--change 'ENTRYPOINT ["/usr/bin/prometheus"]'
+        --change 'CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]'
+        --change 'WORKDIR /prometheus' --change 'EXPOSE 9090')
+    bootstrap "$PROMETHEUS_IMAGE" prometheus,wget \
+        --customize-hook='mkdir -p "$1"/prometheus'
+}
+
+for what in "${@:-python postgres redis prometheus}"; do
     for one in $what; do
         "${one}_base"
     done

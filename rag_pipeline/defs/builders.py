@@ -77,9 +77,10 @@ def source_specs(settings: Settings) -> dict[str, SourceSpec]:
 
 
 def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
-    """The evaluation over every source's Qdrant points."""
+    """The evaluation over every document source's Qdrant points (a tool catalog has its own: tool_search_eval)."""
+    tools = set(tool_sources())
     return build_evaluation(
-        [s.keys.points for s in specs.values()],
+        [s.keys.points for name, s in specs.items() if name not in tools],
         settings.llm_rerank_model,
         settings.automation.eval_cron,
         settings.rewrite_model,
@@ -245,7 +246,9 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
-        assets.append(build_answer_quality([dg.AssetDep(s.keys.points) for s in specs.values()]))
+        assets.append(
+            build_answer_quality([dg.AssetDep(s.keys.points) for n, s in specs.items() if n not in tool_sources()])
+        )
     for name in (n for n in tool_sources() if n in specs):
         # A tool catalog is scored by tool search's own evaluation (its section names the eval set).
         section = settings.section(name, get_source(name).settings)

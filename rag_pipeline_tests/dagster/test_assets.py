@@ -43,7 +43,7 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    for source, raw in (("slack", "slack_threads"), ("jira", "jira_issues")):
+    for source, raw in (("slack", "slack_threads"), ("jira", "jira_issues"), ("tools", "tool_definitions")):
         chain = [
             raw,
             f"{source}_parent_chunks",
@@ -55,7 +55,7 @@ def test_definitions_load_and_every_asset_is_described() -> None:
         assert set(chain) <= keys
     directories = {"slack_directory", "jira_directory"}
     for node in graph.asset_nodes:
-        assert node.group_name in ("slack", "jira", "evaluation", "access") and node.kinds and node.description
+        assert node.group_name in ("slack", "jira", "tools", "evaluation", "access") and node.kinds and node.description
         if node.key.to_user_string() in directories:
             # Who exists now: one unpartitioned asset per source, in its group, hourly, with a freshness policy
             # and a check on the records it had to skip.
@@ -230,7 +230,12 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
     res = _resources(tmp_path, slack_export)
     with dg.instance_for_test() as inst:
         context = dg.build_sensor_context(
-            instance=inst, resources={"slack_export": res["slack_export"], "jira_dump": res["jira_dump"]}
+            instance=inst,
+            resources={
+                "slack_export": res["slack_export"],
+                "jira_dump": res["jira_dump"],
+                "tools_files": res["tools_files"],
+            },
         )
         offline_source_discovery_sensor = build_offline_source_discovery_sensor(
             list(source_specs(settings_for()).values())

@@ -401,7 +401,15 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             }
 
     member = asyncio.run(session({**AUTH, "X-User-Id": "U1"}))
-    assert member["tools"] == ["explain_access", "get_document", "list_containers", "search_documents", "whoami"]
+    assert member["tools"] == [
+        "explain_access",
+        "get_document",
+        "list_containers",
+        "record_tool_outcome",
+        "search_documents",
+        "search_tools",
+        "whoami",
+    ]
     assert S.SECRET_THREAD in member["found"] and not member["document_error"]
     outsider = asyncio.run(session({**AUTH, "X-User-Id": "U2"}))
     assert S.SECRET_THREAD not in outsider["found"]
@@ -687,7 +695,15 @@ def test_mcp_over_stdio_searches_as_the_configured_reader_only(
             }
 
     result = asyncio.run(session())
-    assert result["tools"] == ["explain_access", "get_document", "list_containers", "search_documents", "whoami"]
+    assert result["tools"] == [
+        "explain_access",
+        "get_document",
+        "list_containers",
+        "record_tool_outcome",
+        "search_documents",
+        "search_tools",
+        "whoami",
+    ]
     # No tool takes a reader: the model cannot name one.
     for properties in result["schema"].values():
         assert not {"user", "user_id", "groups", "principal", "email"} & set(properties)

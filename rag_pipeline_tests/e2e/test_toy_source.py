@@ -83,7 +83,7 @@ def test_the_registered_source_is_offered_by_the_command_line(toy: dict[str, obj
         [str(BIN / "rag-pipeline"), "index", "--help"], capture_output=True, text=True, timeout=120,
         env={k: v for k, v in toy["env"].items() if k != "PYTHONPATH"},  # type: ignore[union-attr]
     )  # fmt: skip
-    assert "--toy-folder" not in plain.stdout and "{slack,jira}" in plain.stdout
+    assert "--toy-folder" not in plain.stdout and "{slack,jira,tools}" in plain.stdout
 
 
 def test_refreshing_the_directory_of_a_source_without_one_says_so(toy: dict[str, object], tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_every_service_is_up_and_healthy_but_search_until_an_index(stack: C.Stac
     assert containers["dagster-init"]["state"] == "exited" and containers["dagster-init"]["exit_code"] == 0
     running = {name: c for name, c in containers.items() if name != "dagster-init"}
     assert set(running) == {"postgres", "redis", "code-server", "webserver", "daemon", "worker", "ingest-metrics",
-                            "search"}  # fmt: skip
+                            "search", "prometheus"}  # fmt: skip
     assert all(c["state"] == "running" for c in running.values())
     healthy = {name: c["health"] for name, c in running.items() if name != "search"}
     assert healthy == dict.fromkeys(healthy, "healthy")
@@ -97,6 +97,15 @@ def test_the_bundled_slack_export_is_indexed_through_the_stack_and_searched_over
     scrape = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9464/metrics').read().decode())"
     exporter = stack.compose("exec", "-T", "ingest-metrics", "python", "-c", scrape)
     assert "rag_ingest_source_info" in exporter.stdout
+    # Prometheus scrapes both, the search service with the token compose hands it as a secret file.
+    deadline = time.monotonic() + 120
+    while True:
+        targets = httpx.get("http://127.0.0.1:9090/api/v1/targets", timeout=30).json()["data"]["activeTargets"]
+        health = {t["labels"]["job"]: t["health"] for t in targets}
+        if (health.get("rag-search") == "up" and health.get("rag-ingest") == "up") or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert health == {"rag-search": "up", "rag-ingest": "up", "prometheus": "up"}, targets
     stack.figures["peak_memory_mb"] = stack.peak_memory_mb()
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "stack.json").write_text(json.dumps(stack.figures, indent=1) + "\n")
