@@ -47,6 +47,9 @@ from rag_pipeline_tests.kit import serving_fixtures as S
 TOKEN = "serve-test-token-1234"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MODES = ("vector", "bm25", "hybrid", "reranked", "prf")
+# The MCP tools the service offers (sorted), the same over HTTP and to the stdio server.
+MCP_TOOLS = ["explain_access", "get_document", "list_containers", "record_tool_outcome", "search_documents",
+             "search_tools", "whoami"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -401,15 +404,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             }
 
     member = asyncio.run(session({**AUTH, "X-User-Id": "U1"}))
-    assert member["tools"] == [
-        "explain_access",
-        "get_document",
-        "list_containers",
-        "record_tool_outcome",
-        "search_documents",
-        "search_tools",
-        "whoami",
-    ]
+    assert member["tools"] == MCP_TOOLS
     assert S.SECRET_THREAD in member["found"] and not member["document_error"]
     outsider = asyncio.run(session({**AUTH, "X-User-Id": "U2"}))
     assert S.SECRET_THREAD not in outsider["found"]
@@ -695,15 +690,7 @@ def test_mcp_over_stdio_searches_as_the_configured_reader_only(
             }
 
     result = asyncio.run(session())
-    assert result["tools"] == [
-        "explain_access",
-        "get_document",
-        "list_containers",
-        "record_tool_outcome",
-        "search_documents",
-        "search_tools",
-        "whoami",
-    ]
+    assert result["tools"] == MCP_TOOLS
     # No tool takes a reader: the model cannot name one.
     for properties in result["schema"].values():
         assert not {"user", "user_id", "groups", "principal", "email"} & set(properties)
