@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
     from rag_pipeline.retrieval.principal import Principal
     from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-    from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, read_catalog, success_signal
+    from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, outcome_record, read_catalog
     from rag_pipeline.sources.tools.settings import ToolsSettings
 
     if (args.query is None) == (args.outcome is None):
@@ -53,12 +53,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             if name not in known:
                 raise CommandError(f"--outcome: no indexed tool is named {name!r}")
             stats = outcomes.record(name, result == "ok")
-            recorded = {"name": name, "calls": stats.calls, "successes": stats.successes,
-                        "success_rate": round(success_signal(stats), 4)}  # fmt: skip
+            recorded = outcome_record(name, stats)
             print(json.dumps(recorded) if args.json else f"{name}: {stats.successes} of {stats.calls} calls worked")
             return 0
-        search = ToolSearch(ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical),
-                            cache_entries=0)  # fmt: skip
+        search = ToolSearch(ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical))
         dense = None if args.mode == "bm25" else settings.load_dense_encoder
         with open_index(settings) as store:
             retriever = build_retriever(store, SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense))

@@ -76,11 +76,17 @@ def source_specs(settings: Settings) -> dict[str, SourceSpec]:
     return specs
 
 
-def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
-    """The evaluation over every document source's Qdrant points (a tool catalog has its own: tool_search_eval)."""
+def document_points(specs: dict[str, SourceSpec]) -> list[str]:
+    """The Qdrant points assets of the document sources: what the document evaluations read (a tool catalog has its
+    own evaluation, tool_search_eval)."""
     tools = set(tool_sources())
+    return [s.keys.points for name, s in specs.items() if name not in tools]
+
+
+def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
+    """The evaluation over every document source's Qdrant points."""
     return build_evaluation(
-        [s.keys.points for name, s in specs.items() if name not in tools],
+        document_points(specs),
         settings.llm_rerank_model,
         settings.automation.eval_cron,
         settings.rewrite_model,
@@ -246,9 +252,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
-        assets.append(
-            build_answer_quality([dg.AssetDep(s.keys.points) for n, s in specs.items() if n not in tool_sources()])
-        )
+        assets.append(build_answer_quality([dg.AssetDep(points) for points in document_points(specs)]))
     for name in (n for n in tool_sources() if n in specs):
         # A tool catalog is scored by tool search's own evaluation (its section names the eval set).
         section = settings.section(name, get_source(name).settings)

@@ -20,7 +20,6 @@ without usage, so each signal's effect shows on its own.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ import numpy as np
 
 from rag_pipeline.evaluation.eval_set import EvalQuery
 from rag_pipeline.evaluation.metrics import per_query_metrics
-from rag_pipeline.evaluation.statistics import bootstrap_ci, holm, paired_permutation_pvalues
+from rag_pipeline.evaluation.statistics import bootstrap_ci, holm, paired_permutation_pvalues, percentile_ms
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes, ToolStats
@@ -122,7 +121,7 @@ class ArmRun:
 
 
 def run_arm(arm: ToolArm, retriever: Retriever, queries: Sequence[EvalQuery], stats: dict[str, ToolStats]) -> ArmRun:
-    search = ToolSearch(ToolSearchConfig(weights=arm.weights, top_k=TOP_K), cache_entries=0)
+    search = ToolSearch(ToolSearchConfig(weights=arm.weights, top_k=TOP_K))
     principal = Principal.all_documents_for_evaluation()
     # One search first (not a test query, so nothing it caches is reused): the first call opens the collections.
     search.search(retriever, principal, "warm-up: weather forecast", stats, mode=arm.mode, generation=GENERATION)
@@ -171,12 +170,10 @@ def score(
 
 
 def _latency_ms(seconds: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    return {
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)] * 1000, 2),
-        "n": len(ordered),
-    }
+    """Median and 95th percentile in ms, as the retrieval evaluation reports them (statistics.percentile_ms)."""
+    milliseconds = [x * 1000 for x in seconds]
+    return {"p50_ms": round(percentile_ms(milliseconds, 50), 2), "p95_ms": round(percentile_ms(milliseconds, 95), 2),
+            "n": len(milliseconds)}  # fmt: skip
 
 
 def missing_tools(queries: Sequence[EvalQuery], indexed: set[str]) -> set[str]:
@@ -198,7 +195,7 @@ def evaluate_tool_search(
     query cache would make every arm after the first look faster than it is)."""
     say = on_progress or (lambda _message: None)
     retriever = new_retriever()
-    simulator = ToolSearch(ToolSearchConfig(top_k=1), cache_entries=0)
+    simulator = ToolSearch(ToolSearchConfig(top_k=1))
     catalog = simulator.catalog(retriever.store)
     missing = missing_tools(queries, set(catalog))
     if missing:

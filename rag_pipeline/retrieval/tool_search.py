@@ -23,11 +23,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from cachetools import TTLCache
+from typing import Any, Literal, Protocol
 
 from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.principal import Principal
@@ -163,19 +161,41 @@ def success_signal(stats: ToolStats | None) -> float:
     return (stats.successes + 1) / (stats.calls + 2)
 
 
-class ToolSearch:
-    """Searches the tool catalog of an index; one per process, shared by its requests (thread-safe)."""
+def outcome_record(name: str, stats: ToolStats) -> dict[str, Any]:
+    """A tool's record after an outcome was counted, as the HTTP route, the MCP tool and the CLI return it."""
+    return {"name": name, "calls": stats.calls, "successes": stats.successes,
+            "success_rate": round(success_signal(stats), 4)}  # fmt: skip
 
-    def __init__(self, config: ToolSearchConfig, cache_entries: int = 512, cache_seconds: float = 300.0) -> None:
+
+@dataclass(frozen=True)
+class Candidates:
+    """A query's candidates (document id, semantic score) best first, how they were found, and the warnings of
+    the search that found them: what the query cache keeps."""
+
+    ranked: list[tuple[str, float]]
+    semantic: Literal["dense", "keyword"]
+    warnings: tuple[str, ...] = ()
+
+
+class CandidateCache(Protocol):
+    """Where a long-lived reader keeps recent queries' candidates (the service's ``ResultCache``)."""
+
+    enabled: bool
+
+    def get(self, key: Hashable) -> Candidates | None: ...
+
+    def put(self, key: Hashable, value: Candidates) -> None: ...
+
+
+class ToolSearch:
+    """Searches the tool catalog of an index; one per process, shared by its requests (thread-safe). ``cache``
+    keeps each query's candidates per index generation (None: every search asks the index)."""
+
+    def __init__(self, config: ToolSearchConfig, cache: CandidateCache | None = None) -> None:
         self.config = config
-        self._enabled = cache_entries > 0 and cache_seconds > 0
-        self._cache: TTLCache[Hashable, tuple[list[tuple[str, float]], str]] = TTLCache(
-            maxsize=max(1, cache_entries), ttl=max(cache_seconds, 0.001)
-        )
+        self._cache = cache
         self._catalogs: dict[Hashable, dict[str, CatalogEntry]] = {}
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def catalog(self, store: VectorStore, generation: Hashable = None) -> dict[str, CatalogEntry]:
         """The index's tools, read once per ``generation`` (the caller's index version; None: read every time)."""
@@ -215,35 +235,26 @@ class ToolSearch:
         if not catalog:
             warnings.append("no tools are indexed: set RAG_TOOLS_CATALOG or RAG_TOOLS_MCP_SERVERS and index them")
         depth = max(self.config.candidates, top_k) if mode == "multi-signal" else top_k
-        key = (generation, mode, depth, query.strip()) if generation is not None and self._enabled else None
-        cached = key is not None and key in self._cache
-        if cached and key is not None:
-            with self._lock:
-                self.hits += 1
-                candidates, semantic = self._cache[key]
-        else:
-            candidates, semantic, found_warnings = _candidates(retriever, principal, query, mode, depth)
-            warnings.extend(found_warnings)
-            if key is not None:
-                with self._lock:
-                    self.misses += 1
-                    self._cache[key] = (candidates, semantic)
+        cache = self._cache if self._cache is not None and self._cache.enabled and generation is not None else None
+        key = (generation, mode, depth, query.strip())
+        found = cache.get(key) if cache is not None else None
+        cached = found is not None
+        if found is None:
+            found = _candidates(retriever, principal, query, mode, depth)
+            if cache is not None:
+                cache.put(key, found)
+        warnings.extend(found.warnings)
         usage = usage_signal(stats)
         weights = self.config.weights
         hits: list[ToolHit] = []
-        for document_id, score in candidates:
+        for document_id, score in found.ranked:
             if document_id not in catalog:
                 continue
             entry = catalog[document_id]
-            if mode == "multi-signal":
-                success = success_signal(stats.get(entry.name))
-                used = usage.get(entry.name, 0.0)
-                total = weights[0] * score + weights[1] * used + weights[2] * success
-                hits.append(ToolHit(entry, total, score, used, success))
-            else:
-                hits.append(
-                    ToolHit(entry, score, score, usage.get(entry.name, 0.0), success_signal(stats.get(entry.name)))
-                )
+            used, success = usage.get(entry.name, 0.0), success_signal(stats.get(entry.name))
+            # The multi-signal score ranks by all three; an arm alone by its own score (the others are shown).
+            total = weights[0] * score + weights[1] * used + weights[2] * success if mode == "multi-signal" else score
+            hits.append(ToolHit(entry, total, score, used, success))
         hits.sort(key=lambda h: (-h.score, h.entry.name))
         chosen = hits[:top_k]
         critical = set(self.config.critical) | {e.name for e in catalog.values() if e.critical}
@@ -258,7 +269,7 @@ class ToolSearch:
         return ToolSearchResponse(
             tools=chosen,
             mode=mode,
-            semantic=semantic,  # type: ignore[arg-type]
+            semantic=found.semantic,
             cached=cached,
             tokens_loaded=sum(h.entry.tokens for h in chosen),
             tokens_all=sum(e.tokens for e in catalog.values()),
@@ -268,10 +279,8 @@ class ToolSearch:
         )
 
 
-def _candidates(
-    retriever: Retriever, principal: Principal, query: str, mode: ToolMode, depth: int
-) -> tuple[list[tuple[str, float]], str, list[str]]:
-    """(document id, semantic score) best first, whether the dense model answered, and the search's warnings."""
+def _candidates(retriever: Retriever, principal: Principal, query: str, mode: ToolMode, depth: int) -> Candidates:
+    """The query's candidates, best first, whether the dense model answered, and the search's warnings."""
     sources = tool_sources()
     arm = "vector" if mode == "multi-signal" else mode
     response = retriever.search(query, arm, principal, top_k=depth, sources=sources, with_parent_text=False)
@@ -284,23 +293,7 @@ def _candidates(
         # the keyword fallback have no scale of their own either way.
         best = max((s for _, s in results), default=0.0)
         results = [(d, max(0.0, s) / best if best > 0 else 0.0) for d, s in results]
-    semantic = "keyword" if keyword or arm == "bm25" else "dense"
     warnings = list(response.warnings)
     if keyword:
         warnings.append("the dense model is unavailable: tools were found by keywords (BM25)")
-    return results, semantic, warnings
-
-
-def tools_for_prompt(hits: Sequence[ToolHit]) -> list[dict[str, Any]]:
-    """The hits as chat-completions ``tools`` entries: what an agent loads."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": h.entry.name,
-                "description": h.entry.definition.get("description", ""),
-                "parameters": h.entry.definition.get("input_schema", {}),
-            },
-        }
-        for h in hits
-    ]
+    return Candidates(results, "keyword" if keyword or arm == "bm25" else "dense", tuple(warnings))

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from rag_pipeline.index.store import ContainerSummary, SearchFilter, VectorStore
+from rag_pipeline.index.store import ContainerSummary, VectorStore
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.sources.registry import tool_sources
+from rag_pipeline.retrieval.retriever import search_filter
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ def reader_tree(store: VectorStore, reader: Principal, prefix: str | None = None
     if reader.all_documents:
         raise ValueError("the tree is a reader's: it never lists without access control")
     nodes = []
-    # Tool catalogs are not places a reader searches for documents (tool search lists tools).
-    for summary in store.containers(SearchFilter(acl=reader.acl_condition(), excluded_sources=tool_sources() or None)):
+    # A search's own filter with no scope: the reader's ACL, and no tool catalog (tool search lists tools).
+    for summary in store.containers(search_filter(reader)):
         name = container_name(summary)
         path = f"{summary.source}/{name}"
         nodes.append(ContainerNode(summary.source, summary.container, name, path, summary.documents, summary.latest))

@@ -35,6 +35,18 @@ def _encodable(value: str) -> str:
     return value
 
 
+def query_text(value: str) -> str:
+    """A query as searches take it (document and tool search alike): not blank, at least MIN_QUERY_CHARS characters
+    (the design's rule: one character matches too much to mean anything), no NUL, encodable."""
+    if not value.strip():
+        raise ValueError("query is empty")
+    if len(value.strip()) < MIN_QUERY_CHARS:
+        raise ValueError(f"query must be at least {MIN_QUERY_CHARS} characters")
+    if "\x00" in value:
+        raise ValueError("query contains a NUL character")
+    return _encodable(value)
+
+
 FilterValues = Annotated[
     Annotated[list[Annotated[str, Field(min_length=1, max_length=_NAME_CHARS)]], Field(max_length=MAX_FILTER_VALUES)]
     | None,
@@ -95,13 +107,7 @@ class SearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query is empty")
-        if len(value.strip()) < MIN_QUERY_CHARS:  # the design's rule: one character matches too much to mean anything
-            raise ValueError(f"query must be at least {MIN_QUERY_CHARS} characters")
-        if "\x00" in value:
-            raise ValueError("query contains a NUL character")
-        return _encodable(value)
+        return query_text(value)
 
     @field_validator("since", "until")
     @classmethod
@@ -186,11 +192,7 @@ class ToolSearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if len(value.strip()) < MIN_QUERY_CHARS:
-            raise ValueError(f"query must be at least {MIN_QUERY_CHARS} characters")
-        if "\x00" in value:
-            raise ValueError("query contains a NUL character")
-        return _encodable(value)
+        return query_text(value)
 
 
 class ToolOutcomeRequest(BaseModel):

@@ -29,7 +29,7 @@ from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, ToolSearchResponse, success_signal
+from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, ToolSearchResponse, outcome_record
 from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
@@ -112,7 +112,7 @@ class SearchService:
     ) -> None:
         self.default_min_score = default_min_score
         # Tool search over the index's tool catalog; outcomes in memory unless the settings give the data folder's.
-        self.tool_search = tool_search or ToolSearch(ToolSearchConfig())
+        self.tool_search = tool_search or ToolSearch(ToolSearchConfig(), ResultCache(cache_entries, cache_seconds))
         self.tool_outcomes = tool_outcomes or ToolOutcomes()
         self.location = location
         self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
@@ -169,8 +169,7 @@ class SearchService:
             "tool_search",
             ToolSearch(
                 ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical),
-                cache_entries=tools.cache_entries,
-                cache_seconds=tools.cache_seconds,
+                ResultCache(tools.cache_entries, tools.cache_seconds),
             ),
         )
         kwargs.setdefault("tool_outcomes", ToolOutcomes(settings.paths.tool_outcomes))
@@ -385,9 +384,7 @@ class SearchService:
             catalog = self.tool_search.catalog(retriever.store, self._generation)
         if not any(entry.name == name for entry in catalog.values()):
             raise KeyError(name)
-        stats = self.tool_outcomes.record(name, request.success, request.calls)
-        return {"name": name, "calls": stats.calls, "successes": stats.successes,
-                "success_rate": round(success_signal(stats), 4)}  # fmt: skip
+        return outcome_record(name, self.tool_outcomes.record(name, request.success, request.calls))
 
     def document_acl(self, document_id: str) -> IndexedAcl | None:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,
