@@ -180,6 +180,15 @@ def test_bad_tool_requests_are_4xx_naming_the_field(service: S.ServiceProcess) -
         assert refused.status_code in (400, 422) and refused.json()["field"] == field, refused.text
     anonymous = httpx.post(f"{service.url}/v1/tools/search", json={"query": "weather"}, timeout=60)
     assert anonymous.status_code == 401
+    # The token but no person: refused, naming the identity header; a group header (no trusted proxy): refused.
+    nobody = {"Authorization": f"Bearer {TOKEN}"}
+    for route in ("/v1/tools/search", "/v1/tools/get_weather/outcome"):
+        body = {"query": "weather"} if route.endswith("search") else {"success": True}
+        refused = httpx.post(f"{service.url}{route}", json=body, headers=nobody, timeout=60)
+        assert refused.status_code == 401 and refused.json()["field"] == "X-User-Id", refused.text
+        forged = httpx.post(f"{service.url}{route}", json=body, headers={**HEADERS, "X-User-Groups": "admins"},
+                            timeout=60)  # fmt: skip
+        assert forged.status_code == 400, forged.text
 
 
 def test_document_search_never_returns_tools(service: S.ServiceProcess) -> None:
