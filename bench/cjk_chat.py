@@ -34,9 +34,9 @@ import bm25s
 import numpy as np
 
 from bench import common
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.statistics import bootstrap_ci
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.text.korean import content_morphemes
 from rag_pipeline.vectors.sparse import _CJK_RUN, cjk_bigrams
 from tools.build_dialogue_eval_sets import SOURCES, build

@@ -19,7 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from rag_pipeline.directory import jira_directory, slack_directory
+from rag_pipeline.connectors.jira import directory as jira_directory
+from rag_pipeline.connectors.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.slack import directory as slack_directory
+from rag_pipeline.connectors.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.directory.explain import explain
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.directory.people import find_person
@@ -27,9 +31,6 @@ from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync, sync_directory
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator

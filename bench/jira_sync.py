@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
+from rag_pipeline.connectors.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.connectors.jira.client import build_jira_client, endpoint_of
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
-from rag_pipeline.sources.jira.client import build_jira_client, endpoint_of
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
 from rag_pipeline_tests.kit.jira_fixtures import synthetic_project_key, synthetic_site

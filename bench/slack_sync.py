@@ -45,9 +45,9 @@ from typing import Any
 import slack_sdk
 
 from bench import common
+from rag_pipeline.connectors.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline_tests.kit.emulators.slack_api import RateLimit, RecordedRequest, SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import BOT_USER_ID, SlackWorkspace
 from rag_pipeline_tests.kit.slack_fixtures import synthetic_channel_id, synthetic_workspace

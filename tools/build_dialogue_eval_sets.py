@@ -37,8 +37,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.slack.threads import thread_document_id
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
-from rag_pipeline.sources.slack.threads import thread_document_id
 
 START = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 SPACING = timedelta(hours=3)

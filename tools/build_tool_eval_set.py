@@ -41,8 +41,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rag_pipeline.connectors.tools.catalog import CATALOG_CONTAINER, SOURCE_NAME
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
-from rag_pipeline.sources.tools.catalog import CATALOG_CONTAINER, SOURCE_NAME
 
 NAME = "tools_metatool_test"
 TEST_LIMIT = 1000
@@ -93,7 +93,7 @@ def query_id(query: str) -> str:
 
 
 def document_id(tool: str) -> str:
-    """The id the ``tools`` source gives a catalog tool (rag_pipeline.sources.tools.catalog.tool_documents)."""
+    """The id the ``tools`` source gives a catalog tool (rag_pipeline.connectors.tools.catalog.tool_documents)."""
     return f"{SOURCE_NAME}:{CATALOG_CONTAINER}:{tool}"
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bench import common
-from rag_pipeline.sources.jira.dump import JiraDumpReader
+from rag_pipeline.connectors.jira.dump import JiraDumpReader
 from rag_pipeline.vectors.dense import load as dense
 from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder
 
@@ -120,7 +120,7 @@ def char_order_padding(lengths_by_text: list[int], chars: list[int], batch_size:
 
 def demo_jira_texts(n: int, encoder: OpenVinoEncoder) -> list[str]:
     """The first ``n`` child chunks of the bundled Jira export, chunked as indexing chunks them."""
-    from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
+    from rag_pipeline.connectors.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
     from rag_pipeline.stages import chunk_documents, documents_frame
     from rag_pipeline.text.chunking import Chunker
 

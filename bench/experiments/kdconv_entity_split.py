@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from bench.cjk_chat import _bigrams
-from rag_pipeline.sources.slack.export import SlackExportReader
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from tools.build_dialogue_eval_sets import SOURCES
 
 _QUOTED = re.compile(r"[《【“\"](.+?)[》】”\"]")

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from bench import common
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.statistics import bootstrap_ci
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.vectors.dense.load import load_dense_encoder
 
 FOLDER = common.EVAL_SETS / "ko_helpdesk"

@@ -31,11 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.commands.search import bm25_encoder, open_index
+    from rag_pipeline.connectors.tools.settings import ToolsSettings
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
     from rag_pipeline.retrieval.principal import Principal
     from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
     from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, outcome_record, read_catalog
-    from rag_pipeline.sources.tools.settings import ToolsSettings
 
     if (args.query is None) == (args.outcome is None):
         raise CommandError("give a QUERY to search, or --outcome NAME=ok|failed to record a call (not both)")

@@ -11,8 +11,8 @@ from dagster_shared.error import SerializableErrorInfo
 from pydantic import Field
 from slack_sdk import WebClient
 
+from rag_pipeline.connectors.slack.api import build_web_client
 from rag_pipeline.notify.slack_notice import Notice, post_notice, run_link
-from rag_pipeline.sources.slack.api import build_web_client
 
 EVAL_REPORT = dg.AssetKey("retrieval_eval_report")
 EVAL_CHECKS = ("quality_floor", "no_regression", "acl_no_leaks")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from rag_pipeline.connectors.slack.threads import workspace_group
 from rag_pipeline.directory.accounts import DirectorySnapshot, count_by_status
 from rag_pipeline.directory.people import people_of
 from rag_pipeline.directory.store import DirectoryChange, DirectoryStore
@@ -22,7 +23,6 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.reconciliation.reconcile import acl_differs, update_acls
 from rag_pipeline.sources.document import Acl
 from rag_pipeline.sources.problems import RecordProblem
-from rag_pipeline.sources.slack.threads import workspace_group
 
 
 @dataclass

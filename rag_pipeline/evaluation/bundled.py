@@ -12,9 +12,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
-from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.sources.jira.dump import (
+from rag_pipeline.connectors.jira.dump import (
     JiraDumpReader,
     comment_document_id,
     jira_group,
@@ -23,9 +21,11 @@ from rag_pipeline.sources.jira.dump import (
     restriction_group,
     role_group,
 )
-from rag_pipeline.sources.jira.settings import BUNDLED_COMMENT_VISIBILITY, BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
-from rag_pipeline.sources.slack.settings import BUNDLED_SLACK_TEAM
-from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
+from rag_pipeline.connectors.jira.settings import BUNDLED_COMMENT_VISIBILITY, BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
+from rag_pipeline.connectors.slack.settings import BUNDLED_SLACK_TEAM
+from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_group
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, write_eval_set
+from rag_pipeline.retrieval.principal import Principal
 
 SLACK_CHANNEL = "C0UBUNTU00"
 

@@ -9,7 +9,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from rag_pipeline.sources.slack.api import SlackAccessError, describe_slack_error
+from rag_pipeline.connectors.slack.api import SlackAccessError, describe_slack_error
 
 MAX_DETAILS = 10
 MAX_DETAIL_CHARS = 300

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from rag_pipeline.connectors.tools.settings import ToolsSettings
 from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import IndexedAcl, VectorStore
@@ -37,7 +38,6 @@ from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, Tool
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.tools.settings import ToolsSettings
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ from rag_pipeline.env_values import EnvValues
 
 ENTRY_POINT_GROUP = "rag_pipeline.sources"
 BUILT_IN = (
-    "rag_pipeline.sources.slack.source:SLACK",
-    "rag_pipeline.sources.jira.source:JIRA",
-    "rag_pipeline.sources.tools.source:TOOLS",
+    "rag_pipeline.connectors.slack.source:SLACK",
+    "rag_pipeline.connectors.jira.source:JIRA",
+    "rag_pipeline.connectors.tools.source:TOOLS",
 )
 
 

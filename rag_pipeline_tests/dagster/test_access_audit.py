@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_pipeline.connectors.slack.threads import workspace_group
 from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.defs.directory import (
     MASS_CHANGE_CHECK,
@@ -22,7 +23,6 @@ from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.index_info import claim_dense_model
-from rag_pipeline.sources.slack.threads import workspace_group
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.slack_index import UNLOADABLE_MODEL, index_threads, read_threads

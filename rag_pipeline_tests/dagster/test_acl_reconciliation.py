@@ -15,15 +15,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_pipeline.connectors.slack.reconcile import plan_channel
+from rag_pipeline.connectors.slack.threads import thread_document_id
 from rag_pipeline.defs.chain.partitions import slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.index_info import claim_dense_model
 from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.reconciliation.reconcile import IndexWriters, apply_plans
-from rag_pipeline.reconciliation.slack_reconcile import plan_channel
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline.sources.slack.threads import thread_document_id
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests.kit import slack_fixtures as F

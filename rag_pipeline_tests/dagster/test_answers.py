@@ -205,12 +205,12 @@ def test_answer_quality_asset_scores_answers_as_their_readers(tmp_path, monkeypa
 
     import dagster as dg
 
+    from rag_pipeline.connectors.slack.threads import thread_document_id
     from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResource, QdrantResource
     from rag_pipeline.defs.evaluation.answers import AnswerQualityConfig, AnswerResource, build_answer_quality
     from rag_pipeline.defs.evaluation.resources import EvaluationResource
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.index.index_info import claim_dense_model
-    from rag_pipeline.sources.slack.threads import thread_document_id
     from rag_pipeline_tests.kit import slack_fixtures as F
     from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
     from rag_pipeline_tests.kit.slack_index import UNLOADABLE_MODEL, index_threads, read_threads
@@ -275,13 +275,13 @@ def test_no_acl_bundled_dev_prompt_holds_a_document_its_principal_may_not_read(t
     others appears in the prompt."""
     import json as _json
 
+    from rag_pipeline.connectors.jira import settings as jira_settings
+    from rag_pipeline.connectors.jira.dump import JiraDumpReader
+    from rag_pipeline.connectors.slack import settings as slack_settings
+    from rag_pipeline.connectors.slack.export import SlackExportReader
     from rag_pipeline.evaluation.eval_set import load_eval_set
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.retrieval.retriever import Retriever
-    from rag_pipeline.sources.jira import settings as jira_settings
-    from rag_pipeline.sources.jira.dump import JiraDumpReader
-    from rag_pipeline.sources.slack import settings as slack_settings
-    from rag_pipeline.sources.slack.export import SlackExportReader
     from rag_pipeline.stages import documents_frame, index_documents_directly
     from rag_pipeline.text.chunking import Chunker
     from rag_pipeline.vectors.sparse import Bm25Encoder

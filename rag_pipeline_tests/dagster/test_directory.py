@@ -17,10 +17,13 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from rag_pipeline.connectors.jira import directory as jira_directory
+from rag_pipeline.connectors.jira.dump import issue_to_document, project_group, security_level_group
+from rag_pipeline.connectors.slack import directory as slack_directory
+from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_group
 from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.defs.directory import DirectoryResource, build_directory_asset
 from rag_pipeline.defs.slack.resources import SlackExportResource
-from rag_pipeline.directory import jira_directory, slack_directory
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.explain import explain
 from rag_pipeline.directory.lookup import DirectoryLookup
@@ -33,8 +36,6 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.retriever import Retriever, search_filter
 from rag_pipeline.serving.identity import IdentityError, resolve_reader
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira.dump import issue_to_document, project_group, security_level_group
-from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.data import jira_issue

@@ -23,14 +23,14 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_to_document
+from rag_pipeline.connectors.jira.markup import adf_to_text
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.jira.resources import JiraDumpResource
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
-from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_to_document
-from rag_pipeline.sources.jira.markup import adf_to_text
 from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.sources.source_read import admit_documents
 from rag_pipeline.text.clean import clean_text, clean_title
 from rag_pipeline_tests.kit.data import D1, D2, TEAM, jira_issue, ts, write_jira_dump, write_slack_export

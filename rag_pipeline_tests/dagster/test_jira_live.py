@@ -9,16 +9,16 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_pipeline.connectors.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, jira_group
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_document_id, project_group, security_level_group
+from rag_pipeline.connectors.jira.reconcile import plan_project
 from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
-from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, jira_group
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_document_id, project_group, security_level_group
 from rag_pipeline_tests.kit import jira_fixtures as F
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite

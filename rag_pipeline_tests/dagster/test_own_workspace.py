@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from rag_pipeline.cli import main
+from rag_pipeline.connectors.jira.identity import jira_sites
+from rag_pipeline.connectors.slack.identity import resolve_slack_identity, slack_clues
 from rag_pipeline.sources.identity import IdentityError
-from rag_pipeline.sources.jira.identity import jira_sites
-from rag_pipeline.sources.slack.identity import resolve_slack_identity, slack_clues
 from rag_pipeline_tests.kit.data import D1, basic_days, jira_issue, ts, write_jira_dump, write_slack_export
 from rag_pipeline_tests.kit.paths import FIXTURES_DIR
 

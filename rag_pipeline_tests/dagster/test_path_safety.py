@@ -14,15 +14,15 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rag_pipeline.connectors.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
 from rag_pipeline.defs.chain.partitions import jira_projects, slack_channels, week_key, weekly_partitions
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
 from rag_pipeline_tests.kit import jira_fixtures as JF
 from rag_pipeline_tests.kit import slack_fixtures as SF
 from rag_pipeline_tests.kit.data import TEAM

@@ -13,6 +13,8 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from rag_pipeline.connectors.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
+from rag_pipeline.connectors.slack.settings import SlackApiSettings
 from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.slack.spec import slack_api_resource
@@ -20,8 +22,6 @@ from rag_pipeline.runs.live_sync import run_sync
 from rag_pipeline.settings import ApiLimits
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import GuardTripped
-from rag_pipeline.sources.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
-from rag_pipeline.sources.slack.settings import SlackApiSettings
 from rag_pipeline.sources.source_read import SourceRead
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator

@@ -8,19 +8,19 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.chain.partitions import slack_channels
-from rag_pipeline.defs.slack.resources import SlackResource
-from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import CollectionNames, SearchFilter
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.slack.api import (
+from rag_pipeline.connectors.slack.api import (
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,
     build_web_client,
 )
-from rag_pipeline.sources.slack.export import SlackExportReader
-from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
+from rag_pipeline.connectors.slack.export import SlackExportReader
+from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_group
+from rag_pipeline.defs.chain.partitions import slack_channels
+from rag_pipeline.defs.slack.resources import SlackResource
+from rag_pipeline.index.edge_store import EdgeVectorStore
+from rag_pipeline.index.store import CollectionNames, SearchFilter
+from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import SlackWorkspace

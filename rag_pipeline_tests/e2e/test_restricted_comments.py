@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from rag_pipeline.sources.jira.dump import comment_document_id, issue_document_id
+from rag_pipeline.connectors.jira.dump import comment_document_id, issue_document_id
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 

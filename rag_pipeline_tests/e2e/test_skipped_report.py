@@ -19,11 +19,11 @@ import pytest
 from rag_pipeline.cli import main
 from rag_pipeline.commands.arguments import iso_instant
 from rag_pipeline.commands.errors import FAILURE, USAGE, explain
+from rag_pipeline.connectors.jira.dump import JiraDumpReader
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames
-from rag_pipeline.sources.jira.dump import JiraDumpReader
 from rag_pipeline.sources.problems import UnreadableSource
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline_tests.e2e.test_cli_errors import _assert_quiet, _clean_env, _one_error_line, _run_cli
 from rag_pipeline_tests.e2e.test_concurrent_store import Processes
 from rag_pipeline_tests.kit import slack_fixtures as F
@@ -143,7 +143,7 @@ def test_index_reports_an_unreadable_jira_line_and_indexes_the_rest(tmp_path: Pa
 def test_a_memory_error_decoding_one_line_is_that_lines_problem(tmp_path: Path, monkeypatch) -> None:
     """Any exception while decoding a line, not only the ones JSON raises (reader level: a subprocess cannot
     be made to run out of memory on one line alone)."""
-    import rag_pipeline.sources.jira.dump as jira_dump
+    import rag_pipeline.connectors.jira.dump as jira_dump
 
     dump = write_jira_dump(
         tmp_path / "dump.jsonl.gz",

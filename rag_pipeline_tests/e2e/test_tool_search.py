@@ -20,11 +20,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.connectors.tools.catalog import server_container
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.tools.catalog import server_container
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.emulators.mcp_tool_server import McpToolServer

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag_pipeline.connectors.jira import settings as jira_settings
+from rag_pipeline.connectors.slack import settings as slack_settings
 from rag_pipeline.evaluation.eval_set import EvalSetMeta, load_eval_set, write_eval_set
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.jira import settings as jira_settings
-from rag_pipeline.sources.slack import settings as slack_settings
 from rag_pipeline_tests.kit.paths import REPO_ROOT
 
 ROOT = REPO_ROOT

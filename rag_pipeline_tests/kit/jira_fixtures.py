@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.sources.jira import settings as jira_settings
+from rag_pipeline.connectors.jira import settings as jira_settings
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
 
 # -- bundled dump -----------------------------------------------------------------------------------------------------

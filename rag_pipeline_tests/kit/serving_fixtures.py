@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from rag_pipeline.sources.jira.dump import issue_document_id, project_group, security_level_group
-from rag_pipeline.sources.slack.threads import workspace_group
+from rag_pipeline.connectors.jira.dump import issue_document_id, project_group, security_level_group
+from rag_pipeline.connectors.slack.threads import workspace_group
 from rag_pipeline_tests.kit.data import D1, jira_issue, ts, write_jira_dump, write_slack_export
 
 TEAM = "T0SERVE"

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from rag_pipeline.sources.slack import settings as slack_settings
+from rag_pipeline.connectors.slack import settings as slack_settings
 from rag_pipeline_tests.kit.emulators.slack_workspace import BOT_ID, BOT_USER_ID, SlackWorkspace
 
 # -- bundled export ---------------------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from rag_pipeline.connectors.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.vectors.sparse import Bm25Encoder

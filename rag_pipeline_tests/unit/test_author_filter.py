@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.connectors.slack.threads import workspace_group
 from rag_pipeline.index.client_store import ClientVectorStore
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.index_info import claim_dense_model
@@ -20,7 +21,6 @@ from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.slack.threads import workspace_group
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.qdrant_rest import QdrantRestRecorder

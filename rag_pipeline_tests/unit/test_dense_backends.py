@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag_pipeline.connectors.jira.settings import BUNDLED_JIRA_DUMP
 from rag_pipeline.settings import Settings, SettingsError
-from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP
 from rag_pipeline.vectors.dense import load as dense
 from rag_pipeline.vectors.dense import openvino as openvino_dense
 from rag_pipeline.vectors.dense.base import encoder_backend

@@ -200,7 +200,7 @@ def _dockerfile_env() -> dict[str, str]:
 def _project_variables() -> tuple[set[str], list[re.Pattern[str]]]:
     """Variable names the settings modules spell (string constants), and the per-source templates they build
     (f-strings such as ``RAG_{SOURCE}_SYNC_ENABLED``) as patterns over the registered sources."""
-    files = [PACKAGE_DIR / "settings.py", *sorted((PACKAGE_DIR / "sources").glob("*/settings.py"))]
+    files = [PACKAGE_DIR / "settings.py", *sorted((PACKAGE_DIR / "connectors").glob("*/settings.py"))]
     sources = "|".join(name.upper() for name in source_names())
     names: set[str] = set()
     patterns = []

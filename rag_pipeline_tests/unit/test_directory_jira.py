@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.directory import jira_directory, slack_directory
+from rag_pipeline.connectors.jira import directory as jira_directory
+from rag_pipeline.connectors.jira.api import JiraApiReader, JiraSyncSettings
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.jira.dump import project_group, role_group, security_level_group
+from rag_pipeline.connectors.slack import directory as slack_directory
 from rag_pipeline.directory.explain import explain
 from rag_pipeline.directory.people import find_person
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import sync_directory
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraApiReader, JiraSyncSettings
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.jira.dump import project_group, role_group, security_level_group
 from rag_pipeline_tests.kit import slack_fixtures as SF
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite

@@ -15,25 +15,26 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.connectors.jira import directory as jira_directory
+from rag_pipeline.connectors.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.jira.csv_export import JiraCsvReader
+from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_to_document, project_group, security_level_group
+from rag_pipeline.connectors.slack import directory as slack_directory
+from rag_pipeline.connectors.slack import settings as slack_settings
+from rag_pipeline.connectors.slack.api import SlackAccessError
+from rag_pipeline.connectors.slack.export import SlackExportReader
+from rag_pipeline.connectors.slack.reconcile import plan_channel
+from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_group
 from rag_pipeline.defs.slack.resources import SlackResource
-from rag_pipeline.directory import jira_directory, slack_directory
 from rag_pipeline.directory.people import find_person
 from rag_pipeline.directory.store import DirectoryChange, DirectoryStore
 from rag_pipeline.directory.sync import refresh_channel_acls, sync_directory
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import SearchFilter
-from rag_pipeline.reconciliation.slack_reconcile import plan_channel
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Acl
-from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.jira.csv_export import JiraCsvReader
-from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_to_document, project_group, security_level_group
 from rag_pipeline.sources.paging import GuardTripped
-from rag_pipeline.sources.slack import settings as slack_settings
-from rag_pipeline.sources.slack.api import SlackAccessError
-from rag_pipeline.sources.slack.export import SlackExportReader
-from rag_pipeline.sources.slack.threads import thread_document_id, workspace_group
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from rag_pipeline.connectors.jira.csv_export import JiraCsvReader
+from rag_pipeline.connectors.jira.dump import JiraDumpReader
+from rag_pipeline.connectors.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.jira.csv_export import JiraCsvReader
-from rag_pipeline.sources.jira.dump import JiraDumpReader
-from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, BUNDLED_JIRA_SITE
 from rag_pipeline.sources.problems import SourceError
 from rag_pipeline_tests.kit.paths import FIXTURES_DIR
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.retrieval.fusion import LEARNED_FUSION, learned_fusion
@@ -22,7 +23,6 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.settings import Settings
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker
 from rag_pipeline.text.korean import content_morphemes

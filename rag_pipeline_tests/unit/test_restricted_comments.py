@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rag_pipeline.sources.document import Acl
-from rag_pipeline.sources.jira.dump import (
+from rag_pipeline.connectors.jira.dump import (
     JiraDumpReader,
     issue_of,
     issue_to_documents,
@@ -14,6 +13,7 @@ from rag_pipeline.sources.jira.dump import (
     role_group,
     with_family_acl,
 )
+from rag_pipeline.sources.document import Acl
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 
 SITE = "jira.family.test"

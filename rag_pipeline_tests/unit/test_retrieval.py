@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rag_pipeline.connectors.jira.resolution import resolution_class
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import Hit, StorePoint
 from rag_pipeline.index.writer import DocumentPoints, write_documents
@@ -42,7 +43,6 @@ from rag_pipeline.retrieval.rerank.learned import (
 )
 from rag_pipeline.retrieval.results import MODES, SearchResult
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
-from rag_pipeline.sources.jira.resolution import resolution_class
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.sparse import Bm25Encoder
 

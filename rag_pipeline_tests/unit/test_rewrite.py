@@ -162,12 +162,12 @@ def test_merge_keeps_each_documents_best_hit() -> None:
 def test_the_rewritten_arm_scores_like_any_arm(fake: OpenAIFake, tmp_path: Path) -> None:
     """The arm over a small index: each query planned (the fake's plan adds an expansion), searched as its
     reader, ranked; a refused plan is the question as asked, recorded as the query's warning."""
+    from rag_pipeline.connectors.slack.threads import thread_document_id
     from rag_pipeline.defs.evaluation.assets import eval_arm_names
     from rag_pipeline.evaluation.eval_set import EvalQuery
     from rag_pipeline.evaluation.runner import REWRITTEN_ARM, run_rewritten_arm
     from rag_pipeline.index.edge_store import EdgeVectorStore
     from rag_pipeline.retrieval.retriever import Retriever
-    from rag_pipeline.sources.slack.threads import thread_document_id
     from rag_pipeline.vectors.sparse import Bm25Encoder
     from rag_pipeline_tests.kit import slack_fixtures as F
     from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.connectors.jira.settings import BUNDLED_JIRA_DUMP, JiraSettings
+from rag_pipeline.connectors.slack.settings import SlackSettings
 from rag_pipeline.settings import Settings, SettingsError
-from rag_pipeline.sources.jira.settings import BUNDLED_JIRA_DUMP, JiraSettings
-from rag_pipeline.sources.slack.settings import SlackSettings
 from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
 PACKAGE = PACKAGE_DIR

@@ -22,7 +22,7 @@ from slack_sdk.http_retry import builtin_handlers as retry_builtins
 from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
-from rag_pipeline.sources.slack.settings import BUNDLED_SLACK_EXPORT
+from rag_pipeline.connectors.slack.settings import BUNDLED_SLACK_EXPORT
 from rag_pipeline_tests.kit import slack_fixtures as fx
 from rag_pipeline_tests.kit.emulators.slack_api import RecordedRequest, SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import TOMBSTONE_TEXT, SlackWorkspace

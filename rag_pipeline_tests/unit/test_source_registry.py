@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.connectors.jira.settings import JiraSettings
+from rag_pipeline.connectors.slack.settings import SlackSettings
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources import registry
-from rag_pipeline.sources.jira.settings import JiraSettings
-from rag_pipeline.sources.slack.settings import SlackSettings
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_a_plugin_registered_by_an_installed_package_is_a_source(plugin_path: Pa
 @pytest.mark.parametrize(
     ("entries", "message"),
     [
-        ("slack2 = rag_pipeline.sources.slack.source:SLACK", r"registers 'slack' a second time"),
+        ("slack2 = rag_pipeline.connectors.slack.source:SLACK", r"registers 'slack' a second time"),
         ("bad = rag_pipeline.sources.registry:BUILT_IN", r"'bad = rag_pipeline.sources.registry:BUILT_IN' is a tuple"),
         ("gone = no_such_module:SOURCE", r"gone = no_such_module:SOURCE"),
     ],

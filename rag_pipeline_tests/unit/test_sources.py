@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.sources.jira.dump import JiraDumpReader, issue_to_document
+from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_to_document
+from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.sources.problems import SourceError
-from rag_pipeline.sources.slack.export import SlackExportReader
 from rag_pipeline_tests.kit.data import D1, D2, TEAM, jira_issue, ts, write_jira_dump
 
 
@@ -152,7 +152,7 @@ def test_jira_unsupported_body_names_the_issue(tmp_path: Path) -> None:
 
 
 def test_bundled_data_reads_cleanly() -> None:
-    from rag_pipeline.sources.slack import settings as slack_settings
+    from rag_pipeline.connectors.slack import settings as slack_settings
 
     slack = SlackExportReader(slack_settings.BUNDLED_SLACK_EXPORT, slack_settings.BUNDLED_SLACK_TEAM).read()
     assert slack.problems == [] and len(slack.documents) > 500

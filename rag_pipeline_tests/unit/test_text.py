@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.sources.jira.markup import adf_to_text
+from rag_pipeline.connectors.jira.markup import adf_to_text
 from rag_pipeline.text.chunking import Chunker, ChunkingConfig, chunk_id
 from rag_pipeline.text.clean import clean_text, strip_html
 from rag_pipeline.text.tokens import cl100k
@@ -25,7 +25,7 @@ def test_clean_text_removes_controls_and_collapses_whitespace() -> None:
 
 
 def test_html_is_stripped_only_from_html_bodies() -> None:
-    from rag_pipeline.sources.jira.dump import body_text
+    from rag_pipeline.connectors.jira.dump import body_text
 
     assert body_text("{html}<p>Steps:</p><ul><li>open <b>app</b></li></ul>{html}") == "Steps:\nopen app"
     code = "<p>see</p> <br/> {code}<Alloy><Window class='c'/><p>x</p></Alloy>{code} and List<String>"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.connectors.tools.catalog import read_catalog
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
-from rag_pipeline.sources.tools.catalog import read_catalog
 from tools.build_tool_eval_set import NAME, build, digest, is_test
 
 TOOLS = {

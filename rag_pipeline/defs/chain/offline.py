@@ -3,8 +3,8 @@
 from collections.abc import Container
 from pathlib import Path
 
-from rag_pipeline.sources.jira.dump import JiraRead
-from rag_pipeline.sources.slack.export import SlackRead
+from rag_pipeline.connectors.jira.dump import JiraRead
+from rag_pipeline.connectors.slack.export import SlackRead
 from rag_pipeline.sources.source_read import SourceRead
 
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.connectors.jira.dump import SOURCE
+from rag_pipeline.connectors.jira.reconcile import plan_project
 from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.chain.partitions import JIRA_PROJECTS
@@ -16,9 +18,7 @@ from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.index.store import IndexedDocument
-from rag_pipeline.reconciliation.jira_reconcile import plan_project
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
-from rag_pipeline.sources.jira.dump import SOURCE
 
 
 class JiraReconciliationConfig(dg.Config):

@@ -13,21 +13,21 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.defs.chain.offline import containers_of, file_version
-from rag_pipeline.directory import jira_directory
-from rag_pipeline.directory.accounts import DirectorySnapshot
-from rag_pipeline.directory.store import DirectoryStore
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
-from rag_pipeline.sources.jira.client import build_jira_client
-from rag_pipeline.sources.jira.csv_export import JiraCsvReader
-from rag_pipeline.sources.jira.dump import JiraDumpReader, JiraRead, read_comment_visibility
-from rag_pipeline.sources.jira.identity import JiraIdentity, jira_sites, resolve_jira_identity
-from rag_pipeline.sources.jira.settings import (
+from rag_pipeline.connectors.jira import directory as jira_directory
+from rag_pipeline.connectors.jira.api import JiraAccessError, JiraApiReader, JiraSyncSettings, JiraTimeoutError
+from rag_pipeline.connectors.jira.client import build_jira_client
+from rag_pipeline.connectors.jira.csv_export import JiraCsvReader
+from rag_pipeline.connectors.jira.dump import JiraDumpReader, JiraRead, read_comment_visibility
+from rag_pipeline.connectors.jira.identity import JiraIdentity, jira_sites, resolve_jira_identity
+from rag_pipeline.connectors.jira.settings import (
     BUNDLED_COMMENT_VISIBILITY,
     BUNDLED_JIRA_DUMP,
     DEFAULT_JIRA_CSV_DATE_FORMAT,
 )
+from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.store import DirectoryStore
+from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from rag_pipeline.connectors.jira.settings import JiraApiSettings, JiraSettings
 from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
 from rag_pipeline.defs.chain.partitions import jira_projects, weekly_partitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
@@ -13,7 +14,6 @@ from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
 from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
 from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
 from rag_pipeline.settings import ApiLimits, Settings
-from rag_pipeline.sources.jira.settings import JiraApiSettings, JiraSettings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)

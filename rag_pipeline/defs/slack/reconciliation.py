@@ -8,6 +8,8 @@ from collections.abc import Mapping
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.connectors.slack.reconcile import plan_channel
+from rag_pipeline.connectors.slack.threads import SOURCE
 from rag_pipeline.defs.automation import API_RETRY
 from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys
 from rag_pipeline.defs.chain.partitions import SLACK_CHANNELS
@@ -18,8 +20,6 @@ from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
-from rag_pipeline.reconciliation.slack_reconcile import plan_channel
-from rag_pipeline.sources.slack.threads import SOURCE
 
 
 class SlackReconciliationConfig(dg.Config):

@@ -10,20 +10,20 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import Field
 
-from rag_pipeline.defs.chain.offline import containers_of, file_version
-from rag_pipeline.directory import slack_directory
-from rag_pipeline.directory.accounts import DirectorySnapshot
-from rag_pipeline.directory.store import DirectoryStore
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
-from rag_pipeline.sources.slack.api import (
+from rag_pipeline.connectors.slack import directory as slack_directory
+from rag_pipeline.connectors.slack.api import (
     SlackAccessError,
     SlackApiReader,
     SlackSyncSettings,
     build_web_client,
 )
-from rag_pipeline.sources.slack.export import SlackExportReader, SlackRead
-from rag_pipeline.sources.slack.identity import SlackIdentity, resolve_slack_identity
+from rag_pipeline.connectors.slack.export import SlackExportReader, SlackRead
+from rag_pipeline.connectors.slack.identity import SlackIdentity, resolve_slack_identity
+from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.directory.accounts import DirectorySnapshot
+from rag_pipeline.directory.store import DirectoryStore
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
 from rag_pipeline.sources.source_read import SourceRead
 
 SLACK_API_POOL = "slack_api"

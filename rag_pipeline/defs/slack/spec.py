@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from rag_pipeline.connectors.slack.settings import SlackApiSettings, SlackSettings
 from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
 from rag_pipeline.defs.chain.partitions import slack_channels, weekly_partitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
@@ -14,7 +15,6 @@ from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
 from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.sources.slack.settings import SlackApiSettings, SlackSettings
 
 _log = logging.getLogger(__name__)
 

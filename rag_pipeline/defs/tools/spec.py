@@ -8,12 +8,12 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.connectors.tools.reader import ToolsIdentity, read_tools_cached, tools_identity
+from rag_pipeline.connectors.tools.settings import ToolsSettings
 from rag_pipeline.defs.chain.offline_spec import offline_source_spec
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.source_read import SourceRead
-from rag_pipeline.sources.tools.reader import ToolsIdentity, read_tools_cached, tools_identity
-from rag_pipeline.sources.tools.settings import ToolsSettings
 
 
 class ToolDefinitionsResource(dg.ConfigurableResource):

@@ -16,9 +16,9 @@ from datetime import datetime
 
 import numpy as np
 
+from rag_pipeline.connectors.jira.resolution import resolution_class
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.sources.jira.resolution import resolution_class
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 FEATURES_VERSION = "3"

@@ -28,12 +28,8 @@ import requests
 from atlassian import Jira
 from pydantic import BaseModel, Field
 
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.days import day_of, day_start
-from rag_pipeline.sources.document import Acl, Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
-from rag_pipeline.sources.jira.client import endpoint_of
-from rag_pipeline.sources.jira.dump import (
+from rag_pipeline.connectors.jira.client import endpoint_of
+from rag_pipeline.connectors.jira.dump import (
     issue_document_id,
     issue_to_documents,
     jira_group,
@@ -42,6 +38,10 @@ from rag_pipeline.sources.jira.dump import (
     role_actors,
     with_family_acl,
 )
+from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.days import day_of, day_start
+from rag_pipeline.sources.document import Acl, Document
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 

@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.jira.markup import jira_body_to_text
 from rag_pipeline.sources.document import BELONGS_TO, FAMILY, Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
-from rag_pipeline.sources.jira.markup import jira_body_to_text
 from rag_pipeline.sources.problems import (
     RecordError,
     RecordProblem,

@@ -39,8 +39,8 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.jira.dump import JiraRead, issue_document_id, issue_to_document
 from rag_pipeline.sources.document import Acl, Document
-from rag_pipeline.sources.jira.dump import JiraRead, issue_document_id, issue_to_document
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 DEFAULT_DATE_FORMAT = "%d/%b/%y %H:%M"

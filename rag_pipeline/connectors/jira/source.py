@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_pipeline.sources.jira.resolution import UNRESOLVED
-from rag_pipeline.sources.jira.settings import JiraSettings
+from rag_pipeline.connectors.jira.resolution import UNRESOLVED
+from rag_pipeline.connectors.jira.settings import JiraSettings
 from rag_pipeline.sources.registry import IndexOption, LiveApi, Source
 
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rag_pipeline.connectors.slack.markup import slack_to_text
 from rag_pipeline.sources.document import Acl, Document, content_hash, epoch_to_datetime
 from rag_pipeline.sources.identifiers import check_container_id
 from rag_pipeline.sources.problems import RecordError, shown
-from rag_pipeline.sources.slack.markup import slack_to_text
 from rag_pipeline.text.clean import clean_text, clean_title
 
 SOURCE = "slack"

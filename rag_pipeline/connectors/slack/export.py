@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
-from rag_pipeline.sources.problems import RecordProblem, SourceError, UnreadableSource, describe, shown
-from rag_pipeline.sources.slack.threads import (
+from rag_pipeline.connectors.slack.threads import (
     SlackChannel,
     ThreadDocumentBuilder,
     checked_message,
     group_threads,
     user_display_name,
 )
+from rag_pipeline.sources.document import Document
+from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id
+from rag_pipeline.sources.problems import RecordProblem, SourceError, UnreadableSource, describe, shown
 from rag_pipeline.text.clean import clean_title
 
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.slack.export import export_marks_status, user_team
+from rag_pipeline.connectors.slack.threads import user_display_name, workspace_group
 from rag_pipeline.directory.accounts import (
     Account,
     AccountStatus,
@@ -37,8 +39,6 @@ from rag_pipeline.directory.accounts import (
 from rag_pipeline.sources.identifiers import is_valid_container_id
 from rag_pipeline.sources.paging import GuardTripped
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
-from rag_pipeline.sources.slack.export import export_marks_status, user_team
-from rag_pipeline.sources.slack.threads import user_display_name, workspace_group
 
 SOURCE = "slack"
 # Export manifests that list channels with their members: public, private, multi-party DMs.
@@ -137,7 +137,7 @@ def add_channel_members(
 def read_export_directory(path: str | Path, team_id: str, now: float | None = None) -> DirectorySnapshot:
     """The directory of a Slack export: ``users.json`` and the members of ``channels.json``, ``groups.json``
     and ``mpims.json``. Zipped exports are read as the export reader reads them."""
-    from rag_pipeline.sources.slack.export import SlackExportReader
+    from rag_pipeline.connectors.slack.export import SlackExportReader
 
     snapshot = DirectorySnapshot(SOURCE, team_id, time.time() if now is None else now)
     reader = SlackExportReader(path, team_id)
@@ -198,7 +198,7 @@ def _manifest(files: Any, name: str, problems: list[RecordProblem]) -> Iterator[
 
 
 def read_api_directory(reader: Any, now: float | None = None, previous: Any | None = None) -> DirectorySnapshot:
-    """The directory through the Web API (``reader``: a :class:`~rag_pipeline.sources.slack.api.SlackApiReader`):
+    """The directory through the Web API (``reader``: a :class:`~rag_pipeline.connectors.slack.api.SlackApiReader`):
     ``users.list`` (emails need the ``users:read.email`` scope), the private channels the app is in and shared
     channels with ``conversations.members``. Costs ceil(users / 200) + ceil(channels / 200) + one call per
     private or shared channel (more past 200 members).

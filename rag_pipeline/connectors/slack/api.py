@@ -28,6 +28,14 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler, RetryHandler
 from slack_sdk.http_retry.builtin_handlers import ServerErrorRetryHandler
 
+from rag_pipeline.connectors.slack.threads import (
+    SlackChannel,
+    ThreadDocumentBuilder,
+    activity_times,
+    edited_ts,
+    group_threads,
+    user_display_name,
+)
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import DAY, day_of, day_start
 from rag_pipeline.sources.document import Document
@@ -39,14 +47,6 @@ from rag_pipeline.sources.identifiers import (
 )
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError, shown
-from rag_pipeline.sources.slack.threads import (
-    SlackChannel,
-    ThreadDocumentBuilder,
-    activity_times,
-    edited_ts,
-    group_threads,
-    user_display_name,
-)
 
 # Slack's 2025 15-per-page cap concerns conversations.history/replies only; listings keep 200.
 LISTING_PAGE_SIZE = 200

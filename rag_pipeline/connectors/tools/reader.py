@@ -12,11 +12,11 @@ from datetime import UTC, date, datetime
 from datetime import time as day_start
 from functools import lru_cache
 
+from rag_pipeline.connectors.tools.catalog import CATALOG_CONTAINER, read_catalog, server_container, tool_documents
+from rag_pipeline.connectors.tools.mcp_listing import ServerListingError, list_server_tools
+from rag_pipeline.connectors.tools.settings import ToolsSettings
 from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
-from rag_pipeline.sources.tools.catalog import CATALOG_CONTAINER, read_catalog, server_container, tool_documents
-from rag_pipeline.sources.tools.mcp_listing import ServerListingError, list_server_tools
-from rag_pipeline.sources.tools.settings import ToolsSettings
 
 
 def read_tools(settings: ToolsSettings, first_day: str) -> SourceRead:

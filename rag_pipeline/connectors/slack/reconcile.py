@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from rag_pipeline.connectors.slack.api import SlackApiReader
+from rag_pipeline.connectors.slack.threads import thread_document_id
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan, acl_differs, newer_than_stored
 from rag_pipeline.sources.days import DAY
-from rag_pipeline.sources.slack.api import SlackApiReader
-from rag_pipeline.sources.slack.threads import thread_document_id
 
 
 def plan_channel(

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp import Client
 
-from rag_pipeline.sources.tools.catalog import ToolDefinition, parse_tool
+from rag_pipeline.connectors.tools.catalog import ToolDefinition, parse_tool
 
 # A server that pages forever is cut off here (and reported by the caller as partial).
 MAX_PAGES = 100

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rag_pipeline.connectors.slack.settings import SlackSettings
 from rag_pipeline.sources.registry import IndexOption, LiveApi, Source
-from rag_pipeline.sources.slack.settings import SlackSettings
 
 
 def describe_identity(identity: Mapping[str, Any]) -> str:

@@ -3,9 +3,9 @@ search."""
 
 from __future__ import annotations
 
+from rag_pipeline.connectors.tools.catalog import tool_payload
+from rag_pipeline.connectors.tools.settings import ToolsSettings
 from rag_pipeline.sources.registry import IndexOption, Source
-from rag_pipeline.sources.tools.catalog import tool_payload
-from rag_pipeline.sources.tools.settings import ToolsSettings
 
 TOOLS = Source(
     name="tools",

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rag_pipeline.connectors.jira.api import JiraAccessError, JiraApiReader, JiraProject
+from rag_pipeline.connectors.jira.dump import issue_of
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan, newer_than_stored
-from rag_pipeline.sources.jira.api import JiraAccessError, JiraApiReader, JiraProject
-from rag_pipeline.sources.jira.dump import issue_of
 
 
 def plan_project(reader: JiraApiReader, project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:

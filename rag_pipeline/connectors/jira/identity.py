@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from rag_pipeline.connectors.jira.dump import check_compression
 from rag_pipeline.sources.identity import one_value, settle
-from rag_pipeline.sources.jira.dump import check_compression
 
 _JIRA_ISSUES_SCANNED = 5_000
 

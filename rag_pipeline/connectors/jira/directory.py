@@ -21,8 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
-from rag_pipeline.sources.jira.dump import (
+from rag_pipeline.connectors.jira.dump import (
     JiraDumpReader,
     jira_group,
     project_group,
@@ -30,6 +29,7 @@ from rag_pipeline.sources.jira.dump import (
     role_group,
     security_level_group,
 )
+from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
 SOURCE = "jira"
@@ -148,7 +148,7 @@ def _group_names(reader: Any, problems: list[RecordProblem]) -> list[str]:
 def read_api_directory(
     reader: Any, projects: Iterable[str] | None = None, now: float | None = None
 ) -> DirectorySnapshot:
-    """The directory through the REST API (``reader``: a :class:`~rag_pipeline.sources.jira.api.JiraApiReader`).
+    """The directory through the REST API (``reader``: a :class:`~rag_pipeline.connectors.jira.api.JiraApiReader`).
     ``projects``: whose Browse grants to resolve (default: every project the reader discovers)."""
     site = reader.site
     snapshot = DirectorySnapshot(SOURCE, site, time.time() if now is None else now)
