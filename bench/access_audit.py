@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench import common
-from rag_pipeline.commands.search import store_location
+from rag_pipeline.composition import store_location
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.audit import AccessAudit, count_documents
 from rag_pipeline.directory.store import DirectoryStore

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.runner import principal_of, rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever

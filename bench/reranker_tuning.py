@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from bench import common
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.runner import rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever

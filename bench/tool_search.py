@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.tool_search_eval import TEST_SET, TRAIN_FILE, evaluate_tool_search, read_train, table
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever

@@ -719,3 +719,9 @@ def load_env_file(cwd: Path | None = None) -> list[str]:
             os.environ[name] = value
             loaded.append(name)
     return loaded
+
+
+def secret(name: str) -> str | None:
+    """A secret variable's value, read when it is needed (never kept in the settings, so it cannot reach a repr,
+    a log or Dagster metadata); None when unset. The Dagster layer passes the same variables as ``EnvVar``."""
+    return os.environ.get(name) or None

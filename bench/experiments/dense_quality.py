@@ -20,7 +20,7 @@ import ir_measures
 from ir_measures import RR, R, nDCG
 
 from bench import common
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.settings import Settings

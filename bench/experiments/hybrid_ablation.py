@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import run_arm
 from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p
 from rag_pipeline.index.store import TITLE_VECTOR
-from rag_pipeline.retrieval.fusion import LEARNED_FUSION, SourceFusion
+from rag_pipeline.retrieval.fusion import SourceFusion, learned_fusion
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -42,7 +42,7 @@ def configs() -> dict[str, RetrieverConfig]:
     shipped = RetrieverConfig.chosen()
 
     def learned(change: Callable[[SourceFusion], SourceFusion]) -> RetrieverConfig:
-        return shipped.model_copy(update={"fusion_by_source": {s: change(f) for s, f in LEARNED_FUSION.items()}})
+        return shipped.model_copy(update={"fusion_by_source": {s: change(f) for s, f in learned_fusion().items()}})
 
     return {
         "shipped": shipped,

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
     CrossValidated,

@@ -41,7 +41,7 @@ import numpy as np
 
 from bench import common
 from bench.experiments.multilingual_dense import sample_beir
-from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, open_index
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len

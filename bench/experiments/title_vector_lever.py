@@ -22,7 +22,7 @@ import pandas as pd
 
 from bench import common
 from bench.experiments.hybrid_levers import _dense, _sparse
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
     FusionSetting,

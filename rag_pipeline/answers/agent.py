@@ -22,6 +22,7 @@ from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import ContextDocument, capped, one_line
 from rag_pipeline.answers.generate import Answer, AnswerModel, Usage, model_failure, unanswered
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.sources.registry import document_sources
 
 AGENT_PROMPT = """You answer questions for the people of a company from their Slack threads and Jira issues.
 You cannot see any document until you call a tool: use search_documents (several times if the first search is not
@@ -30,7 +31,24 @@ and projects exist. Answer only from documents the tools returned; if they do no
 don't know. Each document a tool returns has a number [N]: cite the document behind every statement with it, like
 [1] or [2][3]. Never cite a number no tool gave you. Answer in the language of the question, briefly."""
 
-TOOLS: list[dict[str, Any]] = [
+
+def agent_tools() -> list[dict[str, Any]]:
+    """The tools offered to the model; ``source`` may name any registered document source."""
+    return [
+        {**tool, "function": {**tool["function"], "parameters": _with_sources(tool["function"]["parameters"])}}
+        for tool in _TOOLS
+    ]
+
+
+def _with_sources(parameters: dict[str, Any]) -> dict[str, Any]:
+    properties = parameters.get("properties", {})
+    if "source" not in properties:
+        return parameters
+    source = {**properties["source"], "enum": list(document_sources())}
+    return {**parameters, "properties": {**properties, "source": source}}
+
+
+_TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -40,7 +58,7 @@ TOOLS: list[dict[str, Any]] = [
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "what to search for"},
-                    "source": {"type": "string", "enum": ["slack", "jira"], "description": "only this source"},
+                    "source": {"type": "string", "description": "only this source"},
                     "top_k": {"type": "integer", "minimum": 1, "maximum": 10, "description": "documents (default 5)"},
                 },
                 "required": ["query"],
@@ -152,8 +170,8 @@ def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents
         if not isinstance(query, str) or len(query.strip()) < 2:
             raise ValueError("query: a text of at least 2 characters is required")
         source = arguments.get("source")
-        if source is not None and source not in ("slack", "jira"):
-            raise ValueError("source: slack or jira")
+        if source is not None and source not in document_sources():
+            raise ValueError(f"source: one of {', '.join(document_sources())}")
         top_k = arguments.get("top_k", 5)
         if not isinstance(top_k, int) or not 1 <= top_k <= 10:
             raise ValueError("top_k: a whole number from 1 to 10")
@@ -209,7 +227,7 @@ def run_agent(
     try:
         for iteration in range(max_iterations + 1):
             last = iteration == max_iterations
-            message = model.reply(messages, usage, tools=TOOLS, tool_choice="none" if last else "auto")
+            message = model.reply(messages, usage, tools=agent_tools(), tool_choice="none" if last else "auto")
             requested = list(message.tool_calls or []) if not last else []
             if not requested:
                 text = message.content or ""

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.agent import run_agent
     from rag_pipeline.answers.ask import Asked, ContextLimits, ask
     from rag_pipeline.answers.generate import AnswerModel
-    from rag_pipeline.commands.search import bm25_encoder, open_index, principal_from_args
+    from rag_pipeline.commands.search import principal_from_args
+    from rag_pipeline.composition import bm25_encoder, open_index
     from rag_pipeline.retrieval.calibration import CalibrationFile
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
     from rag_pipeline.retrieval.retriever import RetrieverConfig
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def local_agent_tools(settings: Settings, reader: Principal, search: Callable[..., list[SearchResult]]) -> AgentTools:
     """The agent's tools over this folder's index, as ``reader`` (``ask`` with RAG_AGENT=1)."""
     from rag_pipeline.answers.agent import AgentTools
-    from rag_pipeline.commands.search import open_index
+    from rag_pipeline.composition import open_index
     from rag_pipeline.retrieval.tree import reader_tree, tree_json
     from rag_pipeline.serving.service import read_document
 

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     rows = store.access_changes(since=since)
     uncounted = sum(r.documents is None for r in rows)
     if uncounted and not args.no_count and (settings.qdrant.url or settings.has_embedded_index()):
-        from rag_pipeline.commands.search import open_index
+        from rag_pipeline.composition import open_index
 
         with open_index(settings) as index:
             store.count_access_documents(count_documents(index, rows))

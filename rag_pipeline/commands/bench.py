@@ -16,8 +16,9 @@ from rich.console import Console
 from rag_pipeline.commands.arguments import at_least, existing_file, existing_folder, positive_int, writable_folder
 from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.commands.search import add_query_options, bm25_encoder, open_index, retriever_config
+from rag_pipeline.commands.search import add_query_options, retriever_config
 from rag_pipeline.commands.tables import print_evaluation_table
+from rag_pipeline.composition import bm25_encoder, open_index
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import ValidationError
 from rich.console import Console
 
+from rag_pipeline.composition import IndexMissing
 from rag_pipeline.evaluation.beir import BeirFormatError
 from rag_pipeline.index.index_info import IndexModelMismatch
 from rag_pipeline.index.store_lock import StoreBusyError
@@ -35,6 +36,7 @@ DEBUG_HINT = "rerun with --debug for the traceback"
 
 # Configuration and input problems: the message already says what to change.
 _USAGE_ERRORS: tuple[type[BaseException], ...] = (
+    IndexMissing,
     SettingsError,
     SourceError,
     InvalidIdentifier,

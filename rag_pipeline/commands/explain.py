@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.commands.search import open_index
+    from rag_pipeline.composition import open_index
     from rag_pipeline.runs.directory import directory_store, person_of
 
     try:

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.commands.search import store_location
 from rag_pipeline.commands.serve import configure_service_logging
+from rag_pipeline.composition import store_location
 from rag_pipeline.settings import Settings
 
 # How long a tool call waits for an index a writer holds (an `index` run, a Dagster step) before it is refused

@@ -5,19 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, probability, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
-from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
-from rag_pipeline.index.opening import StoreLocation, open_vector_store
-from rag_pipeline.index.store import VectorStore
-from rag_pipeline.index.store_lock import process_label
-from rag_pipeline.retrieval.calibration import CalibrationFile
-from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.composition import open_index, search_models
+from rag_pipeline.retrieval.entry import build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SEARCH_MODES
@@ -28,47 +22,9 @@ from rag_pipeline.sources.registry import source_names
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
-from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def bm25_encoder(settings: Settings) -> Bm25Encoder:
-    """The query-side BM25 encoder of the configured terms (RAG_BM25_TOKENIZER), as the index's writes use."""
-    return Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
-
-
-def _print_wait(message: str) -> None:
-    # stderr, so that `--json` output on stdout stays one JSON document.
-    print(message, file=sys.stderr, flush=True)
-
-
-@contextmanager
-def open_index(settings: Settings, on_wait: Callable[[str], None] = _print_wait) -> Iterator[VectorStore]:
-    """The pipeline's index, opened exactly as the Dagster steps open it (same engine, prefix, shards),
-    for as long as the block runs; refuses a dense model other than the one the index was built with.
-
-    The embedded index admits one process at a time: while a pipeline step or another search holds it,
-    this waits (up to RAG_STORE_WAIT_SECONDS, reporting on ``on_wait``), then exits with the reason. Keep
-    the block to the queries themselves."""
-    if not settings.qdrant.url and not settings.has_embedded_index():
-        raise CommandError(
-            f"no index at {settings.paths.qdrant}: run `rag-pipeline demo` (or materialize the points assets) first"
-        )
-    store = open_vector_store(store_location(settings), on_wait=on_wait, label=process_label())
-    try:
-        check_dense_model(store, settings.dense_model)
-        check_sparse_terms(store, bm25_encoder(settings).terms_id)
-        yield store
-    finally:
-        store.close()
-
-
-def store_location(settings: Settings) -> StoreLocation:
-    """Where the configured index is, its Qdrant API key resolved (outside a run the resource's key is still
-    an unresolved EnvVar; initializing resolves it)."""
-    return qdrant_resource(settings).process_config_and_initialize().location()
 
 
 def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverConfig:
@@ -174,12 +130,9 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
     reranker = settings.load_reranker()
     cache = EmbeddingCache(paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
-    bm25 = bm25_encoder(settings)
     try:
         with open_index(settings) as store:
-            models = SearchModels(settings.dense_model, bm25, dense=dense, reranker=reranker, cache=cache,
-                                  calibration=CalibrationFile(paths.calibration))  # fmt: skip
-            retriever = build_retriever(store, models, config)
+            retriever = build_retriever(store, search_models(settings, dense, reranker, cache), config)
             sources, containers = args.source, args.container
             if getattr(args, "path", None):
                 if principal.all_documents:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rag_pipeline.commands.arguments import at_least
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.commands.search import store_location
+from rag_pipeline.composition import store_location
 from rag_pipeline.serving.service_record import ServiceRecord, clear_service, live_service, record_service
 from rag_pipeline.settings import Settings
 

@@ -30,18 +30,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.commands.search import bm25_encoder, open_index
-    from rag_pipeline.connectors.tools.settings import ToolsSettings
+    from rag_pipeline.composition import bm25_encoder, open_index
     from rag_pipeline.retrieval.entry import SearchModels, build_retriever
     from rag_pipeline.retrieval.principal import Principal
     from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-    from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, outcome_record, read_catalog
+    from rag_pipeline.retrieval.tool_search import (
+        ToolSearch,
+        outcome_record,
+        read_catalog,
+        tool_search_config,
+        tool_search_settings,
+    )
+    from rag_pipeline.sources.registry import tool_catalog_source
 
     if (args.query is None) == (args.outcome is None):
         raise CommandError("give a QUERY to search, or --outcome NAME=ok|failed to record a call (not both)")
     if args.top_k is not None and args.top_k < 1:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
-    tools = settings.section("tools", ToolsSettings)
+    tools = tool_search_settings(settings.source(tool_catalog_source()))
     outcomes = ToolOutcomes(settings.paths.tool_outcomes)
     try:
         if args.outcome is not None:
@@ -56,7 +62,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             recorded = outcome_record(name, stats)
             print(json.dumps(recorded) if args.json else f"{name}: {stats.successes} of {stats.calls} calls worked")
             return 0
-        search = ToolSearch(ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical))
+        search = ToolSearch(tool_search_config(tools))
         dense = None if args.mode == "bm25" else settings.load_dense_encoder
         with open_index(settings) as store:
             retriever = build_retriever(store, SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense))

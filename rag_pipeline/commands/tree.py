@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.commands.search import open_index, principal_from_args
+    from rag_pipeline.commands.search import principal_from_args
+    from rag_pipeline.composition import open_index
     from rag_pipeline.retrieval.tree import reader_tree, tree_json
 
     if not args.user and not args.groups:

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from rag_pipeline.directory.people import INACTIVE, Person
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.index.store import IndexedAcl
+from rag_pipeline.sources.registry import AccessFacts, Source, registered_sources
+from rag_pipeline.sources.registry import describe_group as registered_describe_group
 
 
 def instant(seconds: float) -> str:
@@ -20,21 +22,8 @@ def instant(seconds: float) -> str:
 
 
 def describe_group(group: str) -> str:
-    """An ACL group in words."""
-    parts = group.split(":")
-    if parts[0] == "slack" and len(parts) == 3 and parts[2] == "members":
-        return f"members of Slack workspace {parts[1]}"
-    if parts[0] == "jira" and len(parts) >= 4:
-        kind, name = parts[2], ":".join(parts[3:])
-        if kind == "project":
-            return f"people who may browse Jira project {name} on {parts[1]}"
-        if kind == "security":
-            return f"Jira security level {name} on {parts[1]}"
-        if kind == "group":
-            return f"Jira group {name} on {parts[1]}"
-        if kind == "role" and len(parts) >= 5:
-            return f"project role {':'.join(parts[4:])} in Jira project {parts[3]} on {parts[1]}"
-    return f"group {group}"
+    """An ACL group in words (the words of the registered source that owns it)."""
+    return registered_describe_group(group) or f"group {group}"
 
 
 @dataclass(frozen=True)
@@ -55,9 +44,9 @@ class Explanation:
         }
 
 
-def _slack_channel(document_id: str) -> str | None:
-    parts = document_id.split(":")
-    return parts[2] if parts[0] == "slack" and len(parts) >= 4 else None
+def _document_container(source: Source | None, document_id: str) -> str | None:
+    finder = source.access.document_container if source is not None else None
+    return finder(document_id) if finder is not None else None
 
 
 def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryStore) -> Explanation:
@@ -70,10 +59,11 @@ def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryS
     issue_part = {k: v for k, v in payload.items() if k != "restricted_to"}
     admitted_by_issue = principal.admits(issue_part)
     source = document_id.split(":", 1)[0]
+    registered = registered_sources().get(source)
     synced_at = person.synced.get(source)
     as_of = f"as of the directory sync of {instant(synced_at)}" if synced_at else "the directory has no sync of it"
-    channel_id = _slack_channel(document_id)
-    channel = store.channel("slack", channel_id) if channel_id else None
+    channel_id = _document_container(registered, document_id)
+    channel = store.channel(source, channel_id) if channel_id else None
     channel_name = f"#{channel[0]} ({channel_id})" if channel else (channel_id or "")
     because: list[str] = []
     if acl.public:
@@ -105,10 +95,10 @@ def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryS
                 f"{held[group]}, which admits {describe_group(group)}: the comment is restricted to it ({as_of})"
             )
         if not passing:
+            part = registered.access.restricted_part if registered is not None else AccessFacts().restricted_part
             named = " or ".join(describe_group(g) for g in restriction)
             because.append(
-                f"a restricted Jira comment: only {named} may read it, and {person.name} holds none of "
-                f"{', '.join(restriction)} ({as_of})"
+                f"{part}: only {named} may read it, and {person.name} holds none of {', '.join(restriction)} ({as_of})"
             )
     if not visible and not admitted_by_issue:  # (hidden by the restriction alone: said above)
         for group in sorted(acl.groups):
@@ -129,11 +119,12 @@ def explain(person: Person, document_id: str, acl: IndexedAcl, store: DirectoryS
                 because.append(
                     f"{account.source} account {account.account_id} is {account.status}: it no longer admits anyone"
                 )
-            if account.status == "guest" and source == "slack" and any(g.startswith("slack:") for g in acl.groups):
-                because.append(
-                    f"slack account {account.account_id} is a guest: guests read only the private "
-                    "channels they are in; public channels admit full members of the workspace"
-                )
+            note = registered.access.guest_note if registered is not None and account.source == source else None
+            said = (
+                note(account.account_id, sorted(acl.groups)) if note is not None and account.status == "guest" else None
+            )
+            if said:
+                because.append(said)
         if not acl.groups and not acl.users:
             because.append("the document admits nobody (an empty ACL)")
     return Explanation(document_id, visible, tuple(because), instant(synced_at) if synced_at else None)

@@ -1,9 +1,8 @@
 """One directory sync: write a source's snapshot, then make the index honour what changed.
 
-Jira groups, Slack workspace membership and security levels live in the directory only: a reader resolved
-after the write has them, so they are honoured when the write commits. A Slack channel's readers live in the
-index too (its threads' ``acl.users``), so a channel whose readers changed gets its threads' ACL rewritten in
-place (no re-embedding), through the reconciliation's ``update_acls``.
+Group memberships live in the directory only: a reader resolved after the write has them, so they are honoured
+when the write commits. Where a source keeps a container's readers in the index too (a Slack channel's threads'
+``acl.users``), its registered ``access.refresh_acls`` rewrites those documents' ACLs in place (no re-embedding).
 
 ``acl_lag_seconds`` is the time from the sync observing a change (the instant it started reading) to the
 index honouring it; the change itself happened after the previous sync, so ``acl_lag_bound_seconds`` (from
@@ -15,14 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from rag_pipeline.connectors.slack.threads import workspace_group
 from rag_pipeline.directory.accounts import DirectorySnapshot, count_by_status
 from rag_pipeline.directory.people import people_of
 from rag_pipeline.directory.store import DirectoryChange, DirectoryStore
-from rag_pipeline.index.store import SearchFilter, VectorStore
-from rag_pipeline.reconciliation.reconcile import acl_differs, update_acls
-from rag_pipeline.sources.document import Acl
+from rag_pipeline.index.store import VectorStore
 from rag_pipeline.sources.problems import RecordProblem
+from rag_pipeline.sources.registry import load_object, registered_sources
 
 
 @dataclass
@@ -84,30 +81,6 @@ class DirectorySync:
         return text
 
 
-def channel_acl(team_id: str, private: bool, readers: tuple[str, ...]) -> Acl:
-    """The ACL a channel's threads carry (``SlackChannel.acl``): its members, or the workspace plus externals."""
-    return Acl(users=readers) if private else Acl(users=readers, groups=(workspace_group(team_id),))
-
-
-def refresh_channel_acls(store: VectorStore, team_id: str, change: DirectoryChange) -> list[str]:
-    """Rewrite the ACL of every indexed thread of a channel whose readers changed; the documents updated.
-
-    The directory only narrows or re-lists readers: a thread the index holds without the workspace group never
-    gains it here. Only a channel's own read (the connector's or the reconciliation's ``conversations.info``,
-    which fails the channel when ``is_private`` is missing) may make a private channel's threads readable by
-    the whole workspace; a directory record that wrongly says "public" must not."""
-    workspace = workspace_group(team_id)
-    updates: dict[str, Acl] = {}
-    for channel_id, (_name, private, readers) in sorted(change.channels.items()):
-        acl = channel_acl(team_id, private, readers)
-        indexed = store.indexed_documents(SearchFilter(sources=("slack",), containers=(channel_id,)))
-        for doc_id, doc in indexed.items():
-            widens = workspace in acl.groups and (doc.acl is None or workspace not in doc.acl.groups)
-            if acl_differs(doc, acl) and not widens:
-                updates[doc_id] = acl
-    return update_acls(store, updates) if updates else []
-
-
 def sync_directory(
     snapshot: DirectorySnapshot,
     directory: DirectoryStore,
@@ -115,15 +88,18 @@ def sync_directory(
     index_skipped: str | None = None,
     started: float | None = None,
 ) -> DirectorySync:
-    """Write ``snapshot`` and, for Slack with ``index`` given, rewrite the ACLs of channels whose readers
-    changed. ``index_skipped`` says why no index was given (reported)."""
+    """Write ``snapshot`` and, where its source keeps readers in the index (``access.refresh_acls``) and ``index``
+    is given, rewrite the ACLs of containers whose readers changed. ``index_skipped`` says why no index was given
+    (reported)."""
     started = time.perf_counter() if started is None else started
     change = directory.replace(snapshot)
     honoured_at = time.time()
     updated: list[str] = []
-    if snapshot.source == "slack" and change.channels and change.previous_at is not None:
+    source = registered_sources().get(snapshot.source)
+    refresh = source.access.refresh_acls if source is not None else None
+    if refresh and change.channels and change.previous_at is not None:
         if index is not None:
-            updated = refresh_channel_acls(index, snapshot.scope, change)
+            updated = load_object(refresh)(index, snapshot.scope, change)
             honoured_at = time.time()
         elif index_skipped is None:
             index_skipped = "no index given"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from rag_pipeline.index.store import Fusion
+from rag_pipeline.sources.registry import registered_sources
 from rag_pipeline.text.language import CJK_LANGUAGES
 
 # The lists a hybrid search may fuse after dense (the whole query against the child chunks) and BM25.
@@ -76,33 +77,22 @@ def _two_lists(fusion: Fusion, dense: float, sparse: float) -> Fusion:
 OTHER_SOURCES = "*"
 
 
-# Chosen by bench/experiments/hybrid_levers.py and the follow-up grid in docs/notes/hybrid_quality.md, out of fold:
-# - Slack: k=10 with dense 1.6 / BM25 0.4, chosen in 4 of 5 folds (0.672 vs 0.648 for plain RRF, p = 0.03).
-# - Jira: k=10 plus the title-line dense prefetch at 0.5, chosen in 5 of 5 folds (0.629 vs 0.610 without it),
-#   plus the document title vectors at 0.5 (bench/experiments/title_vector_lever.py: chosen in 5 of 5 folds,
-#   0.638 vs 0.629).
-#   Not for other searches: Slack thread roots are not summaries (0.674 vs 0.676), and one-line queries
-#   (SciFact's included) keep exactly the fusion measured for them.
-# - Anything else: k=60 (one-line queries fuse exactly as before) plus the title prefetch at 0.5 (ACL set:
-#   0.696 vs 0.681 without it).
-LEARNED_FUSION: dict[str, SourceFusion] = {
-    "slack": SourceFusion(k=10, dense_weight=1.6, sparse_weight=0.4),
-    "jira": SourceFusion(k=10, title_dense_weight=0.5, document_title_weight=0.5),
-    OTHER_SOURCES: SourceFusion(k=60, title_dense_weight=0.5),
-}
-
-# An index built for Japanese, Chinese or Korean (issue 53, bench/cjk_chat.py, docs/notes/korean.md): on the
-# Korean help-desk and Chinese KdConv threads the English Slack fusion leaves hybrid at BM25's level (the weak
-# multilingual dense list gets 4x BM25's weight), while the documents' title vectors (a thread's first remaining
-# message, embedded alone) find the thread whose first answer matches the question: hybrid 0.522 -> 0.703 (Korean)
-# and 0.334 -> 0.377 (Chinese) nDCG@10 with k=10, equal dense and BM25 weights and the title list at 1.0. On the
-# English #ubuntu threads the same lists cost 0.04, so English keeps its fusion.
-CJK_LEARNED_FUSION: dict[str, SourceFusion] = {
-    **LEARNED_FUSION,
-    "slack": SourceFusion(k=10, document_title_weight=1.0),
-}
+# Searches over several sources, none named, or a source without its own setting: k=60 (one-line queries fuse
+# exactly as plain RRF) plus the title prefetch at 0.5 (ACL set: 0.696 vs 0.681 without it). Each source's own
+# learned setting is registered with it (``Source.retrieval.fusion`` / ``cjk_fusion``; why each was chosen is
+# beside it in ``rag_pipeline/connectors/<name>/source.py``).
+SHARED_FUSION = SourceFusion(k=60, title_dense_weight=0.5)
 
 
-def learned_fusion(language: str) -> dict[str, SourceFusion]:
-    """The learned per-source fusions for an index built for ``language`` (english, cjk or korean)."""
-    return dict(CJK_LEARNED_FUSION if language in CJK_LANGUAGES else LEARNED_FUSION)
+def learned_fusion(language: str = "english") -> dict[str, SourceFusion]:
+    """The learned per-source fusions for an index built for ``language`` (english, cjk or korean): each
+    registered source's own (its CJK one in a CJK index, where it has one), and the shared default."""
+    cjk = language in CJK_LANGUAGES
+    out: dict[str, SourceFusion] = {}
+    for name, source in registered_sources().items():
+        facts = source.retrieval
+        chosen = (facts.cjk_fusion or facts.fusion) if cjk else facts.fusion
+        if chosen is not None:
+            out[name] = SourceFusion.model_validate(dict(chosen))
+    out[OTHER_SOURCES] = SHARED_FUSION
+    return out

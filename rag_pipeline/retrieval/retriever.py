@@ -29,7 +29,6 @@ from rag_pipeline.index.store import (
 )
 from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.fusion import (
-    LEARNED_FUSION,
     OTHER_SOURCES,
     QUERY_ON_TITLES,
     TITLE_LINE_ON_CHUNKS,
@@ -97,7 +96,7 @@ class RetrieverConfig(BaseModel):
     )
     prf: PrfConfig = Field(default_factory=PrfConfig, description="how the prf arm expands a query (RM3)")
     fusion_by_source: dict[str, SourceFusion] = Field(
-        default_factory=lambda: dict(LEARNED_FUSION),
+        default_factory=learned_fusions,
         description="source → fusion of hybrid searches limited to that source; '*' for every other search "
         "(empty: the global fusion)",
     )

@@ -16,18 +16,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
+
+from rag_pipeline.sources.registry import document_sources, registered_sources
 
 ISSUE_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]{1,9}-[1-9]\d{0,6})(?![\w-])")
 URL = re.compile(r"https?://[^\s<>\"')\]]+")
 SLACK_PERMALINK = re.compile(r"https?://[^\s/]+/archives/[A-Z0-9]+/p\d{16}")
 JIRA_BROWSE = re.compile(r"https?://[^\s/]+(?:/[^\s/]+)*/browse/([A-Z][A-Z0-9]{1,9}-\d+)")
-DOCUMENT_ID = re.compile(r"(?<![\w:])((?:slack|jira):[A-Za-z0-9._-]+:[A-Za-z0-9._:#-]+)")
 # A question about a named thing is short; past this many words, identifiers in it are references.
 REFERENCE_WORDS = 24
-SOURCE_NAMES = {
-    "jira": re.compile(r"\bjira\b|지라", re.IGNORECASE),
-    "slack": re.compile(r"\bslack\b|슬랙", re.IGNORECASE),
-}
 # (pattern, days back from now): the newest hint wins when several are given.
 DATE_HINTS = (
     (re.compile(r"\btoday\b|오늘", re.IGNORECASE), 1),
@@ -36,6 +34,23 @@ DATE_HINTS = (
     (re.compile(r"\b(?:this|past|last) month\b|이번\s?달|지난\s?달", re.IGNORECASE), 62),
     (re.compile(r"\b(?:this|past|last) year\b|올해|작년", re.IGNORECASE), 730),
 )
+
+
+@cache
+def _document_id() -> re.Pattern[str]:
+    """A document id: ``<registered document source>:<scope>:<rest>``."""
+    names = "|".join(re.escape(name) for name in document_sources())
+    return re.compile(rf"(?<![\w:])((?:{names}):[A-Za-z0-9._-]+:[A-Za-z0-9._:#-]+)")
+
+
+@cache
+def _source_words() -> dict[str, re.Pattern[str]]:
+    """The registered sources that a question may name, and the words that name them ("jira", "지라")."""
+    return {
+        name: re.compile(source.retrieval.query_words, re.IGNORECASE)
+        for name, source in registered_sources().items()
+        if source.retrieval.query_words
+    }
 
 
 @dataclass(frozen=True)
@@ -82,8 +97,9 @@ def plan_route(query: str) -> Route:
     exact_urls = urls
     outside_urls = URL.sub(" ", query)
     keys = tuple(k for k in dict.fromkeys(ISSUE_KEY.findall(outside_urls)) if k not in linked_keys)
-    ids = tuple(dict.fromkeys(DOCUMENT_ID.findall(outside_urls)))
-    words = re.findall(r"\w{2,}", ISSUE_KEY.sub(" ", DOCUMENT_ID.sub(" ", outside_urls)))
+    document_id = _document_id()
+    ids = tuple(dict.fromkeys(document_id.findall(outside_urls)))
+    words = re.findall(r"\w{2,}", ISSUE_KEY.sub(" ", document_id.sub(" ", outside_urls)))
     if len(words) > REFERENCE_WORDS:
         # A long text (a pasted report, a description) cites other issues and links and tells its own story
         # ("since yesterday", "in Jira"): they are references, not what is sought (on the Jira set, 146 of 560
@@ -93,8 +109,8 @@ def plan_route(query: str) -> Route:
         return Route("hybrid", reasons=reasons)
     if keys or exact_urls or ids:
         reasons.append("exact identifiers")
-    plain = DOCUMENT_ID.sub(" ", outside_urls)  # "jira:site:1" names a document, not the product
-    named = [name for name, pattern in SOURCE_NAMES.items() if pattern.search(plain)]
+    plain = document_id.sub(" ", outside_urls)  # "jira:site:1" names a document, not the product
+    named = [name for name, pattern in _source_words().items() if pattern.search(plain)]
     source = named[0] if len(named) == 1 else None
     if source:
         reasons.append(f"names {source}")

@@ -2,7 +2,7 @@
 RAG tool search: 74 tools cost 14,800 prompt tokens; a search loads ~1,000).
 
 Candidates come from the same index and retriever as documents, restricted to the tool sources
-(``kind="tools"``): by the dense model, or by BM25 when it is unavailable (the keyword fallback). Each candidate
+(``kind="tool_catalog"``): by the dense model, or by BM25 when it is unavailable (the keyword fallback). Each candidate
 gets the design's multi-signal score::
 
     score = w_semantic × semantic + w_usage × usage + w_success × success      (weights 0.5 / 0.3 / 0.2)
@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from rag_pipeline.index.store import SearchFilter, VectorStore
 from rag_pipeline.retrieval.principal import Principal
@@ -47,6 +47,28 @@ class ToolSearchConfig:
     top_k: int = 5
     critical: tuple[str, ...] = ()
     candidates: int = CANDIDATES
+
+
+@runtime_checkable
+class ToolSearchSettings(Protocol):
+    """The settings section of the tool-catalog source, as tool search reads it (RAG_TOOL_SEARCH_*)."""
+
+    weights: tuple[float, float, float]
+    top_k: int
+    critical: tuple[str, ...]
+    cache_entries: int
+    cache_seconds: float
+
+
+def tool_search_settings(section: object) -> ToolSearchSettings:
+    """The tool-catalog source's section (``Settings.source(tool_catalog_source())``) as tool search reads it."""
+    if not isinstance(section, ToolSearchSettings):
+        raise TypeError(f"the tool catalog's settings ({type(section).__name__}) lack the tool search settings")
+    return section
+
+
+def tool_search_config(section: ToolSearchSettings) -> ToolSearchConfig:
+    return ToolSearchConfig(weights=section.weights, top_k=section.top_k, critical=section.critical)
 
 
 @dataclass(frozen=True)

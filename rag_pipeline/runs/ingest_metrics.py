@@ -44,8 +44,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from rag_pipeline.composition import store_location
 from rag_pipeline.defs.builders import source_specs, sync_policy
-from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.sync.runs import sync_runs
 from rag_pipeline.defs.sync.sensor import cron_window
@@ -294,7 +294,7 @@ class IngestMetrics(Collector):
         self.options = options or ExporterOptions()
         self.clock = clock
         self.specs: dict[str, SourceSpec] = dict(source_specs(settings))
-        self._location: StoreLocation = qdrant_resource(settings).process_config_and_initialize().location()
+        self._location: StoreLocation = store_location(settings)
         self._server_store: VectorStore | None = None
         self._lock = threading.Lock()
         self._cached: list[Metric] = []

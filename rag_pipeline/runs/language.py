@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from rag_pipeline.defs.chain.resources import qdrant_resource
+from rag_pipeline.composition import store_location
 from rag_pipeline.index.index_info import IndexModelMismatch, indexed_dense_model, indexed_sparse_terms
 from rag_pipeline.index.opening import open_vector_store
 from rag_pipeline.settings import Settings
@@ -53,7 +53,7 @@ def _from_existing_index(settings: Settings) -> LanguageChoice | None:
     searched with them, so they are the choice."""
     if not settings.qdrant.url and not settings.has_embedded_index():
         return None
-    location = qdrant_resource(settings).process_config_and_initialize().location()
+    location = store_location(settings)
     store = open_vector_store(location)
     try:
         dense, terms = indexed_dense_model(store), indexed_sparse_terms(store)

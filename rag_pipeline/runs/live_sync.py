@@ -31,6 +31,7 @@ from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_
 from rag_pipeline.scheduling.watermarks import ContainerState
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.registry import registered_sources
 
 
 @dataclass
@@ -68,8 +69,9 @@ class SyncSummary:
             "runs": self.runs,
             "failed": self.failed,
         }
-        if self.source == "slack":
-            out["threads_updated"] = self.documents_updated  # the name the Slack contract started with
+        source = registered_sources().get(self.source)
+        for alias, name in (source.sync_metadata_aliases if source is not None else {}).items():
+            out[alias] = out[name]  # a name a source's contract started with (Slack: threads_updated)
         return out
 
 

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from rag_pipeline.connectors.tools.settings import ToolsSettings
+from rag_pipeline.composition import search_models
 from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import IndexedAcl, VectorStore
-from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
@@ -30,7 +29,14 @@ from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig, ToolSearchResponse, outcome_record
+from rag_pipeline.retrieval.tool_search import (
+    ToolSearch,
+    ToolSearchConfig,
+    ToolSearchResponse,
+    outcome_record,
+    tool_search_config,
+    tool_search_settings,
+)
 from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
@@ -38,7 +44,7 @@ from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, Tool
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings
-from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+from rag_pipeline.sources.registry import tool_catalog_source
 
 log = logging.getLogger(__name__)
 
@@ -148,15 +154,10 @@ class SearchService:
         waits for a writer up to ``wait_seconds`` (default: the settings' store wait)."""
         encoder = settings.load_dense_encoder()
         encoder.encode_queries(["warm-up"])  # compile/allocate before the first caller pays for it
-        models = SearchModels(
-            dense_model=settings.dense_model,
-            bm25=Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer)),
-            dense=encoder,
-            reranker=settings.load_reranker(),
-            # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
-            # queries skip the model. In memory only: query text is never written to the data folder.
-            query_cache=QueryEmbeddingCache(encoder),
-            calibration=CalibrationFile(settings.paths.calibration),
+        # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
+        # queries skip the model. In memory only: query text is never written to the data folder.
+        models = search_models(
+            settings, dense=encoder, reranker=settings.load_reranker(), query_cache=QueryEmbeddingCache(encoder)
         )
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
@@ -164,13 +165,10 @@ class SearchService:
         kwargs.setdefault("cache_entries", settings.serve.cache_entries)
         kwargs.setdefault("default_min_score", settings.min_score)
         kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
-        tools = settings.section("tools", ToolsSettings)
+        tools = tool_search_settings(settings.source(tool_catalog_source()))
         kwargs.setdefault(
             "tool_search",
-            ToolSearch(
-                ToolSearchConfig(weights=tools.weights, top_k=tools.top_k, critical=tools.critical),
-                ResultCache(tools.cache_entries, tools.cache_seconds),
-            ),
+            ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds)),
         )
         kwargs.setdefault("tool_outcomes", ToolOutcomes(settings.paths.tool_outcomes))
         if settings.serve.audit_days and "audit" not in kwargs:

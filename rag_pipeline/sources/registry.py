@@ -14,7 +14,7 @@ under the ``rag_pipeline.sources`` entry-point group::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
@@ -121,6 +121,57 @@ def _no_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class RerankFeature:
+    """A column of the learned reranker's features that a source contributes (Jira: its resolution classes),
+    computed from a candidate (a ``SearchResult``; typed loosely so the kernel does not import retrieval)."""
+
+    name: str
+    value: Callable[[Any], float]
+
+
+@dataclass(frozen=True)
+class RetrievalFacts:
+    """What shared retrieval code asks a source instead of spelling its name (all optional).
+
+    ``fusion`` / ``cjk_fusion``: the fields of :class:`rag_pipeline.retrieval.fusion.SourceFusion` learned for a
+    search of this source alone (English index / CJK index; None: the shared default). ``rerank_features``: its
+    columns of the reranker's features; ``rerank_indicator``: whether an ``is_<name>`` column marks its candidates.
+    Both change the reranker's feature list, so a trained model is refused until retrained (the model file records
+    the list). ``thread_level_bm25``: chat threads scored as whole threads by BM25 in a CJK index.
+    ``query_words``: a regular expression that names the source in a question ("jira", "지라"): the router
+    prefers the source when a question names exactly one. ``document_id``: a regular expression matching its
+    document ids, so the router looks them up exactly.
+    """
+
+    fusion: Mapping[str, float] | None = None
+    cjk_fusion: Mapping[str, float] | None = None
+    rerank_features: tuple[RerankFeature, ...] = ()
+    rerank_indicator: bool = False
+    thread_level_bm25: bool = False
+    query_words: str | None = None
+
+
+@dataclass(frozen=True)
+class AccessFacts:
+    """What the directory, ``explain`` and the ACL refresh ask a source (all optional).
+
+    ``describe_group``: an ACL group of this source (split at ':') in words, None where it is not one of its own.
+    ``restricted_part``: what ``explain`` calls the restriction (``Acl.restricted_to``) that hides a document.
+    ``document_container``: the container (a Slack channel) a document id names, for ``explain`` to name it.
+    ``guest_note``: why a guest account of this source is not admitted by these groups (None: nothing to say).
+    ``refresh_acls``: "module:function" ``(VectorStore, scope, DirectoryChange) -> [document ids]`` rewriting
+    the ACLs of indexed documents whose containers' readers a directory sync changed; loaded only when called.
+    """
+
+    describe_group: Callable[[Sequence[str]], str | None] | None = None
+    # What a document's ``restricted_to`` part is called when it hides the document ("a restricted Jira comment").
+    restricted_part: str = "a restricted part of the document"
+    document_container: Callable[[str], str | None] | None = None
+    guest_note: Callable[[str, Sequence[str]], str | None] | None = None
+    refresh_acls: str | None = None
+
+
+@dataclass(frozen=True)
 class Source:
     """One source: its name, labels, settings section, command-line options, index payload and Dagster spec."""
 
@@ -138,9 +189,13 @@ class Source:
     payload: Callable[[Mapping[str, Any]], dict[str, Any]] = field(default=_no_payload)
     # How the data folder's recorded identity of this source reads in a summary.
     describe_identity: Callable[[Mapping[str, Any]], str] | None = None
-    # "documents": searched by document search; "tools": a catalog of tool definitions, searched only by tool
+    # "documents": searched by document search; "tool_catalog": a catalog of tool definitions, searched only by tool
     # search (its points share the index but never answer a document search, a tree listing or an evaluation).
-    kind: Literal["documents", "tools"] = "documents"
+    kind: Literal["documents", "tool_catalog"] = "documents"
+    retrieval: RetrievalFacts = field(default_factory=RetrievalFacts)
+    access: AccessFacts = field(default_factory=AccessFacts)
+    # Extra names a live sync's summary carries for compatibility, {"threads_updated": "documents_updated"}.
+    sync_metadata_aliases: Mapping[str, str] = field(default_factory=dict)
 
     def identity_line(self, identity: Mapping[str, Any]) -> str:
         if self.describe_identity is not None:
@@ -192,7 +247,28 @@ def get_source(name: str) -> Source:
 
 def tool_sources() -> tuple[str, ...]:
     """The registered sources holding tool definitions: left out of document searches unless asked for."""
-    return tuple(name for name, source in registered_sources().items() if source.kind == "tools")
+    return tuple(name for name, source in registered_sources().items() if source.kind == "tool_catalog")
+
+
+def tool_catalog_source() -> str:
+    """The registered source of tool definitions that tool search reads (its settings: RAG_TOOL_SEARCH_*)."""
+    found = tool_sources()
+    if not found:
+        raise SourceRegistryError("no tool catalog source is registered (kind='tool_catalog')")
+    return found[0]
+
+
+def document_sources() -> tuple[str, ...]:
+    """The registered sources of documents (what a document search, the agent and the evaluation may name)."""
+    return tuple(name for name, source in registered_sources().items() if source.kind == "documents")
+
+
+def describe_group(group: str) -> str | None:
+    """An ACL group in the words of the source that owns it (its first part); None where none does."""
+    parts = group.split(":")
+    found = registered_sources().get(parts[0])
+    describe = found.access.describe_group if found is not None else None
+    return describe(parts) if describe is not None else None
 
 
 def document_payload(source: str, metadata: Mapping[str, Any]) -> dict[str, Any]:

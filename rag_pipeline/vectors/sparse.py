@@ -37,6 +37,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field
 from qdrant_edge import Bm25, Bm25Config, TokenizerType
 
+from rag_pipeline.sources.registry import registered_sources
 from rag_pipeline.text.korean import content_morphemes
 
 Bm25Tokenizer = Literal["word", "multilingual", "cjk-bigram", "ko-morpheme-bigram"]
@@ -65,21 +66,26 @@ def contains_cjk(text: str) -> bool:
     return _CJK_RUN.search(text) is not None
 
 
-# Chat threads in a CJK index are scored as whole threads (issue 53): every child chunk of a Slack thread carries
+# Chat threads in a CJK index are scored as whole threads (issue 53): every child chunk of a chat thread (a source
+# registered with ``retrieval.thread_level_bm25``, Slack) carries
 # the BM25 vector of its parent chunk (the thread, up to 2,000 tokens), so a thread is found by all of its words
 # however the children cut it. Measured with bm25s on the Chinese KdConv threads: best child 0.295 against whole
 # thread 0.315 nDCG@10, and no k1/b or aggregation of children closed the gap (docs/notes/korean.md). English
 # indexes keep child-level vectors (their figures were tuned on them).
 THREAD_LEVEL_TOKENIZERS = frozenset({"cjk-bigram", "ko-morpheme-bigram", "multilingual"})
-THREAD_LEVEL_SOURCES = frozenset({"slack"})
 # The length prior of thread vectors, in BM25 tokens: the mean thread (parent chunk) of the two CJK chat sets
 # measured, 378 (Chinese KdConv) and 315 (Korean help desk). Children's 256 would penalize every thread as long.
 THREAD_AVG_LEN = 350.0
 
 
+def thread_level_sources() -> frozenset[str]:
+    """The registered chat sources whose threads BM25 scores whole in a CJK index."""
+    return frozenset(name for name, source in registered_sources().items() if source.retrieval.thread_level_bm25)
+
+
 def scores_whole_threads(tokenizer: str, source: str) -> bool:
     """Whether ``source``'s child chunks carry their thread's BM25 vector in an index with this tokenizer."""
-    return tokenizer in THREAD_LEVEL_TOKENIZERS and source in THREAD_LEVEL_SOURCES
+    return tokenizer in THREAD_LEVEL_TOKENIZERS and source in thread_level_sources()
 
 
 # A stray Japanese word in an English workspace is no reason to re-index; a share of CJK chunks this size is.

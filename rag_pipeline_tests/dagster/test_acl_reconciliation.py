@@ -17,7 +17,6 @@ import pytest
 
 from rag_pipeline.connectors.slack.reconcile import plan_channel
 from rag_pipeline.connectors.slack.threads import thread_document_id
-from rag_pipeline.defs.chain.partitions import slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.index_info import claim_dense_model
 from rag_pipeline.index.store import SearchFilter, VectorStore
@@ -156,7 +155,7 @@ def test_reconciliation_asset_reports_acl_updates_and_search_follows(tmp_path: P
         assert VPN_THREAD in search_as(F.CAROL) and VPN_THREAD not in search_as(F.BOB)
         _set_members(emu, [F.ALICE, F.BOB, F.BOT_USER])
         with dg.instance_for_test() as instance:
-            instance.add_dynamic_partitions(slack_channels.name, [F.GENERAL_CHANNEL, F.PRIVATE_CHANNEL])
+            instance.add_dynamic_partitions("slack_channels", [F.GENERAL_CHANNEL, F.PRIVATE_CHANNEL])
             run = dg.materialize([live.reconciliation], instance=instance, resources=res)
         assert run.success
         meta = {k: v.value for k, v in run.asset_materializations_for_node("slack_reconciliation")[0].metadata.items()}

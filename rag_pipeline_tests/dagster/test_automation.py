@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.defs.builders import build_definitions
-from rag_pipeline.defs.chain.partitions import jira_projects, slack_channels
 from rag_pipeline.defs.evaluation.assets import eval_arm_names
 from rag_pipeline_tests.kit.pipeline import settings_for
 
@@ -29,8 +28,8 @@ def _requested(result, asset: str) -> set[str]:
 
 def test_raw_assets_wait_for_their_sync_sensor_downstream_is_eager_and_eval_daily(defs: dg.Definitions) -> None:
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(slack_channels.name, ["C1", "C2"])
-        instance.add_dynamic_partitions(jira_projects.name, ["P1"])
+        instance.add_dynamic_partitions("slack_channels", ["C1", "C2"])
+        instance.add_dynamic_partitions("jira_projects", ["P1"])
         first = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, evaluation_time=datetime(2026, 11, 21, 10, 30, tzinfo=UTC)
         )

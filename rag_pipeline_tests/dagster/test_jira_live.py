@@ -14,7 +14,6 @@ from rag_pipeline.connectors.jira.client import build_jira_client
 from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_document_id, project_group, security_level_group
 from rag_pipeline.connectors.jira.reconcile import plan_project
 from rag_pipeline.defs.builders import build_definitions
-from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, IndexedDocument, SearchFilter
@@ -450,7 +449,7 @@ def test_discovery_sensor_adds_projects_and_leaves_their_runs_to_the_sync_sensor
         added = result.dynamic_partitions_requests[0].partition_keys
         assert sorted(added) == ["OPS", "SEC"]
         assert not result.run_requests  # jira_sync_sensor requests their initial history
-        instance.add_dynamic_partitions(jira_projects.name, added)
+        instance.add_dynamic_partitions("jira_projects", added)
         again = jira_project_discovery_sensor(
             dg.build_sensor_context(instance=instance, resources={"jira": res["jira"]})
         )
@@ -467,7 +466,7 @@ def test_materialize_partitions_then_reconcile_deletions_and_moves(crafted: Jira
     res = _live_resources(tmp_path, crafted, overlap_minutes=0)
     moved, deleted = _doc_id(F.MOVED_ID), _doc_id(F.DELETED_ID)
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(jira_projects.name, ["OPS", "NEW"])
+        instance.add_dynamic_partitions("jira_projects", ["OPS", "NEW"])
         for day in ("2024-03-07", "2024-03-04", "2024-03-09", "2024-03-10"):
             result = dg.materialize(CHAIN, instance=instance, resources=res, **cell("jira_issues", "OPS", day))
             assert result.success

@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.defs.builders import build_definitions
-from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.evaluation.assets import REPORT_CHECKS
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.notifications import (
@@ -59,7 +58,7 @@ def test_failed_run_is_posted_with_asset_partition_error_and_link(slack: SlackEm
     with JiraEmulator(JF.crafted_site()) as jira, dg.instance_for_test() as instance:
         resources = pipeline.resources(tmp_path, live=False)
         resources["jira_source"] = JiraResource(url=jira.url, username="bot@example.com", api_token="jira-test-token")
-        instance.add_dynamic_partitions(jira_projects.name, ["OPS"])
+        instance.add_dynamic_partitions("jira_projects", ["OPS"])
         jira.inject("403", path="/search/jql")
         result = dg.materialize(
             chain,

@@ -10,7 +10,6 @@ import dagster as dg
 import numpy as np
 import pytest
 
-from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline.defs.chain.resources import DenseEmbedderResource
 from rag_pipeline.retrieval.rerank.base import rerank
 from rag_pipeline.retrieval.rerank.llm import LlmReranker, parse_grade
@@ -88,7 +87,7 @@ def test_dense_vectors_asset_records_tokens_and_cost_and_uses_the_cache(openai: 
     )
     chain = pipeline.chain("jira")
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(jira_projects.name, ["AI"])
+        instance.add_dynamic_partitions("jira_projects", ["AI"])
         first = dg.materialize(chain, instance=instance, resources=resources, **cell("jira_issues", "AI", "2024-03-01"))
         second = dg.materialize(
             chain, instance=instance, resources=resources, **cell("jira_issues", "AI", "2024-03-01")
@@ -211,7 +210,7 @@ def test_search_bench_and_evaluation_use_the_model_the_index_was_built_with(
     meta = EvalSetMeta(name="ai", description="", source="t", license="-", attribution="-", queries=1, sources=["jira"])
     write_eval_set(evals, meta, [EvalQuery(id="q1", query="embedder on the API", relevant={"jira:ai.test:1": 1})])
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(jira_projects.name, ["AI"])
+        instance.add_dynamic_partitions("jira_projects", ["AI"])
 
         def index(res: dict) -> dg.ExecuteInProcessResult:
             res["jira_dump"] = res["jira_source"] = type(res["jira_dump"])(path=str(dump), site="ai.test")

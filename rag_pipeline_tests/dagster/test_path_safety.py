@@ -19,7 +19,7 @@ from rag_pipeline.connectors.jira.client import build_jira_client
 from rag_pipeline.connectors.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
-from rag_pipeline.defs.chain.partitions import jira_projects, slack_channels, week_key, weekly_partitions
+from rag_pipeline.defs.chain.partitions import week_key, weekly_partitions
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
 from rag_pipeline.sources.api_stats import ApiStats
@@ -143,7 +143,7 @@ def test_a_crafted_container_never_names_a_path(tmp_path: Path, slack_export: Pa
     before = _files(tmp_path)
     with dg.instance_for_test() as instance:
         # Registered around discovery (by hand, the UI or the instance API), and named in the run's config.
-        instance.add_dynamic_partitions(slack_channels.name, [crafted])
+        instance.add_dynamic_partitions("slack_channels", [crafted])
         result = dg.materialize(
             chain("slack"),
             selection=["slack_threads"],
@@ -199,12 +199,12 @@ def test_slack_discovery_sensor_skips_and_reports(capfd: pytest.CaptureFixture[s
         logged = capfd.readouterr().err
         assert "WARNING" in logged and "#watercooler" in logged and "'../../tmp/x'" in logged
         # The next tick has nothing new: the skips are its skip message.
-        instance.add_dynamic_partitions(slack_channels.name, added)
+        instance.add_dynamic_partitions("slack_channels", added)
         again = sensor(dg.build_sensor_context(instance=instance, resources={"slack": slack}))
         assert not again.run_requests and not again.dynamic_partitions_requests
         message = again.skip_reason.skip_message
         assert "no new channels" in message and "#watercooler" in message and "'../../tmp/x'" in message
-        assert set(instance.get_dynamic_partitions(slack_channels.name)) == set(added)
+        assert set(instance.get_dynamic_partitions("slack_channels")) == set(added)
 
 
 def _jira_site_with_hostile_keys():
@@ -236,10 +236,10 @@ def test_jira_discovery_sensor_skips_and_reports(capfd: pytest.CaptureFixture[st
         assert sorted(added) == ["NEW", "OPS", "SEC"]
         assert len(json.loads(result.cursor)["skipped"]["invalid"]) == 3
         assert "'../../tmp/x'" in capfd.readouterr().err
-        instance.add_dynamic_partitions(jira_projects.name, added)
+        instance.add_dynamic_partitions("jira_projects", added)
         again = sensor(dg.build_sensor_context(instance=instance, resources={"jira": jira}))
         assert not again.dynamic_partitions_requests and "'A|B'" in again.skip_reason.skip_message
-        assert set(instance.get_dynamic_partitions(jira_projects.name)) == set(added)
+        assert set(instance.get_dynamic_partitions("jira_projects")) == set(added)
 
 
 class _FakeOffline:
@@ -299,7 +299,7 @@ def test_sync_of_every_channel_skips_the_ones_the_bot_is_not_in(
     # The listing with a hostile id is a skipped record of the sync's report (stderr and --json).
     assert any("'../../tmp/x'" in e["reason"] for e in out["skipped"]["examples"])
     with dg.DagsterInstance.from_config(str(tmp_path / "home")) as instance:
-        assert sorted(instance.get_dynamic_partitions(slack_channels.name)) == sorted(
+        assert sorted(instance.get_dynamic_partitions("slack_channels")) == sorted(
             [SF.GENERAL_CHANNEL, SF.SHARED_CHANNEL, SF.PRIVATE_CHANNEL]
         )
     # Only the readable channels have rows, all in weekly files under the data folder.

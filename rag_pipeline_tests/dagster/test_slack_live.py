@@ -16,7 +16,6 @@ from rag_pipeline.connectors.slack.api import (
 )
 from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_group
-from rag_pipeline.defs.chain.partitions import slack_channels
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import CollectionNames, SearchFilter
@@ -269,7 +268,7 @@ def test_discovery_sensor_adds_channels_and_leaves_their_runs_to_the_sync_sensor
         added = result.dynamic_partitions_requests[0].partition_keys
         assert sorted(added) == sorted([F.GENERAL_CHANNEL, F.SHARED_CHANNEL, F.PRIVATE_CHANNEL])
         assert not result.run_requests  # slack_sync_sensor requests their initial history
-        instance.add_dynamic_partitions(slack_channels.name, added)
+        instance.add_dynamic_partitions("slack_channels", added)
         again = slack_channel_discovery_sensor(
             dg.build_sensor_context(instance=instance, resources={"slack": res["slack"]})
         )
@@ -280,7 +279,7 @@ def test_materialize_partitions_then_reconcile_deletions(crafted: SlackEmulator,
     ws = crafted.workspace
     res = _live_resources(tmp_path, crafted)
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(slack_channels.name, [F.GENERAL_CHANNEL])
+        instance.add_dynamic_partitions("slack_channels", [F.GENERAL_CHANNEL])
         for day in ("2024-03-01", "2024-03-04", "2024-03-05", "2024-03-11"):
             result = dg.materialize(
                 CHAIN, instance=instance, resources=res, **cell("slack_threads", F.GENERAL_CHANNEL, day)

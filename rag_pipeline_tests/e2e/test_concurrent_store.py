@@ -22,7 +22,7 @@ import pytest
 import qdrant_edge as qe
 
 from rag_pipeline.commands.errors import explain
-from rag_pipeline.commands.search import open_index
+from rag_pipeline.composition import open_index
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store_lock import FolderLock, StoreBusyError, acquire_folder
 from rag_pipeline.runs.backfill import run_backfill

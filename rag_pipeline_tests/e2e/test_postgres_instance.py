@@ -12,7 +12,6 @@ import dagster as dg
 import psycopg2
 import pytest
 
-from rag_pipeline.defs.chain.partitions import jira_projects
 from rag_pipeline_tests.kit import pipeline
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.paths import REPO_ROOT
@@ -82,7 +81,7 @@ def test_partition_chain_on_the_postgres_instance(
     )
     resources = pipeline.resources(tmp_path / "data", live=False)
     resources["jira_dump"] = resources["jira_source"] = type(resources["jira_dump"])(path=str(dump), site="pg.test")
-    instance.add_dynamic_partitions(jira_projects.name, ["PG"])
+    instance.add_dynamic_partitions("jira_projects", ["PG"])
     days = ["2024-03-01", "2024-03-02"]
     keys = ["2024-02-26"]  # both days' week
     run_ids = []

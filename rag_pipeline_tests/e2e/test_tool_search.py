@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from rag_pipeline.commands.search import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, open_index
 from rag_pipeline.connectors.tools.catalog import server_container
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal

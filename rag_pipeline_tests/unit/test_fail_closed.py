@@ -22,6 +22,7 @@ from rag_pipeline.connectors.jira.csv_export import JiraCsvReader
 from rag_pipeline.connectors.jira.dump import JiraDumpReader, issue_to_document, project_group, security_level_group
 from rag_pipeline.connectors.slack import directory as slack_directory
 from rag_pipeline.connectors.slack import settings as slack_settings
+from rag_pipeline.connectors.slack.acl_refresh import refresh_channel_acls
 from rag_pipeline.connectors.slack.api import SlackAccessError
 from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.connectors.slack.reconcile import plan_channel
@@ -29,7 +30,7 @@ from rag_pipeline.connectors.slack.threads import thread_document_id, workspace_
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.directory.people import find_person
 from rag_pipeline.directory.store import DirectoryChange, DirectoryStore
-from rag_pipeline.directory.sync import refresh_channel_acls, sync_directory
+from rag_pipeline.directory.sync import sync_directory
 from rag_pipeline.index.edge_store import EdgeVectorStore
 from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.sources.api_stats import ApiStats

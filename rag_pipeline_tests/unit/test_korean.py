@@ -17,7 +17,7 @@ import pytest
 from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.retrieval.fusion import LEARNED_FUSION, learned_fusion
+from rag_pipeline.retrieval.fusion import learned_fusion
 from rag_pipeline.retrieval.planned_search import search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
@@ -88,9 +88,9 @@ def test_the_folder_is_korean_when_most_of_its_cjk_documents_are_hangul() -> Non
 
 def test_searches_over_a_cjk_index_fuse_slack_with_the_document_titles(tmp_path: Path) -> None:
     english, korean = RetrieverConfig.chosen(), RetrieverConfig.chosen(language="korean")
-    assert english.fusion_by_source == LEARNED_FUSION
+    assert english.fusion_by_source == learned_fusion()
     assert (
-        korean.fusion_by_source == learned_fusion("cjk") and korean.fusion_by_source["jira"] == LEARNED_FUSION["jira"]
+        korean.fusion_by_source == learned_fusion("cjk") and korean.fusion_by_source["jira"] == learned_fusion()["jira"]
     )
     slack = korean.learned_for(["slack"])
     assert slack is not None and slack.document_title_weight == 1.0 and slack.dense_weight == slack.sparse_weight

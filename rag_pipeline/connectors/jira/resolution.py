@@ -8,7 +8,10 @@ still live; every other resolution (won't fix, invalid, cannot reproduce, a site
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
+
+from rag_pipeline.sources.registry import RerankFeature
 
 UNRESOLVED = "Unresolved"  # what Jira shows for an issue without a resolution
 
@@ -30,3 +33,19 @@ def resolution_class(name: str | None) -> ResolutionClass | None:
     if folded in _FIXED:
         return "fixed"
     return "other"
+
+
+def _is(kind: ResolutionClass) -> Callable[[Any], float]:
+    def value(candidate: Any) -> float:
+        return 1.0 if resolution_class(candidate.resolution) == kind else 0.0
+
+    return value
+
+
+# The reranker's columns from a candidate's resolution: an issue closed as a duplicate is rarely the report a
+# searcher wants; a fixed one usually is the canonical one (registered as Jira's ``rerank_features``).
+RESOLUTION_FEATURES = (
+    RerankFeature("is_resolved_duplicate", _is("duplicate")),
+    RerankFeature("is_resolved_fixed", _is("fixed")),
+    RerankFeature("is_unresolved", _is("unresolved")),
+)

@@ -1,4 +1,4 @@
-"""Tool definitions as a registered source (``kind="tools"``): searched by tool search only, never by document
+"""Tool definitions as a registered source (``kind="tool_catalog"``): searched by tool search only, never by document
 search."""
 
 from __future__ import annotations
@@ -25,5 +25,5 @@ TOOLS = Source(
     index_examples=("rag-pipeline index --tools-catalog tools.json --source tools",),
     payload=tool_payload,
     describe_identity=lambda identity: str(identity.get("described") or "tool catalog"),
-    kind="tools",
+    kind="tool_catalog",
 )

@@ -4,8 +4,8 @@ per source; each week's partition holds every channel's or project's documents o
 The number of partitions grows with time only (52 a year: 261 at five years, whatever the number of
 channels), well inside Dagster's guidance of 100,000 per asset; why weeks and not (day x container) is in
 docs/decisions/partitions-and-backfills.md. Channels and projects are still registered as dynamic partitions
-of their own name (``slack_channels``, ``jira_projects``): the registry discovery adds to and the sync sensor
-reads, not a dimension of any asset.
+named ``<source>_<containers_label>`` (``slack_channels``, ``jira_projects``; ``SourceSpec.containers``): the
+registry discovery adds to and the sync sensor reads, not a dimension of any asset.
 """
 
 from datetime import date
@@ -13,11 +13,6 @@ from datetime import date
 import dagster as dg
 
 from rag_pipeline.scheduling.coverage import week_start
-
-SLACK_CHANNELS = "slack_channels"
-JIRA_PROJECTS = "jira_projects"
-slack_channels = dg.DynamicPartitionsDefinition(name=SLACK_CHANNELS)
-jira_projects = dg.DynamicPartitionsDefinition(name=JIRA_PROJECTS)
 
 
 def weekly_partitions(start: str) -> dg.WeeklyPartitionsDefinition:

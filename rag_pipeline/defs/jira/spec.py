@@ -1,22 +1,25 @@
-"""Everything Jira adds to the code location, built from the settings."""
+"""Everything Jira adds to the code location, built from the settings: what differs from any live source
+(discovery, reconciliation, the raw asset's words); the shape is :mod:`rag_pipeline.defs.chain.live_spec`'s."""
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
+from pydantic import Field
 
+from rag_pipeline.connectors.jira.api import JiraApiReader
+from rag_pipeline.connectors.jira.reconcile import plan_project
 from rag_pipeline.connectors.jira.settings import JiraApiSettings, JiraSettings
-from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
-from rag_pipeline.defs.chain.partitions import jira_projects, weekly_partitions
+from rag_pipeline.defs.chain.live_spec import Discovered, LiveSource, Reconciliation, Skipped, live_source_spec
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.jira.assets import build_jira_issues
-from rag_pipeline.defs.jira.reconciliation import build_jira_reconciliation
-from rag_pipeline.defs.jira.resources import JiraCsvResource, JiraDumpResource, JiraResource
-from rag_pipeline.defs.jira.sensors import build_jira_project_discovery_sensor
+from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraCsvResource, JiraDumpResource, JiraResource
+from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
+Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 
 def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> JiraResource:
@@ -63,27 +66,66 @@ def select_projects(
     return [(k, k) for k in wanted]
 
 
+class JiraReconciliationConfig(dg.Config):
+    """Which projects to reconcile (default: every discovered project)."""
+
+    projects: list[str] = Field(default_factory=list, description="Project keys; empty: every discovered project")
+
+
+def discover_projects(jira: JiraResource, log: Callable[[str], None]) -> Discovered:
+    """The projects the API user can browse, and listings skipped for an invalid key."""
+    discovery = jira.reader(log).discover()
+    return Discovered(
+        ids=[p.key for p in discovery.projects],
+        skipped=(Skipped("project listing(s) with an invalid key", "invalid", [str(p) for p in discovery.problems]),),
+    )
+
+
+def plan_reconciliation(jira: JiraResource, reader: JiraApiReader, config: JiraReconciliationConfig) -> Planner:
+    def plan(project: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
+        return plan_project(reader, project, indexed)
+
+    return plan
+
+
 def jira_spec(settings: Settings) -> SourceSpec:
-    """Jira: weekly partitions, ``jira_issues`` and its chain, dump or REST API, reconciliation."""
-    partitions = weekly_partitions(settings.partition_start)
+    """Jira: weekly partitions, ``jira_issues`` and its chain, dump or REST API, discovery, reconciliation."""
     jira = settings.section("jira", JiraSettings)
-    keys = ChainKeys("jira", "jira_issues")
-    raw = build_jira_issues(partitions, settings.partition_start, settings.max_document_chars)
-    discovery = build_jira_project_discovery_sensor(keys)
-    return SourceSpec(
-        name="jira",
-        containers_label="projects",
-        partitions=partitions,
-        containers=jira_projects,
-        keys=keys,
-        assets=(raw, *build_source_chain(keys, partitions)),
-        offline_resource_key="jira_dump",
-        offline_resource=_offline_resource(jira),
-        live_resource=jira_api_resource(jira.api, settings.api_limits) if jira.api else None,
-        live=build_jira_reconciliation(keys, discovery),
-        api_tag="jira-api",
-        select_live_containers=select_projects,
-        directory=True,
+    return live_source_spec(
+        settings,
+        LiveSource(
+            name="jira",
+            containers_label="projects",
+            raw_asset="jira_issues",
+            raw_description="Jira issues updated in the partition's week (UTC), of every project the run covers: "
+            "summary, description (ADF or wiki markup) and every comment as text, status, typed links and the "
+            "project's (or the issue security level's) ACL. Read from the Jira REST API (Cloud /search/jql or Server "
+            "/search) or, offline, from a dump.",
+            api_pool=JIRA_API_POOL,
+            offline_resource_key="jira_dump",
+            offline_resource=_offline_resource(jira),
+            live_resource=jira_api_resource(jira.api, settings.api_limits) if jira.api else None,
+            select_live_containers=select_projects,
+            discover=discover_projects,
+            discovery_sensor="jira_project_discovery_sensor",
+            discovery_description="Lists the Jira projects the API user can browse (paginated; archived skipped by "
+            "default; allow/deny lists from the jira resource), adds new ones as `jira_projects` partitions (the sync "
+            "sensor then requests their initial history). Listings with an invalid key are skipped and reported in "
+            "the tick.",
+            cursor_key="projects",
+            reconciliation=Reconciliation(
+                config=JiraReconciliationConfig,
+                containers_field="projects",
+                plan=plan_reconciliation,
+                cron="30 3 * * *",
+                description="Lists every discovered project's current issue ids (ids only, large pages) and compares "
+                "them with the index: issues Jira no longer has are removed; issues moved to another project (new key, "
+                "same id) are rewritten under their new project, never duplicated.",
+                job_description="Removes Jira issues deleted at the source and rewrites issues moved to another "
+                "project.",
+                schedule_description="Daily Jira reconciliation (deletions and moves) at 03:30 UTC.",
+            ),
+        ),
     )
 
 

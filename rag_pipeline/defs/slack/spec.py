@@ -1,22 +1,25 @@
-"""Everything Slack adds to the code location, built from the settings."""
+"""Everything Slack adds to the code location, built from the settings: what differs from any live source
+(discovery, reconciliation, the raw asset's words); the shape is :mod:`rag_pipeline.defs.chain.live_spec`'s."""
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
+from pydantic import Field
 
+from rag_pipeline.connectors.slack.api import SlackApiReader
+from rag_pipeline.connectors.slack.reconcile import plan_channel
 from rag_pipeline.connectors.slack.settings import SlackApiSettings, SlackSettings
-from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
-from rag_pipeline.defs.chain.partitions import slack_channels, weekly_partitions
+from rag_pipeline.defs.chain.live_spec import Discovered, LiveSource, Reconciliation, Skipped, live_source_spec
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.slack.assets import build_slack_threads
-from rag_pipeline.defs.slack.reconciliation import build_slack_reconciliation
-from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
-from rag_pipeline.defs.slack.sensors import build_slack_channel_discovery_sensor
+from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackExportResource, SlackResource
+from rag_pipeline.index.store import IndexedDocument
+from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
+Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 
 def slack_api_resource(api: SlackApiSettings, limits: ApiLimits | None = None) -> SlackResource:
@@ -67,29 +70,79 @@ def select_channels(
     return [(by_key[n].id, by_key[n].name) for n in wanted]
 
 
-def slack_spec(settings: Settings) -> SourceSpec:
-    """Slack: weekly partitions, ``slack_threads`` and its chain, export or Web API, reconciliation."""
-    partitions = weekly_partitions(settings.partition_start)
-    slack = settings.section("slack", SlackSettings)
-    keys = ChainKeys("slack", "slack_threads")
-    raw = build_slack_threads(partitions, settings.partition_start, settings.max_document_chars)
-    discovery = build_slack_channel_discovery_sensor(keys)
-    return SourceSpec(
-        name="slack",
-        containers_label="channels",
-        partitions=partitions,
-        containers=slack_channels,
-        keys=keys,
-        assets=(raw, *build_source_chain(keys, partitions)),
-        offline_resource_key="slack_export",
-        offline_resource=SlackExportResource(
-            path=str(slack.export),
-            team_id=slack.offline_team,
-            workspace_domain=slack.offline_domain,
+class SlackReconciliationConfig(dg.Config):
+    """Which channels to reconcile (default: every discovered channel)."""
+
+    channels: list[str] = Field(default_factory=list, description="Channel ids; empty: every discovered channel")
+    lookback_days: int | None = Field(
+        None, description="Re-read threads whose root is this recent (default: the slack resource's lookback_days)"
+    )
+
+
+def discover_channels(slack: SlackResource, log: Callable[[str], None]) -> Discovered:
+    """The channels the bot reads (public ones it is in, private ones it was invited to), and what was skipped."""
+    discovery = slack.reader(log).discover()
+    return Discovered(
+        ids=[c.id for c in discovery.channels],
+        skipped=(
+            Skipped(
+                "channel(s) the bot is not a member of (invite it to sync them)",
+                "not_member",
+                [f"#{c.name} ({c.id})" for c in discovery.not_member],
+            ),
+            Skipped("channel listing(s) with an invalid id", "invalid", [str(p) for p in discovery.problems]),
         ),
-        live_resource=slack_api_resource(slack.api, settings.api_limits) if slack.api else None,
-        live=build_slack_reconciliation(keys, discovery),
-        api_tag="slack-api",
-        select_live_containers=select_channels,
-        directory=True,
+    )
+
+
+def plan_reconciliation(slack: SlackResource, reader: SlackApiReader, config: SlackReconciliationConfig) -> Planner:
+    lookback = slack.lookback_days if config.lookback_days is None else config.lookback_days
+
+    def plan(channel_id: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
+        return plan_channel(reader, channel_id, indexed, lookback)
+
+    return plan
+
+
+def slack_spec(settings: Settings) -> SourceSpec:
+    """Slack: weekly partitions, ``slack_threads`` and its chain, export or Web API, discovery, reconciliation."""
+    slack = settings.section("slack", SlackSettings)
+    return live_source_spec(
+        settings,
+        LiveSource(
+            name="slack",
+            containers_label="channels",
+            raw_asset="slack_threads",
+            raw_description="Slack threads whose latest activity falls in the partition's week (UTC), of every "
+            "channel the run covers: root and replies in order, markup cleaned, system and bot messages dropped, with "
+            "version and channel ACL. Read from the Slack Web API (late replies through a lookback over roots) or, "
+            "offline, from a Slack export.",
+            api_pool=SLACK_API_POOL,
+            offline_resource_key="slack_export",
+            offline_resource=SlackExportResource(
+                path=str(slack.export), team_id=slack.offline_team, workspace_domain=slack.offline_domain
+            ),
+            live_resource=slack_api_resource(slack.api, settings.api_limits) if slack.api else None,
+            select_live_containers=select_channels,
+            discover=discover_channels,
+            discovery_sensor="slack_channel_discovery_sensor",
+            discovery_description="Lists the workspace's channels (public ones the bot is in, and private ones it was "
+            "invited to; archived skipped by default; allow/deny lists from the slack resource), adds new ones as "
+            "`slack_channels` partitions (the sync sensor then requests their initial history). Public channels the "
+            "bot is not in and listings with an invalid id are skipped and reported in the tick.",
+            cursor_key="channels",
+            reconciliation=Reconciliation(
+                config=SlackReconciliationConfig,
+                containers_field="channels",
+                plan=plan_reconciliation,
+                cron="0 3 * * *",
+                description="Compares every discovered channel's indexed threads with what Slack lists now: removes "
+                "threads whose root is gone (a tombstoned root keeps its thread) and rewrites threads in the lookback "
+                "whose messages changed without a newer timestamp (deleted replies); gives every indexed thread of a "
+                "channel whose members changed (private channels) the channel's ACL now, without re-embedding.",
+                job_description="Removes Slack threads deleted at the source, rewrites threads whose replies were "
+                "deleted and updates the ACL of threads in channels whose members changed.",
+                schedule_description="Daily Slack reconciliation (deletions) at 03:00 UTC.",
+            ),
+        ),
     )

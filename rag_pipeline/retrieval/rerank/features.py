@@ -4,25 +4,27 @@ Signals come from the retriever (hybrid, dense and BM25 score and rank of the do
 child), plus field matches computed here with the same analyzer as the BM25 index (Qdrant's Bm25:
 lowercase, English stopwords, Snowball stems): how much of the query the title, the parent chunk
 and the best child cover, how much the query's own title line shares with the candidate's title,
-document length, recency within the candidate list, an issue's resolution class (one closed as a duplicate
-is rarely the report a searcher wants; a fixed one usually is the canonical one), and source.
+document length, recency within the candidate list, and the registered sources' own columns (Jira's resolution
+classes: one closed as a duplicate is rarely the report a searcher wants; a fixed one usually is the canonical one)
+and source indicators (``Source.retrieval``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from rag_pipeline.connectors.jira.resolution import resolution_class
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.sources.registry import RerankFeature, registered_sources
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
 FEATURES_VERSION = "3"
-FEATURE_NAMES: tuple[str, ...] = (
+SHARED_FEATURE_NAMES: tuple[str, ...] = (
     "hybrid_score",
     "hybrid_score_rel",
     "log_hybrid_rank",
@@ -46,12 +48,31 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log_matching_children",
     "log_parent_words",
     "log_age_days",
-    "is_resolved_duplicate",
-    "is_resolved_fixed",
-    "is_unresolved",
-    "is_slack",
-    "is_jira",
 )
+
+
+def _source_features() -> tuple[RerankFeature, ...]:
+    """The sources' own columns (registration order), then one ``is_<name>`` column per source that asks for an
+    indicator: with Slack and Jira registered, the columns every shipped model was trained on."""
+    sources = list(registered_sources().values())
+    own = [feature for source in sources for feature in source.retrieval.rerank_features]
+    indicators = [
+        RerankFeature(f"is_{source.name}", _indicator(source.name))
+        for source in sources
+        if source.retrieval.rerank_indicator
+    ]
+    return (*own, *indicators)
+
+
+def _indicator(name: str) -> Callable[[Any], float]:
+    def value(candidate: Any) -> float:
+        return 1.0 if candidate.source == name else 0.0
+
+    return value
+
+
+SOURCE_FEATURES = _source_features()
+FEATURE_NAMES: tuple[str, ...] = (*SHARED_FEATURE_NAMES, *(f.name for f in SOURCE_FEATURES))
 
 
 def _terms(encoder: Bm25Encoder, text: str) -> set[int]:
@@ -91,7 +112,6 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
         child_terms = _terms(encoder, c.child_text)
         hybrid = s.get("hybrid_score", c.score)
         title_hits = len(q_terms & title_terms)
-        resolved = resolution_class(c.resolution)
         rows.append(
             (
                 hybrid,
@@ -117,11 +137,7 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
                 math.log1p(c.matching_children),
                 math.log1p(len((c.parent_text or c.child_text).split())),
                 math.log1p(max(newest - t, 0.0) / 86400.0) if newest is not None and t is not None else 0.0,
-                1.0 if resolved == "duplicate" else 0.0,
-                1.0 if resolved == "fixed" else 0.0,
-                1.0 if resolved == "unresolved" else 0.0,
-                1.0 if c.source == "slack" else 0.0,
-                1.0 if c.source == "jira" else 0.0,
+                *(feature.value(c) for feature in SOURCE_FEATURES),
             )
         )
     return np.asarray(rows, dtype=np.float64)

@@ -1,7 +1,7 @@
 """Builds the bundled dev eval sets from the public datasets' BEIR-style queries and qrels.
 
-Run ``python -m rag_pipeline.evaluation.bundled <shared data dir> <eval_sets dir>``; the restricted-comment ACL
-set alone (it needs only the bundled dump): ``python -m rag_pipeline.evaluation.bundled --restricted <eval_sets>``.
+Run ``python -m tools.build_bundled_eval_sets <shared data dir> <eval_sets dir>``; the restricted-comment ACL
+set alone (it needs only the bundled dump): ``python -m tools.build_bundled_eval_sets --restricted <eval_sets>``.
 """
 
 from __future__ import annotations
