@@ -73,6 +73,8 @@ def claim_identities(record: Path, identities: Mapping[str, SourceIdentity]) -> 
     for source, identity in identities.items():
         before = held.get(source)
         key = identity.key
+        if not key:  # a source with nothing configured (no dump) claims nothing
+            continue
         if before and before.get("key") != key:
             raise IdentityError(
                 f"the data folder {record.parent} holds {source} from {before.get('described')}, not "

@@ -29,6 +29,7 @@ ENTRY_POINT_GROUP = "rag_pipeline.sources"
 BUILT_IN = (
     "rag_pipeline.connectors.slack.source:SLACK",
     "rag_pipeline.connectors.jira.source:JIRA",
+    "rag_pipeline.connectors.confluence.source:CONFLUENCE",
     "rag_pipeline.connectors.tools.source:TOOLS",
 )
 

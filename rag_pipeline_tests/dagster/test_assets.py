@@ -43,7 +43,13 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     dg.Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    for source, raw in (("slack", "slack_threads"), ("jira", "jira_issues"), ("tools", "tool_definitions")):
+    raws = (
+        ("slack", "slack_threads"),
+        ("jira", "jira_issues"),
+        ("confluence", "confluence_pages"),
+        ("tools", "tool_definitions"),
+    )
+    for source, raw in raws:
         chain = [
             raw,
             f"{source}_parent_chunks",
@@ -53,9 +59,10 @@ def test_definitions_load_and_every_asset_is_described() -> None:
             f"{source}_qdrant_points",
         ]
         assert set(chain) <= keys
-    directories = {"slack_directory", "jira_directory"}
+    directories = {"slack_directory", "jira_directory", "confluence_directory"}
     for node in graph.asset_nodes:
-        assert node.group_name in ("slack", "jira", "tools", "evaluation", "access") and node.kinds and node.description
+        groups = ("slack", "jira", "confluence", "tools", "evaluation", "access")
+        assert node.group_name in groups and node.kinds and node.description
         if node.key.to_user_string() in directories:
             # Who exists now: one unpartitioned asset per source, in its group, hourly, with a freshness policy
             # and a check on the records it had to skip.
@@ -70,7 +77,11 @@ def test_definitions_load_and_every_asset_is_described() -> None:
     assert directories <= keys
     eval_node = graph.get(dg.AssetKey("retrieval_eval"))
     assert set(eval_node.partitions_def.get_partition_keys()) == {"vector", "bm25", "hybrid", "reranked", "prf"}
-    assert {p.to_user_string() for p in eval_node.parent_entity_keys} == {"slack_qdrant_points", "jira_qdrant_points"}
+    assert {p.to_user_string() for p in eval_node.parent_entity_keys} == {
+        "slack_qdrant_points",
+        "jira_qdrant_points",
+        "confluence_qdrant_points",
+    }
     assert eval_node.pools == {"qdrant"}
     points = graph.get(dg.AssetKey("slack_qdrant_points"))
     assert points.pools == {"qdrant"}
@@ -234,6 +245,7 @@ def test_discovery_sensor_adds_offline_containers(tmp_path: Path, slack_export: 
             resources={
                 "slack_export": res["slack_export"],
                 "jira_dump": res["jira_dump"],
+                "confluence_dump": res["confluence_dump"],
                 "tools_files": res["tools_files"],
             },
         )

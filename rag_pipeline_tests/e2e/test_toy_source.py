@@ -75,15 +75,15 @@ def _cli(toy: dict[str, object], *args: str, timeout: int = 600) -> subprocess.C
 def test_the_registered_source_is_offered_by_the_command_line(toy: dict[str, object]) -> None:
     index = _cli(toy, "index", "--help")
     assert index.returncode == 0, index.stderr
-    assert "--toy-folder" in index.stdout and "{slack,jira,tools,toy}" in index.stdout
+    assert "--toy-folder" in index.stdout and "{slack,jira,confluence,tools,toy}" in index.stdout
     search = _cli(toy, "search", "--help")
-    assert "{slack,jira,tools,toy}" in search.stdout
+    assert "{slack,jira,confluence,tools,toy}" in search.stdout
     # Without the plugin on the path, the same command knows only the built-in sources.
     plain = subprocess.run(
         [str(BIN / "rag-pipeline"), "index", "--help"], capture_output=True, text=True, timeout=120,
         env={k: v for k, v in toy["env"].items() if k != "PYTHONPATH"},  # type: ignore[union-attr]
     )  # fmt: skip
-    assert "--toy-folder" not in plain.stdout and "{slack,jira,tools}" in plain.stdout
+    assert "--toy-folder" not in plain.stdout and "{slack,jira,confluence,tools}" in plain.stdout
 
 
 def test_refreshing_the_directory_of_a_source_without_one_says_so(toy: dict[str, object], tmp_path: Path) -> None:

@@ -117,7 +117,9 @@ def rag_pipeline_command(*args: str) -> list[str]:
 
 
 def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "QDRANT_", "SLACK_", "JIRA_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "QDRANT_", "SLACK_", "JIRA_", "CONFLUENCE_"))
+    }
     env.update(RAG_DATA_DIR=str(data_dir), RAG_STORE_WAIT_SECONDS="60", **extra)
     return env
 

@@ -41,14 +41,15 @@ def test_every_step_is_routed_to_the_queue_of_what_it_touches(tmp_path: Path) ->
         queue = queues[node.name]
         if node.pool == "qdrant":  # whatever opens the index runs where the index is
             assert queue == "qdrant", node.name
-        elif node.pool in ("slack_api", "jira_api"):
+        elif node.pool in ("slack_api", "jira_api", "confluence_api"):
             assert queue == node.pool, node.name
     assert queues["slack_threads"] == "slack_api" and queues["jira_issues"] == "jira_api"
+    assert queues["confluence_pages"] == "confluence_api"
     for name in ("slack_parent_chunks", "slack_child_chunks", "slack_dense_vectors", "jira_sparse_vectors"):
         assert queues[name] == "embed"
     # Only the embedding step asks Kubernetes for its own resources.
     sized = {node.name for node in job.graph.node_defs if K8S_CONFIG_TAG in node.tags}
-    assert sized == {"slack_dense_vectors", "jira_dense_vectors", "tools_dense_vectors"}
+    assert sized == {"slack_dense_vectors", "jira_dense_vectors", "confluence_dense_vectors", "tools_dense_vectors"}
     dense = next(node for node in job.graph.node_defs if node.name == "slack_dense_vectors")
     assert json.loads(dense.tags[K8S_CONFIG_TAG]) == EMBED_STEP_K8S_CONFIG
 
@@ -125,7 +126,7 @@ def test_worker_starts_dagster_celery_on_the_executors_config_and_every_queue(
     command = out.split()
     assert command[1:5] == ["worker", "start", "-A", "dagster_celery.app"]
     # One comma-separated -q: Celery 5 keeps only the last of several -Q.
-    assert command[command.index("-q") + 1] == "slack_api,jira_api,tools_api,embed,qdrant,dagster"
+    assert command[command.index("-q") + 1] == "slack_api,jira_api,confluence_api,tools_api,embed,qdrant,dagster"
     assert command.count("-q") == 1 and "--concurrency=2" in command and command[command.index("-n") + 1] == "w1"
     config_file = Path(command[command.index("-y") + 1])
     assert config_file.parent == tmp_path / "home"

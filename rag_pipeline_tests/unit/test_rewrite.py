@@ -91,7 +91,7 @@ def test_a_plan_is_parsed_and_cached_per_day(fake: OpenAIFake, tmp_path: Path) -
         ("sure! the plan is to search postgres", "rewrite unusable: the reply is not JSON"),
         ('["postgres"]', "rewrite unusable: the reply is not a JSON object"),
         ('{"refined_query": "x", "filters": {"since": "the day after the party"}}', "neither an ISO date"),
-        ('{"refined_query": "x", "filters": {"sources": ["confluence"]}}', "filters.sources names 'confluence'"),
+        ('{"refined_query": "x", "filters": {"sources": ["notion"]}}', "filters.sources names 'notion'"),
         ('{"refined_query": "x", "confidence": "high"}', "confidence is not a number"),
     ],
 )

@@ -36,8 +36,8 @@ def test_the_built_in_sources_come_first_with_their_settings_sections() -> None:
     assert isinstance(settings.source("slack"), SlackSettings) and isinstance(settings.source("jira"), JiraSettings)
     assert settings.section("jira", JiraSettings).csv_delimiter == ";"
     assert settings.section("slack", SlackSettings).offline_team == "T0ACME"
-    with pytest.raises(ValueError, match="unknown source 'confluence': choose from slack, jira"):
-        settings.source("confluence")
+    with pytest.raises(ValueError, match="unknown source 'notion': choose from slack, jira, confluence"):
+        settings.source("notion")
     with pytest.raises(TypeError, match="the slack settings are a SlackSettings, not a JiraSettings"):
         settings.section("slack", JiraSettings)
 
@@ -55,7 +55,7 @@ def test_command_line_values_replace_one_sources_settings_only(tmp_path: Path) -
 
 def test_a_plugin_registered_by_an_installed_package_is_a_source(plugin_path: Path) -> None:
     _register(plugin_path, "toy", "toy = rag_pipeline_tests.kit.toy_source.source:SOURCE")
-    assert registry.source_names() == ("slack", "jira", "tools", "toy")
+    assert registry.source_names() == ("slack", "jira", "confluence", "tools", "toy")
     settings = Settings.from_env({"TOY_FOLDER": str(plugin_path)})
     assert settings.source("toy").inputs()[0].path == plugin_path
     # Its scheduled-sync variables are read by name like the built-in sources' (RAG_<SOURCE>_SYNC_ENABLED...).
