@@ -102,8 +102,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.ask import ContextLimits
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.directory.lookup import DirectoryLookup
+    from rag_pipeline.http.app import create_app
     from rag_pipeline.retrieval.rewrite import QueryRewriter
-    from rag_pipeline.serving.http_app import create_app
     from rag_pipeline.serving.ingest_runs import IngestLauncher
     from rag_pipeline.serving.service import SearchService
     from rag_pipeline.serving.tokens import TokenStore
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run_uvicorn(uvicorn: Any, app: Any, args: argparse.Namespace) -> None:
-    from rag_pipeline.serving.http_app import uvicorn_log_config
+    from rag_pipeline.http.limits import uvicorn_log_config
 
     uvicorn.run(
         app,

@@ -1,5 +1,5 @@
 """The search service's logic, free of HTTP and MCP: models loaded once, the index shared between queries and
-handed to writers, searches and document reads as a reader. The HTTP API (``http_app.py``) and the MCP tools
+handed to writers, searches and document reads as a reader. The HTTP API (``rag_pipeline/http/``) and the MCP tools
 (``mcp_tools.py``) are thin layers over :class:`SearchService`; the CLI and the evaluation build the same
 retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -20,6 +21,7 @@ from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from urllib3.util import Retry
 
 from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.problems import SourceError
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 MAX_RETRY_AFTER_SECONDS = 300
@@ -159,3 +161,52 @@ class DeadlineAdapter(HTTPAdapter):
             raise
         finally:
             _cancel_timer()
+
+
+def atlassian_auth(
+    username: str | None, api_token: str | None, personal_access_token: str | None, cloud: bool, missing: str
+) -> dict[str, Any]:
+    """atlassian-python-api's credentials: Cloud takes e-mail + API token (Basic) and rejects Bearer PATs; Server and
+    Data Center prefer the PAT. ``missing`` is the SourceError's message when neither is given (it names the
+    variables)."""
+    if username and api_token and (cloud or not personal_access_token):
+        return {"username": username, "password": api_token}
+    if personal_access_token:
+        return {"token": personal_access_token}
+    raise SourceError(missing)
+
+
+def counted_transport(
+    session: requests.Session,
+    url: str,
+    stats: ApiStats,
+    endpoint_of: Callable[[str], str],
+    max_retries: int,
+    backoff_seconds: float,
+    timeout: int,
+) -> None:
+    """Mount the counted retries and the per-attempt deadline on ``session`` for ``url``, and count every response
+    per endpoint (``endpoint_of`` replaces ids and keys in a path) into ``stats``."""
+    retry = CountedRetry(
+        total=None,
+        # A wrong site URL (refused, unknown host) should fail fast; dropped responses get the full budget.
+        connect=min(max_retries, 2),
+        read=max_retries,
+        status=max_retries,
+        other=0,
+        allowed_methods=None,
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=backoff_seconds,
+        backoff_jitter=backoff_seconds,
+        backoff_max=120,
+        respect_retry_after_header=True,
+        # One huge Retry-After must not hold the source's API pool for hours.
+        retry_after_max=MAX_RETRY_AFTER_SECONDS,
+    )
+    retry.stats = stats
+    session.mount(url, DeadlineAdapter(float(timeout), max_retries=retry))
+
+    def count(response: requests.Response, *_args: Any, **_kwargs: Any) -> None:
+        stats.calls[f"{response.request.method} {endpoint_of(response.request.path_url or '')}"] += 1
+
+    session.hooks["response"].append(count)

@@ -16,7 +16,6 @@ cached per reader). A restriction that cannot be read fails the page closed (rea
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.selection import kept
 
 # What content_to_document reads, plus the first comments (to skip the comment call for pages without any).
 PAGE_EXPAND = (
@@ -93,16 +93,7 @@ class ConfluenceSyncSettings(BaseModel):
             return False
         if space.personal and not self.include_personal:
             return False
-        if any(_key_matches(p, space.key) for p in self.space_deny):
-            return False
-        return not self.space_allow or any(_key_matches(p, space.key) for p in self.space_allow)
-
-
-def _key_matches(pattern: str, key: str) -> bool:
-    try:
-        return pattern == key or re.fullmatch(pattern, key) is not None
-    except re.error:
-        return False
+        return kept(space.key, self.space_allow, self.space_deny)
 
 
 @dataclass(frozen=True)

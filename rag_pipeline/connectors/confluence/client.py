@@ -10,22 +10,14 @@ space and group endpoints under ``/wiki/rest/api``. Cloud sites are therefore gi
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import urlsplit
 
-import requests
 from atlassian import Confluence
 
 from rag_pipeline.sources.api_stats import ApiStats
 
 # The retry and deadline policy is source-neutral (measured on the Jira client first): the kernel's.
-from rag_pipeline.sources.http_client import (
-    MAX_RETRY_AFTER_SECONDS,
-    RETRY_STATUSES,
-    CountedRetry,
-    DeadlineAdapter,
-)
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport
 
 _PATH_IDS = [
     (re.compile(r"/content/(?!search\b)[^/]+"), "/content/{id}"),
@@ -68,15 +60,11 @@ def build_confluence_client(
 
     Cloud takes e-mail + API token (Basic); Data Center a personal access token (Bearer), or user + password.
     """
-    if username and api_token and (cloud or not personal_access_token):
-        auth: dict[str, Any] = {"username": username, "password": api_token}
-    elif personal_access_token:
-        auth = {"token": personal_access_token}
-    else:
-        raise SourceError(
-            "Confluence credentials missing: set CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN (Cloud) or "
-            "CONFLUENCE_PAT (Data Center)"
-        )
+    missing = (
+        "Confluence credentials missing: set CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN (Cloud) or CONFLUENCE_PAT "
+        "(Data Center)"
+    )
+    auth = atlassian_auth(username, api_token, personal_access_token, cloud, missing)
     stats = stats if stats is not None else ApiStats()
     # cloud=False picks the library's REST v1 class for both (see the module docstring).
     client = Confluence(  # type: ignore[no-untyped-call]
@@ -89,28 +77,6 @@ def build_confluence_client(
         backoff_factor=backoff_seconds,
         **auth,
     )
-    retry = CountedRetry(
-        total=None,
-        # A wrong CONFLUENCE_URL (refused, unknown host) should fail fast; dropped responses get the full budget.
-        connect=min(max_retries, 2),
-        read=max_retries,
-        status=max_retries,
-        other=0,
-        allowed_methods=None,
-        status_forcelist=RETRY_STATUSES,
-        backoff_factor=backoff_seconds,
-        backoff_jitter=backoff_seconds,
-        backoff_max=120,
-        respect_retry_after_header=True,
-        # One huge Retry-After must not hold the API pool for hours.
-        retry_after_max=MAX_RETRY_AFTER_SECONDS,
-    )
-    retry.stats = stats
-    client.session.mount(client.url, DeadlineAdapter(float(timeout), max_retries=retry))
-    client.session.hooks["response"].append(lambda response, *_a, **_k: _count(stats, response))
+    counted_transport(client.session, client.url, stats, endpoint_of, max_retries, backoff_seconds, timeout)
     client.stats = stats  # type: ignore[attr-defined]
     return client
-
-
-def _count(stats: ApiStats, response: requests.Response) -> None:
-    stats.calls[f"{response.request.method} {endpoint_of(response.request.path_url)}"] += 1

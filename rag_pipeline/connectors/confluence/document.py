@@ -146,6 +146,9 @@ def _content_to_document(
         raise ValueError(f"the title of {page_id} is not text: {shown(title)}")
     ancestors = ancestors_of(content) if kind == "page" else []
     path = [space_title, *(str(a.get("title") or a.get("id")) for a in ancestors), title]
+    if len(path) > 2 and path[1] == space_title:
+        # A space's home page usually bears the space's name: "Docs › Docs › Setup" says nothing twice.
+        path.pop(1)
     title_path = clean_title(TITLE_SEPARATOR.join(drop_invisible(p).strip() for p in path))
     problems: list[RecordProblem] = []
     users = _people(content, comments)

@@ -14,7 +14,6 @@ identical documents for the same issues.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
 from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.selection import kept
 
 # What issue_to_document reads; anything else would only cost bandwidth.
 ISSUE_FIELDS = (
@@ -102,13 +102,7 @@ class JiraSyncSettings(BaseModel):
         """Whether discovery keeps a project (deny wins over allow)."""
         if project.archived and not self.include_archived:
             return False
-        if any(_key_matches(p, project.key) for p in self.project_deny):
-            return False
-        return not self.project_allow or any(_key_matches(p, project.key) for p in self.project_allow)
-
-
-def _key_matches(pattern: str, key: str) -> bool:
-    return pattern == key or re.fullmatch(pattern, key) is not None
+        return kept(project.key, self.project_allow, self.project_deny)
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,12 @@ calls are counted per endpoint (ids and keys replaced) for the run's metadata.
 from __future__ import annotations
 
 import re
-from typing import Any
 from urllib.parse import urlsplit
 
-import requests
 from atlassian import Jira
 
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.http_client import (
-    MAX_RETRY_AFTER_SECONDS,
-    RETRY_STATUSES,
-    CountedRetry,
-    DeadlineAdapter,
-)
-from rag_pipeline.sources.problems import SourceError
+from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport
 
 _PATH_IDS = [
     (re.compile(r"/issue/[^/]+"), "/issue/{issue}"),
@@ -58,15 +50,8 @@ def build_jira_client(
     ``backoff_and_retry`` mounts urllib3 retries for 429/503 honouring Retry-After; they are
     replaced by the same policy widened to 500/502/504 and dropped connections, and counted.
     """
-    # Cloud takes e-mail + API token (Basic) and rejects Bearer PATs; Server/DC prefers the PAT.
-    if username and api_token and (cloud or not personal_access_token):
-        auth: dict[str, Any] = {"username": username, "password": api_token}
-    elif personal_access_token:
-        auth = {"token": personal_access_token}
-    else:
-        raise SourceError(
-            "Jira credentials missing: set JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)"
-        )
+    missing = "Jira credentials missing: set JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)"
+    auth = atlassian_auth(username, api_token, personal_access_token, cloud, missing)
     stats = stats if stats is not None else ApiStats()
     client = Jira(
         url=url,
@@ -79,28 +64,6 @@ def build_jira_client(
         backoff_factor=backoff_seconds,
         **auth,
     )
-    retry = CountedRetry(
-        total=None,
-        # A wrong JIRA_URL (refused, unknown host) should fail fast; dropped responses get the full budget.
-        connect=min(max_retries, 2),
-        read=max_retries,
-        status=max_retries,
-        other=0,
-        allowed_methods=None,
-        status_forcelist=RETRY_STATUSES,
-        backoff_factor=backoff_seconds,
-        backoff_jitter=backoff_seconds,
-        backoff_max=120,
-        respect_retry_after_header=True,
-        # One huge Retry-After must not hold the jira_api pool for hours.
-        retry_after_max=MAX_RETRY_AFTER_SECONDS,
-    )
-    retry.stats = stats
-    client.session.mount(client.url, DeadlineAdapter(float(timeout), max_retries=retry))
-    client.session.hooks["response"].append(lambda response, *_a, **_k: _count(stats, response))
+    counted_transport(client.session, client.url, stats, endpoint_of, max_retries, backoff_seconds, timeout)
     client.stats = stats  # type: ignore[attr-defined]
     return client
-
-
-def _count(stats: ApiStats, response: requests.Response) -> None:
-    stats.calls[f"{response.request.method} {endpoint_of(response.request.path_url)}"] += 1

@@ -21,11 +21,12 @@ from rag_pipeline.connectors.confluence.identity import (
     confluence_sites,
     resolve_confluence_identity,
 )
+from rag_pipeline.defs.chain.live_read import read_containers
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
 from rag_pipeline.sources.source_read import SourceRead
 
 CONFLUENCE_API_POOL = "confluence_api"
@@ -87,31 +88,16 @@ class ConfluenceResource(dg.ConfigurableResource):
         self, days_by_space: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
         reader = self.reader(log)
-        out = SourceRead()
-        pages_fetched = comment_pages = 0
-        guards_tripped: dict[str, str] = {}
-        for space, days in sorted(days_by_space.items()):
-            try:
-                read = reader.read_days(space, days)
-            except GuardTripped as exc:
-                # A faulty server fails this space alone; none of its partial read is kept.
-                out.failed[space] = str(exc)
-                guards_tripped[space] = exc.guard
-                continue
-            except ConfluenceAccessError as exc:
-                out.failed[space] = str(exc)
-                if isinstance(exc, ConfluenceTimeoutError):
-                    guards_tripped[space] = "timeout"
-                continue
-            out.documents.extend(read.documents)
-            out.problems.extend(read.problems)
-            out.partition_day.update(read.partition_day)
-            pages_fetched += read.pages_fetched
-            comment_pages += read.comment_pages
+        out, guards_tripped, totals = read_containers(
+            days_by_space,
+            reader.read_days,
+            (ConfluenceAccessError,),
+            ("pages_fetched", "comment_pages"),
+            ConfluenceTimeoutError,
+        )
         out.metadata = {
             **reader.stats.as_metadata(),
-            "pages_fetched": pages_fetched,
-            "comment_pages": comment_pages,
+            **totals,
             "overlap_minutes": self.overlap_minutes,
             "page_size": self.page_size,
             "confluence_mode": "cloud" if self.cloud else "data center",

@@ -24,11 +24,12 @@ from rag_pipeline.connectors.jira.settings import (
     BUNDLED_JIRA_DUMP,
     DEFAULT_JIRA_CSV_DATE_FORMAT,
 )
+from rag_pipeline.defs.chain.live_read import read_containers
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
 from rag_pipeline.sources.source_read import SourceRead
 
 JIRA_API_POOL = "jira_api"
@@ -126,33 +127,12 @@ class JiraResource(JiraSourceResource):
         self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
         reader = self.reader(log)
-        out = SourceRead()
-        issues_fetched = comment_pages = 0
-        guards_tripped: dict[str, str] = {}
-        for project, days in sorted(days_by_project.items()):
-            try:
-                read = reader.read_days(project, days)
-            except GuardTripped as exc:
-                # A faulty server (a cursor that loops, a read past its budget) fails this project alone; nothing
-                # of its partial read is kept, so none of its partitions is recorded as synced.
-                out.failed[project] = str(exc)
-                guards_tripped[project] = exc.guard
-                continue
-            except JiraAccessError as exc:
-                # One project's access problem never stops the others from being read.
-                out.failed[project] = str(exc)
-                if isinstance(exc, JiraTimeoutError):
-                    guards_tripped[project] = "timeout"
-                continue
-            out.documents.extend(read.documents)
-            out.problems.extend(read.problems)
-            out.partition_day.update(read.partition_day)
-            issues_fetched += read.issues_fetched
-            comment_pages += read.comment_pages
+        out, guards_tripped, totals = read_containers(
+            days_by_project, reader.read_days, (JiraAccessError,), ("issues_fetched", "comment_pages"), JiraTimeoutError
+        )
         out.metadata = {
             **reader.stats.as_metadata(),
-            "issues_fetched": issues_fetched,
-            "comment_pages": comment_pages,
+            **totals,
             "overlap_minutes": self.overlap_minutes,
             "page_size": self.page_size,
             "jira_mode": "cloud" if self.cloud else "server",

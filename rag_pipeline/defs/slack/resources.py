@@ -19,11 +19,12 @@ from rag_pipeline.connectors.slack.api import (
 )
 from rag_pipeline.connectors.slack.export import SlackExportReader, SlackRead
 from rag_pipeline.connectors.slack.identity import SlackIdentity, resolve_slack_identity
+from rag_pipeline.defs.chain.live_read import read_containers
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, GuardTripped
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
 from rag_pipeline.sources.source_read import SourceRead
 
 SLACK_API_POOL = "slack_api"
@@ -104,27 +105,13 @@ class SlackResource(SlackSourceResource):
         self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
         reader = self.reader(log)
-        out = SourceRead()
-        threads_fetched = 0
-        guards_tripped: dict[str, str] = {}
-        for channel_id, days in sorted(days_by_channel.items()):
-            try:
-                read = reader.read_days(channel_id, days)
-            except (SlackAccessError, GuardTripped) as exc:
-                # One channel's access problem or faulty answers never stop the others from being read; the
-                # failed channel's partitions are not materialized, so the next run reads them again.
-                out.failed[channel_id] = str(exc)
-                if isinstance(exc, GuardTripped):
-                    guards_tripped[channel_id] = exc.guard
-                continue
-            out.documents.extend(read.documents)
-            out.problems.extend(read.problems)
-            out.partition_day.update(read.partition_day)
-            threads_fetched += read.threads_fetched
+        out, guards_tripped, totals = read_containers(
+            days_by_channel, reader.read_days, (SlackAccessError,), ("threads_fetched",)
+        )
         stats = reader.stats
         out.metadata = {
             **stats.as_metadata(),
-            "threads_fetched": threads_fetched,
+            **totals,
             "lookback_days": self.lookback_days,
             "page_size": self.page_size,
             "page_cap": self.page_cap,
