@@ -271,6 +271,10 @@ class DirectoryStore:
             return self._select("account_id = ?", (account_id,))
         return self._select("account_id = ? AND source = ?", (account_id, source))
 
+    def accounts(self, source: str, scope: str) -> list[Account]:
+        """Every account the last sync of ``source`` at ``scope`` recorded (what a failed read keeps holding)."""
+        return self._select("source = ? AND scope = ?", (source, scope))
+
     def by_email(self, email: str) -> list[Account]:
         return self._select("email = ?", (email.strip().lower(),)) if email.strip() else []
 

@@ -6,13 +6,13 @@ the last-resort 500 that logs without the query."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 
 import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import Headers
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
 
 from rag_pipeline.http.errors import error
 from rag_pipeline.http.limits import MAX_BODY_BYTES, BodyTooLarge, host_of
@@ -46,6 +46,17 @@ def is_mcp(path: str) -> bool:
     return path == MCP_PATH or path.startswith(MCP_PATH + "/")
 
 
+def flat_routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes an app serves, those of included routers too (FastAPI keeps an included router as one entry
+    holding its ``original_router``)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from flat_routes(included.routes)
+        else:
+            yield route
+
+
 def route_of(request: Request) -> str:
     """The route template a request is for (ids in paths would make one series per document), also for a
     request refused before routing (a missing token)."""
@@ -54,7 +65,7 @@ def route_of(request: Request) -> str:
     route = request.scope.get("route")
     if route is not None:
         return str(getattr(route, "path", "unmatched"))
-    for candidate in request.app.router.routes:
+    for candidate in flat_routes(request.app.router.routes):
         match, _ = candidate.matches(request.scope)
         if match != Match.NONE:
             return str(getattr(candidate, "path", "unmatched"))

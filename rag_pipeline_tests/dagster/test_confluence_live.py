@@ -73,7 +73,7 @@ def _found(capsys: pytest.CaptureFixture[str], data: Path, who: str, query: str)
 
 
 def test_sync_then_every_reader_sees_exactly_what_confluence_lets_them(
-    live_env: Path, capsys: pytest.CaptureFixture[str]
+    live_env: Path, emulator: ConfluenceEmulator, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = live_env
     code, synced = _main(capsys, "sync", "--source", "confluence", "--start", "2024-03-01", "--end", "2024-03-05",
@@ -96,6 +96,14 @@ def test_sync_then_every_reader_sees_exactly_what_confluence_lets_them(
     assert sees["erin"] == {"4001", "3001"}  # a user named on the HR space, no group
     # A restricted ancestor hides every descendant, restricted or not: Deep (2004) has no restriction of its own.
     assert "2004" not in sees["bob"]
+
+    # A directory sync that cannot read the secret-team group keeps what the last one recorded: bob still passes
+    # Secret's restriction (never revoked on a failed read), and alice still does not (never granted).
+    emulator.inject("403", path="/group/secret-team/member", times=100)
+    code, again = _main(capsys, "directory", "--source", "confluence", "--data-dir", str(data), "--json")
+    assert code == 0, again
+    assert _doc("2002") in _found(capsys, data, "bob", "launch codes")
+    assert _doc("2002") not in _found(capsys, data, "alice", "launch codes")
 
     code, alice = _main(capsys, "explain", "--data-dir", str(data), "--user", EMAILS["alice"], _doc("2002"), "--json")
     assert code == 0 and alice["visible"] is False

@@ -48,12 +48,13 @@ def _doc(page: str) -> str:
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("confluence")
     with ConfluenceEmulator(crafted_site()) as emulator:
-        lines = dump_lines(emulator, EXPAND)
+        # As an export of the real site would say it: its own host in every object's links.
+        lines = [line.replace(emulator.url, f"https://{SITE}") for line in dump_lines(emulator, EXPAND)]
     dump = root / "pages.jsonl"
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
     (root / "confluence_users.csv").write_text(DIRECTORY)
     data = root / "data"
-    command = ["index", "--source", "confluence", "--confluence-dump", str(dump), "--confluence-site", SITE,
+    command = ["index", "--source", "confluence", "--confluence-dump", str(dump),
                "--confluence-directory", str(root / "confluence_users.csv")]  # fmt: skip
     done = subprocess.run(S.rag_pipeline_command(*command), env=S.service_env(data), capture_output=True, text=True,
                           timeout=600)  # fmt: skip

@@ -69,6 +69,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rag_pipeline.cli import build_parser
 from rag_pipeline.http.app import create_app
+from rag_pipeline.http.guard import flat_routes
 from rag_pipeline.index.opening import StoreLocation
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.retriever import RetrieverConfig
@@ -647,7 +648,7 @@ def test_prometheus_scrapes_the_search_service_where_it_listens(compose: dict[st
     assert search[:2] == ["rag-pipeline", "serve"] and _flag(search, "--port") == port
     assert any(p.endswith(f":{port}:{port}") for p in services[host]["ports"])
     app = create_app(_unopened_service(tmp_path), ServeSettings())
-    assert job["metrics_path"] in {route.path for route in app.routes}  # type: ignore[attr-defined]
+    assert job["metrics_path"] in {route.path for route in flat_routes(app.routes)}  # type: ignore[attr-defined]
     # /metrics needs the service's bearer token: the secret file made from RAG_SERVE_TOKEN.
     assert job["authorization"]["type"] == "Bearer"
     (secret,) = prometheus["secrets"]

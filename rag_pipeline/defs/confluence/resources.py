@@ -81,8 +81,11 @@ class ConfluenceResource(dg.ConfigurableResource):
     def read_directory(
         self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
     ) -> DirectorySnapshot:
-        """Users, groups, space view grants and restricted chains from the API."""
-        return confluence_directory.read_api_directory(self.reader(log))
+        """Users, groups, space view grants and restricted chains from the API; a space or group that cannot be read
+        keeps the holds ``previous`` recorded for it (one failed read never revokes or grants)."""
+        reader = self.reader(log)
+        kept = previous.accounts("confluence", reader.site) if previous is not None else None
+        return confluence_directory.read_api_directory(reader, previous=kept)
 
     def read_partitions(
         self, days_by_space: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
