@@ -148,7 +148,7 @@ def test_demo_table_output_and_help(small_sources: Path, capsys) -> None:
     help_text = build_parser().format_help()
     assert "demo" in help_text
     with pytest.raises(SystemExit):
-        main(["demo", "--source", "confluence"])
+        main(["demo", "--source", "notion"])  # not a registered source
 
 
 def test_domain_code_never_imports_dagster() -> None:

@@ -13,7 +13,6 @@ had through it are kept, and nothing new is granted through it, until a sync rea
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -36,11 +35,17 @@ from rag_pipeline.connectors.confluence.acl import (
 from rag_pipeline.connectors.confluence.document import obj_of
 from rag_pipeline.connectors.confluence.dump import ConfluenceDumpReader, dump_chain
 from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
+from rag_pipeline.directory.directory_file import DirectoryFileFormat
+from rag_pipeline.directory.directory_file import read_directory_file as read_file
 from rag_pipeline.sources.paging import GuardTripped
 from rag_pipeline.sources.problems import RecordProblem, SourceError, describe
 
 SOURCE = "confluence"
-DIRECTORY_FILE_COLUMNS = ("account_id", "email", "groups")
+FILE_FORMAT = DirectoryFileFormat(
+    "Confluence directory file",
+    "--confluence-directory, RAG_CONFLUENCE_DIRECTORY",
+    "a group name, space:KEY or restricted:PAGEID",
+)
 
 
 def directory_file_group(site: str, entry: str) -> tuple[str, str]:
@@ -57,31 +62,7 @@ def directory_file_group(site: str, entry: str) -> tuple[str, str]:
 def read_directory_file(path: str | Path, site: str, snapshot: DirectorySnapshot) -> None:
     """Add a CSV directory file (``account_id,email,groups``; groups separated by ``;``) to ``snapshot``. A row
     without an id is reported, the rest kept."""
-    path = Path(path)
-    if not path.is_file():
-        raise SourceError(
-            f"Confluence directory file not found: {path} (--confluence-directory, RAG_CONFLUENCE_DIRECTORY)"
-        )
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        rows = csv.DictReader(handle)
-        missing = [c for c in DIRECTORY_FILE_COLUMNS if c not in (rows.fieldnames or ())]
-        if missing:
-            raise SourceError(
-                f"Confluence directory file {path} has no column {', '.join(missing)}; its header must be "
-                f"{','.join(DIRECTORY_FILE_COLUMNS)} (groups separated by ';': a group name, space:KEY or "
-                "restricted:PAGEID)"
-            )
-        for number, row in enumerate(rows, start=2):
-            where = f"{path}:{number}"
-            account_id = checked_account_id((row.get("account_id") or "").strip(), where, snapshot.problems)
-            if account_id is None:
-                continue
-            groups = dict(
-                directory_file_group(site, g.strip()) for g in (row.get("groups") or "").split(";") if g.strip()
-            )
-            name = (row.get("display_name") or "").strip() or None
-            email = checked_email(row.get("email"), where, snapshot.problems)
-            snapshot.add(Account(SOURCE, site, account_id, name, email, "member", groups))
+    read_file(path, snapshot, lambda entry: directory_file_group(site, entry), FILE_FORMAT)
 
 
 def grant_access(

@@ -26,10 +26,8 @@ ancestors may come on any line).
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +44,9 @@ from rag_pipeline.connectors.confluence.document import (
     page_document_id,
 )
 from rag_pipeline.sources.document import Document
-from rag_pipeline.sources.problems import RecordProblem, SourceError, UnreadableSource, describe, shown
+from rag_pipeline.sources.json_lines import numbered_lines
+from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
 
-_GZIP_MAGIC = b"\x1f\x8b"
 # The id of a line that is not valid JSON, to name it in the problem (a content object's first "id").
 _ID_HINT = re.compile(rb'"id"\s*:\s*"?([0-9A-Za-z_-]{1,64})')
 
@@ -74,21 +72,6 @@ class DumpContents:
     problems: list[RecordProblem] = field(default_factory=list)
 
 
-def check_compression(path: Path) -> bool:
-    """Whether the dump is gzipped (its name ends in ``.gz``); :class:`UnreadableSource` when the name says gzip
-    and the first bytes do not (gzip would fail only at the first read, which looks like an empty dump)."""
-    if path.suffix != ".gz":
-        return False
-    with open(path, "rb") as probe:
-        magic = probe.read(len(_GZIP_MAGIC))
-    if magic and magic != _GZIP_MAGIC:
-        raise UnreadableSource(
-            f"Confluence dump {path} is not gzip-compressed, as its name ending in .gz says; compress it (gzip) or "
-            "rename it without .gz if it is plain JSON lines"
-        )
-    return True
-
-
 def _version_key(content: Mapping[str, Any]) -> tuple[int, str]:
     version = obj_of(content.get("version"))
     number = version.get("number")
@@ -107,23 +90,7 @@ class ConfluenceDumpReader:
     def _lines(self, problems: list[RecordProblem]) -> Iterator[tuple[int, bytes]]:
         """Numbered raw lines; a damaged .gz ends them where it broke (a problem says where); a file that breaks
         before its first line is :class:`UnreadableSource`."""
-        opener = gzip.open if check_compression(self.path) else open
-        number = offset = 0
-        try:
-            with opener(self.path, "rb") as handle:
-                for number, line in enumerate(handle, start=1):
-                    offset += len(line)
-                    yield number, line
-        except (EOFError, OSError, zlib.error) as exc:
-            if not offset:
-                raise UnreadableSource(f"Confluence dump {self.path} cannot be read: {describe(exc)}") from exc
-            problems.append(
-                RecordProblem(
-                    f"{self.path}:{number + 1}",
-                    f"the file breaks off after line {number:,} ({offset:,} bytes read): {describe(exc)}; "
-                    "the lines before it were read",
-                )
-            )
+        return numbered_lines(self.path, "Confluence dump", problems)
 
     def records(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(location, object) of every line holding a JSON object; every other line is a problem."""

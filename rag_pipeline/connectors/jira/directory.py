@@ -15,7 +15,6 @@ names (reporters, assignees, comment authors; no membership) and an optional dir
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,10 +29,16 @@ from rag_pipeline.connectors.jira.dump import (
     security_level_group,
 )
 from rag_pipeline.directory.accounts import Account, DirectorySnapshot, checked_account_id, checked_email
-from rag_pipeline.sources.problems import RecordProblem, SourceError, describe, shown
+from rag_pipeline.directory.directory_file import DirectoryFileFormat
+from rag_pipeline.directory.directory_file import read_directory_file as read_file
+from rag_pipeline.sources.problems import RecordProblem, describe, shown
 
 SOURCE = "jira"
-DIRECTORY_FILE_COLUMNS = ("account_id", "email", "groups")
+FILE_FORMAT = DirectoryFileFormat(
+    "Jira directory file",
+    "--jira-directory, RAG_JIRA_DIRECTORY",
+    "a group name, project:KEY or security:LEVEL_ID, role:KEY:NAME",
+)
 # Server's group picker answers at most this many groups in one call.
 _GROUP_PICKER_LIMIT = 1000
 
@@ -56,38 +61,7 @@ def directory_file_group(site: str, entry: str) -> tuple[str, str]:
 def read_directory_file(path: str | Path, site: str, snapshot: DirectorySnapshot) -> None:
     """Add a CSV directory file (``account_id,email,groups``; groups separated by ``;``) to ``snapshot``: for
     sites whose dump holds no membership. A row without an id is reported, the rest kept."""
-    path = Path(path)
-    if not path.is_file():
-        raise SourceError(f"Jira directory file not found: {path} (--jira-directory, RAG_JIRA_DIRECTORY)")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        rows = csv.DictReader(handle)
-        missing = [c for c in DIRECTORY_FILE_COLUMNS if c not in (rows.fieldnames or ())]
-        if missing:
-            raise SourceError(
-                f"Jira directory file {path} has no column {', '.join(missing)}; its header must be "
-                f"{','.join(DIRECTORY_FILE_COLUMNS)} (groups separated by ';': a group name, project:KEY or "
-                "security:LEVEL_ID, role:KEY:NAME)"
-            )
-        for number, row in enumerate(rows, start=2):
-            where = f"{path}:{number}"
-            account_id = checked_account_id((row.get("account_id") or "").strip(), where, snapshot.problems)
-            if account_id is None:
-                continue
-            groups = dict(
-                directory_file_group(site, g.strip()) for g in (row.get("groups") or "").split(";") if g.strip()
-            )
-            name = (row.get("display_name") or "").strip() or None
-            snapshot.add(
-                Account(
-                    SOURCE,
-                    site,
-                    account_id,
-                    name,
-                    checked_email(row.get("email"), where, snapshot.problems),
-                    "member",
-                    groups,
-                )
-            )
+    read_file(path, snapshot, lambda entry: directory_file_group(site, entry), FILE_FORMAT)
 
 
 def _person_fields(person: object) -> tuple[object, object, object] | None:

@@ -10,10 +10,8 @@ and reports where it broke; a file that cannot be read up to its first line (a `
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,11 +21,11 @@ from typing import Any
 from rag_pipeline.connectors.jira.markup import jira_body_to_text
 from rag_pipeline.sources.document import BELONGS_TO, FAMILY, Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
+from rag_pipeline.sources.json_lines import numbered_lines
 from rag_pipeline.sources.problems import (
     RecordError,
     RecordProblem,
     SourceError,
-    UnreadableSource,
     describe,
     shown,
 )
@@ -102,7 +100,6 @@ _ISSUE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12}")
 # Issue ids are numbers in Jira; they end up in document ids.
 _ISSUE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The first two bytes of every gzip stream (RFC 1952).
-_GZIP_MAGIC = b"\x1f\x8b"
 # The issue key of a line that is not valid JSON, to name it in the problem (the first "key" of a REST issue
 # object is its own; project keys have no "-<number>").
 _KEY_HINT = re.compile(rb'"key"\s*:\s*"([A-Za-z][A-Za-z0-9_]{0,63}-\d{1,12})"')
@@ -417,22 +414,6 @@ def read_comment_visibility(path: Path) -> dict[tuple[str, str], dict[str, Any]]
     return {(str(c["issue"]), str(c["comment"])): dict(c["visibility"]) for c in listed}
 
 
-def check_compression(path: Path) -> bool:
-    """Whether the dump at ``path`` is gzipped (its name ends in ``.gz``); :class:`UnreadableSource` when the
-    name says gzip and the first bytes do not. gzip itself would only fail at the first read, which a reader
-    that keeps the lines before a damage would take for a dump that breaks off before its first line."""
-    if path.suffix != ".gz":
-        return False
-    with open(path, "rb") as probe:
-        magic = probe.read(len(_GZIP_MAGIC))
-    if magic and magic != _GZIP_MAGIC:
-        raise UnreadableSource(
-            f"Jira dump {path} is not gzip-compressed, as its name ending in .gz says; compress it (gzip) or "
-            "rename it without .gz if it is plain JSON lines"
-        )
-    return True
-
-
 class JiraDumpReader:
     """Reads a JSON-lines dump (optionally gzipped) of Jira REST issue objects."""
 
@@ -451,23 +432,7 @@ class JiraDumpReader:
         truncated or corrupt .gz ends the lines where it broke, with a problem saying where. A file that
         breaks before its first line (a ``.gz`` that is not gzip, a damaged header) is
         :class:`UnreadableSource`: reporting it as one skipped record would index nothing and exit 0."""
-        opener = gzip.open if check_compression(self.path) else open
-        number = offset = 0
-        try:
-            with opener(self.path, "rb") as handle:
-                for number, line in enumerate(handle, start=1):
-                    offset += len(line)
-                    yield number, line
-        except (EOFError, OSError, zlib.error) as exc:
-            if not offset:
-                raise UnreadableSource(f"Jira dump {self.path} cannot be read: {describe(exc)}") from exc
-            problems.append(
-                RecordProblem(
-                    f"{self.path}:{number + 1}",
-                    f"the file breaks off after line {number:,} ({offset:,} bytes read): {describe(exc)}; "
-                    "the lines before it were read",
-                )
-            )
+        return numbered_lines(self.path, "Jira dump", problems)
 
     def _issues(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(location, issue object) of every line holding one; every other line is a problem."""

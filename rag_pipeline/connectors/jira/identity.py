@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from rag_pipeline.connectors.jira.dump import check_compression
 from rag_pipeline.sources.identity import one_value, settle
+from rag_pipeline.sources.json_lines import check_compression
 
 _JIRA_ISSUES_SCANNED = 5_000
 
@@ -35,7 +35,7 @@ def jira_sites(path: str | Path) -> Counter[str]:
     hosts: Counter[str] = Counter()
     target = Path(path)
     # A .gz that is not gzip would read as a dump naming no site, and the error would ask for --jira-site.
-    opener = gzip.open if check_compression(target) else open
+    opener = gzip.open if check_compression(target, "Jira dump") else open
     try:
         with opener(target, "rt", encoding="utf-8-sig", errors="replace") as handle:
             for number, line in enumerate(handle):
