@@ -9,10 +9,12 @@ forever; here every attempt must be answered in full within the deadline. Measur
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -210,3 +212,12 @@ def counted_transport(
         stats.calls[f"{response.request.method} {endpoint_of(response.request.path_url or '')}"] += 1
 
     session.hooks["response"].append(count)
+
+
+def endpoint_name(path: str, path_ids: Sequence[tuple[re.Pattern[str], str]]) -> str:
+    """A request path (query dropped) with ids and keys replaced by ``path_ids`` (pattern, placeholder), so calls
+    count per endpoint rather than per issue or page."""
+    path = urlsplit(path).path
+    for pattern, replacement in path_ids:
+        path = pattern.sub(replacement, path)
+    return path

@@ -17,7 +17,7 @@ from atlassian import Confluence
 from rag_pipeline.sources.api_stats import ApiStats
 
 # The retry and deadline policy is source-neutral (measured on the Jira client first): the kernel's.
-from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport
+from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport, endpoint_name
 
 _PATH_IDS = [
     (re.compile(r"/content/(?!search\b)[^/]+"), "/content/{id}"),
@@ -28,10 +28,7 @@ _PATH_IDS = [
 
 def endpoint_of(path: str) -> str:
     """A request path with content ids, space keys and group names replaced, for counting calls per endpoint."""
-    path = urlsplit(path).path
-    for pattern, replacement in _PATH_IDS:
-        path = pattern.sub(replacement, path)
-    return path
+    return endpoint_name(path, _PATH_IDS)
 
 
 def site_url(url: str, cloud: bool) -> str:

@@ -8,12 +8,11 @@ calls are counted per endpoint (ids and keys replaced) for the run's metadata.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
 from atlassian import Jira
 
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport
+from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport, endpoint_name
 
 _PATH_IDS = [
     (re.compile(r"/issue/[^/]+"), "/issue/{issue}"),
@@ -25,10 +24,7 @@ _PATH_IDS = [
 
 def endpoint_of(path: str) -> str:
     """A request path with issue keys and ids replaced, for counting calls per endpoint."""
-    path = urlsplit(path).path
-    for pattern, replacement in _PATH_IDS:
-        path = pattern.sub(replacement, path)
-    return path
+    return endpoint_name(path, _PATH_IDS)
 
 
 def build_jira_client(
