@@ -131,6 +131,7 @@ def test_reconciliation_removes_a_deleted_page_and_applies_a_lifted_restriction(
     site = emulator.site
     site.contents["2006"].status = "trashed"  # the blog post goes to the trash
     site.contents["2002"].read_groups, site.contents["2002"].read_users = [], []  # Secret's restriction lifted
+    site.contents["2004"].parent = "2001"  # Deep moved from under Secret child to under Home: same version
     settings = settings_for(data)
     res = resources(data, live=False)
     res["confluence"] = res["confluence_source"] = ConfluenceResource(
@@ -143,13 +144,19 @@ def test_reconciliation_removes_a_deleted_page_and_applies_a_lifted_restriction(
         assert done.success
         materialized = done.asset_materializations_for_node("confluence_reconciliation")[0]
         meta = {k: v.value for k, v in materialized.metadata.items()}
-    assert meta["documents_removed"] == 1
+    assert meta["documents_removed"] == 1 and meta["documents_rewritten"] >= 1
     with _store(data) as store:
         after = store.indexed_documents(SearchFilter(sources=("confluence",), containers=("ENG",)))
     assert _doc("2006") not in after and set(after) == set(before) - {_doc("2006")}
     # Under secret now answers to the space alone; Secret child keeps its own (leads) restriction.
     assert after[_doc("2005")].acl is not None and after[_doc("2005")].acl.groups == {f"confluence:{SITE}:space:ENG"}
     assert restricted_group(SITE, "2003") in (after[_doc("2003")].acl.groups if after[_doc("2003")].acl else ())
+    # The moved page: its new title path, and the space alone decides (no restricted ancestor any more).
+    with _store(data) as store:
+        refs = store.document_points(store.names.parents, [_doc("2004")])
+        texts = [h.payload for h in store.retrieve(store.names.parents, [r.id for r in refs])]
+    assert texts and all("Home › Deep" in p["title"] and "Secret" not in p["title"] for p in texts)
+    assert after[_doc("2004")].acl is not None and after[_doc("2004")].acl.groups == {f"confluence:{SITE}:space:ENG"}
 
 
 def test_live_confluence_definitions_only_with_a_url(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ skipped, and how a container is reconciled; the API and offline resources live i
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,6 @@ from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.chain.source_spec import ContainerSelector, LiveDefinitions, OfflineSource, SourceSpec
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
-from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import Settings
 
@@ -48,8 +47,8 @@ class Discovered:
     skipped: Sequence[Skipped] = ()
 
 
-# (resource, reader, config) -> plan(container, the documents the index holds for it)
-ReconcilePlanner = Callable[[Any, Any, Any], Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]]
+# (resource, reader, config) -> plan(container, the documents the index holds for it[, their stored payload fields])
+ReconcilePlanner = Callable[[Any, Any, Any], Callable[..., ReconcilePlan]]
 
 
 @dataclass(frozen=True)
@@ -64,6 +63,8 @@ class Reconciliation:
     description: str
     job_description: str
     schedule_description: str
+    # Payload fields of the indexed documents the planner also needs (passed as a third argument).
+    stored_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ def _reconciliation(
             resources.chunking,
             resources.bm25,
             context.log.error,
+            declared.stored_fields,
         )
         return reconciliation_output(done, live.containers_label, len(ids), reader.stats, started)
 

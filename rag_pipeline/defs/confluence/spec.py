@@ -3,6 +3,7 @@
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -19,7 +20,6 @@ from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
 _log = logging.getLogger(__name__)
-Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 
 def confluence_api_resource(api: ConfluenceApiSettings, limits: ApiLimits | None = None) -> ConfluenceResource:
@@ -81,9 +81,13 @@ def discover_spaces(confluence: ConfluenceResource, log: Callable[[str], None]) 
 
 def plan_reconciliation(
     confluence: ConfluenceResource, reader: ConfluenceApiReader, config: ConfluenceReconciliationConfig
-) -> Planner:
-    def plan(space: str, indexed: Mapping[str, IndexedDocument]) -> ReconcilePlan:
-        return plan_space(reader, space, indexed)
+) -> Callable[[str, Mapping[str, IndexedDocument], Mapping[str, Mapping[str, Any]]], ReconcilePlan]:
+    def plan(
+        space: str, indexed: Mapping[str, IndexedDocument], stored: Mapping[str, Mapping[str, Any]]
+    ) -> ReconcilePlan:
+        # A page moved under another parent keeps its version: the ancestors it was indexed under tell the move.
+        ancestors = {doc: [str(a) for a in found.get("ancestors") or []] for doc, found in stored.items()}
+        return plan_space(reader, space, indexed, ancestors)
 
     return plan
 
@@ -123,6 +127,7 @@ def confluence_spec(settings: Settings) -> SourceSpec:
                 containers_field="spaces",
                 plan=plan_reconciliation,
                 cron="0 4 * * *",
+                stored_fields=("ancestors",),
                 description="Lists every discovered space's current pages (ids, ancestors and view restrictions) and "
                 "compares them with the index: pages deleted or trashed at the source are removed, pages moved to "
                 "another space are rewritten there, and a restriction added or lifted is applied in place.",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ import pandas as pd
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import LiveDefinitions
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
-from rag_pipeline.index.store import IndexedDocument, SearchFilter
+from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.reconciliation.reconcile import IndexWriters, ReconcilePlan, ReconcileResult, apply_plans
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.problems import SourceError
@@ -32,15 +32,18 @@ class Reconciliation:
 def reconcile_containers(
     source: str,
     containers: Sequence[str],
-    plan: Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan],
+    plan: Callable[..., ReconcilePlan],
     qdrant: QdrantResource,
     dense_embedder: DenseEmbedderResource,
     chunking: ChunkingResource,
     bm25: Bm25Resource,
     log: Callable[[str], None],
+    stored_fields: Sequence[str] = (),
 ) -> Reconciliation:
     """Plan every container against the source's documents the index holds for it (a container that
-    cannot be read is skipped and reported), then apply the plans."""
+    cannot be read is skipped and reported), then apply the plans. With ``stored_fields``, the planner also gets
+    those payload fields of each indexed document (``{document_id: {field: value}}``, read from its parent
+    points): what the source cannot say from a version (Confluence: the ancestors a page was indexed under)."""
     failed: dict[str, str] = {}
     with qdrant.open() as store:
         check_dense_model(store, dense_embedder.model_name())
@@ -48,8 +51,14 @@ def reconcile_containers(
         plans = []
         for container in containers:
             try:
-                indexed = store.indexed_documents(SearchFilter(sources=(source,), containers=(container,)))
-                plans.append(plan(container, indexed))
+                flt = SearchFilter(sources=(source,), containers=(container,))
+                indexed = store.indexed_documents(flt)
+                if stored_fields:
+                    payloads = store.parent_payloads(flt, ("document_id", *stored_fields))
+                    stored = {str(p["document_id"]): p for p in payloads if p.get("document_id")}
+                    plans.append(plan(container, indexed, stored))
+                else:
+                    plans.append(plan(container, indexed))
             except SourceError as exc:
                 failed[container] = str(exc)
                 log(str(exc))
