@@ -29,7 +29,8 @@ def page_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def describe_identity(identity: Mapping[str, Any]) -> str:
-    return f"Confluence site {identity.get('site')}"
+    site = identity.get("site")
+    return f"Confluence site {site}" if site else "no Confluence dump configured (--confluence-dump)"
 
 
 CONFLUENCE = Source(
