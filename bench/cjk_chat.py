@@ -20,10 +20,8 @@ markdown table on stdout.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -90,14 +88,6 @@ def anchors(export: Path, team: str, queries: list[dict[str, Any]], korean: bool
     return out
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(Path(sys.executable).parent / "rag-pipeline"), *args]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=os.environ.copy())
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return done
-
-
 def index_and_score(
     export: Path, team: str, eval_set: Path, language: str, folder: Path, scored: set[str]
 ) -> dict[str, Any]:
@@ -105,15 +95,17 @@ def index_and_score(
     arms were scored already (in ``scored``: the same models build the same index), the figures of every arm."""
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
-    _cli("index", "--data-dir", str(folder), "--slack-export", str(export), "--slack-team", team,
-         "--source", "slack", "--language", language)  # fmt: skip
+    common.rag_pipeline("index", "--data-dir", str(folder), "--slack-export", str(export), "--slack-team", team,
+                        "--source", "slack", "--language", language)  # fmt: skip
     result: dict[str, Any] = {"index_seconds": round(time.perf_counter() - started, 1)}
     result["choice"] = json.loads((folder / "language.json").read_text(encoding="utf-8"))
     if result["choice"]["language"] in scored:
         result["same_index_as"] = result["choice"]["language"]
     else:
         started = time.perf_counter()
-        done = _cli("bench", "--data-dir", str(folder), "--eval-set", str(eval_set), "--arms", *ARMS, "--json")
+        done = common.rag_pipeline(
+            "bench", "--data-dir", str(folder), "--eval-set", str(eval_set), "--arms", *ARMS, "--json"
+        )
         figures = json.loads(done.stdout)
         result["bench_seconds"] = round(time.perf_counter() - started, 1)
         result["arms"] = {

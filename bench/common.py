@@ -107,6 +107,15 @@ def beir_bench(
 # -- the machine --------------------------------------------------------------------------------------------------
 
 
+def rag_pipeline(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``rag-pipeline`` CLI of this environment; exits naming the command and its stderr's end on failure."""
+    command = [str(Path(sys.executable).parent / "rag-pipeline"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=os.environ.copy())
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return done
+
+
 def machine(encoder: Any | None = None) -> dict[str, Any]:
     """CPU model, instruction sets, cores, Python and, given one, the dense encoder's model, backend and precision
     (:func:`rag_pipeline.machine.machine`, as the demo's summary prints them)."""

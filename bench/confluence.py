@@ -19,9 +19,7 @@ Results: bench/results/confluence.json and a markdown table on stdout (~3.5 min 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,18 +33,10 @@ EVAL_SETS = ("confluence_titanium", "acl_confluence_titanium")
 ARMS = ("vector", "bm25", "hybrid", "reranked", "prf")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(Path(sys.executable).parent / "rag-pipeline"), *args]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=os.environ.copy())
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return done
-
-
 def first_index(folder: Path) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
-    done = _cli("index", "--data-dir", str(folder), "--confluence-dump", str(DUMP), "--json")
+    done = common.rag_pipeline("index", "--data-dir", str(folder), "--confluence-dump", str(DUMP), "--json")
     report = json.loads(done.stdout)
     source = report["per_source"]["confluence"]
     return {
@@ -63,7 +53,9 @@ def first_index(folder: Path) -> dict[str, Any]:
 def score(folder: Path) -> dict[str, Any]:
     args = [a for name in EVAL_SETS for a in ("--eval-set", str(SETS / f"{name}.jsonl"))]
     started = time.perf_counter()
-    figures = json.loads(_cli("bench", "--data-dir", str(folder), *args, "--arms", *ARMS, "--json").stdout)
+    figures = json.loads(
+        common.rag_pipeline("bench", "--data-dir", str(folder), *args, "--arms", *ARMS, "--json").stdout
+    )
     out: dict[str, Any] = {"bench_seconds": round(time.perf_counter() - started, 1)}
     for name in EVAL_SETS:
         found = figures[name]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -33,6 +34,20 @@ class SourceIdentity(Protocol):
     def key(self) -> str: ...
 
     def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class SiteIdentity:
+    """A site named by its host (an Atlassian site: document ids, ACL groups, URLs); ``key`` is the host."""
+
+    site: str
+
+    @property
+    def key(self) -> str:
+        return self.site
+
+    def describe(self) -> str:
+        return f"site {self.site}"
 
 
 def one_value(found: Counter[str], what: str, where: str, flag: str) -> str | None:

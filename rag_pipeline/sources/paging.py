@@ -11,13 +11,15 @@ the cursor and which guard stopped it, so the container fails alone and is read 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from rag_pipeline.sources.problems import SourceError
 
 # Pages per paged call: 10,000 pages of 200 messages is 2 million messages in one channel-range read,
 # or 1 million Jira issues at 100 per page; no real read comes near it.
 DEFAULT_PAGE_CAP = 10_000
+T = TypeVar("T")
 # Consecutive pages that hold nothing but promise more. Slack may return a short (even empty) page with a
 # cursor when filters drop items, so a few are normal; an endless run of them is a broken server.
 DEFAULT_MAX_EMPTY_PAGES = 50
@@ -85,6 +87,15 @@ class ReadBudget:
         self.requests = 0
         self._started = time.monotonic()
 
+    @classmethod
+    def per_day(cls, where: str, days: int, requests_per_day: int | None, seconds_per_day: float | None) -> ReadBudget:
+        """The budget of a read covering ``days`` days at so many requests and seconds a day (None: unbounded)."""
+        return cls(
+            where,
+            requests_per_day * days if requests_per_day else None,
+            seconds_per_day * days if seconds_per_day else None,
+        )
+
     @property
     def seconds(self) -> float:
         return time.monotonic() - self._started
@@ -104,3 +115,16 @@ class ReadBudget:
                 "(RAG_API_SECONDS_BUDGET per partition); it stays unsynced and is read again next time",
                 "time_budget",
             )
+
+
+def budgeted_call(budget: ReadBudget | None, retries: Callable[[], int], call: Callable[[], T]) -> T:
+    """``call()`` (one request), spent from ``budget`` when a read runs under one; once it answered, the retries
+    it needed (``retries()`` counts them all) are spent too: they are requests the server saw, and the next spend
+    stops a read past the budget, while a call that already succeeded is not thrown away."""
+    if budget is not None:
+        budget.spend()
+    before = retries()
+    result = call()
+    if budget is not None:
+        budget.requests += retries() - before
+    return result

@@ -48,7 +48,7 @@ from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.selection import kept
 
@@ -231,29 +231,20 @@ class ConfluenceApiReader:
     ) -> Any:
         """``fn(*args, **kwargs)`` (one HTTP request) with failures as one ConfluenceAccessError; ``missing_ok``:
         None on 404. Inside a budgeted read the request, and the retries it needed, are spent from the budget."""
-        budget = self._budget
-        if budget is not None:
-            budget.spend()
-        retries_before = self.stats.total_retries
         try:
-            result = fn(*args, **kwargs)
+            return budgeted_call(self._budget, lambda: self.stats.total_retries, lambda: fn(*args, **kwargs))
         except (requests.exceptions.RequestException, ApiError) as exc:
             if missing_ok and _status(exc) == 404:
                 return None
             message = describe_confluence_error(exc, what, where)
             timed_out = "did not answer" in message
             raise (ConfluenceTimeoutError if timed_out else ConfluenceAccessError)(message) from None
-        if budget is not None:
-            budget.requests += self.stats.total_retries - retries_before
-        return result
 
     @contextmanager
     def _budgeted(self, space: str, days: int) -> Iterator[None]:
         s = self.settings
-        self._budget = ReadBudget(
-            f"Confluence space {space}",
-            s.requests_per_partition * days if s.requests_per_partition else None,
-            s.seconds_per_partition * days if s.seconds_per_partition else None,
+        self._budget = ReadBudget.per_day(
+            f"Confluence space {space}", days, s.requests_per_partition, s.seconds_per_partition
         )
         try:
             yield

@@ -8,24 +8,15 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from rag_pipeline.connectors.confluence.dump import ConfluenceDumpReader
-from rag_pipeline.sources.identity import one_value, settle
+from rag_pipeline.sources.identity import SiteIdentity, one_value, settle
 from rag_pipeline.sources.problems import RecordProblem
 
 _RECORDS_SCANNED = 5_000
 
 
 @dataclass(frozen=True)
-class ConfluenceIdentity:
+class ConfluenceIdentity(SiteIdentity):
     """A Confluence site: its host (ids, ACL groups, page URLs)."""
-
-    site: str
-
-    @property
-    def key(self) -> str:
-        return self.site
-
-    def describe(self) -> str:
-        return f"site {self.site}"
 
 
 def confluence_sites(path: str | Path) -> Counter[str]:

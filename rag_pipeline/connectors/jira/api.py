@@ -41,7 +41,7 @@ from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget
+from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.selection import kept
 
@@ -230,32 +230,21 @@ class JiraApiReader:
     ) -> Any:
         """``fn(*args, **kwargs)`` (one HTTP request) with failures as one JiraAccessError; ``missing_ok``: None on
         404. Inside a budgeted read the request, and the retries it needed, are spent from the budget first."""
-        budget = self._budget
-        if budget is not None:
-            budget.spend()
-        retries_before = self.stats.total_retries
         try:
-            result = fn(*args, **kwargs)
+            return budgeted_call(self._budget, lambda: self.stats.total_retries, lambda: fn(*args, **kwargs))
         except requests.exceptions.RequestException as exc:
             status = getattr(getattr(exc, "response", None), "status_code", None)
             if missing_ok and isinstance(exc, requests.exceptions.HTTPError) and status == 404:
                 return None
             message = describe_jira_error(exc, what, where)
             raise (JiraTimeoutError if "did not answer" in message else JiraAccessError)(message) from None
-        if budget is not None:
-            # Retries are requests the server saw too; they count, and the next spend() stops a read past the budget
-            # (a call that already succeeded is not thrown away).
-            budget.requests += self.stats.total_retries - retries_before
-        return result
 
     @contextmanager
     def _budgeted(self, project: str, days: int) -> Iterator[None]:
         """Spend every request made inside from one project's :class:`ReadBudget` (per day covered)."""
         s = self.settings
-        self._budget = ReadBudget(
-            f"Jira project {project}",
-            s.requests_per_partition * days if s.requests_per_partition else None,
-            s.seconds_per_partition * days if s.seconds_per_partition else None,
+        self._budget = ReadBudget.per_day(
+            f"Jira project {project}", days, s.requests_per_partition, s.seconds_per_partition
         )
         try:
             yield

@@ -10,24 +10,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from rag_pipeline.sources.identity import one_value, settle
+from rag_pipeline.sources.identity import SiteIdentity, one_value, settle
 from rag_pipeline.sources.json_lines import check_compression
 
 _JIRA_ISSUES_SCANNED = 5_000
 
 
 @dataclass(frozen=True)
-class JiraIdentity:
+class JiraIdentity(SiteIdentity):
     """A Jira site: its host (ids, ACL groups, issue URLs)."""
-
-    site: str
-
-    @property
-    def key(self) -> str:
-        return self.site
-
-    def describe(self) -> str:
-        return f"site {self.site}"
 
 
 def jira_sites(path: str | Path) -> Counter[str]:

@@ -541,10 +541,8 @@ class SlackApiReader:
         if not wanted:
             return ChannelRead()
         per_day = self.settings
-        self._budget = ReadBudget(
-            self._describe(channel_id) or channel_id,
-            per_day.requests_per_day * len(wanted) if per_day.requests_per_day else None,
-            per_day.seconds_per_day * len(wanted) if per_day.seconds_per_day else None,
+        self._budget = ReadBudget.per_day(
+            self._describe(channel_id) or channel_id, len(wanted), per_day.requests_per_day, per_day.seconds_per_day
         )
         try:
             return self._read_days(channel_id, wanted)

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 from zoneinfo import ZoneInfo
 
-from rag_pipeline_tests.kit.emulators.http import LocalHttpService, send_json
+from rag_pipeline_tests.kit.emulators.http import LocalHttpService, atlassian_caller, send_json
 
 FAULT_KINDS = frozenset({"429", "500", "503", "403", "404", "drop"})
 _CQL_SPACE = r'space\s*=\s*"(?P<space>[^"]+)"\s+and\s+type\s+in\s*\(\s*page\s*,\s*blogpost\s*\)'
@@ -293,8 +293,7 @@ class ConfluenceEmulator(LocalHttpService):
         send_json(request, status, body, headers=headers)
 
     def _authenticate(self, header: str | None) -> tuple[str, bool]:
-        if not header:
-            return "none", False
+        return atlassian_caller(header, self.username, self.api_token, self.personal_access_token, self.cloud)
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() == "basic":
             try:

@@ -3,6 +3,8 @@ stopped around a test (``with Emulator(...) as emulator:``)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import socket
@@ -139,3 +141,23 @@ class LocalHttpService:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def atlassian_caller(
+    header: str | None, username: str, api_token: str, personal_access_token: str, cloud: bool
+) -> tuple[str, bool]:
+    """Who an Atlassian REST request says it is (``"basic:<user>"``, ``"bearer"`` or ``"none"``) and whether the
+    site admits it: Cloud takes e-mail + API token (Basic) only; Server/Data Center a personal access token
+    (Bearer) or the same Basic pair."""
+    if not header:
+        return "none", False
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            user, _, secret = base64.b64decode(credentials.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return "basic:", False
+        return f"basic:{user}", user == username and secret == api_token
+    if scheme.lower() == "bearer":
+        return "bearer", not cloud and credentials.strip() == personal_access_token
+    return "none", False

@@ -66,7 +66,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from rag_pipeline_tests.kit.emulators.http import LocalHttpService, send
+from rag_pipeline_tests.kit.emulators.http import LocalHttpService, atlassian_caller, send
 from rag_pipeline_tests.kit.emulators.jira_site import (
     SECURITY_SCHEME_ID,
     SECURITY_SCHEME_NAME,
@@ -399,8 +399,7 @@ class JiraEmulator(LocalHttpService):
             return  # the client gave up
 
     def _authenticate(self, header: str | None) -> tuple[str, bool]:
-        if not header:
-            return "none", False
+        return atlassian_caller(header, self.username, self.api_token, self.personal_access_token, self.cloud)
         scheme, _, credentials = header.partition(" ")
         if scheme.lower() == "basic":
             try:
