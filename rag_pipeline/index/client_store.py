@@ -271,6 +271,7 @@ class ClientVectorStore:
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
         extra: Sequence[DensePrefetch] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         qfilter = _filter(flt)
 
@@ -298,9 +299,13 @@ class ClientVectorStore:
             query=_fusion(fusion),
             query_filter=qfilter,
             limit=limit,
-            with_payload=True,
+            with_payload=list(fields) if fields else True,
         )
         return _hits(response.points)
+
+    def remember_fields(self, fields: Sequence[str]) -> None:
+        """Nothing kept: a server is shared with writers this process does not see, and sends only the fields asked
+        for."""
 
     def close(self) -> None:
         self.client.close()

@@ -10,9 +10,11 @@ serializes the steps that open it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import qdrant_edge as qe
 
@@ -88,6 +90,10 @@ class EdgeVectorStore:
         self.dense_search = dense_search or DenseSearch()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._dense_names: frozenset[str] | None = None
+        # Payload fields of every child kept in memory (remember_fields): what searches reading no more skip
+        # reading from the engine. Built on the first such search, dropped on any write through this store.
+        self._remembered_fields: frozenset[str] = frozenset()
+        self._remembered: dict[str, dict[str, Any]] | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_folder(
             self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait, yields=yields
@@ -187,6 +193,7 @@ class EdgeVectorStore:
 
     # --- writes ------------------------------------------------------------------------------
     def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
+        self._remembered = None
         shard = self._shard(collection)
         for i in range(0, len(points), 256):
             batch = [qe.Point(p.id, self._vectors(collection, p), _payload(p.payload)) for p in points[i : i + 256]]
@@ -214,16 +221,19 @@ class EdgeVectorStore:
         return changed
 
     def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
+        self._remembered = None
         if ids:
             self._shard(collection).update(qe.UpdateOperation.delete_points(list(ids)))
 
     def delete_documents(self, collection: str, document_ids: Sequence[str]) -> None:
+        self._remembered = None
         if document_ids:
             flt = _filter(SearchFilter(document_ids=tuple(document_ids)))
             assert flt is not None  # a non-empty id list always makes a filter
             self._shard(collection).update(qe.UpdateOperation.delete_points_by_filter(flt))
 
     def set_document_payload(self, collection: str, document_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        self._remembered = None
         # One operation per batch of documents: all points of a document change together. ``_payload`` keeps
         # the ``acl.public`` mirror in step with a new ``acl``.
         shard = self._shard(collection)
@@ -273,6 +283,25 @@ class EdgeVectorStore:
         records = self._shard(collection).retrieve(list(ids), True, False)
         return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
 
+    def remember_fields(self, fields: Sequence[str]) -> None:
+        """Keep ``fields`` of every child's payload in memory (read once, in one scroll), so a search that reads no
+        other field skips the engine's payload reads: at depth 400 they are ~90 % of a search's time (a BM25
+        search of 416 hits: 0.25 ms without payload, 2.9 ms reading three short fields). For many deep searches
+        over one open store (an evaluation); the memory is that of the fields, ~150 bytes a child for ids."""
+        wanted = frozenset(fields) | self._remembered_fields
+        if wanted != self._remembered_fields:
+            self._remembered_fields, self._remembered = wanted, None
+
+    def _from_memory(self, fields: Sequence[str] | None) -> bool:
+        return bool(fields) and bool(self._remembered_fields) and set(fields or ()) <= self._remembered_fields
+
+    def _selector(self, fields: Sequence[str] | None) -> Any:
+        """What a query reads of each hit's payload: nothing when memory holds ``fields``, else those fields (all
+        when None: a hit's payload becomes a Python dict field by field)."""
+        if self._from_memory(fields):
+            return False
+        return qe.PayloadSelector.Include(list(fields)) if fields else True
+
     def search_dense(
         self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
     ) -> list[Hit]:
@@ -280,10 +309,10 @@ class EdgeVectorStore:
             limit=limit,
             query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
             filter=_filter(flt),
-            with_payload=_payload_selector(fields),
+            with_payload=self._selector(fields),
             params=self._dense_params(),
         )
-        return self._hits(request)
+        return self._hits(request, fields)
 
     def search_sparse(
         self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
@@ -292,9 +321,9 @@ class EdgeVectorStore:
             limit=limit,
             query=qe.Query.Nearest(qe.SparseVector(indices=vector.indices, values=vector.values), using=SPARSE_VECTOR),
             filter=_filter(flt),
-            with_payload=_payload_selector(fields),
+            with_payload=self._selector(fields),
         )
-        return self._hits(request)
+        return self._hits(request, fields)
 
     def search_hybrid(
         self,
@@ -305,6 +334,7 @@ class EdgeVectorStore:
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
         extra: Sequence[DensePrefetch] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         edge_filter = _filter(flt)
 
@@ -328,22 +358,50 @@ class EdgeVectorStore:
             *(dense_prefetch(p.vector, p.using) for p in extra),
         ]
         request = qe.QueryRequest(
-            limit=limit, prefetches=prefetches, query=_fusion(fusion), filter=edge_filter, with_payload=True
+            limit=limit,
+            prefetches=prefetches,
+            query=_fusion(fusion),
+            filter=edge_filter,
+            with_payload=self._selector(fields),
         )
-        return self._hits(request)
+        return self._hits(request, fields)
 
     def _dense_params(self) -> qe.SearchParams:
         if self.dense_search.exact:
             return qe.SearchParams(exact=True)
         return qe.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
 
-    def _hits(self, request: qe.QueryRequest) -> list[Hit]:
+    def _hits(self, request: qe.QueryRequest, fields: Sequence[str] | None) -> list[Hit]:
         if self.names.children not in self._shards:
             return []
+        points = self._shards[self.names.children].query(request)
+        if not self._from_memory(fields):
+            return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        memory = self._memory()
+        ids = [str(p.id) for p in points]
+        unknown: list[int | UUID | str] = [i for i in ids if i not in memory]
+        if unknown:  # not expected (writes drop the memory), but never a hit without its fields
+            for record in self._shard(self.names.children).retrieve(unknown, True, False):
+                memory[str(record.id)] = self._kept(dict(record.payload or {}))
+        wanted = list(fields or ())
         return [
-            Hit(str(p.id), float(p.score), dict(p.payload or {}))
-            for p in self._shards[self.names.children].query(request)
+            Hit(i, float(p.score), {f: memory[i][f] for f in wanted if f in memory[i]})
+            for i, p in zip(ids, points, strict=True)
         ]
+
+    def _memory(self) -> dict[str, dict[str, Any]]:
+        if self._remembered is None:
+            fields = sorted(self._remembered_fields)
+            self._remembered = {
+                str(r.id): self._kept(dict(r.payload or {})) for r in self._scroll(self.names.children, None, fields)
+            }
+        return self._remembered
+
+    def _kept(self, payload: dict[str, Any]) -> dict[str, Any]:
+        # Interned: a document's children share one id string, and sources are a handful of names.
+        return {
+            f: sys.intern(v) if isinstance(v, str) else v for f, v in payload.items() if f in self._remembered_fields
+        }
 
     def _close_shards(self) -> None:
         shards = list(self._shards.values())
@@ -370,11 +428,6 @@ def _fusion(fusion: Fusion) -> Any:
     if fusion.method == "dbsf":
         return qe.Fusion.Dbsf()
     return qe.Fusion.Rrf(k=fusion.k, weights=list(fusion.weights) if fusion.weights else None)
-
-
-def _payload_selector(fields: Sequence[str] | None) -> Any:
-    """Every payload field, or only ``fields`` (a hit's payload becomes a Python dict field by field)."""
-    return qe.PayloadSelector.Include(list(fields)) if fields else True
 
 
 def _payload(payload: dict[str, Any]) -> dict[str, Any]:

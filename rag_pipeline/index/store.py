@@ -417,10 +417,17 @@ class VectorStore(Protocol):
         flt: SearchFilter | None = None,
         fusion: Fusion = DEFAULT_FUSION,
         extra: Sequence[DensePrefetch] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[Hit]:
         """Dense and sparse prefetches fused, plus one prefetch per ``extra`` (e.g. the query's title line
         against the chunks, the query against document titles); ``fusion.weights`` then has an entry for
-        each, after dense and sparse."""
+        each, after dense and sparse. ``fields`` as for :meth:`search_dense`."""
+        ...
+
+    def remember_fields(self, fields: Sequence[str]) -> None:
+        """Keep these payload fields of every child in memory where that makes searches reading no other field
+        cheaper (the embedded engine: many deep searches over one open store, as an evaluation runs); a no-op
+        elsewhere. Writes through the store drop what was kept."""
         ...
 
     def close(self) -> None: ...

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from rag_pipeline.index.store import Hit
 from rag_pipeline.retrieval.results import SearchResult
+
+# What grouping children into documents reads of a hit's payload (``source`` for the router's ordering too): a
+# first-stage search reads only these, and the retriever reads the whole payload of the children it returns.
+GROUPING_FIELDS = ("document_id", "parent_id", "source")
 
 
 def best_per_parent(hits: Iterable[Hit]) -> list[Hit]:
@@ -24,11 +29,13 @@ def best_per_parent(hits: Iterable[Hit]) -> list[Hit]:
     return sorted(best.values(), key=lambda h: (-h.score, h.id))
 
 
-def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> list[SearchResult]:
+def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = (), complete: bool = True) -> list[SearchResult]:
     """One result per document (max child score), best first; ``exclude`` ids are dropped.
 
     A document's score is its best child's score, and the result carries that child and its parent;
-    ``matching_children`` counts how many of the document's children were hit (a rerank signal).
+    ``matching_children`` counts how many of the document's children were hit (a rerank signal). ``complete``:
+    the hits carry the child's whole payload; else only what grouping reads (:data:`GROUPING_FIELDS`), and the
+    results say so (``hydrated`` false) until :func:`read_payload` fills them.
     """
     excluded = set(exclude)
     results: dict[str, SearchResult] = {}
@@ -37,27 +44,41 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = ()) -> lis
         doc_id = payload["document_id"]
         if doc_id in excluded or doc_id in results:
             continue
-        results[doc_id] = SearchResult(
+        result = SearchResult(
             document_id=doc_id,
             score=float(hit.score),
             source=payload.get("source", ""),
-            container=payload.get("container", ""),
-            title=payload.get("title") or "",
-            url=payload.get("url"),
+            container="",
+            title="",
+            url=None,
             child_id=hit.id,
-            child_text=payload.get("text", ""),
+            child_text="",
             parent_id=payload.get("parent_id", hit.id),
-            updated=payload.get("updated"),
-            authors=list(payload.get("authors") or []),
-            acl=payload.get("acl") or {},
-            resolution=payload.get("resolution"),
+            hydrated=False,
         )
+        if complete:
+            read_payload(result, payload)
+        results[doc_id] = result
     counts: dict[str, int] = {}
     for hit in hits:
         counts[hit.payload["document_id"]] = counts.get(hit.payload["document_id"], 0) + 1
     for doc_id, result in results.items():
         result.matching_children = counts[doc_id]
     return sorted(results.values(), key=lambda r: (-r.score, r.document_id))
+
+
+def read_payload(result: SearchResult, payload: Mapping[str, Any]) -> None:
+    """Fill a result from its child's whole payload (what a grouping-only search left out)."""
+    result.source = payload.get("source", result.source)
+    result.container = payload.get("container", "")
+    result.title = payload.get("title") or ""
+    result.url = payload.get("url")
+    result.child_text = payload.get("text", "")
+    result.updated = payload.get("updated")
+    result.authors = list(payload.get("authors") or [])
+    result.acl = payload.get("acl") or {}
+    result.resolution = payload.get("resolution")
+    result.hydrated = True
 
 
 def document_scores(hits: Sequence[Hit]) -> list[tuple[str, float]]:

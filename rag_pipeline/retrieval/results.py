@@ -40,6 +40,9 @@ class SearchResult:
     # P(relevant) for this mode and score, from the evaluation's calibration (retrieval/calibration.py); None
     # before an evaluation has run.
     relevance: float | None = None
+    # False while the result carries only what grouping read of its child (ids and source): the retriever reads
+    # the child's whole payload for the results it hands out (grouping.read_payload).
+    hydrated: bool = field(default=True, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {

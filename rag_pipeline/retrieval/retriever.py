@@ -37,7 +37,7 @@ from rag_pipeline.retrieval.fusion import (
     SourceFusion,
 )
 from rag_pipeline.retrieval.fusion import learned_fusion as learned_fusions
-from rag_pipeline.retrieval.grouping import document_scores, documents_from_hits
+from rag_pipeline.retrieval.grouping import GROUPING_FIELDS, document_scores, documents_from_hits, read_payload
 from rag_pipeline.retrieval.prf import Expansion, FeedbackDocument, PrfConfig, rm3
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -194,6 +194,8 @@ class Retriever:
         searched. The engine is deterministic, so the figures are those of computing again; each caller gets its
         own copies (arms change scores and signals in place)."""
         previous, self._shared = self._shared, SharedWork()
+        # Thousands of deep searches over one open store: the embedded engine keeps what grouping reads in memory.
+        self.store.remember_fields(GROUPING_FIELDS)
         try:
             yield
         finally:
@@ -287,6 +289,7 @@ class Retriever:
             docs = self._documents(mode, query, top_k, flt, exclude, response)
             response.seconds["search"] = time.perf_counter() - started
         docs = self._calibrated(docs, response, min_score, self._calibration_key(response, reranker))[:top_k]
+        self._hydrate(docs)
         if with_parent_text:
             self._attach_parent_text(docs)
         response.results = docs
@@ -332,7 +335,9 @@ class Retriever:
                 found.setdefault(doc.document_id, doc)
         for key in route.issue_keys:
             suffix = f"/browse/{key}".lower()
-            for doc in self._documents("bm25", key, EXACT_KEY_DEPTH, flt, exclude, response):
+            keyed = self._documents("bm25", key, EXACT_KEY_DEPTH, flt, exclude, response)
+            self._hydrate(keyed)  # the link says which issue a hit is
+            for doc in keyed:
                 if (doc.url or "").lower().endswith(suffix):
                     found.setdefault(doc.document_id, doc)
         ranked = list(found.values())
@@ -419,7 +424,7 @@ class Retriever:
                 hits = self._bm25_hits(query, depth, flt, sparse)
             else:
                 hits = self._dense_hits(mode, query, depth, flt, response, sparse)
-            docs = documents_from_hits(hits, exclude)
+            docs = documents_from_hits(hits, exclude, complete=False)
             if len(docs) >= want or len(hits) < depth or depth >= self.config.max_child_depth:
                 return docs
             depth = min(depth * 2, self.config.max_child_depth)
@@ -436,6 +441,7 @@ class Retriever:
         original = self.sparse_query(query)
         scratch = SearchResponse(results=[], requested_mode="bm25", mode="bm25")
         top = self._documents("bm25", query, config.feedback_docs, flt, exclude, scratch, sparse=original)
+        self._hydrate(top[: config.feedback_docs])
         feedback = [FeedbackDocument(d.document_id, d.score, d.child_text) for d in top[: config.feedback_docs]]
         expansion = rm3(self.bm25, original, feedback, config)
         response.seconds["feedback"] = time.perf_counter() - t0
@@ -444,7 +450,7 @@ class Retriever:
 
     def _bm25_hits(self, query: str, depth: int, flt: SearchFilter, sparse: SparseVector | None = None) -> list[Hit]:
         vector = sparse if sparse is not None else self.sparse_query(query)
-        return _cut(self.store.search_sparse(vector, depth + TIE_MARGIN, flt), depth)
+        return _cut(self.store.search_sparse(vector, depth + TIE_MARGIN, flt, fields=GROUPING_FIELDS), depth)
 
     def _dense_hits(
         self,
@@ -460,7 +466,7 @@ class Retriever:
             vector = self._query_vector(query)
             response.seconds["embed"] = response.seconds.get("embed", 0.0) + time.perf_counter() - t0
             if mode == "vector":
-                return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt), depth)
+                return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt, fields=GROUPING_FIELDS), depth)
             prefetch = max(self.config.prefetch_limit, depth)
             title = split_query(query).title
             plan = self.config.plan_for(
@@ -468,7 +474,9 @@ class Retriever:
             )
             extra = self._prefetches(plan, vector, title)
             keywords = sparse if sparse is not None else self.sparse_query(query)
-            hybrid = self.store.search_hybrid(vector, keywords, depth + TIE_MARGIN, prefetch, flt, plan.fusion, extra)
+            hybrid = self.store.search_hybrid(
+                vector, keywords, depth + TIE_MARGIN, prefetch, flt, plan.fusion, extra, fields=GROUPING_FIELDS
+            )
             return _cut(hybrid, depth)
         except Exception as exc:  # a dense failure must not take keyword search down with it
             message = f"{mode} search unavailable, fell back to bm25: {type(exc).__name__}: {exc}"
@@ -505,6 +513,7 @@ class Retriever:
         hybrid ranking: an LLM reranker whose model is down degrades a search, it does not fail it."""
         t0 = time.perf_counter()
         head, tail = docs[: self.config.rerank_depth], docs[self.config.rerank_depth :]
+        self._hydrate(head)  # the features read titles, texts, dates and authors
         self.add_signals(query, head, flt)
         self._attach_parent_text(head)
         try:
@@ -602,6 +611,16 @@ class Retriever:
                 rank, score = by_doc.get(result.document_id, (len(candidates), 0.0))
                 result.signals[f"{arm}_score"] = float(score)
                 result.signals[f"{arm}_rank"] = float(rank)
+
+    def _hydrate(self, results: list[SearchResult]) -> None:
+        """Read the whole payload of the children that grouping-only searches left bare (one retrieve by id: a tenth
+        of the cost per point of reading payloads in the search, and only for the results handed out)."""
+        bare = [r for r in results if not r.hydrated]
+        if not bare:
+            return
+        payloads = {h.id: h.payload for h in self.store.retrieve(self.store.names.children, [r.child_id for r in bare])}
+        for result in bare:
+            read_payload(result, payloads.get(result.child_id, {}))
 
     def _attach_parent_text(self, results: list[SearchResult]) -> None:
         missing = list({r.parent_id for r in results if not r.parent_text})

@@ -200,7 +200,7 @@ def test_the_retriever_searches_with_the_weighted_query_and_the_sources_learned_
 
     calls: list[tuple] = []
     original = store.search_hybrid
-    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    monkeypatch.setattr(store, "search_hybrid", lambda *a, **k: calls.append(a) or original(*a, **k))
     response = fielded.search(query, "hybrid", EVERYONE, sources=["slack"])
     assert response.fusion == Fusion(method="rrf", k=5, weights=(1.5, 0.5)) == calls[-1][5]
     assert calls[-1][1] == sparse_query(BM25, query, config.sparse_query)
@@ -316,7 +316,7 @@ def test_the_title_line_is_embedded_and_searched_as_its_own_prefetch(store, monk
     retriever = Retriever(store, BM25, dense=TopicEncoder(), config=config)
     calls: list[tuple] = []
     original = store.search_hybrid
-    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    monkeypatch.setattr(store, "search_hybrid", lambda *a, **k: calls.append(a) or original(*a, **k))
     query = "printer\nkernel wifi driver iwlwifi after the kernel upgrade"
     response = retriever.search(query, "hybrid", EVERYONE, top_k=1)
     assert calls[-1][5] == Fusion(k=2, weights=(0.05, 0.05, 1.0))
@@ -371,7 +371,7 @@ def test_the_document_title_prefetch_joins_jira_searches_with_the_engines_arithm
     retriever = Retriever(store, BM25, dense=encoder, config=config)
     calls: list[tuple] = []
     original = store.search_hybrid
-    monkeypatch.setattr(store, "search_hybrid", lambda *a: calls.append(a) or original(*a))
+    monkeypatch.setattr(store, "search_hybrid", lambda *a, **k: calls.append(a) or original(*a, **k))
     query = "printer\nkernel wifi driver iwlwifi after the kernel upgrade"
     response = retriever.search(query, "hybrid", EVERYONE, top_k=4, sources=["jira"])
     whole, title = ([float(x) for x in v] for v in encoder.encode_queries([query, "printer"]))

@@ -636,18 +636,22 @@ def test_cross_fitted_models_are_cached_by_their_training_data(tmp_path: Path, m
 
 
 class CountingStore:
-    """The store, counting the searches and payload reads the arms make."""
+    """The store, counting the searches the arms make (``calls``) and their reads of payloads by id (``reads``)."""
 
     def __init__(self, store) -> None:
         self._store = store
         self.calls = 0
+        self.reads = 0
 
     def __getattr__(self, name):
         found = getattr(self._store, name)
         if name.startswith("search_") or name == "retrieve":
 
             def counted(*args, **kwargs):
-                self.calls += 1
+                if name == "retrieve":
+                    self.reads += 1
+                else:
+                    self.calls += 1
                 return found(*args, **kwargs)
 
             return counted
@@ -708,3 +712,44 @@ def test_document_scores_from_ids_alone_rank_as_documents_from_whole_payloads(ro
     whole = [(r.document_id, r.score) for r in documents_from_hits(hits)]
     ids_only = document_scores([Hit(h.id, h.score, {"document_id": h.payload["document_id"]}) for h in hits])
     assert ids_only == whole
+
+
+def test_searches_reading_remembered_fields_match_payload_reads_and_see_later_writes(store) -> None:
+    """Issue 48: within an evaluation the embedded engine answers grouping-only searches from fields it keeps in
+    memory; every arm's results (ids, scores, payload fields, ACLs) are those of reading payloads in the engine,
+    and a document written after the memory was built is found with its fields."""
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    reader = Principal(user_id="U1", groups=("team",))
+
+    def every_arm(retriever: Retriever) -> dict:
+        return {
+            (mode, who.user_id): [r.to_dict() | {"acl": r.acl} for r in retriever.search(
+                "kernel wifi", mode, who, top_k=10, exclude=("d3",)).results]
+            for mode in MODES if mode != "reranked" for who in (EVERYONE, reader)
+        }  # fmt: skip
+
+    plain = every_arm(Retriever(store, BM25, dense=TopicEncoder()))
+    remembering = Retriever(store, BM25, dense=TopicEncoder())
+    with remembering.shared_work():
+        assert every_arm(remembering) == plain
+        assert all(r["child_text"] and r["title"] for rows in plain.values() for r in rows)
+        write_documents(store, [document("d9", [["kernel wifi printer all at once"]])])
+        found = remembering.search("kernel wifi printer", "bm25", EVERYONE, top_k=10).results
+    assert "d9" in {r.document_id for r in found}
+    assert next(r for r in found if r.document_id == "d9").child_text == "kernel wifi printer all at once"
+
+
+def test_an_edge_store_serves_remembered_fields_without_reading_payloads(tmp_path: Path) -> None:
+    """The hits of a search asking only for remembered fields carry exactly those fields, as read from the engine."""
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.create_collections(4)
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    vector = BM25.encode_query("kernel wifi")
+    read = store.search_sparse(vector, 10, fields=("document_id", "parent_id"))
+    store.remember_fields(("document_id", "parent_id", "source"))
+    kept = store.search_sparse(vector, 10, fields=("document_id", "parent_id"))
+    whole = store.search_sparse(vector, 10)  # more than memory holds: read from the engine
+    store.close()
+    assert [(h.id, h.score, h.payload) for h in kept] == [(h.id, h.score, h.payload) for h in read]
+    assert all(set(h.payload) == {"document_id", "parent_id"} for h in kept)
+    assert all("text" in h.payload for h in whole)

@@ -1,0 +1,129 @@
+"""The demo's closing evaluation, timed as a first run: every arm of ``retrieval_eval`` and the report, through the
+real Dagster jobs (``runs.evaluation.run_evaluation``), on a copy of an indexed data folder with no reranker fits
+cached. With ``--ref REV`` the same is run with that revision's code (a ``git worktree``), alternating, so the two
+are compared on one machine back to back: seconds, peak RSS, and every (eval set, arm) figure.
+
+    .venv/bin/python -m bench.closing_evaluation --data-dir /tmp/rag_bench [--ref 4cda672] [--repeat 2]
+
+The data folder is one ``rag-pipeline index`` (or ``demo``) wrote; it is copied, never changed. Results:
+``bench/results/closing_evaluation.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import BENCH_DATA_DIR, RESULTS, ROOT, add_index_arguments, parser, run_record
+
+METRICS = ("ndcg@10", "recall@10", "mrr@10", "recall@100", "map@100")
+# What one child run prints as its last line: the figures and its own seconds.
+CHILD = """
+import json, sys, time
+from rag_pipeline.runs.evaluation import run_evaluation
+from rag_pipeline.settings import Settings
+started = time.perf_counter()
+summary = run_evaluation(Settings.from_env(), force=True)
+print(json.dumps({"seconds": time.perf_counter() - started, "failures": summary.failures,
+                  "checks": summary.checks, "figures": summary.figures}))
+"""
+
+
+def fresh_copy(data_dir: Path, into: Path) -> Path:
+    """The index, directory and caches of ``data_dir`` without its reports and Dagster runs: a first evaluation."""
+    target = into / "data"
+    shutil.copytree(data_dir, target, ignore=shutil.ignore_patterns("reports", "dagster_home"))
+    return target
+
+
+def checkout(ref: str, into: Path) -> Path:
+    folder = into / "ref"
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder), ref], cwd=ROOT, check=True, capture_output=True)
+    return folder
+
+
+def run_once(code: Path, data_dir: Path, eval_dir: Path) -> dict[str, Any]:
+    """One closing evaluation in a child process with ``code`` first on the path; wall seconds and peak RSS."""
+    with tempfile.TemporaryDirectory(prefix="closing_eval_") as scratch:
+        data = fresh_copy(data_dir, Path(scratch))
+        env = {**os.environ, "PYTHONPATH": str(code), "RAG_DATA_DIR": str(data), "RAG_EVAL_DIR": str(eval_dir)}
+        command = ["/usr/bin/time", "-f", "%e %M", sys.executable, "-c", CHILD]
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=code, check=False)
+        wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the evaluation failed with {code}:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    elapsed, max_kb = done.stderr.strip().splitlines()[-1].split()
+    figures = {
+        name: {arm: {m: round(values["arms"][arm][m], 4) for m in METRICS if m in values["arms"][arm]}
+               | {"leaks": values["arms"][arm].get("leaks", 0)} for arm in values["arms"]}
+        for name, values in result["figures"].items()
+    }  # fmt: skip
+    return {
+        "process_seconds": float(elapsed),
+        "evaluation_seconds": round(result["seconds"], 1),
+        "wall_seconds": round(wall, 1),
+        "max_rss_mb": round(int(max_kb) / 1024),
+        "failures": result["failures"],
+        "checks": result["checks"],
+        "figures": figures,
+    }
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """(eval set, arm) → metric → B − A, for the figures that differ."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name, arms in b.items():
+        for arm, values in arms.items():
+            before = a.get(name, {}).get(arm, {})
+            changed = {m: round(v - before.get(m, 0.0), 4) for m, v in values.items() if v != before.get(m)}
+            if changed:
+                out.setdefault(name, {})[arm] = changed
+    return out
+
+
+def main() -> None:
+    args_parser = parser(__doc__)
+    add_index_arguments(args_parser, BENCH_DATA_DIR)
+    args_parser.add_argument("--ref", help="also run this revision's code, alternating (A = ref, B = this tree)")
+    args_parser.add_argument("--repeat", type=int, default=1, help="runs of each side (default: %(default)s)")
+    args_parser.add_argument("--output", type=Path, default=RESULTS / "closing_evaluation.json")
+    args = args_parser.parse_args()
+    if not (args.data_dir / "qdrant").exists():
+        raise SystemExit(f"error: {args.data_dir} holds no index; run `rag-pipeline index --data-dir {args.data_dir}`")
+    runs: dict[str, list[dict[str, Any]]] = {"B": []}
+    with tempfile.TemporaryDirectory(prefix="closing_eval_ref_") as scratch:
+        sides = {"B": ROOT}
+        if args.ref:
+            sides = {"A": checkout(args.ref, Path(scratch)), "B": ROOT}
+            runs = {"A": [], "B": []}
+        try:
+            for i in range(args.repeat):
+                for side, code in sides.items():
+                    result = run_once(code, args.data_dir, args.eval_dir)
+                    runs[side].append(result)
+                    print(
+                        f"{side} run {i + 1}: evaluation {result['evaluation_seconds']} s, process "
+                        f"{result['process_seconds']} s, peak RSS {result['max_rss_mb']} MB",
+                        file=sys.stderr,
+                    )
+        finally:
+            if args.ref:
+                subprocess.run(["git", "worktree", "remove", "--force", str(sides["A"])], cwd=ROOT, check=False)
+    record: dict[str, Any] = {**run_record(), "data_dir": str(args.data_dir), "ref": args.ref, "runs": runs}
+    if args.ref:
+        record["differences_b_minus_a"] = differences(runs["A"][0]["figures"], runs["B"][0]["figures"])
+    args.output.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    print(json.dumps({side: [r["evaluation_seconds"] for r in rs] for side, rs in runs.items()}))
+
+
+if __name__ == "__main__":
+    main()
