@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +13,13 @@ from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
     DEFAULT_DEPTH,
+    RESULT_FIELDS,
     ArmOutcome,
     ProgressCallback,
     cross_fitted_rerankers,
     run_arm,
 )
+from rag_pipeline.evaluation.statistics import percentile_ms
 from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, summarize
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.results import MODES, SEARCH_MODES, Mode
@@ -57,6 +60,18 @@ def chunk_level_means(queries: Sequence[EvalQuery], outcomes: dict[str, ArmOutco
     return out
 
 
+def headline_figures(queries: Sequence[EvalQuery], outcome: ArmOutcome) -> dict[str, float | int]:
+    """An arm's nDCG@10 and Recall@100 means (over the judged queries, as the report's), p50 latency and leaks: what
+    an evaluation step says of each arm, without the intervals, tests and ragas columns the report computes."""
+    frame = per_query_metrics(qrels_of(queries), outcome.run.run(), ("ndcg@10", "recall@100"))
+    return {
+        "ndcg@10": round(float(frame["ndcg@10"].mean()), 4) if len(frame) else math.nan,
+        "recall@100": round(float(frame["recall@100"].mean()), 4) if len(frame) else math.nan,
+        "p50_ms": round(percentile_ms(outcome.run.latency_ms, 50), 2),
+        "leaks": int(sum(outcome.run.leaks.values())),
+    }
+
+
 def run_arms(
     retriever: Retriever,
     queries: Sequence[EvalQuery],
@@ -76,7 +91,7 @@ def run_arms(
     outcomes: dict[str, ArmOutcome] = {}
     # One eval set's searches are shared by its arms (the reranked arm reuses its training candidates, their
     # signals and the hybrid arm's deeper list); kept for this set only.
-    with retriever.shared_work():
+    with retriever.shared_work(remember=RESULT_FIELDS):
         for arm in arms:
             rerankers = None
             if arm == "reranked":

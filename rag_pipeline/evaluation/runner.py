@@ -25,6 +25,8 @@ from rag_pipeline.retrieval.rewrite import QueryRewriter
 
 ProgressCallback = Callable[[str, int, int], None]
 DEFAULT_DEPTH = 100
+# What scoring an arm reads of each result besides its ids: the ACL, to count leaks.
+RESULT_FIELDS = ("acl",)
 
 
 def principal_of(query: EvalQuery) -> Principal:
@@ -72,6 +74,7 @@ def run_arm(
             exclude=query.exclude,
             with_parent_text=False,
             reranker=reranker,
+            payload_fields=RESULT_FIELDS,
         )
         elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0)
         outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in response.results]

@@ -220,10 +220,10 @@ class ClientVectorStore:
             return 0
         return int(self.client.count(collection, count_filter=_filter(flt), exact=True).count)
 
-    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
+    def retrieve(self, collection: str, ids: Sequence[str], fields: Sequence[str] | None = None) -> list[Hit]:
         return [
             Hit(str(r.id), 1.0, dict(r.payload or {}))
-            for r in self.client.retrieve(collection, list(ids), with_payload=True)
+            for r in self.client.retrieve(collection, list(ids), with_payload=list(fields) if fields else True)
         ]
 
     def optimize(self) -> bool:

@@ -93,7 +93,7 @@ class EdgeVectorStore:
         # Payload fields of every child kept in memory (remember_fields): what searches reading no more skip
         # reading from the engine. Built on the first such search, dropped on any write through this store.
         self._remembered_fields: frozenset[str] = frozenset()
-        self._remembered: dict[str, dict[str, Any]] | None = None
+        self._remembered: dict[Any, tuple[str, dict[str, Any]]] | None = None
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_folder(
             self.path, self._load_shards, wait_seconds=wait_seconds, label=label, on_wait=on_wait, yields=yields
@@ -279,10 +279,6 @@ class EdgeVectorStore:
             return 0
         return int(self._shards[collection].count(qe.CountRequest(exact=True, filter=_filter(flt))))
 
-    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
-        records = self._shard(collection).retrieve(list(ids), True, False)
-        return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
-
     def remember_fields(self, fields: Sequence[str]) -> None:
         """Keep ``fields`` of every child's payload in memory (read once, in one scroll), so a search that reads no
         other field skips the engine's payload reads: at depth 400 they are ~90 % of a search's time (a BM25
@@ -378,22 +374,41 @@ class EdgeVectorStore:
         if not self._from_memory(fields):
             return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
         memory = self._memory()
-        ids = [str(p.id) for p in points]
-        unknown: list[int | UUID | str] = [i for i in ids if i not in memory]
+        native = [p.id for p in points]
+        unknown: list[int | UUID | str] = [i for i in native if i not in memory]
         if unknown:  # not expected (writes drop the memory), but never a hit without its fields
             for record in self._shard(self.names.children).retrieve(unknown, True, False):
-                memory[str(record.id)] = self._kept(dict(record.payload or {}))
-        wanted = list(fields or ())
-        return [
-            Hit(i, float(p.score), {f: memory[i][f] for f in wanted if f in memory[i]})
-            for i, p in zip(ids, points, strict=True)
-        ]
+                memory[record.id] = (str(record.id), self._kept(dict(record.payload or {})))
+        # The kept payload itself (read-only by contract): it may hold more of the remembered fields than asked for.
+        return [Hit(memory[i][0], float(p.score), memory[i][1]) for i, p in zip(native, points, strict=True)]
 
-    def _memory(self) -> dict[str, dict[str, Any]]:
+    def retrieve(self, collection: str, ids: Sequence[str], fields: Sequence[str] | None = None) -> list[Hit]:
+        if collection == self.names.children and self._from_memory(fields):
+            return self._hits_by_id(ids)
+        selector = list(fields) if fields else True
+        records = self._shard(collection).retrieve(list(ids), selector, False)
+        return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
+
+    def _hits_by_id(self, ids: Sequence[str]) -> list[Hit]:
+        memory = self._memory()
+        found = []
+        for point_id in ids:
+            key = _native_id(point_id)
+            if key not in memory:
+                records = self._shard(self.names.children).retrieve([point_id], True, False)
+                if not records:
+                    continue
+                memory[key] = (point_id, self._kept(dict(records[0].payload or {})))
+            found.append(Hit(point_id, 1.0, memory[key][1]))
+        return found
+
+    def _memory(self) -> dict[Any, tuple[str, dict[str, Any]]]:
+        """Native point id (as the engine returns it: a UUID for the ids this project writes) → (id, kept fields)."""
         if self._remembered is None:
             fields = sorted(self._remembered_fields)
             self._remembered = {
-                str(r.id): self._kept(dict(r.payload or {})) for r in self._scroll(self.names.children, None, fields)
+                r.id: (str(r.id), self._kept(dict(r.payload or {})))
+                for r in self._scroll(self.names.children, None, fields)
             }
         return self._remembered
 
@@ -422,6 +437,14 @@ class EdgeVectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _native_id(point_id: str) -> Any:
+    """A point id as the engine hands it back: a UUID for a UUID string (the ids this project writes)."""
+    try:
+        return UUID(point_id)
+    except ValueError:
+        return int(point_id) if point_id.isdigit() else point_id
 
 
 def _fusion(fusion: Fusion) -> Any:

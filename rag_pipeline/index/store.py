@@ -393,7 +393,9 @@ class VectorStore(Protocol):
 
     def count(self, collection: str, flt: SearchFilter | None = None) -> int: ...
 
-    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]: ...
+    def retrieve(self, collection: str, ids: Sequence[str], fields: Sequence[str] | None = None) -> list[Hit]:
+        """The points of ``ids`` that exist, with ``fields`` of their payload (all when None)."""
+        ...
 
     def search_dense(
         self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None

@@ -67,18 +67,35 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = (), comple
     return sorted(results.values(), key=lambda r: (-r.score, r.document_id))
 
 
-def read_payload(result: SearchResult, payload: Mapping[str, Any]) -> None:
-    """Fill a result from its child's whole payload (what a grouping-only search left out)."""
-    result.source = payload.get("source", result.source)
-    result.container = payload.get("container", "")
-    result.title = payload.get("title") or ""
-    result.url = payload.get("url")
-    result.child_text = payload.get("text", "")
-    result.updated = payload.get("updated")
-    result.authors = list(payload.get("authors") or [])
-    result.acl = payload.get("acl") or {}
-    result.resolution = payload.get("resolution")
-    result.hydrated = True
+def read_payload(result: SearchResult, payload: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
+    """Fill a result from its child's payload (what a grouping-only search left out): every field, and the result is
+    then whole (``hydrated``), or only ``fields`` of it."""
+    for name in _READERS if fields is None else fields:
+        _READERS[name](result, payload)
+    if fields is None:
+        result.hydrated = True
+
+
+def _setter(attribute: str, key: str, convert: Any = None) -> Any:
+    def read(result: SearchResult, payload: Mapping[str, Any]) -> None:
+        value = payload.get(key)
+        setattr(result, attribute, convert(value) if convert is not None else value)
+
+    return read
+
+
+# Payload key → how a result takes it.
+_READERS = {
+    "source": lambda result, payload: setattr(result, "source", payload.get("source", result.source)),
+    "container": _setter("container", "container", lambda v: v or ""),
+    "title": _setter("title", "title", lambda v: v or ""),
+    "url": _setter("url", "url"),
+    "text": _setter("child_text", "text", lambda v: v or ""),
+    "updated": _setter("updated", "updated"),
+    "authors": _setter("authors", "authors", lambda v: list(v or [])),
+    "acl": _setter("acl", "acl", lambda v: v or {}),
+    "resolution": _setter("resolution", "resolution"),
+}
 
 
 def document_scores(hits: Sequence[Hit]) -> list[tuple[str, float]]:

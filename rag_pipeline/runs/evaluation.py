@@ -1,4 +1,4 @@
-"""Runs the evaluation assets in-process: every arm of ``retrieval_eval``, then the report."""
+"""Runs the evaluation assets in-process: every arm of ``retrieval_eval`` in one run, then the report."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import dagster as dg
 
 from rag_pipeline.defs.builders import build_resources, evaluation_definitions, source_specs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.evaluation.eval_set import load_eval_set_meta
 from rag_pipeline.evaluation.report import markdown_table
 from rag_pipeline.evaluation.report_store import ReportStore
@@ -93,14 +94,21 @@ def run_evaluation(
             if on_start:
                 on_start(len(resources["evaluation"].eval_set_paths()), len(arms))  # type: ignore[attr-defined]
             eval_job = defs.resolve_job_def("retrieval_eval_job")
-            for done, arm in enumerate(arms):
-                if on_progress:
-                    on_progress("evaluation (arms)", done, len(arms))
-                arm_run = execute_run(
-                    eval_job, instance, partition_key=arm, run_config=QUIET_RUN_CONFIG, raise_on_error=False
+            if on_progress:
+                on_progress("evaluation (arms)", 0, len(arms))
+            # Every arm in one run (a partition range): each eval set's arms share their searches and the run's
+            # index, models and query embeddings; an arm that fails leaves the others' results and fails the run.
+            arm_run = execute_run(
+                eval_job,
+                instance,
+                tags={RANGE_START_TAG: arms[0], RANGE_END_TAG: arms[-1]},
+                run_config=QUIET_RUN_CONFIG,
+                raise_on_error=False,
+            )
+            if not arm_run.success:
+                failures.append(
+                    f"retrieval_eval[{arms[0]}...{arms[-1]}] failed (run {arm_run.run_id}); see the Dagster UI"
                 )
-                if not arm_run.success:
-                    failures.append(f"retrieval_eval[{arm}] failed (run {arm_run.run_id}); see the Dagster UI")
             if on_progress:
                 on_progress("evaluation (arms)", len(arms), len(arms))
             report_job = defs.resolve_job_def("retrieval_eval_report_job")

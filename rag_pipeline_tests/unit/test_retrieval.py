@@ -681,7 +681,7 @@ def test_an_eval_sets_arms_share_their_searches_with_identical_results(store) ->
         counting = CountingStore(store)
         retriever = Retriever(counting, BM25, dense=TopicEncoder())
         if not shared:
-            retriever.shared_work = contextlib.nullcontext  # type: ignore[method-assign]  # sharing off
+            retriever.shared_work = lambda **_: contextlib.nullcontext()  # type: ignore[method-assign]  # sharing off
         outcomes = run_arms(retriever, queries, folds=3, depth=20)
         return {arm: o.run.rankings for arm, o in outcomes.items()}, counting.calls
 
@@ -740,7 +740,8 @@ def test_searches_reading_remembered_fields_match_payload_reads_and_see_later_wr
 
 
 def test_an_edge_store_serves_remembered_fields_without_reading_payloads(tmp_path: Path) -> None:
-    """The hits of a search asking only for remembered fields carry exactly those fields, as read from the engine."""
+    """The hits of a search asking only for remembered fields carry those fields as the engine reads them (and at
+    most the other remembered ones); by id too; asking for more reads the engine."""
     store = EdgeVectorStore(tmp_path / "qdrant")
     store.create_collections(4)
     write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
@@ -749,7 +750,14 @@ def test_an_edge_store_serves_remembered_fields_without_reading_payloads(tmp_pat
     store.remember_fields(("document_id", "parent_id", "source"))
     kept = store.search_sparse(vector, 10, fields=("document_id", "parent_id"))
     whole = store.search_sparse(vector, 10)  # more than memory holds: read from the engine
+    by_id = store.retrieve(store.names.children, [h.id for h in whole], fields=("document_id",))
     store.close()
-    assert [(h.id, h.score, h.payload) for h in kept] == [(h.id, h.score, h.payload) for h in read]
-    assert all(set(h.payload) == {"document_id", "parent_id"} for h in kept)
+    asked = ("document_id", "parent_id")
+    assert [(h.id, h.score, {f: h.payload[f] for f in asked}) for h in kept] == [
+        (h.id, h.score, h.payload) for h in read
+    ]
+    assert all(set(h.payload) <= {"document_id", "parent_id", "source"} for h in kept)
     assert all("text" in h.payload for h in whole)
+    ids = [h.id for h in whole]
+    assert [h.payload["document_id"] for h in by_id] == [h.payload["document_id"] for h in whole]
+    assert {h.id for h in by_id} == set(ids)

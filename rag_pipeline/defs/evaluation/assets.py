@@ -1,11 +1,11 @@
-"""Evaluation assets: ``reranker_model``, ``retrieval_eval`` (one partition per arm) and ``retrieval_eval_report``."""
+"""Evaluation assets: ``reranker_model``, ``retrieval_eval`` (a partition per arm) and ``retrieval_eval_report``."""
 
 import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dagster as dg
 
@@ -15,8 +15,8 @@ from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResourc
 from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
-from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
-from rag_pipeline.evaluation.evaluate import run_arms, summarize_outcomes
+from rag_pipeline.evaluation.eval_set import EvalQuery, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.evaluate import headline_figures, run_arms, summarize_outcomes
 from rag_pipeline.evaluation.progress import eval_set_progress
 from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.report_store import ReportChecks, ReportStore
@@ -27,13 +27,20 @@ from rag_pipeline.evaluation.run_files import (
     run_path,
     save_arm_outcome,
 )
-from rag_pipeline.evaluation.runner import REWRITTEN_ARM, rerank_examples, run_arm, run_rewritten_arm
+from rag_pipeline.evaluation.runner import (
+    RESULT_FIELDS,
+    REWRITTEN_ARM,
+    ArmOutcome,
+    rerank_examples,
+    run_arm,
+    run_rewritten_arm,
+)
 from rag_pipeline.evaluation.summary import EvalSummary
 from rag_pipeline.index.store import VectorStore, describe_fusion
 from rag_pipeline.retrieval.calibration import CALIBRATION_FILE, Calibration, calibration_pairs, fit_calibration
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
-from rag_pipeline.retrieval.results import MODES
+from rag_pipeline.retrieval.results import MODES, Mode
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
@@ -213,7 +220,8 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
 def retrieval_eval_asset(
     arms: dg.StaticPartitionsDefinition, index_deps: list[dg.AssetDep], eval_cron: str
 ) -> dg.AssetsDefinition:
-    """One arm over every eval set, per partition."""
+    """The selected arms (partitions) over every eval set: one arm per run, or every arm in one run (one partition
+    range, as the demo and the daily evaluation run them), where the arms of an eval set share their searches."""
 
     @dg.asset(
         partitions_def=arms,
@@ -221,10 +229,12 @@ def retrieval_eval_asset(
         pool=QDRANT_POOL,
         op_tags=step_tags(QDRANT_QUEUE),
         automation_condition=daily_eval_condition(eval_cron),
+        backfill_policy=dg.BackfillPolicy.single_run(),
         kinds={"python"},
-        description="One retrieval arm run over every eval set: per-query ranked documents, latency and ACL leaks "
+        description="Retrieval arms run over every eval set: per-query ranked documents, latency and ACL leaks "
         "(parquet under the reports folder). The reranked arm is scored by rerankers cross-fitted on the eval set "
-        "(never a model that trained on the query).",
+        "(never a model that trained on the query). Several arms in one run share each eval set's searches "
+        "(the reranked arm reuses the hybrid arm's lists).",
         **_COMMON,
     )
     def retrieval_eval(
@@ -234,71 +244,68 @@ def retrieval_eval_asset(
         bm25: Bm25Resource,
         evaluation: EvaluationResource,
     ) -> dg.MaterializeResult:
-        arm = context.partition_key
-        metadata: dict[str, Any] = {"arm": arm}
-        llm = evaluation.llm_reranker() if arm == LLM_ARM else None
-        rows = []
+        selected = list(context.partition_keys)
+        metadata: dict[str, Any] = {"arm": ", ".join(selected)}
+        llm = evaluation.llm_reranker() if LLM_ARM in selected else None
+        rows: list[dg.TableRecord] = []
+        failed: list[str] = []
         dense = load_or_defer(dense_embedder.encoder)
         with qdrant.open(exact=evaluation.exact_dense or None) as store:
             metadata["dense_search"] = store.dense_search.describe()
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
-            if arm != "vector":
+            if any(arm != "vector" for arm in selected):
                 metadata["sparse_query"] = retriever.config.sparse_query.describe()
-            if arm == "prf":
+            if "prf" in selected:
                 metadata["prf"] = retriever.config.prf.describe()
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
                 queries = load_eval_set(path, evaluation.person_resolver())
-                if arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid):
+                if any(arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid)
+                       for arm in selected):  # fmt: skip
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
                 # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
                 progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
-                if arm == REWRITTEN_ARM:
-                    outcome = run_rewritten_arm(
-                        retriever, evaluation.rewriter(), queries, evaluation.depth, meta.sources, progress
-                    )
-                elif llm is not None:
-                    outcome = run_arm(
-                        retriever, "reranked", queries, evaluation.depth, meta.sources, llm, LLM_ARM, progress
-                    )
-                else:
-                    outcome = run_arms(
-                        retriever,
-                        queries,
-                        [arm],
-                        meta.sources,
-                        folds=evaluation.folds,
-                        progress=progress,
-                        depth=evaluation.depth,
-                        model_cache=evaluation.reranker_fits_dir,
-                    )[arm]
-                save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
-                result = summarize_outcomes(meta, queries, {arm: outcome}, baseline=arm)
-                figures = result.summary.arms[arm]
-                degraded = len(outcome.warnings)
-                if degraded:
-                    context.log.warning(
-                        f"{meta.name}: {degraded} queries degraded, e.g. {next(iter(outcome.warnings.values()))}"
-                    )
-                rows.append(
-                    dg.TableRecord(
-                        {
-                            "eval_set": meta.name,
-                            "queries": len(queries),
-                            "ndcg@10": round(figures.means["ndcg@10"], 4),
-                            "recall@100": round(figures.means["recall@100"], 4),
-                            "p50_ms": round(figures.p50_ms, 2),
-                            "leaks": figures.leaks,
-                            "degraded_queries": degraded,
-                        }
-                    )
-                )
-                metadata[f"{meta.name}/ndcg@10"] = round(figures.means["ndcg@10"], 4)
+                # One eval set's searches are kept for its arms (run_arms, nested, uses this block's).
+                with retriever.shared_work(remember=RESULT_FIELDS):
+                    for arm in selected:
+                        try:
+                            outcome = _run_one_arm(arm, retriever, queries, meta.sources, evaluation, llm, progress)
+                        except Exception as exc:  # one arm's failure leaves the others' runs (the report names it)
+                            context.log.error(f"{meta.name}: arm {arm} failed: {type(exc).__name__}: {exc}")
+                            failed.append(f"{meta.name}/{arm}")
+                            continue
+                        save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
+                        figures = headline_figures(queries, outcome)
+                        degraded = len(outcome.warnings)
+                        if degraded:
+                            context.log.warning(
+                                f"{meta.name} {arm}: {degraded} queries degraded, e.g. "
+                                f"{next(iter(outcome.warnings.values()))}"
+                            )
+                        rows.append(
+                            dg.TableRecord(
+                                {
+                                    "eval_set": meta.name,
+                                    "arm": arm,
+                                    "queries": len(queries),
+                                    **figures,
+                                    "degraded_queries": degraded,
+                                }
+                            )
+                        )
+                        key = meta.name if len(selected) == 1 else f"{meta.name}/{arm}"
+                        metadata[f"{key}/ndcg@10"] = figures["ndcg@10"]
+        if failed:
+            raise dg.Failure(
+                f"{len(failed)} arm runs failed ({', '.join(failed)}); the others were saved",
+                metadata={"failed": dg.MetadataValue.json(failed)},
+            )
         metadata["eval_sets"] = dg.MetadataValue.table(
             rows,
             schema=dg.TableSchema(
                 columns=[
                     dg.TableColumn("eval_set", "string"),
+                    dg.TableColumn("arm", "string"),
                     dg.TableColumn("queries", "int"),
                     dg.TableColumn("ndcg@10", "float"),
                     dg.TableColumn("recall@100", "float"),
@@ -310,10 +317,38 @@ def retrieval_eval_asset(
         )
         if llm is not None:
             metadata.update({f"llm_{k}": v for k, v in vars(llm.usage).items()})
-        metadata["runs_dir"] = dg.MetadataValue.path(str(evaluation.runs_dir / arm))
+        runs_dir = evaluation.runs_dir / selected[0] if len(selected) == 1 else evaluation.runs_dir
+        metadata["runs_dir"] = dg.MetadataValue.path(str(runs_dir))
         return dg.MaterializeResult(metadata=metadata)
 
     return retrieval_eval
+
+
+def _run_one_arm(
+    arm: str,
+    retriever: Retriever,
+    queries: list[EvalQuery],
+    sources: list[str] | None,
+    evaluation: EvaluationResource,
+    llm: Any,
+    progress: Callable[[str, int, int], None],
+) -> ArmOutcome:
+    """One arm over one eval set's queries: the rewritten arm with its plans, the LLM-graded one with its grades,
+    a search arm through :func:`run_arms` (cross-fitting the reranked arm's models, or loading their cached fits)."""
+    if arm == REWRITTEN_ARM:
+        return run_rewritten_arm(retriever, evaluation.rewriter(), queries, evaluation.depth, sources, progress)
+    if arm == LLM_ARM:
+        return run_arm(retriever, "reranked", queries, evaluation.depth, sources, llm, LLM_ARM, progress)
+    return run_arms(
+        retriever,
+        queries,
+        [cast(Mode, arm)],
+        sources,
+        folds=evaluation.folds,
+        progress=progress,
+        depth=evaluation.depth,
+        model_cache=evaluation.reranker_fits_dir,
+    )[arm]
 
 
 def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: list[str]) -> dg.AssetsDefinition:

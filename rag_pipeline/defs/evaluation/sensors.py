@@ -6,6 +6,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+
 
 def eval_set_hashes(folder: Path) -> dict[str, str]:
     """Content hash of every file under the eval-sets folder, by relative path."""
@@ -27,7 +29,7 @@ def build_eval_sets_changed_sensor(arms: list[str], asset_keys: list[str], eval_
         asset_selection=asset_keys,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Hashes every file under eval_sets/ (RAG_EVAL_DIR); when one is added, removed or edited, "
-        "requests every arm of retrieval_eval (the report follows eagerly). The cursor holds the hashes.",
+        "requests every arm of retrieval_eval in one run (the report follows eagerly). The cursor holds the hashes.",
     )
     def eval_sets_changed_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         current = eval_set_hashes(eval_dir)
@@ -40,15 +42,10 @@ def build_eval_sets_changed_sensor(arms: list[str], asset_keys: list[str], eval_
             return dg.SkipReason("eval sets unchanged")
         changed = sorted(k for k in set(current) | set(previous) if current.get(k) != previous.get(k))
         fingerprint = hashlib.sha256(json.dumps(current, sort_keys=True).encode()).hexdigest()[:16]
+        # Every arm in one run (a partition range), so each eval set's arms share their searches.
+        tags = {RANGE_START_TAG: arms[0], RANGE_END_TAG: arms[-1], "rag/eval_sets_changed": ",".join(changed)[:200]}
         return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(
-                    run_key=f"eval-sets:{fingerprint}:{arm}",
-                    partition_key=arm,
-                    tags={"rag/eval_sets_changed": ",".join(changed)[:200]},
-                )
-                for arm in arms
-            ],
+            run_requests=[dg.RunRequest(run_key=f"eval-sets:{fingerprint}", tags=tags)],
             cursor=json.dumps(current, sort_keys=True),
         )
 
