@@ -89,13 +89,13 @@ def eval_sets(indexed: Path) -> Path:
 
 def _resources(data: Path, eval_folder: Path, **overrides) -> dict:
     res = resources(data)
-    res["evaluation"] = EvaluationResource(
-        eval_dir=str(eval_folder),
-        reports_dir=str(data / "reports"),
-        folds=3,
-        quality_floors={"slice": 0.2, "slice_acl": 0.2},
+    settings = {
+        "reports_dir": str(data / "reports"),
+        "folds": 3,
+        "quality_floors": {"slice": 0.2, "slice_acl": 0.2},
         **overrides,
-    )
+    }
+    res["evaluation"] = EvaluationResource(eval_dir=str(eval_folder), **settings)
     return res
 
 
@@ -207,3 +207,54 @@ def test_eval_assets_report_and_checks(indexed: Path, eval_sets: Path) -> None:
         assert any(
             "slice: no current run for vector, bm25, hybrid, reranked" in f for f in floor.metadata["failures"].value
         )
+
+
+def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others(
+    indexed: Path, eval_sets: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 48: the evaluation runs every arm in one run (a partition range); each arm's saved rankings are those
+    of its own run, the step reports each (eval set, arm), and an arm that raises fails the step but leaves the
+    other arms' runs saved and named in the log."""
+    from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+
+    def rankings(reports: Path) -> dict:
+        return {
+            (arm, name): pd.read_parquet(reports / "runs" / arm / f"{name}.parquet")[
+                ["query_id", "document_ids"]
+            ].to_json()
+            for arm in MODES
+            for name in ("slice", "slice_acl")
+            if (reports / "runs" / arm / f"{name}.parquet").exists()
+        }
+
+    alone = _resources(indexed, eval_sets, reports_dir=str(tmp_path / "alone"))
+    together = _resources(indexed, eval_sets, reports_dir=str(tmp_path / "together"))
+    every_arm = {RANGE_START_TAG: MODES[0], RANGE_END_TAG: MODES[-1]}
+    with dg.instance_for_test() as instance:
+        for arm in MODES:
+            assert dg.materialize([retrieval_eval], instance=instance, resources=alone, partition_key=arm).success
+        done = dg.materialize([retrieval_eval], instance=instance, resources=together, tags=every_arm)
+        assert done.success
+        assert {m.partition for m in done.asset_materializations_for_node("retrieval_eval")} == set(MODES)
+        metadata = _meta(done, "retrieval_eval")
+        assert {(r.data["eval_set"], r.data["arm"]) for r in metadata["eval_sets"].records} == {
+            (name, arm) for name in ("slice", "slice_acl") for arm in MODES
+        }
+        assert all(0.0 <= metadata[f"slice/{arm}/ndcg@10"] <= 1.0 for arm in MODES)
+        assert rankings(tmp_path / "together") == rankings(tmp_path / "alone")
+        assert len(rankings(tmp_path / "alone")) == 2 * len(MODES)
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("LightGBM ran out of memory")
+
+        monkeypatch.setattr("rag_pipeline.evaluation.evaluate.cross_fitted_rerankers", broken)
+        failing = _resources(indexed, eval_sets, reports_dir=str(tmp_path / "failing"))
+        failed = dg.materialize(
+            [retrieval_eval], instance=instance, resources=failing, tags=every_arm, raise_on_error=False
+        )
+        assert not failed.success
+        saved = rankings(tmp_path / "failing")
+        assert {arm for arm, _ in saved} == set(MODES) - {"reranked"}
+        assert all(saved[key] == value for key, value in rankings(tmp_path / "alone").items() if key[0] != "reranked")
+        said = [e.user_message for e in instance.all_logs(failed.run_id) if not e.is_dagster_event]
+        assert any("arm reranked failed: RuntimeError: LightGBM ran out of memory" in m for m in said)
