@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import qdrant_edge as qe
@@ -375,12 +375,17 @@ class EdgeVectorStore:
             return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
         memory = self._memory()
         native = [p.id for p in points]
-        unknown: list[int | UUID | str] = [i for i in native if i not in memory]
-        if unknown:  # not expected (writes drop the memory), but never a hit without its fields
+        kept = [memory.get(i) for i in native]
+        if None in kept:  # not expected (writes drop the memory), but never a hit without its fields
+            unknown: list[int | UUID | str] = [i for i, entry in zip(native, kept, strict=True) if entry is None]
             for record in self._shard(self.names.children).retrieve(unknown, True, False):
                 memory[record.id] = (str(record.id), self._kept(dict(record.payload or {})))
+            kept = [memory[i] for i in native]
         # The kept payload itself (read-only by contract): it may hold more of the remembered fields than asked for.
-        return [Hit(memory[i][0], float(p.score), memory[i][1]) for i, p in zip(native, points, strict=True)]
+        return [
+            Hit(entry[0], float(p.score), entry[1])
+            for entry, p in zip(cast(list[tuple[str, dict[str, Any]]], kept), points, strict=True)
+        ]
 
     def retrieve(self, collection: str, ids: Sequence[str], fields: Sequence[str] | None = None) -> list[Hit]:
         if collection == self.names.children and self._from_memory(fields):

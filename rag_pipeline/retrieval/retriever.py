@@ -43,6 +43,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
+from rag_pipeline.retrieval.rerank.features import features_kept
 from rag_pipeline.retrieval.results import SEARCH_MODES, Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.router import Route, plan_route
 from rag_pipeline.retrieval.sparse_query import (
@@ -199,7 +200,8 @@ class Retriever:
         # Thousands of deep searches over one open store: the embedded engine keeps what they read in memory.
         self.store.remember_fields((*GROUPING_FIELDS, *remember))
         try:
-            yield
+            with features_kept():
+                yield
         finally:
             self._shared = previous
 

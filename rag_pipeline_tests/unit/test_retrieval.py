@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import uuid
 from pathlib import Path
@@ -761,3 +762,29 @@ def test_an_edge_store_serves_remembered_fields_without_reading_payloads(tmp_pat
     ids = [h.id for h in whole]
     assert [h.payload["document_id"] for h in by_id] == [h.payload["document_id"] for h in whole]
     assert {h.id for h in by_id} == set(ids)
+
+
+def test_features_kept_computes_a_candidate_lists_features_once_and_never_for_changed_candidates(monkeypatch) -> None:
+    """Issue 48: an evaluation featurizes the reranked arm's training candidates and then scores the same candidates;
+    inside ``features_kept`` the second time reuses the matrix, and any changed input (a signal, a text) recomputes."""
+    from rag_pipeline.retrieval.rerank import features
+
+    candidates = [
+        SearchResult(f"d{i}", 1.0 / (i + 1), "slack", "C1", f"title {i}", None, f"c{i}", f"kernel wifi {i}", f"p{i}",
+                     parent_text=f"kernel panic wifi {i}", signals={"bm25_score": float(i)})
+        for i in range(4)
+    ]  # fmt: skip
+    computed = []
+    original = features._features
+    monkeypatch.setattr(features, "_features", lambda *a: computed.append(a[0]) or original(*a))
+    plain = candidate_features("kernel wifi", candidates, BM25)
+    with features.features_kept():
+        first = candidate_features("kernel wifi", candidates, BM25)
+        again = candidate_features("kernel wifi", list(candidates), BM25)
+        first[0, 0] = -1.0  # a caller's changes never reach the kept matrix
+        changed = [*candidates[:3], dataclasses.replace(candidates[3], signals={"bm25_score": 9.0})]
+        differs = candidate_features("kernel wifi", changed, BM25)
+        other_text = [*candidates[:3], dataclasses.replace(candidates[3], parent_text="printer offline")]
+        candidate_features("kernel wifi", other_text, BM25)
+    assert np.array_equal(again, plain) and len(computed) == 1 + 1 + 2
+    assert not np.array_equal(differs, plain)

@@ -12,7 +12,9 @@ and source indicators (``Source.retrieval``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -88,8 +90,42 @@ def _epoch(value: str | None) -> float | None:
         return None
 
 
+# Within features_kept(): feature matrices by everything they are computed from.
+_KEPT: ContextVar[dict[tuple[Any, ...], np.ndarray] | None] = ContextVar("kept_rerank_features", default=None)
+
+
+@contextmanager
+def features_kept() -> Iterator[None]:
+    """Within the block, a (query, candidates) pair's feature matrix is computed once: an evaluation featurizes the
+    reranked arm's training candidates, then scores the very same candidates (a block inside another shares its)."""
+    token = _KEPT.set(_KEPT.get() if _KEPT.get() is not None else {})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _candidate_key(c: SearchResult) -> tuple[Any, ...]:
+    # Every input of the candidate's row (texts by value: equal strings compare cheaply, the same object at once).
+    return (
+        c.document_id, c.child_id, c.score, c.matching_children, c.source, c.title, c.updated, c.parent_text,
+        c.child_text, c.resolution, tuple(sorted(c.signals.items())),
+    )  # fmt: skip
+
+
 def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: Bm25Encoder) -> np.ndarray:
     """A ``len(candidates) × len(FEATURE_NAMES)`` float matrix (relative features are per query)."""
+    kept = _KEPT.get()
+    if kept is None:
+        return _features(query, candidates, encoder)
+    key = (query, encoder.terms_id, tuple(_candidate_key(c) for c in candidates))
+    matrix = kept.get(key)
+    if matrix is None:
+        matrix = kept[key] = _features(query, candidates, encoder)
+    return matrix.copy()
+
+
+def _features(query: str, candidates: Sequence[SearchResult], encoder: Bm25Encoder) -> np.ndarray:
     if not candidates:
         return np.zeros((0, len(FEATURE_NAMES)))
     q_terms = _terms(encoder, query)
