@@ -37,9 +37,12 @@ print(json.dumps({"seconds": time.perf_counter() - started, "failures": summary.
 
 
 def fresh_copy(data_dir: Path, into: Path) -> Path:
-    """The index, directory and caches of ``data_dir`` without its reports and Dagster runs: a first evaluation."""
+    """The index and directory of ``data_dir`` without its reports, Dagster runs and embedding cache (which holds the
+    query embeddings of earlier evaluations): a first evaluation, as the demo's."""
     target = into / "data"
-    shutil.copytree(data_dir, target, ignore=shutil.ignore_patterns("reports", "dagster_home"))
+    shutil.copytree(
+        data_dir, target, ignore=shutil.ignore_patterns("reports", "dagster_home", "embedding_cache.sqlite")
+    )
     return target
 
 

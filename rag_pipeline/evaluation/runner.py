@@ -21,6 +21,7 @@ from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import RerankExample, cross_fit
 from rag_pipeline.retrieval.results import Mode
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.reuse_ledger import counting_reused
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -55,7 +56,8 @@ def run_arm(
     progress: ProgressCallback | None = None,
 ) -> ArmOutcome:
     """Search every query with one arm. ``rerankers`` maps query id → reranker (cross-fitting) or is one
-    reranker for all; latency excludes query embedding (the cache is warmed in one batch first)."""
+    reranker for all; latency excludes query embedding (the cache is warmed in one batch first) and includes what
+    work reused from other arms first cost (:mod:`~rag_pipeline.retrieval.reuse_ledger`)."""
     name = name or arm
     retriever.embed_queries([q.query for q in queries])
     outcome = ArmOutcome(ArmRun(arm=name, rankings={}, latency_ms={}, leaks={}))
@@ -65,18 +67,21 @@ def run_arm(
         principal = principal_of(query)
         reranker = rerankers.get(query.id) if isinstance(rerankers, Mapping) else rerankers
         started = time.perf_counter()
-        response = retriever.search(
-            query.query,
-            arm,
-            principal,
-            top_k=depth,
-            sources=sources,
-            exclude=query.exclude,
-            with_parent_text=False,
-            reranker=reranker,
-            payload_fields=RESULT_FIELDS,
-        )
-        elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0)
+        with counting_reused() as reused:
+            response = retriever.search(
+                query.query,
+                arm,
+                principal,
+                top_k=depth,
+                sources=sources,
+                exclude=query.exclude,
+                with_parent_text=False,
+                reranker=reranker,
+                payload_fields=RESULT_FIELDS,
+            )
+        # Work reused from another arm or from the training candidates counts as what it cost: a served search
+        # does all of it.
+        elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0) + reused()
         outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in response.results]
         outcome.chunk_rankings[query.id] = [(r.child_id, r.score) for r in response.results]
         outcome.run.latency_ms[query.id] = elapsed * 1000.0

@@ -283,7 +283,7 @@ class EdgeVectorStore:
         """Keep ``fields`` of every child's payload in memory (read once, in one scroll), so a search that reads no
         other field skips the engine's payload reads: at depth 400 they are ~90 % of a search's time (a BM25
         search of 416 hits: 0.25 ms without payload, 2.9 ms reading three short fields). For many deep searches
-        over one open store (an evaluation); the memory is that of the fields, ~150 bytes a child for ids."""
+        over one open store (an evaluation); the memory is that of the fields, ~300 bytes a child for ids."""
         wanted = frozenset(fields) | self._remembered_fields
         if wanted != self._remembered_fields:
             self._remembered_fields, self._remembered = wanted, None
@@ -379,7 +379,7 @@ class EdgeVectorStore:
         if None in kept:  # not expected (writes drop the memory), but never a hit without its fields
             unknown: list[int | UUID | str] = [i for i, entry in zip(native, kept, strict=True) if entry is None]
             for record in self._shard(self.names.children).retrieve(unknown, True, False):
-                memory[record.id] = (str(record.id), self._kept(dict(record.payload or {})))
+                self._remember(memory, record)
             kept = [memory[i] for i in native]
         # The kept payload itself (read-only by contract): it may hold more of the remembered fields than asked for.
         return [
@@ -398,24 +398,29 @@ class EdgeVectorStore:
         memory = self._memory()
         found = []
         for point_id in ids:
-            key = _native_id(point_id)
-            if key not in memory:
+            entry = memory.get(point_id)
+            if entry is None:
                 records = self._shard(self.names.children).retrieve([point_id], True, False)
                 if not records:
                     continue
-                memory[key] = (point_id, self._kept(dict(records[0].payload or {})))
-            found.append(Hit(point_id, 1.0, memory[key][1]))
+                entry = self._remember(memory, records[0])
+            found.append(Hit(point_id, 1.0, entry[1]))
         return found
 
     def _memory(self) -> dict[Any, tuple[str, dict[str, Any]]]:
-        """Native point id (as the engine returns it: a UUID for the ids this project writes) → (id, kept fields)."""
+        """Point id → (id as text, kept fields), under both the id the engine hands back (a ``uuid.UUID`` for the ids
+        this project writes: turning it into text costs more than the lookup) and its text (what callers pass)."""
         if self._remembered is None:
-            fields = sorted(self._remembered_fields)
-            self._remembered = {
-                r.id: (str(r.id), self._kept(dict(r.payload or {})))
-                for r in self._scroll(self.names.children, None, fields)
-            }
+            memory: dict[Any, tuple[str, dict[str, Any]]] = {}
+            for record in self._scroll(self.names.children, None, sorted(self._remembered_fields)):
+                self._remember(memory, record)
+            self._remembered = memory
         return self._remembered
+
+    def _remember(self, memory: dict[Any, tuple[str, dict[str, Any]]], record: Any) -> tuple[str, dict[str, Any]]:
+        entry = (str(record.id), self._kept(dict(record.payload or {})))
+        memory[record.id] = memory[entry[0]] = entry
+        return entry
 
     def _kept(self, payload: dict[str, Any]) -> dict[str, Any]:
         # Interned: a document's children share one id string, and sources are a handful of names.
@@ -442,14 +447,6 @@ class EdgeVectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _native_id(point_id: str) -> Any:
-    """A point id as the engine hands it back: a UUID for a UUID string (the ids this project writes)."""
-    try:
-        return UUID(point_id)
-    except ValueError:
-        return int(point_id) if point_id.isdigit() else point_id
 
 
 def _fusion(fusion: Fusion) -> Any:

@@ -45,6 +45,7 @@ from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.rerank.base import Reranker, rerank
 from rag_pipeline.retrieval.rerank.features import features_kept
 from rag_pipeline.retrieval.results import SEARCH_MODES, Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.reuse_ledger import note_reused
 from rag_pipeline.retrieval.router import Route, plan_route
 from rag_pipeline.retrieval.sparse_query import (
     DEFAULT_SPARSE_QUERY,
@@ -407,12 +408,15 @@ class Retriever:
             return self._search_documents(mode, query, want, flt, exclude, response, sparse)
         key = (mode, query, want, repr(flt), tuple(exclude), response.mode)
         if key in shared.documents:
-            return _copies(shared.documents[key])
+            kept, seconds = shared.documents[key]
+            note_reused(seconds)
+            return _copies(kept)
         warnings_before = len(response.warnings)
+        started = time.perf_counter()
         docs = self._search_documents(mode, query, want, flt, exclude, response, sparse)
         # Kept only when nothing degraded on the way (a dense failure switches the response to BM25 and warns).
         if response.mode == key[-1] and len(response.warnings) == warnings_before:
-            shared.documents[key] = _copies(docs)
+            shared.documents[key] = (_copies(docs), time.perf_counter() - started)
         return docs
 
     def _search_documents(
@@ -569,15 +573,21 @@ class Retriever:
             return
         key = (query, tuple(r.document_id for r in candidates), repr(flt.acl))
         if key in shared.signals:
-            for result, (signals, matching) in zip(candidates, shared.signals[key], strict=True):
+            kept, seconds = shared.signals[key]
+            note_reused(seconds)
+            for result, (signals, matching) in zip(candidates, kept, strict=True):
                 result.signals.update(signals)
                 result.matching_children = matching
             return
+        started = time.perf_counter()
         self._add_arm_signals(query, candidates, flt)
-        shared.signals[key] = [
-            ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
-            for r in candidates
-        ]
+        shared.signals[key] = (
+            [
+                ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
+                for r in candidates
+            ],
+            time.perf_counter() - started,
+        )
 
     def _add_arm_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
         scoped = SearchFilter(
@@ -649,8 +659,9 @@ class Retriever:
 class SharedWork:
     """What :meth:`Retriever.shared_work` keeps: documents by search, arm signals by candidate list, parent texts."""
 
-    documents: dict[tuple[Any, ...], list[SearchResult]] = field(default_factory=dict)
-    signals: dict[tuple[Any, ...], list[tuple[dict[str, float], int]]] = field(default_factory=dict)
+    # Each with the seconds it took to compute (a search that reuses it still counts them: reuse_ledger).
+    documents: dict[tuple[Any, ...], tuple[list[SearchResult], float]] = field(default_factory=dict)
+    signals: dict[tuple[Any, ...], tuple[list[tuple[dict[str, float], int]], float]] = field(default_factory=dict)
     parent_texts: dict[str, str] = field(default_factory=dict)
 
 

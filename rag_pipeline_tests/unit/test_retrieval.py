@@ -788,3 +788,22 @@ def test_features_kept_computes_a_candidate_lists_features_once_and_never_for_ch
         candidate_features("kernel wifi", other_text, BM25)
     assert np.array_equal(again, plain) and len(computed) == 1 + 1 + 2
     assert not np.array_equal(differs, plain)
+
+
+def test_a_search_reusing_shared_work_counts_what_that_work_first_cost(retriever: Retriever) -> None:
+    """Issue 48: inside ``shared_work`` the reranked arm reuses the hybrid arm's list, so its measured latency would
+    leave the search out; the reuse ledger gives back the seconds the reused list took when it was searched."""
+    from rag_pipeline.retrieval.reuse_ledger import counting_reused, note_reused
+
+    note_reused(5.0)  # outside a ledger: nobody counts
+    with retriever.shared_work():
+        with counting_reused() as first:
+            retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=10)
+        assert first() == 0.0  # computed, not reused
+        [(_kept, seconds)] = retriever._shared.documents.values()  # type: ignore[union-attr]
+        assert seconds > 0.0
+        with counting_reused() as again:
+            retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=10)
+            with counting_reused() as inner:  # a block inside counts on its own
+                note_reused(0.25)
+        assert again() == seconds and inner() == 0.25

@@ -12,6 +12,7 @@ and source indicators (``Source.retrieval``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,6 +23,7 @@ import numpy as np
 
 from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.retrieval.reuse_ledger import note_reused
 from rag_pipeline.sources.registry import RerankFeature, registered_sources
 from rag_pipeline.vectors.sparse import Bm25Encoder
 
@@ -91,7 +93,9 @@ def _epoch(value: str | None) -> float | None:
 
 
 # Within features_kept(): feature matrices by everything they are computed from.
-_KEPT: ContextVar[dict[tuple[Any, ...], np.ndarray] | None] = ContextVar("kept_rerank_features", default=None)
+_KEPT: ContextVar[dict[tuple[Any, ...], tuple[np.ndarray, float]] | None] = ContextVar(
+    "kept_rerank_features", default=None
+)
 
 
 @contextmanager
@@ -119,9 +123,13 @@ def candidate_features(query: str, candidates: Sequence[SearchResult], encoder: 
     if kept is None:
         return _features(query, candidates, encoder)
     key = (query, encoder.terms_id, tuple(_candidate_key(c) for c in candidates))
-    matrix = kept.get(key)
-    if matrix is None:
-        matrix = kept[key] = _features(query, candidates, encoder)
+    found = kept.get(key)
+    if found is not None:
+        note_reused(found[1])  # a served search computes them: its latency counts them
+        return found[0].copy()
+    started = time.perf_counter()
+    matrix = _features(query, candidates, encoder)
+    kept[key] = (matrix, time.perf_counter() - started)
     return matrix.copy()
 
 
