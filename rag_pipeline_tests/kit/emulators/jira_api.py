@@ -400,16 +400,6 @@ class JiraEmulator(LocalHttpService):
 
     def _authenticate(self, header: str | None) -> tuple[str, bool]:
         return atlassian_caller(header, self.username, self.api_token, self.personal_access_token, self.cloud)
-        scheme, _, credentials = header.partition(" ")
-        if scheme.lower() == "basic":
-            try:
-                user, _, secret = base64.b64decode(credentials.strip(), validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return "basic:", False
-            return f"basic:{user}", user == self.username and secret == self.api_token
-        if scheme.lower() == "bearer":
-            return "bearer", not self.cloud and credentials.strip() == self.personal_access_token
-        return "none", False
 
     def _dispatch(self, method: str, path: str, params: dict[str, str]) -> Any:
         match = re.fullmatch(r"/rest/api/(2|3|latest)/(.*?)/?", path)
