@@ -13,8 +13,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, cast
-from uuid import UUID
+from typing import Any
 
 import qdrant_edge as qe
 
@@ -373,39 +372,28 @@ class EdgeVectorStore:
         points = self._shards[self.names.children].query(request)
         if not self._from_memory(fields):
             return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
-        memory = self._memory()
-        native = [p.id for p in points]
-        kept = [memory.get(i) for i in native]
-        if None in kept:  # not expected (writes drop the memory), but never a hit without its fields
-            unknown: list[int | UUID | str] = [i for i, entry in zip(native, kept, strict=True) if entry is None]
-            for record in self._shard(self.names.children).retrieve(unknown, True, False):
-                self._remember(memory, record)
-            kept = [memory[i] for i in native]
+        kept = self._entries([p.id for p in points])
         # The kept payload itself (read-only by contract): it may hold more of the remembered fields than asked for.
-        return [
-            Hit(entry[0], float(p.score), entry[1])
-            for entry, p in zip(cast(list[tuple[str, dict[str, Any]]], kept), points, strict=True)
-        ]
+        return [Hit(entry[0], float(p.score), entry[1]) for entry, p in zip(kept, points, strict=True) if entry]
 
     def retrieve(self, collection: str, ids: Sequence[str], fields: Sequence[str] | None = None) -> list[Hit]:
         if collection == self.names.children and self._from_memory(fields):
-            return self._hits_by_id(ids)
+            return [Hit(entry[0], 1.0, entry[1]) for entry in self._entries(list(ids)) if entry]
         selector = list(fields) if fields else True
         records = self._shard(collection).retrieve(list(ids), selector, False)
         return [Hit(str(r.id), 1.0, dict(r.payload or {})) for r in records]
 
-    def _hits_by_id(self, ids: Sequence[str]) -> list[Hit]:
+    def _entries(self, ids: list[Any]) -> list[tuple[str, dict[str, Any]] | None]:
+        """The kept entry of each child id (a UUID from the engine or its text); one not kept (not expected: writes
+        drop the memory) is read from the engine and kept, and one that does not exist is None."""
         memory = self._memory()
-        found = []
-        for point_id in ids:
-            entry = memory.get(point_id)
-            if entry is None:
-                records = self._shard(self.names.children).retrieve([point_id], True, False)
-                if not records:
-                    continue
-                entry = self._remember(memory, records[0])
-            found.append(Hit(point_id, 1.0, entry[1]))
-        return found
+        kept = [memory.get(i) for i in ids]
+        unknown = [i for i, entry in zip(ids, kept, strict=True) if entry is None]
+        if not unknown:
+            return kept
+        for record in self._shard(self.names.children).retrieve(unknown, True, False):
+            self._remember(memory, record)
+        return [memory.get(i) for i in ids]
 
     def _memory(self) -> dict[Any, tuple[str, dict[str, Any]]]:
         """Point id → (id as text, kept fields), under both the id the engine hands back (a ``uuid.UUID`` for the ids
