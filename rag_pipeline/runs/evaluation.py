@@ -39,6 +39,17 @@ class EvaluationSummary:
     summaries: dict[str, EvalSummary] = field(default_factory=dict)
 
 
+def step_failure_reason(result: dg.ExecuteInProcessResult) -> str:
+    """The first line of each failed step's error (the evaluation step names the arms that failed), so the command's
+    stderr and JSON say which arm it was, not only the Dagster UI."""
+    reasons = [
+        event.step_failure_data.error.message.strip().splitlines()[0]
+        for event in result.get_step_failure_events()
+        if event.step_failure_data.error is not None and event.step_failure_data.error.message.strip()
+    ]
+    return "; ".join(reasons) or "no step error recorded"
+
+
 def scoped_eval_sets(eval_dir: Path, sources: tuple[str, ...]) -> list[str]:
     """The eval sets whose queries search only these sources (a partial index is not scored on others)."""
     names = []
@@ -107,7 +118,8 @@ def run_evaluation(
             )
             if not arm_run.success:
                 failures.append(
-                    f"retrieval_eval[{arms[0]}...{arms[-1]}] failed (run {arm_run.run_id}); see the Dagster UI"
+                    f"retrieval_eval[{arms[0]}...{arms[-1]}] failed (run {arm_run.run_id}): "
+                    f"{step_failure_reason(arm_run)}; see the Dagster UI"
                 )
             if on_progress:
                 on_progress("evaluation (arms)", len(arms), len(arms))

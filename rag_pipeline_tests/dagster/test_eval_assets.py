@@ -216,6 +216,7 @@ def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others
     of its own run, the step reports each (eval set, arm), and an arm that raises fails the step but leaves the
     other arms' runs saved and named in the log."""
     from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+    from rag_pipeline.runs.evaluation import step_failure_reason
 
     def rankings(reports: Path) -> dict:
         return {
@@ -258,3 +259,5 @@ def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others
         assert all(saved[key] == value for key, value in rankings(tmp_path / "alone").items() if key[0] != "reranked")
         said = [e.user_message for e in instance.all_logs(failed.run_id) if not e.is_dagster_event]
         assert any("arm reranked failed: RuntimeError: LightGBM ran out of memory" in m for m in said)
+        # What the demo prints on its stderr and in its --json names the arm too, not only the UI.
+        assert "slice/reranked" in step_failure_reason(failed) and "slice_acl/reranked" in step_failure_reason(failed)
