@@ -13,7 +13,7 @@ from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
     DEFAULT_DEPTH,
-    RESULT_FIELDS,
+    KEPT_PAYLOAD,
     ArmOutcome,
     ProgressCallback,
     cross_fitted_rerankers,
@@ -91,7 +91,7 @@ def run_arms(
     outcomes: dict[str, ArmOutcome] = {}
     # One eval set's searches are shared by its arms (the reranked arm reuses its training candidates, their
     # signals and the hybrid arm's deeper list); kept for this set only.
-    with retriever.shared_work(remember=RESULT_FIELDS):
+    with retriever.shared_work(remember=KEPT_PAYLOAD):
         for arm in arms:
             rerankers = None
             if arm == "reranked":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from rag_pipeline.index.store import (
+    ALL_PAYLOAD,
     BOOL_FIELDS,
     DATETIME_FIELDS,
     DEFAULT_FUSION,
@@ -262,12 +264,14 @@ class EdgeVectorStore:
             return {}
         return scroll_indexed_documents(self._scroll, self.names.parents, flt)
 
-    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str]) -> Iterator[Any]:
-        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload."""
+    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str] | None) -> Iterator[Any]:
+        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload (None:
+        all of it)."""
         shard, native, offset = self._shards[collection], _filter(flt), None
+        selector = fields if fields is not None else True
         while True:
             records, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=_PAGE, filter=native, with_payload=fields, with_vector=False)
+                qe.ScrollRequest(offset=offset, limit=_PAGE, filter=native, with_payload=selector, with_vector=False)
             )
             yield from records
             if offset is None:
@@ -282,12 +286,16 @@ class EdgeVectorStore:
         """Keep ``fields`` of every child's payload in memory (read once, in one scroll), so a search that reads no
         other field skips the engine's payload reads: at depth 400 they are ~90 % of a search's time (a BM25
         search of 416 hits: 0.25 ms without payload, 2.9 ms reading three short fields). For many deep searches
-        over one open store (an evaluation); the memory is that of the fields, ~300 bytes a child for ids."""
+        over one open store (an evaluation); the memory is that of the fields, ~300 bytes a child for ids.
+        :data:`~rag_pipeline.index.store.ALL_PAYLOAD` keeps whole payloads (~40 MB for the bundled index's 21,600
+        children), so reads of whole payloads by id (a reranker's candidates) skip the engine too."""
         wanted = frozenset(fields) | self._remembered_fields
         if wanted != self._remembered_fields:
             self._remembered_fields, self._remembered = wanted, None
 
     def _from_memory(self, fields: Sequence[str] | None) -> bool:
+        if ALL_PAYLOAD in self._remembered_fields:
+            return True
         return bool(fields) and bool(self._remembered_fields) and set(fields or ()) <= self._remembered_fields
 
     def _selector(self, fields: Sequence[str] | None) -> Any:
@@ -387,33 +395,40 @@ class EdgeVectorStore:
         """The kept entry of each child id (a UUID from the engine or its text); one not kept (not expected: writes
         drop the memory) is read from the engine and kept, and one that does not exist is None."""
         memory = self._memory()
-        kept = [memory.get(i) for i in ids]
+        try:  # the engine's ids: UUIDs, looked up by their 128-bit integer (hashing a UUID runs Python code)
+            kept = [memory.get(i.int) for i in ids]
+        except AttributeError:  # the caller's text ids (or integer ids)
+            kept = [memory.get(_memory_key(i)) for i in ids]
         unknown = [i for i, entry in zip(ids, kept, strict=True) if entry is None]
         if not unknown:
             return kept
         for record in self._shard(self.names.children).retrieve(unknown, True, False):
             self._remember(memory, record)
-        return [memory.get(i) for i in ids]
+        return [memory.get(_memory_key(i)) for i in ids]
 
     def _memory(self) -> dict[Any, tuple[str, dict[str, Any]]]:
-        """Point id → (id as text, kept fields), under both the id the engine hands back (a ``uuid.UUID`` for the ids
-        this project writes: turning it into text costs more than the lookup) and its text (what callers pass)."""
+        """Point id → (id as text, kept fields), under both the id the engine hands back (for the UUIDs this project
+        writes: its integer) and its text (what callers pass)."""
         if self._remembered is None:
             memory: dict[Any, tuple[str, dict[str, Any]]] = {}
-            for record in self._scroll(self.names.children, None, sorted(self._remembered_fields)):
+            whole = ALL_PAYLOAD in self._remembered_fields
+            for record in self._scroll(self.names.children, None, None if whole else sorted(self._remembered_fields)):
                 self._remember(memory, record)
             self._remembered = memory
         return self._remembered
 
     def _remember(self, memory: dict[Any, tuple[str, dict[str, Any]]], record: Any) -> tuple[str, dict[str, Any]]:
         entry = (str(record.id), self._kept(dict(record.payload or {})))
-        memory[record.id] = memory[entry[0]] = entry
+        memory[_memory_key(record.id)] = memory[entry[0]] = entry
         return entry
 
     def _kept(self, payload: dict[str, Any]) -> dict[str, Any]:
-        # Interned: a document's children share one id string, and sources are a handful of names.
+        # Short texts interned: a document's children share one id string, and sources are a handful of names.
+        whole = ALL_PAYLOAD in self._remembered_fields
         return {
-            f: sys.intern(v) if isinstance(v, str) else v for f, v in payload.items() if f in self._remembered_fields
+            f: sys.intern(v) if isinstance(v, str) and len(v) <= _INTERNED else v
+            for f, v in payload.items()
+            if whole or f in self._remembered_fields
         }
 
     def _close_shards(self) -> None:
@@ -435,6 +450,15 @@ class EdgeVectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Payload texts up to this long are interned in the kept memory (ids, sources, containers; not chunk texts).
+_INTERNED = 128
+
+
+def _memory_key(point_id: Any) -> Any:
+    """A point id as the kept memory files it: a UUID by its integer, text and integers as they are."""
+    return point_id.int if isinstance(point_id, uuid.UUID) else point_id
 
 
 def _fusion(fusion: Fusion) -> Any:

@@ -94,6 +94,10 @@ class DensePrefetch:
     using: str = DENSE_VECTOR
 
 
+# For :meth:`VectorStore.remember_fields`: every payload field.
+ALL_PAYLOAD = "*"
+
+
 @dataclass(frozen=True)
 class Hit:
     """A scored search result."""

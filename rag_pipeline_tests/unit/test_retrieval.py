@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rag_pipeline.connectors.jira.resolution import resolution_class
 from rag_pipeline.index.edge_store import EdgeVectorStore
-from rag_pipeline.index.store import Hit, StorePoint
+from rag_pipeline.index.store import ALL_PAYLOAD, Hit, StorePoint
 from rag_pipeline.index.writer import DocumentPoints, write_documents
 from rag_pipeline.retrieval.calibration import (
     Calibration,
@@ -715,10 +715,12 @@ def test_document_scores_from_ids_alone_rank_as_documents_from_whole_payloads(ro
     assert ids_only == whole
 
 
-def test_searches_reading_remembered_fields_match_payload_reads_and_see_later_writes(store) -> None:
+@pytest.mark.parametrize("remember", [(), (ALL_PAYLOAD,)], ids=["grouping-fields", "whole-payloads"])
+def test_searches_reading_remembered_fields_match_payload_reads_and_see_later_writes(store, remember) -> None:
     """Issue 48: within an evaluation the embedded engine answers grouping-only searches from fields it keeps in
-    memory; every arm's results (ids, scores, payload fields, ACLs) are those of reading payloads in the engine,
-    and a document written after the memory was built is found with its fields."""
+    memory (or, as the evaluation keeps them, whole payloads); every arm's results (ids, scores, payload fields,
+    ACLs) are those of reading payloads in the engine, and a document written after the memory was built is found
+    with its fields."""
     write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
     reader = Principal(user_id="U1", groups=("team",))
 
@@ -731,7 +733,7 @@ def test_searches_reading_remembered_fields_match_payload_reads_and_see_later_wr
 
     plain = every_arm(Retriever(store, BM25, dense=TopicEncoder()))
     remembering = Retriever(store, BM25, dense=TopicEncoder())
-    with remembering.shared_work():
+    with remembering.shared_work(remember=remember):
         assert every_arm(remembering) == plain
         assert all(r["child_text"] and r["title"] for rows in plain.values() for r in rows)
         write_documents(store, [document("d9", [["kernel wifi printer all at once"]])])
@@ -764,6 +766,93 @@ def test_an_edge_store_serves_remembered_fields_without_reading_payloads(tmp_pat
     assert {h.id for h in by_id} == set(ids)
 
 
+class CountingShard:
+    """An engine shard that counts the searches and reads by id made through it."""
+
+    def __init__(self, shard) -> None:
+        self.shard, self.queries, self.retrieves = shard, 0, 0
+
+    def query(self, request):
+        self.queries += 1
+        return self.shard.query(request)
+
+    def retrieve(self, *args):
+        self.retrieves += 1
+        return self.shard.retrieve(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.shard, name)
+
+
+def test_an_edge_store_keeping_whole_payloads_reads_none_from_the_engine_after_one_scroll(tmp_path: Path) -> None:
+    """Issue 48: an evaluation keeps every child's whole payload; searches and reads by id (whole or some fields)
+    then give exactly the engine's payloads without reading one from it, and a write drops the memory."""
+    store = EdgeVectorStore(tmp_path / "qdrant")
+    store.create_collections(4)
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    vector = BM25.encode_query("kernel wifi")
+    engine = store.search_sparse(vector, 10)
+    by_id = store.retrieve(store.names.children, [h.id for h in engine])
+    counting = CountingShard(store._shards[store.names.children])
+    store._shards[store.names.children] = counting
+    store.remember_fields((ALL_PAYLOAD,))
+    kept = store.search_sparse(vector, 10)
+    kept_by_id = store.retrieve(store.names.children, [h.id for h in engine])
+    some = store.retrieve(store.names.children, [h.id for h in engine], fields=("acl",))
+    assert counting.retrieves == 0 and counting.queries == 1
+    assert [(h.id, h.score, h.payload) for h in kept] == [(h.id, h.score, h.payload) for h in engine]
+    assert [(h.id, h.payload) for h in kept_by_id] == [(h.id, h.payload) for h in by_id]
+    assert all(h.payload["acl"] == e.payload["acl"] for h, e in zip(some, by_id, strict=True))
+    assert all("text" in h.payload for h in kept)
+    write_documents(store, [document("d9", [["kernel wifi printer all at once"]])])
+    assert "d9" in {h.payload["document_id"] for h in store.search_sparse(vector, 20)}
+    store.close()
+
+
+def _documents_by_parent_first(hits, exclude=()):
+    """The grouping before issue 48's single pass: each parent's best child (ties: smaller child id), parents best
+    first, each document from its first parent, documents best first (ties: smaller document id)."""
+    best = {}
+    for hit in hits:
+        parent = hit.payload.get("parent_id", hit.id)
+        current = best.get(parent)
+        if current is None or (hit.score, current.id) > (current.score, hit.id):
+            best[parent] = hit
+    results = {}
+    for hit in sorted(best.values(), key=lambda h: (-h.score, h.id)):
+        doc_id = hit.payload["document_id"]
+        if doc_id not in results and doc_id not in exclude:
+            results[doc_id] = (doc_id, hit.score, hit.id, hit.payload["parent_id"])
+    counts = {}
+    for hit in hits:
+        counts[hit.payload["document_id"]] = counts.get(hit.payload["document_id"], 0) + 1
+    return sorted(((*r, counts[r[0]]) for r in results.values()), key=lambda r: (-r[1], r[0]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["p1", "p2", "p3"]), st.sampled_from([0.1, 0.5, 0.9])
+        ),
+        max_size=24,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_grouping_in_one_pass_gives_the_parent_first_results_in_any_hit_order(rows, rng) -> None:
+    """Issue 48: documents are grouped in one pass over the hits; every document, score, representing child,
+    parent and matching-children count is what grouping by parent first gave, whatever order the hits come in
+    (equal scores go to the smaller child id, equal documents to the smaller document id)."""
+    hits = [
+        Hit(f"h{rng.randint(0, 9)}{i}", score, {"document_id": doc, "parent_id": f"{doc}-{parent}"})
+        for i, (doc, parent, score) in enumerate(rows)
+    ]
+    expected = _documents_by_parent_first(hits, exclude=("d",))
+    rng.shuffle(hits)
+    got = documents_from_hits(hits, exclude=("d",), complete=False)
+    assert [(r.document_id, r.score, r.child_id, r.parent_id, r.matching_children) for r in got] == expected
+
+
 def test_features_kept_computes_a_candidate_lists_features_once_and_never_for_changed_candidates(monkeypatch) -> None:
     """Issue 48: an evaluation featurizes the reranked arm's training candidates and then scores the same candidates;
     inside ``features_kept`` the second time reuses the matrix, and any changed input (a signal, a text) recomputes."""
@@ -788,6 +877,32 @@ def test_features_kept_computes_a_candidate_lists_features_once_and_never_for_ch
         candidate_features("kernel wifi", other_text, BM25)
     assert np.array_equal(again, plain) and len(computed) == 1 + 1 + 2
     assert not np.array_equal(differs, plain)
+
+
+def test_features_kept_counts_each_texts_terms_once_with_the_same_features(monkeypatch) -> None:
+    """Issue 48: an eval set's candidate lists share titles and parent texts; inside ``features_kept`` each text
+    is tokenized once, and the features are those computed without it."""
+    from rag_pipeline.retrieval.rerank import features
+
+    lists = [
+        [
+            SearchResult(f"d{i}", 1.0 / (i + 1), "slack", "C1", f"title {i % 3}", None, f"c{i}", f"kernel wifi {i % 2}",
+                         f"p{i}", parent_text=f"kernel panic wifi {i % 3}", signals={"bm25_score": float(q + i)})
+            for i in range(6)
+        ]
+        for q in range(3)
+    ]  # fmt: skip
+    plain = [candidate_features("kernel wifi", c, BM25) for c in lists]
+    counted: list[str] = []
+    original = features._count_terms
+    monkeypatch.setattr(features, "_count_terms", lambda encoder, text: counted.append(text) or original(encoder, text))
+    with features.features_kept():
+        kept = [candidate_features("kernel wifi", c, BM25) for c in lists]
+    assert all(np.array_equal(a, b) for a, b in zip(kept, plain, strict=True))
+    assert sorted(counted) == sorted(set(counted))  # no text twice
+    assert len(counted) == len(
+        {"kernel wifi", "", *(t for c in lists[0] for t in (c.title, c.parent_text, c.child_text))}
+    )
 
 
 def test_a_search_reusing_shared_work_counts_what_that_work_first_cost(retriever: Retriever) -> None:

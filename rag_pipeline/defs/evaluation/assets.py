@@ -28,7 +28,7 @@ from rag_pipeline.evaluation.run_files import (
     save_arm_outcome,
 )
 from rag_pipeline.evaluation.runner import (
-    RESULT_FIELDS,
+    KEPT_PAYLOAD,
     REWRITTEN_ARM,
     ArmOutcome,
     rerank_examples,
@@ -266,7 +266,7 @@ def retrieval_eval_asset(
                 # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
                 progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
                 # One eval set's searches are kept for its arms (run_arms, nested, uses this block's).
-                with retriever.shared_work(remember=RESULT_FIELDS):
+                with retriever.shared_work(remember=KEPT_PAYLOAD):
                     for arm in selected:
                         try:
                             outcome = _run_one_arm(arm, retriever, queries, meta.sources, evaluation, llm, progress)
