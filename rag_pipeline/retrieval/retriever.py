@@ -74,7 +74,15 @@ SIGNAL_FIELDS = ("document_id",)
 
 
 def _cut(hits: list[Hit], limit: int) -> list[Hit]:
-    return sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
+    """The ``limit`` best hits, equal scores at the boundary going to the smaller id (the engine breaks ties in no
+    fixed order). In no particular order: grouping and the signals do not depend on it. Only the boundary's ties
+    are sorted (sorting every deep list by a key was ~1.5 s of an evaluation's ~3 million hits)."""
+    if len(hits) <= limit:
+        return hits
+    boundary = sorted([h.score for h in hits], reverse=True)[limit - 1]
+    head = [h for h in hits if h.score > boundary]
+    ties = sorted((h for h in hits if h.score == boundary), key=lambda h: h.id)
+    return head + ties[: limit - len(head)]
 
 
 class RetrieverConfig(BaseModel):

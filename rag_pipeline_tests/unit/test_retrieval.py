@@ -607,6 +607,28 @@ def test_fits_run_side_by_side_with_one_thread_each_and_give_the_same_models(mon
         assert "[num_threads: 1]" in mine.model_to_string() and "[num_threads: 2]" in theirs.model_to_string()
 
 
+def test_cross_fitting_fits_every_folds_bag_in_one_pool_with_the_models_of_fold_by_fold_training(monkeypatch) -> None:
+    """Issue 48: a bag of 3 per fold on 2 cores left a core idle one fit in two; every fold's boosters now share one
+    pool, and each fold's model is the one training that fold alone gives."""
+    import rag_pipeline.retrieval.rerank.learned as learned
+
+    examples = _synthetic_examples(60, seed=2)
+    params = {"n_estimators": 20, "min_child_samples": 2}
+    pools: list[int] = []
+    real_run_fits = learned.run_fits
+    monkeypatch.setattr(
+        learned, "run_fits", lambda fits, params: pools.append(len(fits)) or real_run_fits(fits, params)
+    )
+    fitted = cross_fit(examples, folds=3, params=params)
+    assert pools == [3 * learned.BAG]
+    for fold, model in fitted.models.items():
+        train = [e for e in examples if fitted.fold_of_text[learned.query_key(e.query)] != fold]
+        alone = train_reranker(train, params=params, trained_on=f"cross-fit fold {fold + 1}/3")
+        assert model.version == alone.version
+        for mine, theirs in zip(model.boosters, alone.boosters, strict=True):
+            assert mine.model_to_string().split("parameters:")[0] == theirs.model_to_string().split("parameters:")[0]
+
+
 def test_cross_fitted_models_are_cached_by_their_training_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 48: an unchanged index re-evaluates without a fit; the cached models score exactly as the trained
     ones; other training data (one label changed) trains again."""
@@ -827,6 +849,19 @@ def _documents_by_parent_first(hits, exclude=()):
     for hit in hits:
         counts[hit.payload["document_id"]] = counts.get(hit.payload["document_id"], 0) + 1
     return sorted(((*r, counts[r[0]]) for r in results.values()), key=lambda r: (-r[1], r[0]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([0.1, 0.5, 0.5, 0.9]), max_size=30), st.integers(1, 32), st.randoms())
+def test_a_cut_keeps_the_best_hits_with_boundary_ties_to_the_smaller_id(scores, limit, rng) -> None:
+    """Issue 48: cutting a deep list to its depth sorts only the ties at the boundary; the hits kept are those a
+    full sort by (score, id) keeps, whatever order the engine returned them in."""
+    from rag_pipeline.retrieval.retriever import _cut
+
+    hits = [Hit(f"h{rng.randint(0, 99):02d}-{i}", score, {}) for i, score in enumerate(scores)]
+    rng.shuffle(hits)
+    expected = sorted(hits, key=lambda h: (-h.score, h.id))[:limit]
+    assert sorted(_cut(hits, limit), key=lambda h: (-h.score, h.id)) == expected
 
 
 @settings(max_examples=80, deadline=None)

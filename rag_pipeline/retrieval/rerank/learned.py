@@ -292,6 +292,38 @@ def train_reranker(
     fixed weights (and says so in the metadata) when no example has a relevant candidate. ``encoder`` counts
     the term-overlap features (the index's BM25 encoder; word terms by default); the model keeps its tokenizer.
     """
+    training = _prepare_training(examples, params, trained_on, bag, encoder, cache_dir, tune_reg_lambda)
+    return training.model(run_fits(training.fits, training.params) if training.fits else [])
+
+
+@dataclass
+class _Training:
+    """One model's training, prepared: loaded from the cache or without boosters (``ready``), or its boosters'
+    fits still to run and what makes the model of them (``finish``), so several models' fits can share one pool."""
+
+    params: dict[str, Any]
+    ready: MultiSignalReranker | None = None
+    fits: list[Callable[[int], Any]] = field(default_factory=list)
+    finish: Callable[[list[Any]], MultiSignalReranker] | None = None
+
+    def model(self, boosters: list[Any]) -> MultiSignalReranker:
+        """The model: the ready one, or the one made of ``boosters`` (what :attr:`fits` returned, in order)."""
+        if self.ready is not None:
+            return self.ready
+        if self.finish is None:
+            raise ValueError("a training is either ready or has its fits and a finish")
+        return self.finish(boosters)
+
+
+def _prepare_training(
+    examples: Sequence[RerankExample],
+    params: dict[str, Any] | None,
+    trained_on: str,
+    bag: int,
+    encoder: Bm25Encoder | None,
+    cache_dir: Path | None,
+    tune_reg_lambda: bool,
+) -> _Training:
     import lightgbm as lgb
 
     encoder = encoder or term_encoder()
@@ -309,7 +341,7 @@ def train_reranker(
         cached = _cache_entry(cache_dir, key_params, bag, encoder, *_matrix(usable))
         if (cached / META_FILE).exists():
             try:
-                return MultiSignalReranker.load(cached)
+                return _Training(params, ready=MultiSignalReranker.load(cached))
             except (OSError, ValueError):  # a damaged entry: train again and replace it
                 pass
     tuning: dict[str, float] = {}
@@ -337,9 +369,10 @@ def train_reranker(
         "reg_lambda_inner_ndcg10": tuning,
     }
     if not usable:
-        return MultiSignalReranker(
+        fixed = MultiSignalReranker(
             metadata={**metadata, "version": f"fixed-weights-{FEATURES_VERSION}"}, encoder=encoder
         )
+        return _Training(params, ready=fixed)
     x, y, groups = _matrix(usable)
 
     def bagged(seed: int, threads: int) -> lgb.Booster:
@@ -347,14 +380,16 @@ def train_reranker(
         model.fit(x, y, group=groups)
         return model.booster_
 
-    boosters = run_fits([partial(bagged, seed) for seed in range(bag)], params)
-    gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
-    importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
-    metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
-    reranker = MultiSignalReranker(boosters=boosters, metadata=metadata, encoder=encoder)
-    if cached is not None:
-        _store(reranker, cached)
-    return reranker
+    def finish(boosters: list[lgb.Booster]) -> MultiSignalReranker:
+        gains = np.sum([b.feature_importance("gain") for b in boosters], axis=0) / bag
+        importance = dict(zip(FEATURE_NAMES, gains.tolist(), strict=True))
+        metadata.update(version=f"lambdarank-{digest}", bag=bag, feature_importance_gain=importance)
+        reranker = MultiSignalReranker(boosters=boosters, metadata=metadata, encoder=encoder)
+        if cached is not None:
+            _store(reranker, cached)
+        return reranker
+
+    return _Training(params, fits=[partial(bagged, seed) for seed in range(bag)], finish=finish)
 
 
 def _cache_entry(
@@ -415,18 +450,25 @@ def cross_fit(
     progress: Callable[[int, int], None] | None = None,
     cache_dir: Path | None = None,
 ) -> CrossFit:
-    """Assign query texts to folds and train one model per fold on the other folds' examples (``progress(done,
-    total)`` after each fold: a fold's inner cross-validation and bag take seconds to minutes)."""
+    """Assign query texts to folds and train one model per fold on the other folds' examples. Every fold's boosters
+    are fitted in one pool (:func:`run_fits`), so ``progress(done, total)`` counts the folds' models as they are
+    made, after the fits."""
     fold_of = _fold_of(examples, folds, seed)
-    models: dict[int, MultiSignalReranker] = {}
     total = min(folds, len(fold_of))
     if progress:
         progress(0, total)
+    trainings = []
     for fold in range(total):
         train = [e for e in examples if fold_of[query_key(e.query)] != fold]
-        models[fold] = train_reranker(
-            train, params, trained_on=f"cross-fit fold {fold + 1}/{folds}", encoder=encoder, cache_dir=cache_dir
+        trainings.append(
+            _prepare_training(train, params, f"cross-fit fold {fold + 1}/{folds}", BAG, encoder, cache_dir, False)
         )
+    # Every fold's boosters in one pool: per fold, a bag of 3 on 2 cores left a core idle for one fit in two.
+    fits = [fit for training in trainings for fit in training.fits]
+    boosters = iter(run_fits(fits, trainings[0].params) if fits else [])
+    models: dict[int, MultiSignalReranker] = {}
+    for fold, training in enumerate(trainings):
+        models[fold] = training.model([next(boosters) for _ in training.fits])
         if progress:
             progress(fold + 1, total)
     return CrossFit(models, fold_of)
