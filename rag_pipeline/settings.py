@@ -354,6 +354,9 @@ class Settings(_Frozen):
     answer_max_tokens: int = 800
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
     eval_exact_dense: bool = False
+    # Processes the evaluation's search arms run in (RAG_EVAL_WORKERS): 0 is one per core, at most 4; each other
+    # process searches its own copy of the embedded index (rag_pipeline/evaluation/parallel.py).
+    eval_workers: int = 0
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
@@ -615,6 +618,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         answer_temperature=env.float("RAG_ANSWER_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0),
         answer_max_tokens=env.int("RAG_ANSWER_MAX_TOKENS", 800, minimum=16) or 800,
         eval_exact_dense=env.flag("RAG_EVAL_EXACT_DENSE", False),
+        eval_workers=env.int("RAG_EVAL_WORKERS", 0, minimum=0) or 0,
         identity_links=env.path("RAG_IDENTITY_LINKS", Path()) if env.get("RAG_IDENTITY_LINKS") else None,
         chunking=_chunking(env),
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)

@@ -99,6 +99,7 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         reports_dir=str(settings.paths.reports),
         llm_reranker_model=settings.llm_rerank_model,
         exact_dense=settings.eval_exact_dense,
+        workers=settings.eval_workers,
         sparse_query=settings.sparse_query,
         learned_fusion=settings.learned_fusion,
         rewrite_model=settings.rewrite_model,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,30 @@ def run_arms(
                 retriever, arm, queries, depth=depth, sources=sources, rerankers=rerankers, progress=progress
             )
     return outcomes
+
+
+def arm_outcomes(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    arms: Sequence[Mode],
+    sources: Sequence[str] | None = None,
+    folds: int = 5,
+    progress: ProgressCallback | None = None,
+    depth: int = DEFAULT_DEPTH,
+    model_cache: Path | None = None,
+) -> Iterator[tuple[Mode, ArmOutcome | Exception]]:
+    """Each arm's outcome over one eval set, or the exception it raised: one arm's failure leaves the others to
+    run (the Dagster evaluation saves them and names the failed one). The arms share the set's searches."""
+    with retriever.shared_work(remember=KEPT_PAYLOAD):
+        for arm in arms:
+            try:
+                outcome: ArmOutcome | Exception = run_arms(
+                    retriever, queries, [arm], sources, folds=folds, progress=progress, depth=depth,
+                    model_cache=model_cache,
+                )[arm]  # fmt: skip
+            except Exception as exc:
+                outcome = exc
+            yield arm, outcome
 
 
 def evaluate_queries(

@@ -91,6 +91,7 @@ def run_evaluation(
             reports_dir=evaluation.reports_dir,
             llm_reranker_model=evaluation.llm_reranker_model,
             eval_sets=names,
+            workers=evaluation.workers,
         )
     store = ReportStore(evaluation.reports_dir)
     started = time.perf_counter()

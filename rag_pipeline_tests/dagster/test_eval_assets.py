@@ -244,6 +244,12 @@ def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others
         assert all(0.0 <= metadata[f"slice/{arm}/ndcg@10"] <= 1.0 for arm in MODES)
         assert rankings(tmp_path / "together") == rankings(tmp_path / "alone")
         assert len(rankings(tmp_path / "alone")) == 2 * len(MODES)
+        # Split over two processes (a child on a copy of the index): the same rankings.
+        monkeypatch.setattr("rag_pipeline.evaluation.parallel.MIN_PARALLEL_QUERIES", 0)
+        split = _resources(indexed, eval_sets, reports_dir=str(tmp_path / "split"), workers=2)
+        done = dg.materialize([retrieval_eval], instance=instance, resources=split, tags=every_arm)
+        assert done.success and _meta(done, "retrieval_eval")["eval_workers"] == 2
+        assert rankings(tmp_path / "split") == rankings(tmp_path / "alone")
 
         def broken(*args, **kwargs):
             raise RuntimeError("LightGBM ran out of memory")

@@ -77,6 +77,8 @@ def test_defaults_are_the_offline_demo(tmp_path: Path) -> None:
         and moved.paths.llm_grades == tmp_path / "reports" / "llm_grades.sqlite"
     )
     assert settings.with_data_dir(None) is settings
+    # The evaluation's search arms: one process per core unless RAG_EVAL_WORKERS says how many.
+    assert settings.eval_workers == 0 and Settings.from_env({"RAG_EVAL_WORKERS": "3"}).eval_workers == 3
 
 
 def test_live_sources_and_their_options() -> None:
@@ -130,6 +132,7 @@ def test_live_sources_and_their_options() -> None:
         ({"JIRA_URL": "https://j", "JIRA_PAGE_SIZE": "1.5"}, "JIRA_PAGE_SIZE must be a whole number, got '1.5'"),
         ({"JIRA_SYNC_CRON": "every hour"}, "JIRA_SYNC_CRON must be a cron expression"),
         ({"SLACK_INITIAL_HISTORY_DAYS": "0"}, "SLACK_INITIAL_HISTORY_DAYS must be at least 1, got 0"),
+        ({"RAG_EVAL_WORKERS": "-1"}, "RAG_EVAL_WORKERS must be at least 0, got -1"),
         ({"RAG_SLACK_SYNC_ENABLED": "sometimes"}, "RAG_SLACK_SYNC_ENABLED must be one of"),
         (
             {"RAG_BM25_TOKENIZER": "kuromoji"},

@@ -2,10 +2,10 @@
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import dagster as dg
 
@@ -15,8 +15,9 @@ from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResourc
 from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
-from rag_pipeline.evaluation.eval_set import EvalQuery, load_eval_set, load_eval_set_meta
-from rag_pipeline.evaluation.evaluate import headline_figures, run_arms, summarize_outcomes
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.evaluate import headline_figures, summarize_outcomes
+from rag_pipeline.evaluation.parallel import evaluate_sets, evaluation_workers
 from rag_pipeline.evaluation.progress import eval_set_progress
 from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.report_store import ReportChecks, ReportStore
@@ -28,7 +29,6 @@ from rag_pipeline.evaluation.run_files import (
     save_arm_outcome,
 )
 from rag_pipeline.evaluation.runner import (
-    KEPT_PAYLOAD,
     REWRITTEN_ARM,
     ArmOutcome,
     rerank_examples,
@@ -40,7 +40,7 @@ from rag_pipeline.index.store import VectorStore, describe_fusion
 from rag_pipeline.retrieval.calibration import CALIBRATION_FILE, Calibration, calibration_pairs, fit_calibration
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank.learned import train_reranker
-from rag_pipeline.retrieval.results import MODES, Mode
+from rag_pipeline.retrieval.results import MODES, SEARCH_MODES
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.dense.load import load_or_defer
@@ -257,44 +257,37 @@ def retrieval_eval_asset(
                 metadata["sparse_query"] = retriever.config.sparse_query.describe()
             if "prf" in selected:
                 metadata["prf"] = retriever.config.prf.describe()
+            sets: dict[str, tuple[EvalSetMeta, list[EvalQuery], Path]] = {}
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
-                queries = load_eval_set(path, evaluation.person_resolver())
+                sets[meta.name] = (meta, load_eval_set(path, evaluation.person_resolver()), path)
                 if any(arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid)
                        for arm in selected):  # fmt: skip
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
-                # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
-                progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
-                # One eval set's searches are kept for its arms (run_arms, nested, uses this block's).
-                with retriever.shared_work(remember=KEPT_PAYLOAD):
-                    for arm in selected:
-                        try:
-                            outcome = _run_one_arm(arm, retriever, queries, meta.sources, evaluation, llm, progress)
-                        except Exception as exc:  # one arm's failure leaves the others' runs (the report names it)
-                            context.log.error(f"{meta.name}: arm {arm} failed: {type(exc).__name__}: {exc}")
-                            failed.append(f"{meta.name}/{arm}")
-                            continue
-                        save_arm_outcome(evaluation.runs_dir, meta.name, outcome, eval_set_fingerprint(path))
-                        figures = headline_figures(queries, outcome)
-                        degraded = len(outcome.warnings)
-                        if degraded:
-                            context.log.warning(
-                                f"{meta.name} {arm}: {degraded} queries degraded, e.g. "
-                                f"{next(iter(outcome.warnings.values()))}"
-                            )
-                        rows.append(
-                            dg.TableRecord(
-                                {
-                                    "eval_set": meta.name,
-                                    "arm": arm,
-                                    "queries": len(queries),
-                                    **figures,
-                                    "degraded_queries": degraded,
-                                }
-                            )
-                        )
-                        key = meta.name if len(selected) == 1 else f"{meta.name}/{arm}"
-                        metadata[f"{key}/ndcg@10"] = figures["ndcg@10"]
+            # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
+            progress = {name: eval_set_progress(name, lambda update: context.log.info(update.line())) for name in sets}
+            workers = evaluation_workers(evaluation.workers)
+            metadata["eval_workers"] = workers
+            for name, arm, outcome in _arm_results(selected, retriever, sets, evaluation, llm, progress, workers):
+                meta, queries, path = sets[name]
+                if isinstance(outcome, Exception):  # one arm's failure leaves the others' runs (the report names it)
+                    context.log.error(f"{name}: arm {arm} failed: {type(outcome).__name__}: {outcome}")
+                    failed.append(f"{name}/{arm}")
+                    continue
+                save_arm_outcome(evaluation.runs_dir, name, outcome, eval_set_fingerprint(path))
+                figures = headline_figures(queries, outcome)
+                degraded = len(outcome.warnings)
+                if degraded:
+                    context.log.warning(
+                        f"{name} {arm}: {degraded} queries degraded, e.g. {next(iter(outcome.warnings.values()))}"
+                    )
+                rows.append(
+                    dg.TableRecord(
+                        {"eval_set": name, "arm": arm, "queries": len(queries), **figures, "degraded_queries": degraded}
+                    )
+                )
+                key = name if len(selected) == 1 else f"{name}/{arm}"
+                metadata[f"{key}/ndcg@10"] = figures["ndcg@10"]
         if failed:
             raise dg.Failure(
                 f"{len(failed)} arm runs failed ({', '.join(failed)}); the others were saved",
@@ -324,31 +317,46 @@ def retrieval_eval_asset(
     return retrieval_eval
 
 
-def _run_one_arm(
-    arm: str,
+def _arm_results(
+    selected: list[str],
     retriever: Retriever,
-    queries: list[EvalQuery],
-    sources: list[str] | None,
+    sets: dict[str, tuple[EvalSetMeta, list[EvalQuery], Path]],
     evaluation: EvaluationResource,
     llm: Any,
-    progress: Callable[[str, int, int], None],
-) -> ArmOutcome:
-    """One arm over one eval set's queries: the rewritten arm with its plans, the LLM-graded one with its grades,
-    a search arm through :func:`run_arms` (cross-fitting the reranked arm's models, or loading their cached fits)."""
-    if arm == REWRITTEN_ARM:
-        return run_rewritten_arm(retriever, evaluation.rewriter(), queries, evaluation.depth, sources, progress)
-    if arm == LLM_ARM:
-        return run_arm(retriever, "reranked", queries, evaluation.depth, sources, llm, LLM_ARM, progress)
-    return run_arms(
+    progress: dict[str, Callable[[str, int, int], None]],
+    workers: int,
+) -> Iterator[tuple[str, str, ArmOutcome | Exception]]:
+    """Every (eval set, arm) outcome or what it raised: the search arms through :func:`evaluate_sets` (over up to
+    ``workers`` processes; an eval set's arms share their searches), then per set the rewritten arm with its plans
+    and the LLM-graded one with its grades."""
+    searched = [arm for arm in selected if arm in SEARCH_MODES]
+    yield from evaluate_sets(
         retriever,
-        queries,
-        [cast(Mode, arm)],
-        sources,
+        [(name, meta.sources, queries) for name, (meta, queries, _path) in sets.items()],
+        searched,
+        workers=workers,
         folds=evaluation.folds,
-        progress=progress,
         depth=evaluation.depth,
         model_cache=evaluation.reranker_fits_dir,
-    )[arm]
+        progress_for=progress.get,
+    )
+    for name, (meta, queries, _path) in sets.items():
+        for arm in selected:
+            if arm in SEARCH_MODES:
+                continue
+            try:
+                if arm == REWRITTEN_ARM:
+                    outcome = run_rewritten_arm(
+                        retriever, evaluation.rewriter(), queries, evaluation.depth, meta.sources, progress[name]
+                    )
+                else:
+                    outcome = run_arm(
+                        retriever, "reranked", queries, evaluation.depth, meta.sources, llm, LLM_ARM, progress[name]
+                    )
+            except Exception as exc:
+                yield name, arm, exc
+                continue
+            yield name, arm, outcome
 
 
 def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: list[str]) -> dg.AssetsDefinition:

@@ -66,6 +66,11 @@ class EvaluationResource(dg.ConfigurableResource):
         default=None, description="The principal directory, for eval-set lines naming a person (RAG_DATA_DIR)"
     )
     identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
+    workers: int = Field(
+        default=1,
+        description="Processes the search arms run in (RAG_EVAL_WORKERS; 0: one per core, at most 4): each other "
+        "process searches its own copy of the embedded index; rankings are the same as in one process",
+    )
 
     def rewriter(self) -> QueryRewriter:
         """The rewritten arm's planner, its plans cached beside the reports (shared with the search service)."""
