@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,19 +53,66 @@ def checkout(ref: str, into: Path) -> Path:
     return folder
 
 
-def run_once(code: Path, data_dir: Path, eval_dir: Path) -> dict[str, Any]:
+class TreeMemory(threading.Thread):
+    """Samples the summed RSS of a process and its descendants (``/proc``) every 0.2 s; ``peak_mb`` the largest."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_mb, self._done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.2):
+            self.peak_mb = max(self.peak_mb, round(sum(_rss_kb(p) for p in _tree(self.pid)) / 1024))
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _tree(pid: int) -> list[int]:
+    pids, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        pids.append(current)
+        try:
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_once(code: Path, data_dir: Path, eval_dir: Path, workers: int | None = None) -> dict[str, Any]:
     """One closing evaluation in a child process with ``code`` first on the path; wall seconds and peak RSS."""
     with tempfile.TemporaryDirectory(prefix="closing_eval_") as scratch:
         data = fresh_copy(data_dir, Path(scratch))
         env = {**os.environ, "PYTHONPATH": str(code), "RAG_DATA_DIR": str(data), "RAG_EVAL_DIR": str(eval_dir)}
+        if workers is not None:
+            env["RAG_EVAL_WORKERS"] = str(workers)
         command = ["/usr/bin/time", "-f", "%e %M", sys.executable, "-c", CHILD]
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=code, check=False)
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=code
+        ) as process:
+            sampler = TreeMemory(process.pid)
+            sampler.start()
+            out, err = process.communicate()
+            sampler.stop()
         wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"the evaluation failed with {code}:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    elapsed, max_kb = done.stderr.strip().splitlines()[-1].split()
+    if process.returncode != 0:
+        raise SystemExit(f"the evaluation failed with {code}:\n{err[-3000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    elapsed, max_kb = err.strip().splitlines()[-1].split()
     figures = {
         name: {arm: {m: round(values["arms"][arm][m], 4) for m in METRICS if m in values["arms"][arm]}
                | {"leaks": values["arms"][arm].get("leaks", 0)} for arm in values["arms"]}
@@ -75,6 +123,8 @@ def run_once(code: Path, data_dir: Path, eval_dir: Path) -> dict[str, Any]:
         "evaluation_seconds": round(result["seconds"], 1),
         "wall_seconds": round(wall, 1),
         "max_rss_mb": round(int(max_kb) / 1024),
+        # The evaluation's worker processes (RAG_EVAL_WORKERS) beside it: the peak of their sum, sampled.
+        "peak_tree_rss_mb": sampler.peak_mb,
         "failures": result["failures"],
         "checks": result["checks"],
         "figures": figures,
@@ -99,6 +149,9 @@ def main() -> None:
     args_parser.add_argument("--ref", help="also run this revision's code, alternating (A = ref, B = this tree)")
     args_parser.add_argument("--repeat", type=int, default=1, help="runs of each side (default: %(default)s)")
     args_parser.add_argument("--output", type=Path, default=RESULTS / "closing_evaluation.json")
+    args_parser.add_argument(
+        "--workers", type=int, help="RAG_EVAL_WORKERS for both sides (default: the settings' own, one per core)"
+    )
     args = args_parser.parse_args()
     if not (args.data_dir / "qdrant").exists():
         raise SystemExit(f"error: {args.data_dir} holds no index; run `rag-pipeline index --data-dir {args.data_dir}`")
@@ -111,11 +164,12 @@ def main() -> None:
         try:
             for i in range(args.repeat):
                 for side, code in sides.items():
-                    result = run_once(code, args.data_dir, args.eval_dir)
+                    result = run_once(code, args.data_dir, args.eval_dir, args.workers)
                     runs[side].append(result)
                     print(
                         f"{side} run {i + 1}: evaluation {result['evaluation_seconds']} s, process "
-                        f"{result['process_seconds']} s, peak RSS {result['max_rss_mb']} MB",
+                        f"{result['process_seconds']} s, peak RSS {result['max_rss_mb']} MB (with its workers "
+                        f"{result['peak_tree_rss_mb']} MB)",
                         file=sys.stderr,
                     )
         finally:
