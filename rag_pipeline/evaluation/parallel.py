@@ -90,6 +90,17 @@ def deal(units: Sequence[EvalUnit], workers: int) -> list[list[EvalUnit]]:
     return [sorted(share, key=order.__getitem__) for share in shares if share]
 
 
+def describe_shares(shares: Sequence[Sequence[EvalUnit]]) -> list[str]:
+    """One line per process: its eval sets' arms, e.g. ``jira_appcelerator_dev: hybrid, reranked``."""
+    lines = []
+    for share in shares:
+        arms: dict[str, list[str]] = {}
+        for unit in share:
+            arms.setdefault(unit.eval_set, []).extend(unit.arms)
+        lines.append("; ".join(f"{name}: {', '.join(names)}" for name, names in arms.items()))
+    return lines
+
+
 def evaluation_workers(requested: int = 0) -> int:
     """Processes an evaluation may use: ``requested``, or (0) one per core this process may use, at most
     :data:`MAX_WORKERS`."""
@@ -108,17 +119,23 @@ def evaluate_sets(
     depth: int = DEFAULT_DEPTH,
     model_cache: Path | None = None,
     progress_for: Callable[[str], ProgressCallback | None] = lambda _name: None,
+    on_plan: Callable[[list[list[EvalUnit]]], None] | None = None,
 ) -> Iterator[ArmResult]:
     """Every (set, arm) outcome, or what that arm raised, split over up to ``workers`` processes where the index
     can be copied and the sets are large enough (:data:`MIN_PARALLEL_QUERIES`); else one set after another here.
-    ``progress_for(name)`` reports this process's own arms (a child's are reported when it finishes)."""
+    ``progress_for(name)`` reports this process's own arms (a child's are reported when it finishes);
+    ``on_plan(shares)`` is told what each process runs (this one's first) before any runs."""
     units = eval_units(sets, arms)
     copy_to = getattr(retriever.store, "reader_copy", None)
     queries = sum(len(q) for _, _, q in sets)
     shares = deal(units, workers) if workers > 1 and copy_to is not None and queries >= MIN_PARALLEL_QUERIES else []
     if len(shares) < 2 or copy_to is None:
+        if on_plan is not None:
+            on_plan([units])
         yield from _run_share(retriever, sets, units, folds, depth, model_cache, progress_for)
         return
+    if on_plan is not None:
+        on_plan(shares)
     with tempfile.TemporaryDirectory(prefix="rag-eval-workers-") as scratch:
         children = [_Child(share) for share in shares[1:]]
         for i, child in enumerate(children, start=1):

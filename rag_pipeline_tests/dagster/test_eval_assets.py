@@ -249,6 +249,8 @@ def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others
         split = _resources(indexed, eval_sets, reports_dir=str(tmp_path / "split"), workers=2)
         done = dg.materialize([retrieval_eval], instance=instance, resources=split, tags=every_arm)
         assert done.success and _meta(done, "retrieval_eval")["eval_workers"] == 2
+        shares = _meta(done, "retrieval_eval")["eval_shares"]
+        assert len(shares) == 2 and all(name in " ".join(shares) for name in ("slice", "slice_acl"))
         assert rankings(tmp_path / "split") == rankings(tmp_path / "alone")
 
         def broken(*args, **kwargs):

@@ -84,8 +84,23 @@ def test_arms_split_over_two_processes_rank_as_one_process(edge_index, monkeypat
     alone = _rankings(evaluate_sets(Retriever(edge_index, BM25, dense=TopicEncoder()), SETS, list(MODES), workers=1))
     assert copies == []
     encoder = TopicEncoder()
-    split = _rankings(evaluate_sets(Retriever(edge_index, BM25, dense=encoder), SETS, list(MODES), workers=2))
+    plans: list[list[str]] = []
+    split = _rankings(
+        evaluate_sets(
+            Retriever(edge_index, BM25, dense=encoder), SETS, list(MODES), workers=2,
+            on_plan=lambda shares: plans.append(parallel.describe_shares(shares)),
+        )
+    )  # fmt: skip
     assert len(copies) == 1 and not copies[0].exists()  # a copy for the one child, removed afterwards
+    assert len(plans) == 1 and len(plans[0]) == 2  # told before running: this process's share, the child's
+    planned = [
+        (name, arm)
+        for line in plans[0]
+        for part in line.split("; ")
+        for name, arms in [part.split(": ")]
+        for arm in arms.split(", ")
+    ]
+    assert sorted(planned) == sorted((name, arm) for name, _, _ in SETS for arm in MODES)  # each (set, arm) once
     assert split == alone
     assert set(split) == {(name, arm) for name, _, _ in SETS for arm in MODES}
 

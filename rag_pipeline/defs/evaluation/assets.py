@@ -17,7 +17,7 @@ from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import headline_figures, summarize_outcomes
-from rag_pipeline.evaluation.parallel import evaluate_sets, evaluation_workers
+from rag_pipeline.evaluation.parallel import EvalUnit, describe_shares, evaluate_sets, evaluation_workers
 from rag_pipeline.evaluation.progress import eval_set_progress
 from rag_pipeline.evaluation.report import markdown_table, write_report
 from rag_pipeline.evaluation.report_store import ReportChecks, ReportStore
@@ -267,8 +267,19 @@ def retrieval_eval_asset(
             # Done/total, rate and ETA at least every 10 s in the step log (and to an in-process command).
             progress = {name: eval_set_progress(name, lambda update: context.log.info(update.line())) for name in sets}
             workers = evaluation_workers(evaluation.workers)
-            metadata["eval_workers"] = workers
-            for name, arm, outcome in _arm_results(selected, retriever, sets, evaluation, llm, progress, workers):
+
+            def planned(shares: list[list[EvalUnit]]) -> None:
+                # What each process runs: the step's own first, each other on its copy of the index.
+                metadata["eval_workers"] = len(shares)
+                metadata["eval_shares"] = dg.MetadataValue.json(describe_shares(shares))
+                if len(shares) > 1:
+                    context.log.info(
+                        f"search arms over {len(shares)} processes (RAG_EVAL_WORKERS {evaluation.workers or 'auto'}); "
+                        + " | ".join(describe_shares(shares))
+                    )
+
+            arms_run = _arm_results(selected, retriever, sets, evaluation, llm, progress, workers, planned)
+            for name, arm, outcome in arms_run:
                 meta, queries, path = sets[name]
                 if isinstance(outcome, Exception):  # one arm's failure leaves the others' runs (the report names it)
                     context.log.error(f"{name}: arm {arm} failed: {type(outcome).__name__}: {outcome}")
@@ -325,6 +336,7 @@ def _arm_results(
     llm: Any,
     progress: dict[str, Callable[[str, int, int], None]],
     workers: int,
+    on_plan: Callable[[list[list[EvalUnit]]], None],
 ) -> Iterator[tuple[str, str, ArmOutcome | Exception]]:
     """Every (eval set, arm) outcome or what it raised: the search arms through :func:`evaluate_sets` (over up to
     ``workers`` processes; an eval set's arms share their searches), then per set the rewritten arm with its plans
@@ -339,6 +351,7 @@ def _arm_results(
         depth=evaluation.depth,
         model_cache=evaluation.reranker_fits_dir,
         progress_for=progress.get,
+        on_plan=on_plan,
     )
     for name, (meta, queries, _path) in sets.items():
         for arm in selected:
