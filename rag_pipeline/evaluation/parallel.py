@@ -17,8 +17,10 @@ client store) cannot be copied and is not split here; nor are sets too small to 
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,8 @@ from rag_pipeline.retrieval.query_text import split_query
 from rag_pipeline.retrieval.results import Mode
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
+
+log = logging.getLogger(__name__)
 
 # Relative cost of an arm per query (measured on the bundled Jira set: vector 2.0 s, bm25 1.4, hybrid 5.5,
 # reranked with its training 17, prf 6.3). Only the split's balance depends on them.
@@ -129,6 +133,8 @@ def evaluate_sets(
     copy_to = getattr(retriever.store, "reader_copy", None)
     queries = sum(len(q) for _, _, q in sets)
     shares = deal(units, workers) if workers > 1 and copy_to is not None and queries >= MIN_PARALLEL_QUERIES else []
+    if len(shares) > 1 and not _room_for_copies(retriever.store, len(shares) - 1):
+        shares = []
     if len(shares) < 2 or copy_to is None:
         if on_plan is not None:
             on_plan([units])
@@ -152,6 +158,22 @@ def evaluate_sets(
         finally:  # a caller that stops early (or fails) leaves no worker searching a copy about to be removed
             for child in children:
                 child.stop()
+
+
+def _room_for_copies(store: Any, copies: int) -> bool:
+    """Whether ``TMPDIR`` holds ``copies`` copies of the index with a fifth to spare; if not, the evaluation stays
+    in one process (a company's index can be many times the bundled 677 MB) and says why in the log."""
+    size = int(getattr(store, "disk_bytes", lambda: 0)())
+    scratch = tempfile.gettempdir()
+    free = shutil.disk_usage(scratch).free
+    if size * copies * 1.2 <= free:
+        return True
+    log.info(
+        "the evaluation stays in one process: %d copies of the index (%.1f GB each) need more than the %.1f GB "
+        "free under %s (set TMPDIR elsewhere, or RAG_EVAL_WORKERS=1 to skip this check)",
+        copies, size / 1e9, free / 1e9, scratch,
+    )  # fmt: skip
+    return False
 
 
 def _run_share(

@@ -433,6 +433,10 @@ class EdgeVectorStore:
             if whole or f in self._remembered_fields
         }
 
+    def disk_bytes(self) -> int:
+        """What this index's files take on disk: a reader copy needs as much room."""
+        return sum(f.stat().st_blocks * 512 for f in self.path.rglob("*") if f.is_file())
+
     def reader_copy(self, target: Path) -> EdgeReaderCopy:
         """This index flushed and copied under ``target`` (without the folder's lock), for another process to open
         and search (:mod:`rag_pipeline.evaluation.parallel`): one opener per folder, and a search holds the GIL, so

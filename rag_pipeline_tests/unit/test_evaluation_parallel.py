@@ -122,9 +122,11 @@ def test_a_worker_that_fails_fails_only_its_own_arms_and_says_why(edge_index, mo
     assert all("no-index" in str(outcome) for _, _, outcome in failed)
 
 
-def test_too_few_queries_or_a_store_that_cannot_be_copied_stay_in_one_process(edge_index, monkeypatch) -> None:
-    """Below MIN_PARALLEL_QUERIES a child would cost more than it saves; a store without ``reader_copy`` (a Qdrant
-    server) is not copied."""
+def test_too_few_queries_no_room_or_a_store_that_cannot_be_copied_stay_in_one_process(
+    edge_index, monkeypatch, caplog
+) -> None:
+    """Below MIN_PARALLEL_QUERIES a child would cost more than it saves; without room for a copy under TMPDIR, or
+    with a store without ``reader_copy`` (a Qdrant server), nothing is copied."""
     calls: list[Path] = []
     monkeypatch.setattr(EdgeVectorStore, "reader_copy", lambda store, target: calls.append(target))
     assert sum(len(q) for _, _, q in SETS) < parallel.MIN_PARALLEL_QUERIES
@@ -140,6 +142,14 @@ def test_too_few_queries_or_a_store_that_cannot_be_copied_stay_in_one_process(ed
                 raise AttributeError(name)
             return getattr(self._store, name)
 
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_QUERIES", 0)
+    # Not room under TMPDIR for a copy: one process, and the log says why.
+    monkeypatch.setattr(parallel.shutil, "disk_usage", lambda path: type("Usage", (), {"free": 1024})())
+    with caplog.at_level("INFO", logger=parallel.__name__):
+        cramped = list(evaluate_sets(Retriever(edge_index, BM25, dense=TopicEncoder()), SETS, ["bm25"], workers=2))
+    assert calls == [] and len(cramped) == len(SETS) and "stays in one process" in caplog.text
+    monkeypatch.undo()
+    monkeypatch.setattr(EdgeVectorStore, "reader_copy", lambda store, target: calls.append(target))
     monkeypatch.setattr(parallel, "MIN_PARALLEL_QUERIES", 0)
     served = list(evaluate_sets(Retriever(ServerLike(edge_index), BM25, dense=TopicEncoder()), SETS, ["bm25"], 2))
     assert calls == [] and len(served) == len(SETS)
