@@ -135,7 +135,8 @@ def evaluate_sets(
     shares = deal(units, workers) if workers > 1 and copy_to is not None and queries >= MIN_PARALLEL_QUERIES else []
     if len(shares) > 1 and not _room_for_copies(retriever.store, len(shares) - 1):
         shares = []
-    if len(shares) < 2 or copy_to is None:
+    children = _start_children(shares[1:]) if len(shares) > 1 and copy_to is not None else []
+    if not children or copy_to is None:
         if on_plan is not None:
             on_plan([units])
         yield from _run_share(retriever, sets, units, folds, depth, model_cache, progress_for)
@@ -143,7 +144,6 @@ def evaluate_sets(
     if on_plan is not None:
         on_plan(shares)
     with tempfile.TemporaryDirectory(prefix="rag-eval-workers-") as scratch:
-        children = [_Child(share) for share in shares[1:]]
         for i, child in enumerate(children, start=1):
             try:
                 child.send(
@@ -158,6 +158,20 @@ def evaluate_sets(
         finally:  # a caller that stops early (or fails) leaves no worker searching a copy about to be removed
             for child in children:
                 child.stop()
+
+
+def _start_children(shares: Sequence[list[EvalUnit]]) -> list[_Child]:
+    """A child per share, or none (the evaluation stays in one process) when one cannot be started."""
+    children: list[_Child] = []
+    try:
+        for share in shares:
+            children.append(_Child(share))
+    except OSError as exc:
+        for child in children:
+            child.stop()
+        log.warning("the evaluation stays in one process: a worker could not be started (%s)", exc)
+        return []
+    return children
 
 
 def _room_for_copies(store: Any, copies: int) -> bool:

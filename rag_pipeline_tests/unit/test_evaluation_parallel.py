@@ -170,3 +170,19 @@ def test_a_caller_stopping_early_leaves_no_worker_running(edge_index, monkeypatc
     next(results)
     results.close()
     assert len(started) == 1 and started[0]._process.poll() is not None
+
+
+def test_a_worker_that_cannot_be_started_leaves_the_evaluation_in_one_process(edge_index, monkeypatch) -> None:
+    """No process can be started (a sandbox without fork, out of memory): every arm still runs, here, and nothing
+    is copied."""
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_QUERIES", 0)
+    copies: list[Path] = []
+    monkeypatch.setattr(EdgeVectorStore, "reader_copy", lambda store, target: copies.append(target))
+
+    def no_process(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", no_process)
+    results = list(evaluate_sets(Retriever(edge_index, BM25, dense=TopicEncoder()), SETS, list(MODES), workers=2))
+    assert copies == [] and all(isinstance(outcome, ArmOutcome) for _, _, outcome in results)
+    assert {(name, arm) for name, arm, _ in results} == {(name, arm) for name, _, _ in SETS for arm in MODES}
