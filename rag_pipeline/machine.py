@@ -15,6 +15,12 @@ from rag_pipeline.vectors.dense.base import DenseEncoder, encoder_backend
 INSTRUCTION_SETS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says; else the machine's count)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores)
+
+
 def _cpuinfo() -> str:
     try:
         return Path("/proc/cpuinfo").read_text(encoding="utf-8")

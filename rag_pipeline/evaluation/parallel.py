@@ -18,7 +18,6 @@ client store) cannot be copied and is not split here; nor are sets too small to 
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import shutil
 import subprocess
@@ -36,7 +35,7 @@ import rag_pipeline
 from rag_pipeline.evaluation.eval_set import EvalQuery
 from rag_pipeline.evaluation.evaluate import arm_outcomes
 from rag_pipeline.evaluation.runner import DEFAULT_DEPTH, ArmOutcome, ProgressCallback
-from rag_pipeline.retrieval.query_text import split_query
+from rag_pipeline.machine import usable_cores
 from rag_pipeline.retrieval.results import Mode
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
@@ -108,10 +107,7 @@ def describe_shares(shares: Sequence[Sequence[EvalUnit]]) -> list[str]:
 def evaluation_workers(requested: int = 0) -> int:
     """Processes an evaluation may use: ``requested``, or (0) one per core this process may use, at most
     :data:`MAX_WORKERS`."""
-    if requested > 0:
-        return requested
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, MAX_WORKERS))
+    return requested if requested > 0 else min(usable_cores(), MAX_WORKERS)
 
 
 def evaluate_sets(
@@ -131,11 +127,11 @@ def evaluate_sets(
     ``on_plan(shares)`` is told what each process runs (this one's first) before any runs."""
     units = eval_units(sets, arms)
     copy_to = getattr(retriever.store, "reader_copy", None)
-    queries = sum(len(q) for _, _, q in sets)
-    shares = deal(units, workers) if workers > 1 and copy_to is not None and queries >= MIN_PARALLEL_QUERIES else []
+    large_enough = sum(len(q) for _, _, q in sets) >= MIN_PARALLEL_QUERIES
+    shares = deal(units, workers) if copy_to is not None and workers > 1 and large_enough else [units]
     if len(shares) > 1 and not _room_for_copies(retriever.store, len(shares) - 1):
-        shares = []
-    children = _start_children(shares[1:]) if len(shares) > 1 and copy_to is not None else []
+        shares = [units]
+    children = _start_children(shares[1:]) if len(shares) > 1 else []
     if not children or copy_to is None:
         if on_plan is not None:
             on_plan([units])
@@ -324,11 +320,8 @@ def _job(
     cache = retriever.query_cache
     vectors: dict[str, np.ndarray] = {}
     for _name, _sources, queries in mine:
-        # Embedded set by set, as each arm's run embeds them (the same batches, so the same vectors), then read back.
-        retriever.embed_queries([q.query for q in queries])
-        texts = list(dict.fromkeys(t for q in queries for t in (q.query, split_query(q.query).title) if t))
-        if cache is not None and texts:
-            vectors.update(zip(texts, cache.get_many(texts), strict=True))
+        # Embedded set by set, as each arm's run embeds them (the same batches, so the same vectors).
+        vectors.update(retriever.embed_queries([q.query for q in queries]))
     return WorkerJob(
         index=index,
         config=retriever.config,

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from rag_pipeline.index.store import (
@@ -226,12 +227,14 @@ class Retriever:
                 self._dense_error = f"dense model could not be loaded ({type(exc).__name__}: {exc})"
         return self._cache
 
-    def embed_queries(self, queries: Sequence[str]) -> None:
+    def embed_queries(self, queries: Sequence[str]) -> dict[str, np.ndarray]:
         """Warm the query cache in one batch (evaluation embeds all its queries up front), title lines too
-        (the reranker's title signals search with them)."""
-        if self.query_cache is not None:
-            titles = [t for t in (split_query(q).title for q in queries) if t]
-            self.query_cache.get_many(list(dict.fromkeys([*queries, *titles])))
+        (the reranker's title signals search with them); the vectors by text ({} without a dense model)."""
+        if self.query_cache is None:
+            return {}
+        titles = [t for t in (split_query(q).title for q in queries) if t]
+        texts = list(dict.fromkeys([*queries, *titles]))
+        return dict(zip(texts, self.query_cache.get_many(texts), strict=True))
 
     def _query_vector(self, query: str) -> list[float]:
         cache = self.query_cache

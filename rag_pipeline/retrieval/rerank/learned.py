@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from rag_pipeline.machine import usable_cores
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
@@ -85,8 +86,7 @@ MAX_FIT_WORKERS = 4
 
 def fit_workers() -> int:
     """Fits run at a time: one per core this process may use, at most :data:`MAX_FIT_WORKERS`."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, MAX_FIT_WORKERS))
+    return min(usable_cores(), MAX_FIT_WORKERS)
 
 
 def _side_by_side(params: dict[str, Any]) -> bool:
@@ -298,21 +298,16 @@ def train_reranker(
 
 @dataclass
 class _Training:
-    """One model's training, prepared: loaded from the cache or without boosters (``ready``), or its boosters'
-    fits still to run and what makes the model of them (``finish``), so several models' fits can share one pool."""
+    """One model's training, prepared: its boosters' fits still to run (none for a cached or fixed-weights model)
+    and what makes the model of what they return, in order (``model``), so several models' fits share one pool."""
 
     params: dict[str, Any]
-    ready: MultiSignalReranker | None = None
-    fits: list[Callable[[int], Any]] = field(default_factory=list)
-    finish: Callable[[list[Any]], MultiSignalReranker] | None = None
+    fits: list[Callable[[int], Any]]
+    model: Callable[[list[Any]], MultiSignalReranker]
 
-    def model(self, boosters: list[Any]) -> MultiSignalReranker:
-        """The model: the ready one, or the one made of ``boosters`` (what :attr:`fits` returned, in order)."""
-        if self.ready is not None:
-            return self.ready
-        if self.finish is None:
-            raise ValueError("a training is either ready or has its fits and a finish")
-        return self.finish(boosters)
+    @classmethod
+    def ready(cls, params: dict[str, Any], model: MultiSignalReranker) -> _Training:
+        return cls(params, [], lambda _boosters: model)
 
 
 def _prepare_training(
@@ -341,7 +336,7 @@ def _prepare_training(
         cached = _cache_entry(cache_dir, key_params, bag, encoder, *_matrix(usable))
         if (cached / META_FILE).exists():
             try:
-                return _Training(params, ready=MultiSignalReranker.load(cached))
+                return _Training.ready(params, MultiSignalReranker.load(cached))
             except (OSError, ValueError):  # a damaged entry: train again and replace it
                 pass
     tuning: dict[str, float] = {}
@@ -372,7 +367,7 @@ def _prepare_training(
         fixed = MultiSignalReranker(
             metadata={**metadata, "version": f"fixed-weights-{FEATURES_VERSION}"}, encoder=encoder
         )
-        return _Training(params, ready=fixed)
+        return _Training.ready(params, fixed)
     x, y, groups = _matrix(usable)
 
     def bagged(seed: int, threads: int) -> lgb.Booster:
@@ -389,7 +384,7 @@ def _prepare_training(
             _store(reranker, cached)
         return reranker
 
-    return _Training(params, fits=[partial(bagged, seed) for seed in range(bag)], finish=finish)
+    return _Training(params, [partial(bagged, seed) for seed in range(bag)], finish)
 
 
 def _cache_entry(
