@@ -16,6 +16,7 @@ from rag_pipeline.commands import (
     bench,
     demo,
     directory,
+    evaluate,
     index,
     mcp,
     metrics,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (
         index,
         demo,
+        evaluate,
         search,
         tree,
         tools,

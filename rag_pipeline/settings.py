@@ -106,6 +106,12 @@ class DataPaths(_Frozen):
         return self.reports / "runs"
 
     @property
+    def mined_eval_sets(self) -> Path:
+        """Eval sets mined from this workspace (``rag-pipeline evaluate``, the ``mined_eval_sets`` asset): the
+        current sets, which the evaluation runs beside the bundled ones, and one folder per week mined."""
+        return self.reports / "mined"
+
+    @property
     def rewrite_plans(self) -> Path:
         """Query rewrite plans by (model, day, question), shared by the service and the evaluation."""
         return self.reports / "rewrite_plans.sqlite"
@@ -357,6 +363,10 @@ class Settings(_Frozen):
     # Processes the evaluation's search arms run in (RAG_EVAL_WORKERS): 0 is one per core, at most 4; each other
     # process searches its own copy of the embedded index (rag_pipeline/evaluation/parallel.py).
     eval_workers: int = 0
+    # Mined eval sets (rag_pipeline/evaluation/mining): queries kept per source and miner (RAG_MINED_MAX_QUERIES), and
+    # how many new mined queries start an evaluation (RAG_MINED_MIN_NEW_QUERIES).
+    mined_max_queries: int = 1000
+    mined_min_new_queries: int = 20
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
@@ -619,6 +629,8 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         answer_max_tokens=env.int("RAG_ANSWER_MAX_TOKENS", 800, minimum=16) or 800,
         eval_exact_dense=env.flag("RAG_EVAL_EXACT_DENSE", False),
         eval_workers=env.int("RAG_EVAL_WORKERS", 0, minimum=0) or 0,
+        mined_max_queries=env.int("RAG_MINED_MAX_QUERIES", 1000, minimum=1) or 1000,
+        mined_min_new_queries=env.int("RAG_MINED_MIN_NEW_QUERIES", 20, minimum=1) or 20,
         identity_links=env.path("RAG_IDENTITY_LINKS", Path()) if env.get("RAG_IDENTITY_LINKS") else None,
         chunking=_chunking(env),
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             say(f"Evaluating {arms} arms on {eval_sets} eval sets (progress per eval set and arm below; the reranked "
                 "arm first collects its training data and trains its cross-fitted rerankers)…")  # fmt: skip
 
-        with task_bars(console, disable=args.json) as bars, step_progress(_eval_progress(console, bars, args.json)):
+        with task_bars(console, disable=args.json) as bars, step_progress(eval_progress(console, bars, args.json)):
             evaluation = run_evaluation(
                 settings, force=changed, on_progress=bars, sources=tuple(args.source), on_start=announce
             )
@@ -75,13 +75,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     print_summary(result, "rag-pipeline demo")
     print_skipped(result["skipped"], sys.stderr)
     if evaluation is not None:
-        _print_evaluation(evaluation)
+        print_evaluation(evaluation)
     home = result["dagster_home"]
     print(f"Dagster instance: {home}  (open the UI: DAGSTER_HOME={home} dagster dev)")
     return 0
 
 
-def _eval_progress(
+def eval_progress(
     console: Console, bars: Callable[[str, int, int], None], quiet: bool
 ) -> Callable[[ProgressUpdate], None]:
     """The evaluation steps' own reports (each eval set's phases): a bar with rate and ETA on a terminal; in a
@@ -98,7 +98,7 @@ def _eval_progress(
     return on_update
 
 
-def _print_evaluation(evaluation: EvaluationSummary, console: Console | None = None) -> None:
+def print_evaluation(evaluation: EvaluationSummary, console: Console | None = None) -> None:
     """Per eval set, its table: as rich tables the terminal's width holds (:mod:`rag_pipeline.commands.tables`);
     the report's markdown in a log or a pipe."""
     console = console or Console()

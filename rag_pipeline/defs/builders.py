@@ -30,8 +30,9 @@ from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.directory import build_access_audit_asset, build_directory_asset, directory_resource
 from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_quality
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
+from rag_pipeline.defs.evaluation.mining import MiningResource, build_mined_eval_sets
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor
+from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor, build_mined_queries_sensor
 from rag_pipeline.defs.evaluation.tool_search import build_tool_search_eval
 from rag_pipeline.defs.executors import build_executor
 from rag_pipeline.defs.notifications import (
@@ -105,7 +106,24 @@ def evaluation_resource(settings: Settings) -> EvaluationResource:
         rewrite_model=settings.rewrite_model,
         directory_path=str(settings.paths.directory),
         identity_links=str(settings.identity_links_file),
+        mined_dir=str(settings.paths.mined_eval_sets / "sets"),
     )
+
+
+def mining_resource(settings: Settings) -> MiningResource:
+    return MiningResource(
+        parquet_dir=str(settings.paths.parquet),
+        mined_dir=str(settings.paths.mined_eval_sets),
+        directory_path=str(settings.paths.directory),
+        identity_links=str(settings.identity_links_file),
+        max_queries=settings.mined_max_queries,
+    )
+
+
+def mined_sources(specs: dict[str, SourceSpec]) -> list[str]:
+    """The document sources whose raw documents are mined for eval sets."""
+    tools = set(tool_sources())
+    return [name for name in specs if name not in tools]
 
 
 def undecided_language_file(settings: Settings) -> str | None:
@@ -170,6 +188,7 @@ def build_resources(
         **sources,
         **({"slack_notifications": slack_notification_resource(notifications)} if notifications else {}),
         "evaluation": evaluation_resource(settings),
+        "mining": mining_resource(settings),
     }
 
 
@@ -251,6 +270,8 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         audited = [s.name for s in specs.values() if s.directory]
         directories.append(build_access_audit_asset(audited, settings.audit_mass_change_accounts))
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
+    mined = build_mined_eval_sets(specs, mined_sources(specs), settings.partition_start)
+    assets.append(mined)
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
         assets.append(build_answer_quality([dg.AssetDep(points) for points in document_points(specs)]))
@@ -288,6 +309,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
                 list(evaluation.arms.get_partition_keys()),
                 [evaluation.retrieval_eval.key.to_user_string()],
                 settings.eval_dir,
+            ),
+            build_mined_queries_sensor(
+                list(evaluation.arms.get_partition_keys()),
+                [evaluation.retrieval_eval.key.to_user_string()],
+                settings.paths.mined_eval_sets / "sets",
+                settings.mined_min_new_queries,
             ),
             *(notification_sensors if settings.notifications else []),
         ],

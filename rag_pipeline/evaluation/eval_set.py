@@ -9,7 +9,8 @@
 ``relevant`` maps document ids to graded relevance (>= 1 is relevant). ``principal`` runs the
 query as that reader (null = the explicit all-documents evaluation principal); ``{"person": EMAIL_OR_ID}`` names
 a person whose accounts and groups the principal directory resolves when the set is loaded. ``exclude`` ids are
-dropped from results before scoring (e.g. a Jira query issue itself). ``<name>.meta.json``
+dropped from results before scoring: documents (e.g. a Jira query issue itself) or child chunks (a mined thread's
+question, so the thread is found by its replies alone). ``<name>.meta.json``
 describes the set (source, licence, attribution, how it was built).
 """
 

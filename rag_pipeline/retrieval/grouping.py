@@ -14,7 +14,8 @@ GROUPING_FIELDS = ("document_id", "parent_id", "source")
 
 
 def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = (), complete: bool = True) -> list[SearchResult]:
-    """One result per document (max child score), best first; ``exclude`` ids are dropped.
+    """One result per document (max child score), best first; ``exclude`` ids are dropped: documents, or child
+    chunks by their point id (the document may still be found by its other children).
 
     A document's score is its best child's score, and the result carries that child and its parent;
     ``matching_children`` counts how many of the document's children were hit (a rerank signal). ``complete``:
@@ -28,7 +29,10 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = (), comple
     """
     best: dict[str, Hit] = {}
     counts: dict[str, int] = {}
+    excluded = set(exclude)
     for hit in hits:
+        if hit.id in excluded:
+            continue  # a child chunk left out (a mined thread's question: the thread must be found by its replies)
         doc_id = hit.payload["document_id"]
         current = best.get(doc_id)
         if current is None:
@@ -38,7 +42,6 @@ def documents_from_hits(hits: Sequence[Hit], exclude: Iterable[str] = (), comple
         counts[doc_id] += 1
         if hit.score > current.score or (hit.score == current.score and hit.id < current.id):
             best[doc_id] = hit
-    excluded = set(exclude)
     results = []
     for doc_id, hit in best.items():
         if doc_id in excluded:

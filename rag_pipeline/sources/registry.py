@@ -173,6 +173,26 @@ class AccessFacts:
 
 
 @dataclass(frozen=True)
+class MiningFacts:
+    """What the eval-set miners (:mod:`rag_pipeline.evaluation.mining`) ask a source (all optional).
+
+    ``handles``: the strings other documents name one of its documents by (an issue key, a permalink), from the
+    document's record (``Document.to_record`` with ``metadata`` parsed); ``references``: those handles as they occur in
+    any text (the shared link miner finds a cross-source link without knowing the source). ``author_account``: the
+    ``source:account id`` of the person who wrote the document (its question), resolved through the principal
+    directory so a mined query runs as its author. ``query_text``: the part of a document that asks (a Jira issue's
+    summary and description, without its comments; None: the whole text). ``miners``: ``module:function`` references
+    returning the source's own miners (Jira's typed links, Slack's threads), loaded only when mining.
+    """
+
+    handles: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
+    references: Callable[[str], Sequence[tuple[int, int, str]]] | None = None
+    author_account: Callable[[Mapping[str, Any]], str | None] | None = None
+    query_text: Callable[[Mapping[str, Any]], str] | None = None
+    miners: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Source:
     """One source: its name, labels, settings section, command-line options, index payload and Dagster spec."""
 
@@ -195,6 +215,7 @@ class Source:
     kind: Literal["documents", "tool_catalog"] = "documents"
     retrieval: RetrievalFacts = field(default_factory=RetrievalFacts)
     access: AccessFacts = field(default_factory=AccessFacts)
+    mining: MiningFacts = field(default_factory=MiningFacts)
     # Extra names a live sync's summary carries for compatibility, {"threads_updated": "documents_updated"}.
     sync_metadata_aliases: Mapping[str, str] = field(default_factory=dict)
 

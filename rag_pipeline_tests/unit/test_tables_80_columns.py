@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from rag_pipeline.commands.demo import _print_evaluation
+from rag_pipeline.commands.demo import print_evaluation
 from rag_pipeline.commands.index import _COLUMNS, print_summary
 from rag_pipeline.commands.search import _print_table
 from rag_pipeline.commands.status import container_layouts, container_rows
@@ -211,10 +211,10 @@ def test_demo_prints_the_evaluation_for_the_terminal_and_markdown_for_a_log(
         report_dir="/tmp/reports/latest",
         summaries={"acl_bundled_dev": summary},
     )
-    text = render(80, lambda console: _print_evaluation(evaluation, console))
+    text = render(80, lambda console: print_evaluation(evaluation, console))
     assert_readable(text, 80, ["###", "acl_bundled_dev", *_evaluation_words(summary)])
     capsys.readouterr()
-    _print_evaluation(evaluation, Console(file=io.StringIO(), force_terminal=False))
+    print_evaluation(evaluation, Console(file=io.StringIO(), force_terminal=False))
     out = capsys.readouterr().out
     assert "### acl_bundled_dev" in out and markdown_table(summary) in out
 

@@ -198,6 +198,8 @@ def _content_to_document(
         acl=acl,
         metadata={
             "page_id": page_id,
+            # Who wrote it (the directory's account id): a query mined from the page runs as this person.
+            "author_account": person_id(history.get("createdBy")) or person_id(version.get("by")),
             "content_type": kind,
             "space": space_key,
             "space_name": space_title,

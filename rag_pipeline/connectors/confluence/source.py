@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rag_pipeline.connectors.confluence import mining
 from rag_pipeline.connectors.confluence.acl import describe_group
 from rag_pipeline.connectors.confluence.settings import ConfluenceSettings
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, MiningFacts, RetrievalFacts, Source
 
 
 def page_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,5 +86,10 @@ CONFLUENCE = Source(
     access=AccessFacts(
         describe_group=describe_group,
         restricted_part="a restricted page of a Confluence space",
+    ),
+    mining=MiningFacts(
+        handles=mining.handles,
+        references=mining.references,
+        author_account=mining.author_account,
     ),
 )

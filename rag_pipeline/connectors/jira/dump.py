@@ -309,6 +309,8 @@ def _issue_to_documents(issue: dict[str, Any], site: str) -> list[Document]:
             "restricted_comments": len(members),
             "restricted_comments_dropped": dropped + len(restricted) - len(members),
             "security_level": (security or {}).get("name"),
+            # Who asked (the directory's account id of the reporter): a mined query runs as this person.
+            "reporter_account": _account_id(fields.get("reporter")) or _account_id(fields.get("creator")),
             **({FAMILY: [m.id for m in members]} if members else {}),
         },
     )
@@ -394,6 +396,16 @@ def _links(raw_links: list[dict[str, Any]]) -> list[dict[str, str]]:
             }
         )
     return links
+
+
+def _account_id(person: Any) -> str | None:
+    """A person's account id as the principal directory keys it (Cloud accountId, else the Server name or key)."""
+    if not isinstance(person, dict):
+        return None
+    for candidate in (person.get("accountId"), person.get("name"), person.get("key")):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    return None
 
 
 def _person(person: dict[str, Any] | None) -> str | None:

@@ -199,6 +199,9 @@ class ThreadDocumentBuilder:
         root_deleted = root is not None and root.get("subtype") == "tombstone"
         lines: list[str] = []
         authors: list[str] = []
+        # Where the thread's question sits in the text, and who asked it: the thread miner's query and its author
+        # (rag_pipeline/connectors/slack/mining.py). Only when the root itself opens the text.
+        question: dict[str, Any] = {}
         for msg in ordered:
             if msg.get("subtype") == "tombstone":
                 continue
@@ -206,6 +209,9 @@ class ThreadDocumentBuilder:
             text = clean_text(slack_to_text(msg.get("text") or "", self._user_name, self._channel_name))
             if not text:
                 continue
+            if not lines and msg.get("ts") == thread_ts and isinstance(msg.get("user"), str):
+                start = len(author) + 2
+                question = {"root_user": msg["user"], "root_span": [start, start + len(text)]}
             lines.append(f"{author}: {text}")
             if author not in authors:
                 authors.append(author)
@@ -233,6 +239,7 @@ class ThreadDocumentBuilder:
                 "message_count": len(lines),
                 "root_deleted": root_deleted,
                 "private": channel.is_private,
+                **question,
             },
         )
 

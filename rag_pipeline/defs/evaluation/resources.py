@@ -66,6 +66,11 @@ class EvaluationResource(dg.ConfigurableResource):
         default=None, description="The principal directory, for eval-set lines naming a person (RAG_DATA_DIR)"
     )
     identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
+    mined_dir: str | None = Field(
+        default=None,
+        description="Eval sets mined from this workspace (mined_eval_sets, rag-pipeline evaluate), run beside the "
+        "bundled ones when present",
+    )
     workers: int = Field(
         default=1,
         description="Processes the search arms run in (RAG_EVAL_WORKERS; 0: one per core, at most 4): each other "
@@ -85,17 +90,19 @@ class EvaluationResource(dg.ConfigurableResource):
         return person_resolver(self.directory_path, self.identity_links)
 
     def eval_set_paths(self) -> list[Path]:
-        folder = Path(self.eval_dir)
+        """The eval sets under ``eval_dir``, then those mined from this workspace (``mined_dir``), by name."""
+        folders = [Path(self.eval_dir), *([Path(self.mined_dir)] if self.mined_dir else [])]
+        found = {p.stem: p for folder in reversed(folders) for p in sorted(folder.glob("*.jsonl"))}
         if self.eval_sets:
-            paths = [folder / f"{name}.jsonl" for name in self.eval_sets]
-            missing = [str(p) for p in paths if not p.exists()]
+            missing = [name for name in self.eval_sets if name not in found]
             if missing:
-                raise FileNotFoundError(f"eval sets not found: {', '.join(missing)}")
-            return paths
-        paths = sorted(folder.glob("*.jsonl"))
-        if not paths:
-            raise FileNotFoundError(f"no eval sets (*.jsonl) in {folder}")
-        return paths
+                where = " or ".join(str(f) for f in folders)
+                raise FileNotFoundError(f"eval sets not found: {', '.join(missing)} (in {where})")
+            return [found[name] for name in self.eval_sets]
+        if not found:
+            raise FileNotFoundError(f"no eval sets (*.jsonl) in {folders[0]}")
+        bundled = sorted(Path(self.eval_dir).glob("*.jsonl"))
+        return bundled + [p for name, p in sorted(found.items()) if p not in bundled]
 
     def retriever_config(self, models: SearchModels) -> RetrieverConfig:
         """The searches' settings over an index written with ``models``: its language picks the learned fusions."""

@@ -50,3 +50,45 @@ def build_eval_sets_changed_sensor(arms: list[str], asset_keys: list[str], eval_
         )
 
     return eval_sets_changed_sensor
+
+
+def mined_query_ids(folder: Path) -> set[str]:
+    """The ids of every query in the current mined sets (``<set>/<query id>``)."""
+    if not folder.is_dir():
+        return set()
+    ids = set()
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            if line.strip():
+                ids.add(f"{path.stem}/{json.loads(line)['id']}")
+    return ids
+
+
+def build_mined_queries_sensor(
+    arms: list[str], asset_keys: list[str], mined_dir: Path, min_new: int
+) -> dg.SensorDefinition:
+    """A sensor requesting every evaluation arm once the mined sets hold ``min_new`` queries not yet evaluated."""
+
+    @dg.sensor(
+        name="mined_queries_sensor",
+        minimum_interval_seconds=300,
+        asset_selection=asset_keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"After a sync mined new questions (mined_eval_sets), evaluates every arm again once at least "
+        f"{min_new} mined queries (RAG_MINED_MIN_NEW_QUERIES) were not in the last evaluation. The cursor holds a "
+        "digest and the count of the queries evaluated.",
+    )
+    def mined_queries_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        current = mined_query_ids(mined_dir)
+        previous = set(json.loads(context.cursor)) if context.cursor else set()
+        new = current - previous
+        if len(new) < min_new:
+            return dg.SkipReason(f"{len(new)} new mined queries (an evaluation runs at {min_new})")
+        digest = hashlib.sha256("\n".join(sorted(current)).encode()).hexdigest()[:16]
+        tags = {RANGE_START_TAG: arms[0], RANGE_END_TAG: arms[-1], "rag/mined_new_queries": str(len(new))}
+        return dg.SensorResult(
+            run_requests=[dg.RunRequest(run_key=f"mined:{digest}", tags=tags)],
+            cursor=json.dumps(sorted(current)),
+        )
+
+    return mined_queries_sensor

@@ -1,0 +1,272 @@
+"""Mine a workspace's eval sets: every miner's candidates, checked (the author known and allowed to read what is
+judged relevant, the question masked where it sits in its own answer), labelled (miner, source, language, week) and
+sampled (a cap per source and miner, spread over the weeks), as one eval set per miner in the project's format."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
+from rag_pipeline.evaluation.mining.corpus import Corpus
+from rag_pipeline.evaluation.mining.links import LinksMiner
+from rag_pipeline.evaluation.mining.model import Candidate, Miner, Skipped
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.scheduling.coverage import week_start
+from rag_pipeline.sources.registry import load_object
+from rag_pipeline.text.language import is_cjk_text, is_korean_text
+from rag_pipeline.text.tokens import cl100k
+
+# Queries kept per (source, miner) unless the caller says otherwise: a 500-channel workspace evaluates in minutes.
+DEFAULT_MAX_QUERIES = 1000
+MINED_PREFIX = "mined_"
+MINED_TAG = "mined"
+
+ResolvePerson = Callable[[str], Principal | None]
+
+
+def available_miners(corpus: Corpus) -> dict[str, Miner]:
+    """The shared links miner and every registered source's own miners, by name."""
+    miners: dict[str, Miner] = {"links": LinksMiner()}
+    for facts in corpus.facts.values():
+        for reference in facts.miners:
+            miner = load_object(reference)()
+            miners[miner.name] = miner
+    return miners
+
+
+def language_of(text: str) -> str:
+    """``ko``, ``ja``, ``zh`` or ``latin``: what a query is labelled with (``lang:ko``)."""
+    if is_korean_text(text):
+        return "ko"
+    if is_cjk_text(text):
+        return "ja" if any("\u3040" <= ch <= "\u30ff" for ch in text) else "zh"
+    return "latin"
+
+
+@dataclass
+class MiningReport:
+    """What mining found: the eval sets, and per miner what was kept, skipped (by reason) and why."""
+
+    eval_sets: dict[str, tuple[EvalSetMeta, list[EvalQuery]]] = field(default_factory=dict)
+    found: Counter[tuple[str, str]] = field(default_factory=Counter)  # (miner, source) -> candidates that passed
+    kept: Counter[tuple[str, str]] = field(default_factory=Counter)  # (miner, source) -> in the sample
+    skipped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (miner, reason) -> candidates
+    languages: Counter[str] = field(default_factory=Counter)
+    documents: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready counts (the asset's metadata and ``evaluate --json``)."""
+        return {
+            "documents": self.documents,
+            "queries": {name: len(queries) for name, (_meta, queries) in self.eval_sets.items()},
+            "kept": {f"{m}/{s}": n for (m, s), n in sorted(self.kept.items())},
+            "found": {f"{m}/{s}": n for (m, s), n in sorted(self.found.items())},
+            "skipped": {f"{m}: {r}": n for (m, r), n in sorted(self.skipped.items())},
+            "languages": dict(self.languages),
+        }
+
+    def examples(self, per_set: int = 3) -> dict[str, list[dict[str, Any]]]:
+        """A few queries of each set, shortened, for the UI and the command's output."""
+        out: dict[str, list[dict[str, object]]] = {}
+        for name, (_meta, queries) in self.eval_sets.items():
+            out[name] = [
+                {"query": q.query[:160], "relevant": sorted(q.relevant), "tags": q.tags} for q in queries[:per_set]
+            ]
+        return out
+
+
+def _masked_children(
+    corpus: Corpus, candidates: Sequence[Candidate], records_text: dict[str, str]
+) -> dict[str, list[str] | None]:
+    """Per masked candidate, the child chunks holding its question (None: every child does, nothing to find it by)."""
+    spans = corpus.child_spans(c.document_id for c in candidates)
+    out: dict[str, list[str] | None] = {}
+    encoding = cl100k()
+    for candidate in candidates:
+        children = spans.get(candidate.document_id, [])
+        text = records_text.get(candidate.document_id, "")
+        question_tokens = len(encoding.encode(text[: candidate.mask_chars], disallowed_special=()))
+        masked = [chunk for chunk, start in children if start < question_tokens]
+        out[candidate.document_id] = None if not children or len(masked) == len(children) else masked
+    return out
+
+
+def _spread(candidates: list[Candidate], weeks: dict[str, date], cap: int, seed: str) -> list[Candidate]:
+    """At most ``cap`` candidates, spread over the weeks: a seeded order within each week, weeks taken in turn."""
+    if len(candidates) <= cap:
+        return candidates
+    by_week: dict[date, list[Candidate]] = defaultdict(list)
+    for c in candidates:
+        by_week[weeks[c.document_id]].append(c)
+    for items in by_week.values():
+        items.sort(key=lambda c: hashlib.sha256(f"{seed}\x1f{c.document_id}".encode()).hexdigest())
+    chosen: list[Candidate] = []
+    queues = [by_week[w] for w in sorted(by_week)]
+    while len(chosen) < cap:
+        for queue in queues:
+            if queue and len(chosen) < cap:
+                chosen.append(queue.pop(0))
+        queues = [q for q in queues if q]
+    return chosen
+
+
+def mine_workspace(
+    corpus: Corpus,
+    resolve_person: ResolvePerson,
+    miners: Iterable[str] | None = None,
+    max_queries: int = DEFAULT_MAX_QUERIES,
+    since: date | None = None,
+    until: date | None = None,
+    indexed: Callable[[set[str]], set[str]] | None = None,
+    seed: str = "mined",
+) -> MiningReport:
+    """Mine ``corpus`` with the named miners (None: all). Each query runs as its author (``resolve_person`` of the
+    author's ``source:account``; unknown authors are skipped), judges relevant only what that author may read, and
+    is kept when its document was created in ``[since, until)``. ``indexed(ids)`` says which documents the index
+    holds now (a document deleted since it was stored is never judged relevant). At most ``max_queries`` per
+    (source, miner)."""
+    if max_queries < 1:
+        raise ValueError(f"max_queries must be at least 1, got {max_queries}")
+    available = available_miners(corpus)
+    names = list(available) if miners is None else list(miners)
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise ValueError(f"unknown miner(s) {', '.join(unknown)}; choose from {', '.join(available)}")
+    report = MiningReport(documents=len(corpus))
+    principals: dict[str, Principal | None] = {}
+    for name in names:
+        miner = available[name]
+        passed: dict[str, list[Candidate]] = defaultdict(list)  # source -> candidates
+        weeks: dict[str, date] = {}
+        for item in miner.mine(corpus):
+            if isinstance(item, Skipped):
+                report.skipped[(name, item.reason)] += 1
+                continue
+            info = corpus.info(item.document_id)
+            if info is None:
+                continue
+            day = info.created.date()
+            if (since and day < since) or (until and day >= until):
+                continue
+            reason = _checked(item, corpus, resolve_person, principals, indexed)
+            if isinstance(reason, str):
+                report.skipped[(name, reason)] += 1
+                continue
+            passed[info.source].append(reason)
+            weeks[item.document_id] = week_start(day)
+            report.found[(name, info.source)] += 1
+        # The texts of the documents whose question is masked (one more pass, only when a miner masks).
+        masked_ids = {c.document_id for cs in passed.values() for c in cs if c.mask_chars}
+        texts = _question_prefixes(corpus, masked_ids) if masked_ids else {}
+        queries: list[EvalQuery] = []
+        for source, candidates in sorted(passed.items()):
+            for candidate in _sampled(candidates, weeks, max_queries, seed, corpus, texts, report, name):
+                info = corpus.info(candidate.document_id)
+                assert info is not None and candidate.author is not None
+                language = language_of(candidate.query)
+                report.languages[language] += 1
+                report.kept[(name, source)] += 1
+                queries.append(
+                    EvalQuery(
+                        id=f"{name}:{candidate.document_id}",
+                        query=candidate.query,
+                        relevant=dict(candidate.relevant),
+                        person=candidate.author,
+                        exclude=list(candidate.exclude),
+                        tags=[MINED_TAG, name, source, f"lang:{language}", f"week:{weeks[candidate.document_id]}"],
+                    )
+                )
+        if queries:
+            meta = EvalSetMeta(
+                name=f"{MINED_PREFIX}{name}",
+                description=miner.scope.description,
+                source="mined from this workspace's own documents (rag-pipeline evaluate / mined_eval_sets)",
+                license="the workspace's own",
+                attribution="the workspace's own people",
+                queries=len(queries),
+                sources=list(miner.scope.sources) if miner.scope.sources else None,
+                tags=[MINED_TAG, *miner.scope.tags],
+            )
+            report.eval_sets[meta.name] = (meta, queries)
+    return report
+
+
+def _question_prefixes(corpus: Corpus, document_ids: set[str]) -> dict[str, str]:
+    return {
+        str(r["document_id"]): str(r.get("text") or "") for r in corpus.records() if r["document_id"] in document_ids
+    }
+
+
+def _sampled(
+    candidates: list[Candidate],
+    weeks: dict[str, date],
+    cap: int,
+    seed: str,
+    corpus: Corpus,
+    texts: dict[str, str],
+    report: MiningReport,
+    name: str,
+) -> list[Candidate]:
+    """The sample of one (source, miner), its masks resolved: a candidate whose question cannot be masked is replaced
+    by the next one in the sample order."""
+    ordered = _spread(candidates, weeks, len(candidates), seed)
+    kept: list[Candidate] = []
+    position = 0
+    while len(kept) < cap and position < len(ordered):
+        batch = ordered[position : position + (cap - len(kept))]
+        position += len(batch)
+        masks = _masked_children(corpus, [c for c in batch if c.mask_chars], texts)
+        for c in batch:
+            if not c.mask_chars:
+                kept.append(c)
+                continue
+            masked = masks.get(c.document_id)
+            if masked is None:
+                report.skipped[(name, "the question fills every chunk of its thread (nothing left to find)")] += 1
+                continue
+            kept.append(Candidate(c.miner, c.document_id, c.query, c.relevant, c.author, (*c.exclude, *masked)))
+    return kept
+
+
+def _checked(
+    candidate: Candidate,
+    corpus: Corpus,
+    resolve_person: ResolvePerson,
+    principals: dict[str, Principal | None],
+    indexed: Callable[[set[str]], set[str]] | None,
+) -> Candidate | str:
+    """The candidate limited to what its author may read, or why it is skipped."""
+    if candidate.author is None:
+        return "no author recorded"
+    if candidate.author not in principals:
+        principals[candidate.author] = resolve_person(candidate.author)
+    principal = principals[candidate.author]
+    if principal is None:
+        return "author not in the principal directory"
+    relevant = {d: g for d, g in candidate.relevant.items() if d != candidate.document_id}
+    if indexed is not None:
+        present = indexed(set(relevant))
+        relevant = {d: g for d, g in relevant.items() if d in present}
+        if not relevant:
+            return "judged documents no longer indexed"
+    readable = {}
+    for doc_id, grade in relevant.items():
+        info = corpus.info(doc_id)
+        if info is not None and principal.admits(info.acl):
+            readable[doc_id] = grade
+    if not readable:
+        return "author may not read the judged documents"
+    return Candidate(
+        candidate.miner,
+        candidate.document_id,
+        candidate.query,
+        readable,
+        candidate.author,
+        candidate.exclude,
+        candidate.mask_chars,
+    )

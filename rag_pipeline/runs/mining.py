@@ -1,0 +1,59 @@
+"""Mine a data folder's eval sets from the command line: the same corpus, checks and files as the
+``mined_eval_sets`` asset (:mod:`rag_pipeline.defs.evaluation.mining`), for ``rag-pipeline evaluate``."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from rag_pipeline.composition import open_index
+from rag_pipeline.defs.builders import mined_sources, source_specs
+from rag_pipeline.defs.evaluation.mining import workspace_corpus
+from rag_pipeline.directory.lookup import DirectoryLookup
+from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
+from rag_pipeline.evaluation.mining.store import MinedSets
+from rag_pipeline.settings import Settings
+
+
+class NothingToMine(ValueError):
+    """The data folder has no stored documents or no principal directory (the message says which and what to run)."""
+
+
+def mine_data_folder(
+    settings: Settings,
+    miners: list[str] | None = None,
+    max_queries: int | None = None,
+    since: date | None = None,
+    until: date | None = None,
+    save_to: Path | None = None,
+) -> tuple[MiningReport, MinedSets]:
+    """Mine the folder's stored documents; the sets become the folder's current mined sets (and are copied to
+    ``save_to`` as ordinary eval-set files when given)."""
+    specs = source_specs(settings)
+    corpus = workspace_corpus(settings.paths.parquet, specs, mined_sources(specs))
+    if not corpus.raw_files:
+        raise NothingToMine(
+            f"no stored documents under {settings.paths.parquet}: index the workspace first "
+            "(rag-pipeline index --data-dir ...)"
+        )
+    if not settings.paths.directory.is_file():
+        raise NothingToMine(
+            f"no principal directory at {settings.paths.directory}: mined queries run as their authors; build it "
+            "with rag-pipeline index or rag-pipeline directory"
+        )
+    with open_index(settings) as store:
+        present = set(store.indexed_documents())
+    report = mine_workspace(
+        corpus,
+        DirectoryLookup(settings.paths.directory, settings.identity_links_file),
+        miners=miners,
+        max_queries=max_queries or settings.mined_max_queries,
+        since=since,
+        until=until,
+        indexed=lambda wanted: wanted & present,
+    )
+    sets = MinedSets(settings.paths.mined_eval_sets)
+    sets.write_sets(report)
+    if save_to is not None:
+        sets.write_sets(report, save_to)
+    return report, sets
