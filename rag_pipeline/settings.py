@@ -367,6 +367,7 @@ class Settings(_Frozen):
     # how many new mined queries start an evaluation (RAG_MINED_MIN_NEW_QUERIES).
     mined_max_queries: int = 1000
     mined_min_new_queries: int = 20
+    mined_run_as: Literal["authors", "everyone"] = "authors"
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
@@ -631,6 +632,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         eval_workers=env.int("RAG_EVAL_WORKERS", 0, minimum=0) or 0,
         mined_max_queries=env.int("RAG_MINED_MAX_QUERIES", 1000, minimum=1) or 1000,
         mined_min_new_queries=env.int("RAG_MINED_MIN_NEW_QUERIES", 20, minimum=1) or 20,
+        mined_run_as=env.choice("RAG_MINED_RUN_AS", ("authors", "everyone"), "authors"),
         identity_links=env.path("RAG_IDENTITY_LINKS", Path()) if env.get("RAG_IDENTITY_LINKS") else None,
         chunking=_chunking(env),
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)

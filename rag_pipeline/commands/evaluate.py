@@ -13,7 +13,7 @@ from rich.console import Console
 from rag_pipeline.commands.demo import print_evaluation
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.evaluation.mining.mine import DEFAULT_MAX_QUERIES, MiningReport
+from rag_pipeline.evaluation.mining.mine import DEFAULT_MAX_QUERIES, RUN_AS, MiningReport
 from rag_pipeline.runs.evaluation import run_evaluation
 from rag_pipeline.runs.mining import NothingToMine, mine_data_folder
 from rag_pipeline.settings import Settings
@@ -67,6 +67,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--save-eval-set", type=Path, default=None, metavar="DIR",
         help="also write the mined sets to DIR as ordinary <name>.jsonl + .meta.json files to review, edit and keep",
     )  # fmt: skip
+    evaluate.add_argument(
+        "--run-as", choices=RUN_AS, default="authors",
+        help="who each mined query searches as: its author, through the principal directory (default; relevance "
+        "and leaks as that person), or everyone, for a workspace whose directory knows no memberships (an offline "
+        "Jira dump without --jira-directory); such sets are tagged as:everyone",
+    )  # fmt: skip
     evaluate.add_argument("--no-eval", action="store_true", help="mine and write the sets only")
     evaluate.add_argument("--json", action="store_true", help="print the mining summary and figures as JSON")
     evaluate.set_defaults(func=run)
@@ -78,7 +84,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.since and args.until and args.since >= args.until:
         raise CommandError(f"--since {args.since} is not before --until {args.until}")
     try:
-        report, sets = mine_data_folder(settings, miners, args.max_queries, args.since, args.until, args.save_eval_set)
+        report, sets = mine_data_folder(
+            settings, miners, args.max_queries, args.since, args.until, args.save_eval_set, args.run_as
+        )
     except NothingToMine as exc:
         raise CommandError(str(exc)) from exc
     except ValueError as exc:  # an unknown miner

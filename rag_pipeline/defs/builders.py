@@ -117,6 +117,7 @@ def mining_resource(settings: Settings) -> MiningResource:
         directory_path=str(settings.paths.directory),
         identity_links=str(settings.identity_links_file),
         max_queries=settings.mined_max_queries,
+        run_as=settings.mined_run_as,
     )
 
 

@@ -26,6 +26,7 @@ def mine_data_folder(
     since: date | None = None,
     until: date | None = None,
     save_to: Path | None = None,
+    run_as: str = "authors",
 ) -> tuple[MiningReport, MinedSets]:
     """Mine the folder's stored documents; the sets become the folder's current mined sets (and are copied to
     ``save_to`` as ordinary eval-set files when given)."""
@@ -36,7 +37,7 @@ def mine_data_folder(
             f"no stored documents under {settings.paths.parquet}: index the workspace first "
             "(rag-pipeline index --data-dir ...)"
         )
-    if not settings.paths.directory.is_file():
+    if run_as == "authors" and not settings.paths.directory.is_file():
         raise NothingToMine(
             f"no principal directory at {settings.paths.directory}: mined queries run as their authors; build it "
             "with rag-pipeline index or rag-pipeline directory"
@@ -51,6 +52,7 @@ def mine_data_folder(
         since=since,
         until=until,
         indexed=lambda wanted: wanted & present,
+        run_as=run_as,
     )
     sets = MinedSets(settings.paths.mined_eval_sets)
     sets.write_sets(report)

@@ -41,6 +41,11 @@ class MiningResource(dg.ConfigurableResource):
     directory_path: str = Field(description="The principal directory: each mined query runs as its author")
     identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
     miners: list[str] = Field(default_factory=list, description="Miners to run; empty = every registered one")
+    run_as: str = Field(
+        default="authors",
+        description="Who mined queries search as (RAG_MINED_RUN_AS): authors, through the directory; or everyone, "
+        "where the directory knows no memberships",
+    )
     max_queries: int = Field(
         default=DEFAULT_MAX_QUERIES, description="Queries kept per source and miner (a sample spread over weeks)"
     )
@@ -105,6 +110,7 @@ def build_mined_eval_sets(
             since=since,
             until=until,
             indexed=lambda wanted: wanted & present,
+            run_as=mining.run_as,
         )
         sets = MinedSets(Path(mining.mined_dir))
         sets.write_weeks(report, weeks)

@@ -27,6 +27,10 @@ MINED_PREFIX = "mined_"
 MINED_TAG = "mined"
 
 ResolvePerson = Callable[[str], Principal | None]
+# Who a mined query runs as: its author (the default: relevance and leaks as that person), or everyone (the
+# all-documents evaluation principal) where the directory cannot say what anyone reads (an offline dump without a
+# directory file names people but no memberships). Such sets are tagged ``as:everyone`` and count no leaks.
+RUN_AS = ("authors", "everyone")
 
 
 def available_miners(corpus: Corpus) -> dict[str, Miner]:
@@ -124,12 +128,16 @@ def mine_workspace(
     until: date | None = None,
     indexed: Callable[[set[str]], set[str]] | None = None,
     seed: str = "mined",
+    run_as: str = "authors",
 ) -> MiningReport:
     """Mine ``corpus`` with the named miners (None: all). Each query runs as its author (``resolve_person`` of the
     author's ``source:account``; unknown authors are skipped), judges relevant only what that author may read, and
     is kept when its document was created in ``[since, until)``. ``indexed(ids)`` says which documents the index
     holds now (a document deleted since it was stored is never judged relevant). At most ``max_queries`` per
-    (source, miner)."""
+    (source, miner). ``run_as="everyone"`` runs every query as the all-documents principal instead (see
+    :data:`RUN_AS`)."""
+    if run_as not in RUN_AS:
+        raise ValueError(f"run_as must be one of {', '.join(RUN_AS)}, got {run_as!r}")
     if max_queries < 1:
         raise ValueError(f"max_queries must be at least 1, got {max_queries}")
     available = available_miners(corpus)
@@ -153,7 +161,8 @@ def mine_workspace(
             day = info.created.date()
             if (since and day < since) or (until and day >= until):
                 continue
-            reason = _checked(item, corpus, resolve_person, principals, indexed)
+            resolve = resolve_person if run_as == "authors" else _everyone
+            reason = _checked(item, corpus, resolve, principals, indexed)
             if isinstance(reason, str):
                 report.skipped[(name, reason)] += 1
                 continue
@@ -169,6 +178,7 @@ def mine_workspace(
                 info = corpus.info(candidate.document_id)
                 assert info is not None and candidate.author is not None
                 language = language_of(candidate.query)
+                as_author = run_as == "authors"
                 report.languages[language] += 1
                 report.kept[(name, source)] += 1
                 queries.append(
@@ -176,9 +186,16 @@ def mine_workspace(
                         id=f"{name}:{candidate.document_id}",
                         query=candidate.query,
                         relevant=dict(candidate.relevant),
-                        person=candidate.author,
+                        person=candidate.author if as_author else None,
                         exclude=list(candidate.exclude),
-                        tags=[MINED_TAG, name, source, f"lang:{language}", f"week:{weeks[candidate.document_id]}"],
+                        tags=[
+                            MINED_TAG,
+                            name,
+                            source,
+                            f"lang:{language}",
+                            f"week:{weeks[candidate.document_id]}",
+                            *([] if as_author else ["as:everyone"]),
+                        ],  # fmt: skip
                     )
                 )
         if queries:
@@ -190,10 +207,14 @@ def mine_workspace(
                 attribution="the workspace's own people",
                 queries=len(queries),
                 sources=list(miner.scope.sources) if miner.scope.sources else None,
-                tags=[MINED_TAG, *miner.scope.tags],
+                tags=[MINED_TAG, *miner.scope.tags, *([] if run_as == "authors" else ["as:everyone"])],
             )
             report.eval_sets[meta.name] = (meta, queries)
     return report
+
+
+def _everyone(_author: str) -> Principal:
+    return Principal.all_documents_for_evaluation()
 
 
 def _question_prefixes(corpus: Corpus, document_ids: set[str]) -> dict[str, str]:
@@ -248,7 +269,8 @@ def _checked(
     principal = principals[candidate.author]
     if principal is None:
         return "author not in the principal directory"
-    relevant = {d: g for d, g in candidate.relevant.items() if d != candidate.document_id}
+    # Never judge what the search leaves out (the asking document itself, for the links miners).
+    relevant = {d: g for d, g in candidate.relevant.items() if d not in candidate.exclude}
     if indexed is not None:
         present = indexed(set(relevant))
         relevant = {d: g for d, g in relevant.items() if d in present}
@@ -260,6 +282,9 @@ def _checked(
         if info is not None and principal.admits(info.acl):
             readable[doc_id] = grade
     if not readable:
+        if not principal.groups:
+            # An offline dump names people but not what they read: nothing can be judged as theirs.
+            return "author holds no groups in the directory (add a directory file, or run as everyone)"
         return "author may not read the judged documents"
     return Candidate(
         candidate.miner,
