@@ -195,7 +195,7 @@ def mine_workspace(
                             f"lang:{language}",
                             f"week:{weeks[candidate.document_id]}",
                             *([] if as_author else ["as:everyone"]),
-                        ],  # fmt: skip
+                        ],
                     )
                 )
         if queries:
