@@ -14,10 +14,13 @@ from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import (
     DEFAULT_DEPTH,
     KEPT_PAYLOAD,
+    TEMPORAL_ARM,
     ArmOutcome,
     ProgressCallback,
     cross_fitted_rerankers,
+    dated,
     run_arm,
+    temporal_rerankers,
 )
 from rag_pipeline.evaluation.statistics import percentile_ms
 from rag_pipeline.evaluation.summary import ArmRun, EvalSummary, summarize
@@ -113,9 +116,10 @@ def arm_outcomes(
     progress: ProgressCallback | None = None,
     depth: int = DEFAULT_DEPTH,
     model_cache: Path | None = None,
-) -> Iterator[tuple[Mode, ArmOutcome | Exception]]:
+) -> Iterator[tuple[str, ArmOutcome | Exception]]:
     """Each arm's outcome over one eval set, or the exception it raised: one arm's failure leaves the others to
-    run (the Dagster evaluation saves them and names the failed one). The arms share the set's searches."""
+    run (the Dagster evaluation saves them and names the failed one). The arms share the set's searches. A set whose
+    queries carry their week (a mined one) also gets :data:`TEMPORAL_ARM` after ``reranked``."""
     with retriever.shared_work(remember=KEPT_PAYLOAD):
         for arm in arms:
             try:
@@ -126,6 +130,18 @@ def arm_outcomes(
             except Exception as exc:
                 outcome = exc
             yield arm, outcome
+            if arm == "reranked" and dated(queries):
+                # Mined sets say each query's week: the reranked arm again, trained on earlier weeks only.
+                try:
+                    by_week = temporal_rerankers(
+                        retriever, queries, sources=sources, progress=progress, cache_dir=model_cache
+                    )
+                    temporal: ArmOutcome | Exception = run_arm(
+                        retriever, "reranked", queries, depth, sources, by_week, TEMPORAL_ARM, progress
+                    )
+                except Exception as exc:
+                    temporal = exc
+                yield TEMPORAL_ARM, temporal
 
 
 def evaluate_queries(

@@ -56,7 +56,7 @@ MAX_WORKERS = 4
 STDERR_TAIL = 2000
 
 EvalSet = tuple[str, Sequence[str] | None, Sequence[EvalQuery]]  # name, sources, queries
-ArmResult = tuple[str, Mode, ArmOutcome | Exception]  # eval set, arm, its outcome or what it raised
+ArmResult = tuple[str, str, ArmOutcome | Exception]  # eval set, arm, its outcome or what it raised
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from rag_pipeline.index.store import ALL_PAYLOAD
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.base import Reranker
-from rag_pipeline.retrieval.rerank.learned import RerankExample, cross_fit
+from rag_pipeline.retrieval.rerank.learned import RerankExample, cross_fit, train_reranker
 from rag_pipeline.retrieval.results import Mode
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.reuse_ledger import counting_reused
@@ -149,6 +149,68 @@ def cross_fitted_rerankers(
         cache_dir=cache_dir,
     )
     return {q.id: fitted.for_query(q.query) for q in queries}
+
+
+# The reranked arm as a company would run it: models trained on earlier weeks only, scoring later weeks (mined sets,
+# whose queries carry ``week:`` tags). The weeks are cut into TEMPORAL_BLOCKS chronological blocks; block i is
+# scored by a model trained on blocks 0..i-1, and the first block by none (the hybrid order: there was no past yet).
+TEMPORAL_ARM = "reranked_by_week"
+TEMPORAL_BLOCKS = 5
+WEEK_TAG = "week:"
+
+
+def query_week(query: EvalQuery) -> str | None:
+    return next((t.removeprefix(WEEK_TAG) for t in query.tags if t.startswith(WEEK_TAG)), None)
+
+
+def dated(queries: Sequence[EvalQuery]) -> bool:
+    """Whether every query says its week (a mined set): only then can a model be trained on the past alone."""
+    return bool(queries) and all(query_week(q) for q in queries)
+
+
+def week_blocks(queries: Sequence[EvalQuery], blocks: int = TEMPORAL_BLOCKS) -> list[list[EvalQuery]]:
+    """The queries in chronological blocks of whole weeks (about equal in queries; a week is never split)."""
+    weeks = sorted({query_week(q) or "" for q in queries})
+    by_week: dict[str, list[EvalQuery]] = {w: [] for w in weeks}
+    for q in queries:
+        by_week[query_week(q) or ""].append(q)
+    # A week goes to the block its first query's position falls in (the blocks cut the queries into equal shares).
+    count = max(1, min(blocks, len(weeks)))
+    out: list[list[EvalQuery]] = [[] for _ in range(count)]
+    before = 0
+    for week in weeks:
+        out[min(count - 1, before * count // len(queries))].extend(by_week[week])
+        before += len(by_week[week])
+    out = [block for block in out if block]
+    return out
+
+
+def temporal_rerankers(
+    retriever: Retriever,
+    queries: Sequence[EvalQuery],
+    blocks: int = TEMPORAL_BLOCKS,
+    sources: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+    cache_dir: Path | None = None,
+) -> dict[str, Reranker]:
+    """Query id → a learned reranker trained only on queries of earlier weeks (none for the first block). The
+    training never sees a later week: the honest split for a company that trains on its past."""
+    chunks = week_blocks(queries, blocks)
+    labelled = {q.id for q in queries if q.judged}
+    examples = {
+        e.query_id: e for e in rerank_examples(retriever, [q for q in queries if q.id in labelled], sources=sources)
+    }
+    out: dict[str, Reranker] = {}
+    past: list[RerankExample] = []
+    for i, block in enumerate(chunks):
+        if past:
+            model = train_reranker(past, trained_on=f"weeks before {query_week(block[0])}", encoder=retriever.bm25,
+                                   cache_dir=cache_dir)  # fmt: skip
+            out.update({q.id: model for q in block})
+        past += [examples[q.id] for q in block if q.id in examples]
+        if progress:
+            progress("training on earlier weeks", i + 1, len(chunks))
+    return out
 
 
 REWRITTEN_ARM = "rewritten"
