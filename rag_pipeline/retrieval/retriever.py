@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -301,7 +302,7 @@ class Retriever:
             if chosen is None:
                 response.warnings.append("no reranker configured: reranked results are the hybrid ranking")
             elif response.mode == "hybrid":
-                reranked = self._rerank(chosen, query, docs, flt, response)
+                reranked = self._rerank(chosen, query, docs, flt, response, exclude)
                 if reranked is not None:
                     docs, response.mode = reranked, "reranked"
         else:
@@ -530,14 +531,16 @@ class Retriever:
         docs: list[SearchResult],
         flt: SearchFilter,
         response: SearchResponse,
+        exclude: Sequence[str] = (),
     ) -> list[SearchResult] | None:
         """``docs`` reordered by ``reranker``; None (and a warning) when the reranker fails, so the caller keeps the
         hybrid ranking: an LLM reranker whose model is down degrades a search, it does not fail it."""
         t0 = time.perf_counter()
         head, tail = docs[: self.config.rerank_depth], docs[self.config.rerank_depth :]
         self._hydrate(head)  # the features read titles, texts, dates and authors
-        self.add_signals(query, head, flt)
+        self.add_signals(query, head, flt, exclude)
         self._attach_parent_text(head)
+        self._hide_masked(head, exclude)
         try:
             reranked = rerank(reranker, query, head)
         except Exception as exc:  # the model's client error, a timeout: named, never the query (scores are untouched)
@@ -564,11 +567,26 @@ class Retriever:
     ) -> list[SearchResult]:
         """The hybrid documents a reranker would rescore, with signals and parent text (training data)."""
         depth = depth or self.config.rerank_depth
+        exclude = tuple(exclude)
         response = self.search(query, "hybrid", principal, depth, sources=sources, exclude=exclude)
-        self.add_signals(query, response.results, search_filter(principal, sources))
+        self.add_signals(query, response.results, search_filter(principal, sources), exclude)
+        self._hide_masked(response.results, exclude)
         return response.results
 
-    def add_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
+    def _hide_masked(self, candidates: list[SearchResult], exclude: Sequence[str]) -> None:
+        """What a reranker reads when the search left child chunks out (a mined thread's question): every candidate's
+        own child text, no title and no parent text. A thread's title and parent repeat its question, so the reranked
+        arm would read the question back; blanking only that thread's would mark it as the answer. Every candidate
+        alike, in training and in scoring, leaves nothing to tell them apart but what the search found."""
+        if not candidates or not any(_is_point_id(e) for e in exclude):
+            return
+        for result in candidates:
+            result.title = ""
+            result.parent_text = result.child_text
+
+    def add_signals(
+        self, query: str, candidates: list[SearchResult], flt: SearchFilter, exclude: Sequence[str] = ()
+    ) -> None:
         """Per-arm scores and ranks of each candidate document (rerank features).
 
         Dense and BM25 are re-run restricted to the candidates' documents, so every candidate gets its
@@ -580,9 +598,9 @@ class Retriever:
             return
         shared = self._shared
         if shared is None:  # a served search: nothing kept, no key built
-            self._add_arm_signals(query, candidates, flt)
+            self._add_arm_signals(query, candidates, flt, exclude)
             return
-        key = (query, tuple(r.document_id for r in candidates), repr(flt.acl))
+        key = (query, tuple(r.document_id for r in candidates), repr(flt.acl), tuple(exclude))
         if key in shared.signals:
             kept, seconds = shared.signals[key]
             note_reused(seconds)
@@ -591,7 +609,7 @@ class Retriever:
                 result.matching_children = matching
             return
         started = time.perf_counter()
-        self._add_arm_signals(query, candidates, flt)
+        self._add_arm_signals(query, candidates, flt, exclude)
         shared.signals[key] = (
             [
                 ({k: v for k, v in r.signals.items() if k not in ("hybrid_score", "hybrid_rank")}, r.matching_children)
@@ -600,21 +618,29 @@ class Retriever:
             time.perf_counter() - started,
         )
 
-    def _add_arm_signals(self, query: str, candidates: list[SearchResult], flt: SearchFilter) -> None:
+    def _add_arm_signals(
+        self, query: str, candidates: list[SearchResult], flt: SearchFilter, exclude: Sequence[str] = ()
+    ) -> None:
         scoped = SearchFilter(
             document_ids=tuple(r.document_id for r in candidates),
             acl=flt.acl,
         )
         # A fixed depth, so training candidates and scored candidates get comparable signals.
         limit, depth = self.config.signal_depth, self.config.signal_depth + TIE_MARGIN
+        # Child chunks the search left out give no signal either (a mined thread's question).
+        left_out = frozenset(exclude)
+
+        def kept(hits: list[Hit]) -> list[Hit]:
+            return [h for h in hits if h.id not in left_out] if left_out else hits
 
         def sparse_hits(vector: SparseVector) -> list[Hit]:
-            return _cut(self.store.search_sparse(vector, depth, scoped, fields=SIGNAL_FIELDS), limit)
+            return _cut(kept(self.store.search_sparse(vector, depth, scoped, fields=SIGNAL_FIELDS)), limit)
 
         def dense_hits(text: str) -> list[Hit]:
             try:
                 return _cut(
-                    self.store.search_dense(self._query_vector(text), depth, scoped, fields=SIGNAL_FIELDS), limit
+                    kept(self.store.search_dense(self._query_vector(text), depth, scoped, fields=SIGNAL_FIELDS)),
+                    limit,
                 )
             except Exception:  # missing dense signals are zeros
                 return []
@@ -664,6 +690,15 @@ class Retriever:
         for result in results:
             if not result.parent_text:
                 result.parent_text = parents.get(result.parent_id, result.child_text)
+
+
+def _is_point_id(value: str) -> bool:
+    """Whether an ``exclude`` entry names a child chunk (a point's UUID) rather than a document."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass
