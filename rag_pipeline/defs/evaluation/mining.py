@@ -3,8 +3,6 @@ links, chat threads), written as ordinary eval sets that ``retrieval_eval`` runs
 ones. Thin: the mining is :func:`rag_pipeline.evaluation.mining.mine.mine_workspace`; the files and the merge of the
 weeks are :mod:`rag_pipeline.evaluation.mining.store`."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from datetime import date, timedelta
 from pathlib import Path
