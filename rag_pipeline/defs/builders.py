@@ -31,6 +31,7 @@ from rag_pipeline.defs.directory import build_access_audit_asset, build_director
 from rag_pipeline.defs.evaluation.answers import answer_resource, build_answer_quality
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_evaluation
 from rag_pipeline.defs.evaluation.mining import MiningResource, build_mined_eval_sets
+from rag_pipeline.defs.evaluation.quality import build_quality_over_time
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor, build_mined_queries_sensor
 from rag_pipeline.defs.evaluation.tool_search import build_tool_search_eval
@@ -272,7 +273,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         directories.append(build_access_audit_asset(audited, settings.audit_mass_change_accounts))
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
     mined = build_mined_eval_sets(specs, mined_sources(specs), settings.partition_start)
-    assets.append(mined)
+    assets += [mined, build_quality_over_time(evaluation.retrieval_eval_report)]
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
         assets.append(build_answer_quality([dg.AssetDep(points) for points in document_points(specs)]))

@@ -64,6 +64,10 @@ class ReportStore:
         if not regressed:
             self.baseline_path.write_text(text)
 
+    def stamps_with(self, eval_set: str) -> list[str]:
+        """The reports (oldest first) that scored ``eval_set``: those whose folder holds its per-query scores."""
+        return sorted(p.parent.parent.name for p in (self.root / "history").glob(f"*/{eval_set}/per_query.parquet"))
+
     def newest(self) -> dict[str, Any] | None:
         """Figures of the newest report (regressed or not), or None before the first."""
         reports = sorted((self.root / "history").glob(f"*/{SUMMARY_FILE}"))

@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.directory.lookup import person_resolver
+from rag_pipeline.evaluation.quality_over_time import DEFAULT_ALPHA, DEFAULT_RECENT_WEEKS, DEFAULT_TOLERANCE
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.learned import FITS_FOLDER
@@ -71,6 +72,12 @@ class EvaluationResource(dg.ConfigurableResource):
         description="Eval sets mined from this workspace (mined_eval_sets, rag-pipeline evaluate), run beside the "
         "bundled ones when present",
     )
+    recent_weeks: int = Field(
+        default=DEFAULT_RECENT_WEEKS,
+        description="retrieval_quality_over_time: the last weeks of mined questions tested against earlier ones",
+    )
+    drop_alpha: float = Field(default=DEFAULT_ALPHA, description="p-value below which a drop counts")
+    drop_tolerance: float = Field(default=DEFAULT_TOLERANCE, description="nDCG@10 drop a check tolerates")
     workers: int = Field(
         default=1,
         description="Processes the search arms run in (RAG_EVAL_WORKERS; 0: one per core, at most 4): each other "

@@ -85,7 +85,7 @@ class MinedSets:
         merged: dict[str, tuple[EvalSetMeta, list[EvalQuery]]] = {}
         for path in sorted(self.weeks_dir.glob("*/*.jsonl")):
             meta = load_eval_set_meta(path)
-            queries = _raw_queries(path)
+            queries = raw_queries(path)
             if meta.name in merged:
                 merged[meta.name][1].extend(queries)
             else:
@@ -100,10 +100,10 @@ class MinedSets:
     def current_counts(self) -> dict[str, int]:
         if not self.sets_dir.exists():
             return {}
-        return {p.name.removesuffix(".jsonl"): len(_raw_queries(p)) for p in sorted(self.sets_dir.glob("*.jsonl"))}
+        return {p.name.removesuffix(".jsonl"): len(raw_queries(p)) for p in sorted(self.sets_dir.glob("*.jsonl"))}
 
 
-def _raw_queries(path: Path) -> list[EvalQuery]:
+def raw_queries(path: Path) -> list[EvalQuery]:
     """The queries as written (a person stays a name: the evaluation resolves it when it loads the set)."""
     return [
         EvalQuery.model_validate_json(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()
