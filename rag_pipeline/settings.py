@@ -106,6 +106,11 @@ class DataPaths(_Frozen):
         return self.reports / "runs"
 
     @property
+    def feedback(self) -> Path:
+        """Readers' relevance judgements (``RAG_FEEDBACK_DAYS``): one JSON-lines file per UTC day."""
+        return self.root / "feedback"
+
+    @property
     def mined_eval_sets(self) -> Path:
         """Eval sets mined from this workspace (``rag-pipeline evaluate``, the ``mined_eval_sets`` asset): the
         current sets, which the evaluation runs beside the bundled ones, and one folder per week mined."""
@@ -254,6 +259,9 @@ class ServeSettings(_Frozen):
     # RAG_SERVE_AUDIT_DAYS: keep a per-request log of the document ids each reader was given (never query text)
     # for this many days, under <data dir>/request_audit/ (0: off).
     audit_days: int = 0
+    # RAG_FEEDBACK_DAYS: accept readers' relevance judgements (POST /v1/feedback, the MCP rate_document tool) and keep
+    # them, question text included, this many days under <data dir>/feedback/ (0: off, the routes refuse).
+    feedback_days: int = 0
     # RAG_SERVE_CACHE_ENTRIES / RAG_SERVE_CACHE_SECONDS: recent searches (per reader access) and documents kept this
     # many at most, this long at most, and dropped at once when the index is written (0 entries: no cache).
     cache_entries: int = 1000
@@ -685,6 +693,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             rate_per_minute=env.int("RAG_SERVE_RATE_PER_MINUTE", 0) or 0,
             admins=tuple(a.lower() for a in env.names("RAG_SERVE_ADMINS")),
             audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
+            feedback_days=env.int("RAG_FEEDBACK_DAYS", 0, minimum=0) or 0,
             ingest_token=SecretStr(ingest_token) if (ingest_token := env.get("RAG_INGEST_TOKEN")) else None,
             otlp_endpoint=_otlp_traces_endpoint(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",

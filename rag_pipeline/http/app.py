@@ -23,7 +23,7 @@ from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.http.errors import install_error_handlers
 from rag_pipeline.http.guard import MCP_PATH, Guard
 from rag_pipeline.http.limits import BodyLimit, allowed_hosts
-from rag_pipeline.http.routes import access, chat, documents, health, metrics, models, search, tools
+from rag_pipeline.http.routes import access, chat, documents, feedback, health, metrics, models, search, tools
 from rag_pipeline.http.state import ADMIN_HEADER, HttpState
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
@@ -40,7 +40,7 @@ from rag_pipeline.settings import ServeSettings
 # Searches run in worker threads of their own, so queries waiting for the index (up to RAG_STORE_WAIT_SECONDS)
 # never take the threads /health and /metrics answer from.
 SEARCH_THREADS = 32
-ROUTERS = (health, search, chat, models, documents, tools, access, metrics)
+ROUTERS = (health, search, chat, models, documents, feedback, tools, access, metrics)
 
 
 def _service_metrics(service: SearchService) -> ServiceMetrics:

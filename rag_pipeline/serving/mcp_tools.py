@@ -19,8 +19,9 @@ from pydantic import ValidationError
 
 from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.serving.access import AccessQueries, AccessRefused
+from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.identity import IdentityError, Reader
-from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
@@ -55,6 +56,11 @@ class ToolBackend(Protocol):
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         """The tool's record after counting the call; None when no indexed tool has that name."""
+        ...
+
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        """The judgement as kept; None when the document is missing or the reader may not read it;
+        :class:`~rag_pipeline.serving.feedback.FeedbackDisabled` when feedback is off."""
         ...
 
 
@@ -109,6 +115,9 @@ class LocalTools:
             return self.service.record_tool_outcome(name, request)
         except KeyError:
             return None
+
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        return self.service.record_feedback(request, reader.principal)
 
 
 def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any]:
@@ -228,6 +237,25 @@ def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> MCPServer[Any
             raise ToolError(f"the index is not available now: {exc}") from None
         if recorded is None:
             raise ToolError(f"name: no indexed tool is named {name!r}")
+        return recorded
+
+    @server.tool(
+        description="Say how relevant a document search_documents returned was to what the caller asked: grade 0 "
+        "(not relevant), 1 (relevant) or 2 (exactly what was needed). Kept only where the operator turned readers' "
+        "feedback on; it becomes an eval set of real questions."
+    )
+    async def rate_document(ctx: Context[Any, Any], query: str, document_id: str, grade: int) -> dict[str, Any]:
+        who = reader(ctx)
+        try:
+            request = FeedbackRequest.model_validate({"query": query, "document_id": document_id, "grade": grade})
+        except ValidationError as exc:
+            raise ToolError(_field_error(exc)) from None
+        try:
+            recorded = await anyio.to_thread.run_sync(backend.feedback, request, who)
+        except (IndexUnavailable, FeedbackDisabled) as exc:
+            raise ToolError(str(exc)) from None
+        if recorded is None:
+            raise ToolError(f"document {document_id!r} not found")
         return recorded
 
     @server.tool(description="One document the caller may read, by the document_id search_documents returned.")

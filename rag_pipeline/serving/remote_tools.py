@@ -18,9 +18,10 @@ from urllib.parse import quote
 import httpx
 
 from rag_pipeline.serving.access import AccessRefused
+from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
 from rag_pipeline.serving.mcp_tools import ToolBackend, tool_result
-from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,17 @@ class RemoteTools:
         recorded: dict[str, Any] = response.json()
         return recorded
 
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        response = self._call("POST", "/v1/feedback", json=request.model_dump(mode="json"))
+        if response.status_code == 404 and response.json().get("field") == "document_id":
+            return None
+        if response.status_code == 404:
+            raise FeedbackDisabled(str(response.json().get("error")))
+        if response.status_code != 200:
+            raise self._refused(response)
+        recorded: dict[str, Any] = response.json()
+        return recorded
+
     def close(self) -> None:
         self._client.close()
 
@@ -181,6 +193,12 @@ class FallbackTools:
         except ServiceGone as exc:
             return self._switch(exc).tool_outcome(name, request, reader)
 
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        try:
+            return self._backend().feedback(request, reader)
+        except ServiceGone as exc:
+            return self._switch(exc).feedback(request, reader)
+
 
 class RefusedBesideService:
     """The primary of :class:`FallbackTools` where a service this process cannot send its calls to holds the
@@ -216,4 +234,7 @@ class RefusedBesideService:
         self._refuse()
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        self._refuse()
+
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
         self._refuse()

@@ -195,6 +195,23 @@ class ToolSearchRequest(BaseModel):
         return query_text(value)
 
 
+class FeedbackRequest(BaseModel):
+    """``POST /v1/feedback``: how relevant a document the reader was shown is to what they asked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    query: str = Field(min_length=1, max_length=2000, description="the question the reader searched")
+    document_id: str = Field(min_length=1, max_length=1000, description="a document id a search returned")
+    grade: int = Field(ge=0, le=2, description="0 not relevant, 1 relevant, 2 exactly what was needed")
+
+    @field_validator("query", "document_id")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
 class ToolOutcomeRequest(BaseModel):
     """``POST /v1/tools/{name}/outcome``: whether calling the tool worked (feeds tool search's usage and success)."""
 

@@ -38,9 +38,10 @@ from rag_pipeline.retrieval.tool_search import (
     tool_search_settings,
 )
 from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
+from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
-from rag_pipeline.serving.schemas import SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings
@@ -115,8 +116,10 @@ class SearchService:
         default_min_score: float = 0.0,
         tool_search: ToolSearch | None = None,
         tool_outcomes: ToolOutcomes | None = None,
+        feedback: FeedbackStore | None = None,
     ) -> None:
         self.default_min_score = default_min_score
+        self.feedback = feedback  # readers' judgements (opt-in: RAG_FEEDBACK_DAYS)
         # Tool search over the index's tool catalog; outcomes in memory unless the settings give the data folder's.
         self.tool_search = tool_search or ToolSearch(ToolSearchConfig(), ResultCache(cache_entries, cache_seconds))
         self.tool_outcomes = tool_outcomes or ToolOutcomes()
@@ -171,6 +174,8 @@ class SearchService:
             ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds)),
         )
         kwargs.setdefault("tool_outcomes", ToolOutcomes(settings.paths.tool_outcomes))
+        if settings.serve.feedback_days and "feedback" not in kwargs:
+            kwargs["feedback"] = FeedbackStore(settings.paths.feedback, settings.serve.feedback_days)
         if settings.serve.audit_days and "audit" not in kwargs:
             kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
         return cls(location, models, config, wait_seconds=wait, **kwargs)
@@ -413,6 +418,18 @@ class SearchService:
         if found is not None and self.audit is not None:
             self.audit.record(reader.all_user_ids(), "document", [document_id])
         return found
+
+    def record_feedback(self, request: FeedbackRequest, reader: Principal) -> dict[str, Any] | None:
+        """Keep ``reader``'s judgement of a document; None when the document does not exist or ``reader`` may not
+        read it (told apart from neither, as :meth:`get_document`), :class:`FeedbackDisabled` when feedback is off.
+        A judgement never widens what anyone may see: it is stored, and only becomes an eval-set line run as its
+        reader."""
+        if self.feedback is None:
+            raise FeedbackDisabled("readers' feedback is off (set RAG_FEEDBACK_DAYS to keep it)")
+        if self.get_document(request.document_id, reader) is None:
+            return None
+        entry = self.feedback.record(reader.all_user_ids(), request.query, request.document_id, request.grade)
+        return {"recorded": True, "document_id": entry["document"], "grade": entry["grade"], "at": entry["at"]}
 
 
 def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
