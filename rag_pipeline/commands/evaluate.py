@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--miners",
         default=None,
         help="comma-separated miners (default: every registered one: links, jira_links, "
-        "threads, and any a source plugin adds)",
+        "threads, any a source plugin adds, and feedback: readers' judgements where RAG_FEEDBACK_DAYS keeps them)",
     )
     evaluate.add_argument(
         "--max-queries", type=_count, default=None,

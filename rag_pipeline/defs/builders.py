@@ -119,6 +119,7 @@ def mining_resource(settings: Settings) -> MiningResource:
         identity_links=str(settings.identity_links_file),
         max_queries=settings.mined_max_queries,
         run_as=settings.mined_run_as,
+        feedback_dir=str(settings.paths.feedback),
     )
 
 

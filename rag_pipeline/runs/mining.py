@@ -10,8 +10,10 @@ from rag_pipeline.composition import open_index
 from rag_pipeline.defs.builders import mined_sources, source_specs
 from rag_pipeline.defs.evaluation.mining import workspace_corpus
 from rag_pipeline.directory.lookup import DirectoryLookup
+from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
 from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
+from rag_pipeline.serving.feedback import read_feedback
 from rag_pipeline.settings import Settings
 
 
@@ -28,8 +30,8 @@ def mine_data_folder(
     save_to: Path | None = None,
     run_as: str = "authors",
 ) -> tuple[MiningReport, MinedSets]:
-    """Mine the folder's stored documents; the sets become the folder's current mined sets (and are copied to
-    ``save_to`` as ordinary eval-set files when given)."""
+    """Mine the folder's stored documents (and readers' feedback, as the ``feedback`` miner); the sets become the
+    folder's current mined sets (and are copied to ``save_to`` as ordinary eval-set files when given)."""
     specs = source_specs(settings)
     corpus = workspace_corpus(settings.paths.parquet, specs, mined_sources(specs))
     if not corpus.raw_files:
@@ -44,16 +46,21 @@ def mine_data_folder(
         )
     with open_index(settings) as store:
         present = set(store.indexed_documents())
+    lookup = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
     report = mine_workspace(
         corpus,
-        DirectoryLookup(settings.paths.directory, settings.identity_links_file),
-        miners=miners,
+        lookup,
+        miners=[m for m in miners if m != FEEDBACK_TAG] if miners is not None else None,
         max_queries=max_queries or settings.mined_max_queries,
         since=since,
         until=until,
         indexed=lambda wanted: wanted & present,
         run_as=run_as,
     )
+    if miners is None or FEEDBACK_TAG in miners:
+        add_feedback(
+            report, corpus, read_feedback(settings.paths.feedback), lookup, lambda w: w & present, since, until
+        )
     sets = MinedSets(settings.paths.mined_eval_sets)
     sets.write_sets(report)
     if save_to is not None:

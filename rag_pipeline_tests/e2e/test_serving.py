@@ -48,8 +48,8 @@ TOKEN = "serve-test-token-1234"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MODES = ("vector", "bm25", "hybrid", "reranked", "prf")
 # The MCP tools the service offers (sorted), the same over HTTP and to the stdio server.
-MCP_TOOLS = ["explain_access", "get_document", "list_containers", "record_tool_outcome", "search_documents",
-             "search_tools", "whoami"]  # fmt: skip
+MCP_TOOLS = ["explain_access", "get_document", "list_containers", "rate_document", "record_tool_outcome",
+             "search_documents", "search_tools", "whoami"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

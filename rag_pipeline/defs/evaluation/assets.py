@@ -17,6 +17,7 @@ from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import headline_figures, summarize_outcomes
+from rag_pipeline.evaluation.feedback_set import FEEDBACK_SET, GateResult, feedback_gate
 from rag_pipeline.evaluation.parallel import EvalUnit, describe_shares, evaluate_sets, evaluation_workers
 from rag_pipeline.evaluation.progress import eval_set_progress
 from rag_pipeline.evaluation.report import markdown_table, write_report
@@ -180,6 +181,8 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
         evaluation: EvaluationResource,
     ) -> dg.MaterializeResult:
         examples = []
+        feedback: list[EvalQuery] = []
+        gate: GateResult | None = None
         dense = load_or_defer(dense_embedder.encoder)
         with qdrant.open() as store:
             retriever = _retriever(store, dense, dense_embedder, bm25, evaluation)
@@ -188,9 +191,17 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 if "acl" in meta.tags:
                     continue  # the same queries again, restricted: adds no new labels
                 queries = [q for q in load_eval_set(path, evaluation.person_resolver()) if q.judged]
+                if meta.name == FEEDBACK_SET:
+                    feedback = queries  # used only if the gate below says it helps
+                    continue
                 progress = eval_set_progress(meta.name, lambda update: context.log.info(update.line()))
                 examples += rerank_examples(retriever, queries, sources=meta.sources, progress=progress)
                 context.log.info(f"{meta.name}: {len(queries)} labelled queries")
+            if feedback:
+                gate = feedback_gate(retriever, examples, feedback)
+                context.log.info(f"readers' feedback: {gate.reason}")
+                if gate.used:
+                    examples += rerank_examples(retriever, feedback)
         model = train_reranker(
             examples, trained_on=", ".join(p.stem for p in evaluation.eval_set_paths()), encoder=retriever.bm25
         )
@@ -211,6 +222,8 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                     {k: round(float(v), 4) for k, v in model.metadata["reg_lambda_inner_ndcg10"].items()}
                 ),
                 "path": dg.MetadataValue.path(str(folder)),
+                # Readers' judgements train the model only when a paired test on later weeks says they help.
+                "feedback_gate": dg.MetadataValue.json(gate.as_json() if gate else {"used": False, "reason": "none"}),
                 "feature_importance": dg.MetadataValue.md(
                     "| feature | gain |\n|---|---|\n" + "\n".join(f"| {k} | {v:.1f} |" for k, v in top)
                 ),

@@ -15,9 +15,11 @@ from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.resources import QdrantResource
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.directory.lookup import DirectoryLookup
+from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.mine import DEFAULT_MAX_QUERIES, MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
+from rag_pipeline.serving.feedback import read_feedback
 
 
 def workspace_corpus(parquet_dir: Path, specs: Mapping[str, SourceSpec], sources: Sequence[str]) -> Corpus:
@@ -38,6 +40,9 @@ class MiningResource(dg.ConfigurableResource):
     mined_dir: str = Field(description="Where mined eval sets are written (RAG_DATA_DIR/reports/mined)")
     directory_path: str = Field(description="The principal directory: each mined query runs as its author")
     identity_links: str | None = Field(default=None, description="Links file joining a person's accounts")
+    feedback_dir: str | None = Field(
+        default=None, description="Readers' judgements (RAG_FEEDBACK_DAYS), mined as the readers_feedback set"
+    )
     miners: list[str] = Field(default_factory=list, description="Miners to run; empty = every registered one")
     run_as: str = Field(
         default="authors",
@@ -103,13 +108,16 @@ def build_mined_eval_sets(
         report = mine_workspace(
             corpus,
             mining.resolver(),
-            miners=mining.miners or None,
+            miners=[m for m in mining.miners if m != FEEDBACK_TAG] if mining.miners else None,
             max_queries=mining.max_queries,
             since=since,
             until=until,
             indexed=lambda wanted: wanted & present,
             run_as=mining.run_as,
         )
+        if mining.feedback_dir and (not mining.miners or FEEDBACK_TAG in mining.miners):
+            entries = read_feedback(Path(mining.feedback_dir))
+            add_feedback(report, corpus, entries, mining.resolver(), lambda w: w & present, since, until)
         sets = MinedSets(Path(mining.mined_dir))
         sets.write_weeks(report, weeks)
         sets.merge(mining.max_queries)
