@@ -86,9 +86,13 @@ def write_eval_set(directory: Path, meta: EvalSetMeta, queries: list[EvalQuery])
     return path
 
 
-def load_eval_set(path: str | Path, resolve_person: Callable[[str], Principal] | None = None) -> list[EvalQuery]:
+def load_eval_set(
+    path: str | Path, resolve_person: Callable[[str], Principal] | None = None, skip_unknown_people: bool = False
+) -> list[EvalQuery]:
     """Read a JSONL eval set; a bad line raises with the file and line number. Lines naming a person get the
-    principal ``resolve_person`` gives (the directory's); without one, such a line is an error."""
+    principal ``resolve_person`` gives (the directory's); without one, such a line is an error. With
+    ``skip_unknown_people`` a line whose person the directory no longer knows is left out instead (a mined set:
+    its author left between the mining and the evaluation; the next mining drops the line)."""
     path = Path(path)
     queries = []
     # split("\n"), not splitlines(): JSON strings may hold U+2028 or U+0085, which splitlines() breaks on.
@@ -108,6 +112,8 @@ def load_eval_set(path: str | Path, resolve_person: Callable[[str], Principal] |
             try:
                 query = query.model_copy(update={"principal": resolve_person(query.person)})
             except LookupError as exc:
+                if skip_unknown_people:
+                    continue
                 raise ValueError(f"{path}:{number}: {exc}") from exc
         queries.append(query)
     return queries

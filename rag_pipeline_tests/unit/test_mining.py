@@ -282,3 +282,18 @@ def test_mined_sets_merge_weeks_to_the_cap_and_load_as_eval_sets(corpus: Corpus,
     sets.write_sets(MiningReport())
     assert sorted(p.name for p in sets.sets_dir.glob("*.jsonl")) == ["ours.jsonl"]
     assert len(sampled(report.eval_sets["mined_links"][1], cap=1)) == 3
+
+
+def test_a_mined_line_whose_author_left_is_left_out_not_an_error(corpus: Corpus, tmp_path: Path) -> None:
+    report = mine_workspace(corpus, resolve, miners=["links"])
+    path = MinedSets(tmp_path).write_sets(report)[0]
+
+    def gone_rita(person: str) -> Principal:
+        if person == "jira:rita":
+            raise LookupError("the principal directory knows no person 'jira:rita'")
+        return READERS[person]
+
+    with pytest.raises(ValueError, match=r"mined_links\.jsonl:\d+: .*jira:rita"):
+        load_eval_set(path, gone_rita)
+    kept = load_eval_set(path, gone_rita, skip_unknown_people=True)
+    assert kept and all(q.person != "jira:rita" for q in kept)

@@ -15,7 +15,7 @@ from rag_pipeline.defs.chain.resources import Bm25Resource, DenseEmbedderResourc
 from rag_pipeline.defs.evaluation.jobs import build_eval_jobs
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
-from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import headline_figures, summarize_outcomes
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_SET, GateResult, feedback_gate
 from rag_pipeline.evaluation.parallel import EvalUnit, describe_shares, evaluate_sets, evaluation_workers
@@ -190,7 +190,7 @@ def reranker_model_asset(index_deps: list[dg.AssetDep]) -> dg.AssetsDefinition:
                 meta = load_eval_set_meta(path)
                 if "acl" in meta.tags:
                     continue  # the same queries again, restricted: adds no new labels
-                queries = [q for q in load_eval_set(path, evaluation.person_resolver()) if q.judged]
+                queries = [q for q in evaluation.load(path) if q.judged]
                 if meta.name == FEEDBACK_SET:
                     feedback = queries  # used only if the gate below says it helps
                     continue
@@ -277,7 +277,7 @@ def retrieval_eval_asset(
             sets: dict[str, tuple[EvalSetMeta, list[EvalQuery], Path]] = {}
             for path in evaluation.eval_set_paths():
                 meta = load_eval_set_meta(path)
-                sets[meta.name] = (meta, load_eval_set(path, evaluation.person_resolver()), path)
+                sets[meta.name] = (meta, evaluation.load(path), path)
                 if any(arm not in ("vector", "bm25") and (arm != "prf" or retriever.config.prf.hybrid)
                        for arm in selected):  # fmt: skip
                     metadata[f"{meta.name}/fusion"] = describe_fusion(retriever.config.fusion_for(meta.sources))
@@ -414,7 +414,7 @@ def retrieval_eval_report_asset(retrieval_eval: dg.AssetsDefinition, arm_names: 
         calibrated_sets: list[str] = []
         for path in evaluation.eval_set_paths():
             meta = load_eval_set_meta(path)
-            queries = load_eval_set(path, evaluation.person_resolver())
+            queries = evaluation.load(path)
             fingerprint = eval_set_fingerprint(path)
             current = [
                 a

@@ -9,6 +9,8 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.directory.lookup import person_resolver
+from rag_pipeline.evaluation.eval_set import EvalQuery, load_eval_set, load_eval_set_meta
+from rag_pipeline.evaluation.mining.mine import MINED_TAG
 from rag_pipeline.evaluation.quality_over_time import DEFAULT_ALPHA, DEFAULT_RECENT_WEEKS, DEFAULT_TOLERANCE
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.principal import Principal
@@ -95,6 +97,12 @@ class EvaluationResource(dg.ConfigurableResource):
         if self.directory_path is None or not Path(self.directory_path).is_file():
             return None
         return person_resolver(self.directory_path, self.identity_links)
+
+    def load(self, path: Path) -> list[EvalQuery]:
+        """An eval set's queries, people resolved through the directory; a mined set leaves out the lines of people
+        the directory no longer knows (a bundled or hand-written set names them as an error)."""
+        mined = MINED_TAG in load_eval_set_meta(path).tags
+        return load_eval_set(path, self.person_resolver(), skip_unknown_people=mined)
 
     def eval_set_paths(self) -> list[Path]:
         """The eval sets under ``eval_dir``, then those mined from this workspace (``mined_dir``), by name."""
