@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rag_pipeline.composition import open_index
 from rag_pipeline.defs.builders import mined_sources, source_specs
-from rag_pipeline.defs.evaluation.mining import workspace_corpus
+from rag_pipeline.defs.evaluation.mining import whole_thread_sources, workspace_corpus
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
 from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
@@ -56,6 +56,7 @@ def mine_data_folder(
         until=until,
         indexed=lambda wanted: wanted & present,
         run_as=run_as,
+        whole_threads=whole_thread_sources(settings.bm25_tokenizer, mined_sources(specs)),
     )
     if miners is None or FEEDBACK_TAG in miners:
         add_feedback(

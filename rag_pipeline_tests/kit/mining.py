@@ -92,7 +92,13 @@ def write_workspace(root: Path, documents: list[Document], child_tokens: int = 4
         raw[(doc.source, week)].append(doc.to_record())
         for child in chunker.split(doc.id, doc.text)[1]:
             children[(doc.source, week)].append(
-                {"chunk_id": child.id, "document_id": doc.id, "token_start": child.token_start, "text": child.text}
+                {
+                    "chunk_id": child.id,
+                    "document_id": doc.id,
+                    "token_start": child.token_start,
+                    "text": child.text,
+                    "parent_id": child.parent_id,
+                }
             )
     raw_files, child_files = [], []
     for (source, week), rows in raw.items():

@@ -219,7 +219,7 @@ def test_a_thread_question_is_masked_by_its_chunks_and_labelled_with_its_languag
     # Masked: exactly the children that start inside the question; the thread keeps children to be found by.
     spans = corpus.child_spans([korean_id])[korean_id]
     question_end = len(cl100k().encode("민수: 프린터 드라이버가 설치되지 않아요. 어떻게 해야 하나요?"))
-    assert set(korean.exclude) == {chunk for chunk, start in spans if start < question_end}
+    assert set(korean.exclude) == {chunk for chunk, start, _parent in spans if start < question_end}
     assert 0 < len(korean.exclude) < len(spans)
     assert f"slack:{TEAM}:C0GEN:1710001200.000100" not in threads  # the question fills its only chunk
     assert report.skipped[("threads", "the question fills every chunk of its thread (nothing left to find)")] >= 1
@@ -297,3 +297,17 @@ def test_a_mined_line_whose_author_left_is_left_out_not_an_error(corpus: Corpus,
         load_eval_set(path, gone_rita)
     kept = load_eval_set(path, gone_rita, skip_unknown_people=True)
     assert kept and all(q.person != "jira:rita" for q in kept)
+
+
+def test_where_bm25_scores_whole_threads_the_question_is_masked_by_parent(corpus: Corpus) -> None:
+    # A CJK index: every child carries its parent's (the thread's) BM25 vector, so every child of the parent holding
+    # the question holds it. The long Korean thread spans two parents: the first parent's children all go; the
+    # one-parent threads cannot be masked at all.
+    report = mine_workspace(corpus, resolve, miners=["threads"], whole_threads=frozenset({"slack"}))
+    (korean,) = report.eval_sets["mined_threads"][1]
+    spans = corpus.child_spans([korean.id.split(":", 1)[1]])[korean.id.split(":", 1)[1]]
+    first_parent = spans[0][2]
+    assert set(korean.exclude) == {chunk for chunk, _start, parent in spans if parent == first_parent}
+    assert any(parent != first_parent for _chunk, _start, parent in spans)
+    reason = "the question shares the thread's only BM25 vector (whole threads scored: CJK index)"
+    assert report.skipped[("threads", reason)] == 3

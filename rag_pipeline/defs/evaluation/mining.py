@@ -12,7 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.chain.partitions import weekly_partitions
-from rag_pipeline.defs.chain.resources import QdrantResource
+from rag_pipeline.defs.chain.resources import Bm25Resource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
@@ -20,6 +20,7 @@ from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.mine import DEFAULT_MAX_QUERIES, MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
 from rag_pipeline.serving.feedback import read_feedback
+from rag_pipeline.vectors.sparse import scores_whole_threads
 
 
 def workspace_corpus(parquet_dir: Path, specs: Mapping[str, SourceSpec], sources: Sequence[str]) -> Corpus:
@@ -31,6 +32,11 @@ def workspace_corpus(parquet_dir: Path, specs: Mapping[str, SourceSpec], sources
         raw += sorted((parquet_dir / keys.raw).glob("*.parquet"))
         children += sorted((parquet_dir / keys.children).glob("*.parquet"))
     return Corpus(raw, children)
+
+
+def whole_thread_sources(tokenizer: str, sources: Sequence[str]) -> frozenset[str]:
+    """The sources whose chunks carry their thread's BM25 vector in an index with this tokenizer (CJK chat)."""
+    return frozenset(name for name in sources if scores_whole_threads(tokenizer, name))
 
 
 class MiningResource(dg.ConfigurableResource):
@@ -98,7 +104,7 @@ def build_mined_eval_sets(
         "runs beside the bundled ones (a sample of at most max_queries per source and miner, spread over weeks).",
     )
     def mined_eval_sets(
-        context: dg.AssetExecutionContext, mining: MiningResource, qdrant: QdrantResource
+        context: dg.AssetExecutionContext, mining: MiningResource, qdrant: QdrantResource, bm25: Bm25Resource
     ) -> dg.MaterializeResult:
         weeks = sorted(context.partition_keys)
         since, until = date.fromisoformat(weeks[0]), date.fromisoformat(weeks[-1]) + timedelta(days=7)
@@ -114,6 +120,7 @@ def build_mined_eval_sets(
             until=until,
             indexed=lambda wanted: wanted & present,
             run_as=mining.run_as,
+            whole_threads=whole_thread_sources(bm25.tokenizer_name(), sources),
         )
         if mining.feedback_dir and (not mining.miners or FEEDBACK_TAG in mining.miners):
             entries = read_feedback(Path(mining.feedback_dir))

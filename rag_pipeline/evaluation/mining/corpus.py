@@ -132,18 +132,18 @@ class Corpus:
                     continue
                 yield _record(row)
 
-    def child_spans(self, document_ids: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
-        """``document id -> [(child chunk id, first token)]`` as indexed, for these documents only."""
+    def child_spans(self, document_ids: Iterable[str]) -> dict[str, list[tuple[str, int, str]]]:
+        """``document id -> [(child chunk id, first token, parent chunk id)]`` as indexed, for these documents."""
         wanted = set(document_ids)
-        spans: dict[str, list[tuple[str, int]]] = {}
+        spans: dict[str, list[tuple[str, int, str]]] = {}
         if not wanted:
             return spans
+        columns = ["chunk_id", "document_id", "token_start", "parent_id"]
         for path in self.child_files:
-            table = pq.read_table(
-                path, columns=["chunk_id", "document_id", "token_start"], filters=[("document_id", "in", wanted)]
-            )
-            for chunk, doc, start in zip(*(table.column(c).to_pylist() for c in table.column_names), strict=True):
-                spans.setdefault(doc, []).append((chunk, int(start)))
+            table = pq.read_table(path, columns=columns, filters=[("document_id", "in", wanted)])
+            rows = zip(*(table.column(c).to_pylist() for c in columns), strict=True)
+            for chunk, doc, start, parent in rows:
+                spans.setdefault(doc, []).append((chunk, int(start), str(parent)))
         return spans
 
 

@@ -85,9 +85,13 @@ class MiningReport:
 
 
 def _masked_children(
-    corpus: Corpus, candidates: Sequence[Candidate], records_text: dict[str, str]
+    corpus: Corpus, candidates: Sequence[Candidate], records_text: dict[str, str], whole_threads: frozenset[str]
 ) -> dict[str, list[str] | None]:
-    """Per masked candidate, the child chunks holding its question (None: every child does, nothing to find it by)."""
+    """Per masked candidate, the child chunks holding its question (None: every child does, nothing to find it by).
+
+    Where the index scores a source's threads whole (``whole_threads``: chat sources in a CJK index, whose children
+    carry their parent chunk's BM25 vector), every child of a parent that holds the question holds it for BM25: all
+    of them are masked, and a thread of one parent chunk cannot be masked at all."""
     spans = corpus.child_spans(c.document_id for c in candidates)
     out: dict[str, list[str] | None] = {}
     encoding = cl100k()
@@ -95,7 +99,13 @@ def _masked_children(
         children = spans.get(candidate.document_id, [])
         text = records_text.get(candidate.document_id, "")
         question_tokens = len(encoding.encode(text[: candidate.mask_chars], disallowed_special=()))
-        masked = [chunk for chunk, start in children if start < question_tokens]
+        holding = [(chunk, parent) for chunk, start, parent in children if start < question_tokens]
+        info = corpus.info(candidate.document_id)
+        if info is not None and info.source in whole_threads:
+            parents = {parent for _chunk, parent in holding}
+            masked = [chunk for chunk, _start, parent in children if parent in parents]
+        else:
+            masked = [chunk for chunk, _parent in holding]
         out[candidate.document_id] = None if not children or len(masked) == len(children) else masked
     return out
 
@@ -129,13 +139,15 @@ def mine_workspace(
     indexed: Callable[[set[str]], set[str]] | None = None,
     seed: str = "mined",
     run_as: str = "authors",
+    whole_threads: frozenset[str] = frozenset(),
 ) -> MiningReport:
     """Mine ``corpus`` with the named miners (None: all). Each query runs as its author (``resolve_person`` of the
     author's ``source:account``; unknown authors are skipped), judges relevant only what that author may read, and
     is kept when its document was created in ``[since, until)``. ``indexed(ids)`` says which documents the index
     holds now (a document deleted since it was stored is never judged relevant). At most ``max_queries`` per
     (source, miner). ``run_as="everyone"`` runs every query as the all-documents principal instead (see
-    :data:`RUN_AS`)."""
+    :data:`RUN_AS`). ``whole_threads``: the sources whose threads the index's BM25 scores whole (their questions are
+    masked by parent chunk, see :func:`_masked_children`)."""
     if run_as not in RUN_AS:
         raise ValueError(f"run_as must be one of {', '.join(RUN_AS)}, got {run_as!r}")
     if max_queries < 1:
@@ -174,7 +186,8 @@ def mine_workspace(
         texts = _question_prefixes(corpus, masked_ids) if masked_ids else {}
         queries: list[EvalQuery] = []
         for source, candidates in sorted(passed.items()):
-            for candidate in _sampled(candidates, weeks, max_queries, seed, corpus, texts, report, name):
+            sample = _sampled(candidates, weeks, max_queries, seed, corpus, texts, report, name, whole_threads)
+            for candidate in sample:
                 info = corpus.info(candidate.document_id)
                 assert info is not None and candidate.author is not None
                 language = language_of(candidate.query)
@@ -232,6 +245,7 @@ def _sampled(
     texts: dict[str, str],
     report: MiningReport,
     name: str,
+    whole_threads: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """The sample of one (source, miner), its masks resolved: a candidate whose question cannot be masked is replaced
     by the next one in the sample order."""
@@ -241,14 +255,21 @@ def _sampled(
     while len(kept) < cap and position < len(ordered):
         batch = ordered[position : position + (cap - len(kept))]
         position += len(batch)
-        masks = _masked_children(corpus, [c for c in batch if c.mask_chars], texts)
+        masks = _masked_children(corpus, [c for c in batch if c.mask_chars], texts, whole_threads)
         for c in batch:
             if not c.mask_chars:
                 kept.append(c)
                 continue
             masked = masks.get(c.document_id)
             if masked is None:
-                report.skipped[(name, "the question fills every chunk of its thread (nothing left to find)")] += 1
+                info = corpus.info(c.document_id)
+                whole = info is not None and info.source in whole_threads
+                reason = (
+                    "the question shares the thread's only BM25 vector (whole threads scored: CJK index)"
+                    if whole
+                    else "the question fills every chunk of its thread (nothing left to find)"
+                )
+                report.skipped[(name, reason)] += 1
                 continue
             kept.append(Candidate(c.miner, c.document_id, c.query, c.relevant, c.author, (*c.exclude, *masked)))
     return kept
