@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag_pipeline.evaluation.eval_set import EvalQuery
+from rag_pipeline.evaluation.mining.copies import COPY_TAG
 from rag_pipeline.evaluation.summary import ArmRun
 from rag_pipeline.index.store import ALL_PAYLOAD
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
@@ -36,7 +37,13 @@ KEPT_PAYLOAD = (ALL_PAYLOAD,)
 
 
 def principal_of(query: EvalQuery) -> Principal:
-    return query.principal or Principal.all_documents_for_evaluation()
+    """The query's reader; a query judging a masked copy of its thread also holds that copy's own group (no reader
+    does: :mod:`rag_pipeline.evaluation.mining.copies`)."""
+    principal = query.principal or Principal.all_documents_for_evaluation()
+    groups = tuple(t.removeprefix(COPY_TAG) for t in query.tags if t.startswith(COPY_TAG))
+    if groups and not principal.all_documents:
+        principal = principal.model_copy(update={"groups": (*principal.groups, *groups)})
+    return principal
 
 
 @dataclass

@@ -6,15 +6,18 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import bm25_encoder, open_index
 from rag_pipeline.defs.builders import mined_sources, source_specs
 from rag_pipeline.defs.evaluation.mining import whole_thread_sources, workspace_corpus
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
+from rag_pipeline.evaluation.mining.copies import replace_masked_copies
 from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
 from rag_pipeline.serving.feedback import read_feedback
 from rag_pipeline.settings import Settings
+from rag_pipeline.text.chunking import Chunker
+from rag_pipeline.vectors.cache import EmbeddingCache
 
 
 class NothingToMine(ValueError):
@@ -46,6 +49,7 @@ def mine_data_folder(
         )
     with open_index(settings) as store:
         present = set(store.indexed_documents())
+    whole_threads = whole_thread_sources(settings.bm25_tokenizer, mined_sources(specs))
     lookup = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
     report = mine_workspace(
         corpus,
@@ -56,7 +60,7 @@ def mine_data_folder(
         until=until,
         indexed=lambda wanted: wanted & present,
         run_as=run_as,
-        whole_threads=whole_thread_sources(settings.bm25_tokenizer, mined_sources(specs)),
+        whole_threads=whole_threads,
     )
     if miners is None or FEEDBACK_TAG in miners:
         add_feedback(
@@ -64,6 +68,19 @@ def mine_data_folder(
         )
     sets = MinedSets(settings.paths.mined_eval_sets)
     sets.write_sets(report)
+    if report.masked_copies or whole_threads:
+        write_copies(settings, report, sets)
     if save_to is not None:
         sets.write_sets(report, save_to)
     return report, sets
+
+
+def write_copies(settings: Settings, report: MiningReport, sets: MinedSets) -> dict[str, int]:
+    """The masked copies the sets judge, written with the index's own models; copies no set judges go."""
+    encoder = settings.load_dense_encoder()
+    chunker = Chunker(settings.chunking, encoder.count_tokens, encoder.max_tokens)
+    with open_index(settings) as store:
+        return replace_masked_copies(
+            store, report.masked_copies, sets.judged_copies(), chunker, encoder, bm25_encoder(settings),
+            EmbeddingCache(settings.paths.embedding_cache),
+        )  # fmt: skip

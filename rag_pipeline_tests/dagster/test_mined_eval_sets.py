@@ -23,6 +23,7 @@ from rag_pipeline.defs.evaluation.mining import build_mined_eval_sets
 from rag_pipeline.defs.evaluation.sensors import build_mined_queries_sensor
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.eval_set import load_eval_set
+from rag_pipeline.evaluation.runner import principal_of
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 
@@ -89,21 +90,33 @@ def _workspace(root: Path) -> tuple[Path, Path, Path]:
     return export, dump, directory
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("own_workspace")
+def _index(root: Path, language: str) -> Path:
     export, dump, directory = _workspace(root)
     data = root / "data"
     with pytest.MonkeyPatch.context() as env:
+        # Each folder its own Dagster instance (the runners export DAGSTER_HOME for the process).
+        env.setenv("DAGSTER_HOME", str(data / "dagster_home"))
         # Small chunks, so a long thread has replies beyond the chunk that holds its question.
         for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
                             "PARENT_CHUNK_OVERLAP": "30"}.items():  # fmt: skip
             env.setenv(name, value)
         code = main(["index", "--slack-export", str(export), "--slack-team", TEAM, "--slack-domain", HOST,
                      "--jira-dump", str(dump), "--jira-site", SITE, "--jira-directory", str(directory),
-                     "--data-dir", str(data), "--json"])  # fmt: skip
+                     "--language", language, "--data-dir", str(data), "--json"])  # fmt: skip
     assert code == 0
     return data
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An English index (BM25 per child chunk): thread questions are masked by their chunks."""
+    return _index(tmp_path_factory.mktemp("own_workspace"), "english")
+
+
+@pytest.fixture(scope="module")
+def korean_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Korean index (BM25 scores chat threads whole): thread questions judge masked copies."""
+    return _index(tmp_path_factory.mktemp("korean_workspace"), "korean")
 
 
 def _settings(data: Path) -> Settings:
@@ -116,6 +129,7 @@ def test_evaluate_mines_runs_every_arm_as_the_authors_and_saves_the_sets(
     for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
                         "PARENT_CHUNK_OVERLAP": "30", "RAG_EVAL_WORKERS": "1"}.items():  # fmt: skip
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(workspace / "dagster_home"))
     capsys.readouterr()
     saved = tmp_path / "acme_sets"
     assert main(["evaluate", "--data-dir", str(workspace), "--save-eval-set", str(saved), "--json"]) == 0
@@ -190,3 +204,46 @@ def test_the_weekly_asset_writes_sets_the_evaluation_runs_and_the_sensor_wakes(w
     assert len(first.run_requests) == 1 and first.run_requests[0].tags["rag/mined_new_queries"] == "4"
     again = sensor(dg.build_sensor_context(cursor=first.cursor))
     assert isinstance(again, dg.SkipReason)
+
+
+def test_where_threads_are_scored_whole_questions_judge_copies_no_reader_sees(
+    korean_workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
+                        "PARENT_CHUNK_OVERLAP": "30", "RAG_EVAL_WORKERS": "1"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(korean_workspace / "dagster_home"))
+    capsys.readouterr()
+    assert main(["evaluate", "--data-dir", str(korean_workspace), "--miners", "threads", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mining"]["queries"] == {"mined_threads": 4}  # every thread: no chunk has to be left over
+    arms = out["evaluation"]["eval_sets"]["mined_threads"]["arms"]
+    assert all(a["leaks"] == 0 for a in arms.values()) and arms["hybrid"]["recall@100"] > 0
+    settings = _settings(korean_workspace)
+    lookup = DirectoryLookup(korean_workspace / "directory.sqlite")
+    threads = load_eval_set(korean_workspace / "reports" / "mined" / "sets" / "mined_threads.jsonl", lookup)
+    korean = next(q for q in threads if q.query == KOREAN)
+    (copy,) = korean.relevant
+    dense = settings.load_dense_encoder()
+    with open_index(settings) as store:
+        indexed = store.indexed_documents()
+        assert {d for d in indexed if d.endswith("#masked-question")} == {c for q in threads for c in q.relevant}
+        search = retriever(store, search_models(settings, dense))
+        # The copy holds the thread without its question and is found by the question's reader alone.
+        found = search.search(KOREAN, "hybrid", principal_of(korean), top_k=10, exclude=korean.exclude)
+        assert copy in [r.document_id for r in found.results]
+        assert all(KOREAN not in (r.parent_text or "") for r in found.results if r.document_id == copy)
+        # A reader (the same person, without the evaluation's group) never sees a copy, in any mode.
+        for mode in ("hybrid", "bm25", "vector"):
+            plain = search.search(KOREAN, mode, korean.principal, top_k=50)
+            assert not [r for r in plain.results if r.document_id.endswith("#masked-question")], mode
+    # Mining again with fewer queries removes the copies no set judges any more; nothing else is touched.
+    before = set(indexed)
+    assert main(["evaluate", "--data-dir", str(korean_workspace), "--miners", "threads", "--max-queries", "1",
+                 "--no-eval", "--json"]) == 0  # fmt: skip
+    with open_index(settings) as store:
+        after = set(store.indexed_documents())
+    kept = {d for d in after if d.endswith("#masked-question")}
+    assert len(kept) == 1 and {d for d in before if not d.endswith("#masked-question")} == {
+        d for d in after if not d.endswith("#masked-question")
+    }

@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from rag_pipeline.evaluation.eval_set import load_eval_set
+from rag_pipeline.evaluation.mining.copies import copy_group, copy_id
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets, sampled
+from rag_pipeline.evaluation.runner import principal_of
 from rag_pipeline.index.store import Hit
 from rag_pipeline.retrieval.grouping import documents_from_hits
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.sources.document import Document
 from rag_pipeline.text.tokens import cl100k
 from rag_pipeline_tests.kit.mining import (
+    PUBLIC_SLACK,
     SECRET,
     SITE,
     TEAM,
@@ -299,15 +302,28 @@ def test_a_mined_line_whose_author_left_is_left_out_not_an_error(corpus: Corpus,
     assert kept and all(q.person != "jira:rita" for q in kept)
 
 
-def test_where_bm25_scores_whole_threads_the_question_is_masked_by_parent(corpus: Corpus) -> None:
-    # A CJK index: every child carries its parent's (the thread's) BM25 vector, so every child of the parent holding
-    # the question holds it. The long Korean thread spans two parents: the first parent's children all go; the
-    # one-parent threads cannot be masked at all.
+def test_where_bm25_scores_whole_threads_a_thread_question_judges_a_copy_without_it(corpus: Corpus) -> None:
+    # A CJK index: every child carries its thread's BM25 vector, so no chunk mask hides the question. The query
+    # judges a copy of the thread without its question, hidden from every reader by a group of its own.
     report = mine_workspace(corpus, resolve, miners=["threads"], whole_threads=frozenset({"slack"}))
-    (korean,) = report.eval_sets["mined_threads"][1]
-    spans = corpus.child_spans([korean.id.split(":", 1)[1]])[korean.id.split(":", 1)[1]]
-    first_parent = spans[0][2]
-    assert set(korean.exclude) == {chunk for chunk, _start, parent in spans if parent == first_parent}
-    assert any(parent != first_parent for _chunk, _start, parent in spans)
-    reason = "the question shares the thread's only BM25 vector (whole threads scored: CJK index)"
-    assert report.skipped[("threads", reason)] == 3
+    queries = {q.query: q for q in report.eval_sets["mined_threads"][1]}
+    korean = queries["프린터 드라이버가 설치되지 않아요. 어떻게 해야 하나요?"]
+    thread = f"slack:{TEAM}:C0GEN:1710000800.000100"
+    (copy,) = [c for c in report.masked_copies if c.metadata["masked_copy_of"] == thread]
+    assert korean.relevant == {copy_id(thread): 1} and korean.exclude == [thread]
+    assert "프린터 드라이버가 설치되지" not in copy.text and "프린터 드라이버가 설치되지" not in copy.title
+    assert copy.text.startswith("지연: 제어판에서") and "제어판에서" in copy.title
+    group = copy_group(thread)
+    assert copy.acl.restricted_to == (group,) and copy.acl.groups == PUBLIC_SLACK.groups
+    # Nobody reads a copy; the query's reader does, through the copy's own group.
+    assert not READERS["slack:U1"].admits(copy.acl.model_dump())
+    loaded = korean.model_copy(update={"principal": READERS["slack:U1"]})
+    assert principal_of(loaded).admits(copy.acl.model_dump())
+    assert len(report.masked_copies) == len(queries) == 4  # the short threads too: no chunk has to survive
+    # Run as everyone, a query leaves out every other thread's copy.
+    everyone = mine_workspace(
+        corpus, resolve, miners=["threads"], whole_threads=frozenset({"slack"}), run_as="everyone"
+    )
+    for query in everyone.eval_sets["mined_threads"][1]:
+        others = {c.id for c in everyone.masked_copies} - set(query.relevant)
+        assert others <= set(query.exclude) and not set(query.relevant) & set(query.exclude)

@@ -12,10 +12,11 @@ import dagster as dg
 from pydantic import Field
 
 from rag_pipeline.defs.chain.partitions import weekly_partitions
-from rag_pipeline.defs.chain.resources import Bm25Resource, QdrantResource
+from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
+from rag_pipeline.evaluation.mining.copies import replace_masked_copies
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.mine import DEFAULT_MAX_QUERIES, MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
@@ -104,11 +105,17 @@ def build_mined_eval_sets(
         "runs beside the bundled ones (a sample of at most max_queries per source and miner, spread over weeks).",
     )
     def mined_eval_sets(
-        context: dg.AssetExecutionContext, mining: MiningResource, qdrant: QdrantResource, bm25: Bm25Resource
+        context: dg.AssetExecutionContext,
+        mining: MiningResource,
+        qdrant: QdrantResource,
+        bm25: Bm25Resource,
+        dense_embedder: DenseEmbedderResource,
+        chunking: ChunkingResource,
     ) -> dg.MaterializeResult:
         weeks = sorted(context.partition_keys)
         since, until = date.fromisoformat(weeks[0]), date.fromisoformat(weeks[-1]) + timedelta(days=7)
         corpus = workspace_corpus(Path(mining.parquet_dir), specs, sources)
+        whole_threads = whole_thread_sources(bm25.tokenizer_name(), sources)
         with qdrant.open() as store:
             present = set(store.indexed_documents())
         report = mine_workspace(
@@ -120,7 +127,7 @@ def build_mined_eval_sets(
             until=until,
             indexed=lambda wanted: wanted & present,
             run_as=mining.run_as,
-            whole_threads=whole_thread_sources(bm25.tokenizer_name(), sources),
+            whole_threads=whole_threads,
         )
         if mining.feedback_dir and (not mining.miners or FEEDBACK_TAG in mining.miners):
             entries = read_feedback(Path(mining.feedback_dir))
@@ -128,7 +135,19 @@ def build_mined_eval_sets(
         sets = MinedSets(Path(mining.mined_dir))
         sets.write_weeks(report, weeks)
         sets.merge(mining.max_queries)
+        copies: dict[str, int] = {}
+        if report.masked_copies or whole_threads:
+            # Where BM25 scores threads whole, thread questions are masked by copies written for the evaluation.
+            encoder = dense_embedder.encoder()
+            with qdrant.open() as store:
+                copies = replace_masked_copies(
+                    store, report.masked_copies, sets.judged_copies(), chunking.chunker(encoder), encoder,
+                    bm25.encoder(), dense_embedder.cache(),
+                )  # fmt: skip
         context.log.info(f"mined {sum(len(q) for _m, q in report.eval_sets.values())} queries over {len(weeks)} weeks")
-        return dg.MaterializeResult(metadata=report_metadata(report, sets))
+        metadata = report_metadata(report, sets)
+        if copies:
+            metadata["masked_copies"] = dg.MetadataValue.json(copies)
+        return dg.MaterializeResult(metadata=metadata)
 
     return mined_eval_sets

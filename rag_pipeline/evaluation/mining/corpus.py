@@ -23,7 +23,7 @@ from rag_pipeline.sources.registry import MiningFacts, registered_sources
 
 # What the first pass reads of every document (the text is read in the second pass only).
 _INFO_COLUMNS = ["document_id", "source", "container", "created", "version", "acl", "metadata", "url", "title"]
-_RECORD_COLUMNS = [*_INFO_COLUMNS, "text", "authors"]
+_RECORD_COLUMNS = [*_INFO_COLUMNS, "text", "authors", "updated"]
 
 
 @dataclass(frozen=True)

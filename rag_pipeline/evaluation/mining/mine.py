@@ -12,11 +12,13 @@ from datetime import date
 from typing import Any
 
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
+from rag_pipeline.evaluation.mining.copies import COPY_SUFFIX, COPY_TAG, copy_group, masked_copy
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.links import LinksMiner
 from rag_pipeline.evaluation.mining.model import Candidate, Miner, Skipped
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.scheduling.coverage import week_start
+from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.registry import load_object
 from rag_pipeline.text.language import is_cjk_text, is_korean_text
 from rag_pipeline.text.tokens import cl100k
@@ -62,6 +64,8 @@ class MiningReport:
     skipped: Counter[tuple[str, str]] = field(default_factory=Counter)  # (miner, reason) -> candidates
     languages: Counter[str] = field(default_factory=Counter)
     documents: int = 0
+    # Threads whose question could not be masked by chunks (whole-thread BM25): copies to write (copies.py).
+    masked_copies: list[Document] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready counts (the asset's metadata and ``evaluate --json``)."""
@@ -85,27 +89,17 @@ class MiningReport:
 
 
 def _masked_children(
-    corpus: Corpus, candidates: Sequence[Candidate], records_text: dict[str, str], whole_threads: frozenset[str]
+    corpus: Corpus, candidates: Sequence[Candidate], records: dict[str, dict[str, Any]]
 ) -> dict[str, list[str] | None]:
-    """Per masked candidate, the child chunks holding its question (None: every child does, nothing to find it by).
-
-    Where the index scores a source's threads whole (``whole_threads``: chat sources in a CJK index, whose children
-    carry their parent chunk's BM25 vector), every child of a parent that holds the question holds it for BM25: all
-    of them are masked, and a thread of one parent chunk cannot be masked at all."""
+    """Per masked candidate, the child chunks holding its question (None: every child does, nothing to find it by)."""
     spans = corpus.child_spans(c.document_id for c in candidates)
     out: dict[str, list[str] | None] = {}
     encoding = cl100k()
     for candidate in candidates:
         children = spans.get(candidate.document_id, [])
-        text = records_text.get(candidate.document_id, "")
+        text = str(records.get(candidate.document_id, {}).get("text") or "")
         question_tokens = len(encoding.encode(text[: candidate.mask_chars], disallowed_special=()))
-        holding = [(chunk, parent) for chunk, start, parent in children if start < question_tokens]
-        info = corpus.info(candidate.document_id)
-        if info is not None and info.source in whole_threads:
-            parents = {parent for _chunk, parent in holding}
-            masked = [chunk for chunk, _start, parent in children if parent in parents]
-        else:
-            masked = [chunk for chunk, _parent in holding]
+        masked = [chunk for chunk, start, _parent in children if start < question_tokens]
         out[candidate.document_id] = None if not children or len(masked) == len(children) else masked
     return out
 
@@ -146,8 +140,8 @@ def mine_workspace(
     is kept when its document was created in ``[since, until)``. ``indexed(ids)`` says which documents the index
     holds now (a document deleted since it was stored is never judged relevant). At most ``max_queries`` per
     (source, miner). ``run_as="everyone"`` runs every query as the all-documents principal instead (see
-    :data:`RUN_AS`). ``whole_threads``: the sources whose threads the index's BM25 scores whole (their questions are
-    masked by parent chunk, see :func:`_masked_children`)."""
+    :data:`RUN_AS`). ``whole_threads``: the sources whose threads the index's BM25 scores whole: their
+    questions are masked by a copy of the thread without them (``report.masked_copies``, to be written)."""
     if run_as not in RUN_AS:
         raise ValueError(f"run_as must be one of {', '.join(RUN_AS)}, got {run_as!r}")
     if max_queries < 1:
@@ -183,10 +177,10 @@ def mine_workspace(
             report.found[(name, info.source)] += 1
         # The texts of the documents whose question is masked (one more pass, only when a miner masks).
         masked_ids = {c.document_id for cs in passed.values() for c in cs if c.mask_chars}
-        texts = _question_prefixes(corpus, masked_ids) if masked_ids else {}
+        records = _records_of(corpus, masked_ids) if masked_ids else {}
         queries: list[EvalQuery] = []
         for source, candidates in sorted(passed.items()):
-            sample = _sampled(candidates, weeks, max_queries, seed, corpus, texts, report, name, whole_threads)
+            sample = _sampled(candidates, weeks, max_queries, seed, corpus, records, report, name, whole_threads)
             for candidate in sample:
                 info = corpus.info(candidate.document_id)
                 assert info is not None and candidate.author is not None
@@ -208,9 +202,12 @@ def mine_workspace(
                             f"lang:{language}",
                             f"week:{weeks[candidate.document_id]}",
                             *([] if as_author else ["as:everyone"]),
+                            *candidate.tags,
                         ],
                     )
                 )
+        if not as_author_run(run_as):
+            _exclude_other_copies(queries)
         if queries:
             meta = EvalSetMeta(
                 name=f"{MINED_PREFIX}{name}",
@@ -226,14 +223,27 @@ def mine_workspace(
     return report
 
 
+def as_author_run(run_as: str) -> bool:
+    return run_as == "authors"
+
+
+def _exclude_other_copies(queries: list[EvalQuery]) -> None:
+    """Run as everyone, a query would see every other thread's copy beside its original: each leaves them out."""
+    copies = {d for q in queries for d in q.relevant if d.endswith(COPY_SUFFIX)}
+    if not copies:
+        return
+    for i, query in enumerate(queries):
+        others = sorted(copies - set(query.relevant))
+        if others:
+            queries[i] = query.model_copy(update={"exclude": [*query.exclude, *others]})
+
+
 def _everyone(_author: str) -> Principal:
     return Principal.all_documents_for_evaluation()
 
 
-def _question_prefixes(corpus: Corpus, document_ids: set[str]) -> dict[str, str]:
-    return {
-        str(r["document_id"]): str(r.get("text") or "") for r in corpus.records() if r["document_id"] in document_ids
-    }
+def _records_of(corpus: Corpus, document_ids: set[str]) -> dict[str, dict[str, Any]]:
+    return {str(r["document_id"]): r for r in corpus.records() if r["document_id"] in document_ids}
 
 
 def _sampled(
@@ -242,37 +252,45 @@ def _sampled(
     cap: int,
     seed: str,
     corpus: Corpus,
-    texts: dict[str, str],
+    records: dict[str, dict[str, Any]],
     report: MiningReport,
     name: str,
     whole_threads: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
-    """The sample of one (source, miner), its masks resolved: a candidate whose question cannot be masked is replaced
-    by the next one in the sample order."""
+    """The sample of one (source, miner), its questions masked: by the chunks that hold them, or, where the index
+    scores the source's threads whole (``whole_threads``), by a copy of the thread without its question
+    (:mod:`~rag_pipeline.evaluation.mining.copies`, added to ``report.masked_copies``). A candidate whose question
+    cannot be masked is replaced by the next one in the sample order."""
     ordered = _spread(candidates, weeks, len(candidates), seed)
     kept: list[Candidate] = []
     position = 0
     while len(kept) < cap and position < len(ordered):
         batch = ordered[position : position + (cap - len(kept))]
         position += len(batch)
-        masks = _masked_children(corpus, [c for c in batch if c.mask_chars], texts, whole_threads)
+        by_chunks = [c for c in batch if c.mask_chars and _source_of(corpus, c) not in whole_threads]
+        masks = _masked_children(corpus, by_chunks, records)
         for c in batch:
             if not c.mask_chars:
                 kept.append(c)
-                continue
-            masked = masks.get(c.document_id)
-            if masked is None:
-                info = corpus.info(c.document_id)
-                whole = info is not None and info.source in whole_threads
-                reason = (
-                    "the question shares the thread's only BM25 vector (whole threads scored: CJK index)"
-                    if whole
-                    else "the question fills every chunk of its thread (nothing left to find)"
-                )
-                report.skipped[(name, reason)] += 1
-                continue
-            kept.append(Candidate(c.miner, c.document_id, c.query, c.relevant, c.author, (*c.exclude, *masked)))
+            elif _source_of(corpus, c) in whole_threads:
+                copy = masked_copy(records[c.document_id], c.mask_chars, c.query)
+                if copy is None:
+                    report.skipped[(name, "nothing is left of the thread without its question")] += 1
+                    continue
+                report.masked_copies.append(copy)
+                tag = f"{COPY_TAG}{copy_group(c.document_id)}"
+                kept.append(Candidate(c.miner, c.document_id, c.query, {copy.id: 1}, c.author,
+                                      (*c.exclude, c.document_id), tags=(*c.tags, tag)))  # fmt: skip
+            elif (masked := masks.get(c.document_id)) is None:
+                report.skipped[(name, "the question fills every chunk of its thread (nothing left to find)")] += 1
+            else:
+                kept.append(Candidate(c.miner, c.document_id, c.query, c.relevant, c.author, (*c.exclude, *masked)))
     return kept
+
+
+def _source_of(corpus: Corpus, candidate: Candidate) -> str | None:
+    info = corpus.info(candidate.document_id)
+    return info.source if info is not None else None
 
 
 def _checked(

@@ -27,6 +27,7 @@ class Candidate:
     author: str | None
     exclude: tuple[str, ...] = ()
     mask_chars: int = 0
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set_meta, write_eval_set
+from rag_pipeline.evaluation.mining.copies import is_copy
 from rag_pipeline.evaluation.mining.mine import MINED_TAG, MiningReport
 
 WEEK_TAG = "week:"
@@ -96,6 +97,18 @@ class MinedSets:
             report.eval_sets[name] = (meta.model_copy(update={"queries": len(kept)}), kept)
         self.write_sets(report)
         return self.current_counts()
+
+    def judged_copies(self) -> set[str]:
+        """The masked copies (``…#masked-question``) the current sets judge relevant: the ones to keep indexed."""
+        if not self.sets_dir.exists():
+            return set()
+        return {
+            doc_id
+            for path in self.sets_dir.glob("*.jsonl")
+            for query in raw_queries(path)
+            for doc_id in query.relevant
+            if is_copy(doc_id)
+        }
 
     def current_counts(self) -> dict[str, int]:
         if not self.sets_dir.exists():
