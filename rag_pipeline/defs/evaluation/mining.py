@@ -11,9 +11,11 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from rag_pipeline.defs.chain.assets import QDRANT_POOL
 from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, DenseEmbedderResource, QdrantResource
 from rag_pipeline.defs.chain.source_spec import SourceSpec
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
 from rag_pipeline.evaluation.mining.copies import replace_masked_copies
@@ -94,6 +96,9 @@ def build_mined_eval_sets(
         partitions_def=weekly_partitions(partition_start),
         deps=deps,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # It opens the index (and writes masked copies): one writer at a time, where the index is.
+        pool=QDRANT_POOL,
+        op_tags=step_tags(QDRANT_QUEUE),
         group_name="evaluation",
         owners=["team:rag-platform"],
         kinds={"python"},

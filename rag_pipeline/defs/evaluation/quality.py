@@ -10,6 +10,7 @@ import dagster as dg
 import pandas as pd
 
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
+from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.evaluation.eval_set import load_eval_set_meta
 from rag_pipeline.evaluation.mining.mine import MINED_TAG
 from rag_pipeline.evaluation.mining.store import raw_queries, week_of
@@ -44,6 +45,8 @@ def build_quality_over_time(report: dg.AssetsDefinition) -> dg.AssetsDefinition:
             )
         ],
         automation_condition=dg.AutomationCondition.eager(),
+        # Reads the report folder the evaluation steps write: it runs where they do.
+        op_tags=step_tags(QDRANT_QUEUE),
         group_name="evaluation",
         owners=["team:rag-platform"],
         kinds={"python"},
