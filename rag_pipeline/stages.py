@@ -23,7 +23,7 @@ from rag_pipeline.sources.registry import document_payload
 from rag_pipeline.text.chunking import Chunker, chunk_id
 from rag_pipeline.vectors.cache import CacheStats, EmbeddingCache, embed_with_cache, query_side
 from rag_pipeline.vectors.dense.base import DenseEncoder
-from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
+from rag_pipeline.vectors.sparse import THREAD_AVG_LEN, Bm25Encoder, SparseVector, scores_whole_threads
 
 PARENT_COLUMNS = ("chunk_id", "document_id", "chunk_index", "text", "token_start", "token_end", "token_count")
 CHILD_COLUMNS = (*PARENT_COLUMNS, "parent_id", "model_tokens")
@@ -265,9 +265,29 @@ def index_documents_directly(
     titles, title_stats = embed_titles(documents, encoder, cache)
     stats = CacheStats(stats.cached + title_stats.cached, stats.computed + title_stats.computed)
     dense = pd.concat([dense, titles], ignore_index=True) if len(titles) else dense
-    sparse = sparse_children(children, bm25)
+    sparse = sparse_vectors_of(documents, parents, children, bm25)
     report = index_documents(store, IndexInputs(documents, parents, children, dense, sparse), encoder.dimension)
     return DirectIndexReport(report, stats, len(parents), len(children))
+
+
+def sparse_vectors_of(
+    documents: pd.DataFrame, parents: pd.DataFrame, children: pd.DataFrame, bm25: Bm25Encoder
+) -> pd.DataFrame:
+    """The children's BM25 vectors as the chain's sparse asset writes them: per child, or, for a source whose threads
+    this tokenizer scores whole (CJK chat), each child its parent's vector with the threads' length prior. A write
+    outside the chain (a reconciliation rewrite, a mined set's masked copy) must score as the chain's own points."""
+    if children.empty:
+        return sparse_children(children, bm25)
+    sources = dict(zip(documents["document_id"], documents["source"], strict=True))
+    whole = children["document_id"].map(lambda d: scores_whole_threads(bm25.params.tokenizer, sources.get(d, "")))
+    frames = []
+    if (~whole).any():
+        frames.append(sparse_children(children[~whole], bm25))
+    if whole.any():
+        thread_encoder = Bm25Encoder(bm25.params.model_copy(update={"avg_len": THREAD_AVG_LEN}))
+        texts = dict(zip(parents["chunk_id"], parents["text"], strict=True))
+        frames.append(sparse_children(children[whole], thread_encoder, texts))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def _authors(value: str | None) -> list[str]:

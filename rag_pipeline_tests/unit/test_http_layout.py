@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from rag_pipeline.http.app import ROUTERS
 
 HTTP = Path(__file__).resolve().parents[2] / "rag_pipeline" / "http"
-EXPECTED = {"health", "search", "chat", "models", "documents", "tools", "access", "metrics"}
+EXPECTED = {"health", "search", "chat", "models", "documents", "feedback", "tools", "access", "metrics"}
 
 
 def _route_decorators(tree: ast.AST) -> list[ast.AST]:
