@@ -8,7 +8,9 @@ with the ``threads`` miner's set on the rooted index, where the mask (not the da
 
 Both sets run as everyone (the export's users carry no workspace flags, so the directory grants them nothing; the
 bundled set has no principal either). Reports per arm nDCG@10 with 95 % CIs on both, whether the mined figure lies
-inside the bundled CI, and Kendall's tau between the arm orders. Results: ``bench/results/mined_korean_threads.json``.
+inside the bundled CI, and Kendall's tau between the arm orders; then the same mined queries with every sampled
+thread's original left out of every query (``mined_on_bundled_corpus``: the threads compete question-less, as in the
+bundled export), which isolates the construction from the corpus. Results: ``bench/results/mined_korean_threads.json``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from scipy import stats
 
 from bench.common import EVAL_SETS, RESULTS, ROOT, parser, run_record, write_json
-from rag_pipeline.evaluation.eval_set import load_eval_set
+from rag_pipeline.evaluation.eval_set import load_eval_set, write_eval_set
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.runs.evaluation import run_evaluation
 from rag_pipeline.runs.mining import mine_data_folder
@@ -116,11 +118,33 @@ def main() -> None:
     mined = run_evaluation(rooted.model_copy(update={"eval_dir": sets.sets_dir}), force=True).summaries["mined_threads"]
     seconds["evaluate_mined"] = time.perf_counter() - t0
     mined_f = figures(mined)
+    # The same queries on the bundled set's corpus: every sampled thread's original (question included) left out of
+    # every query, so the threads compete as the bundled export's root-deleted ones do. What is left to differ is
+    # the construction itself.
+    alike_dir = options.work / "like_bundled"
+    meta, queries = report.eval_sets["mined_threads"]
+    originals = sorted({d for q in queries for d in q.exclude if not d.endswith("#masked-question")})
+    # (Run as everyone, each query leaves out the other threads' copies too: here they stay, as the bundled export's
+    # question-less threads do, and the originals go.)
+    alike = [q.model_copy(update={"exclude": originals}) for q in queries]
+    write_eval_set(alike_dir, meta.model_copy(update={"name": "mined_threads_like_bundled"}), alike)
+    t0 = time.perf_counter()
+    like = run_evaluation(rooted.model_copy(update={"eval_dir": alike_dir}), force=True).summaries[
+        "mined_threads_like_bundled"
+    ]
+    seconds["evaluate_like_bundled"] = time.perf_counter() - t0
+    like_f = figures(like)
+    like_tau = stats.kendalltau([human_f[a]["ndcg@10"] for a in MODES], [like_f[a]["ndcg@10"] for a in MODES])
     tau = stats.kendalltau([human_f[a]["ndcg@10"] for a in MODES], [mined_f[a]["ndcg@10"] for a in MODES])
     within = {a: human_f[a]["ci95"][0] <= mined_f[a]["ndcg@10"] <= human_f[a]["ci95"][1] for a in MODES}
     out |= {
         "queries": {"bundled": human.queries, "mined": mined.queries},
         "mined": mined_f,
+        "mined_on_bundled_corpus": like_f,
+        "like_bundled_within_bundled_ci": {
+            a: human_f[a]["ci95"][0] <= like_f[a]["ndcg@10"] <= human_f[a]["ci95"][1] for a in MODES
+        },
+        "like_bundled_kendall_tau": round(float(like_tau.statistic), 3),
         "mined_within_bundled_ci": within,
         "kendall_tau": round(float(tau.statistic), 3),
         "order": {"bundled": sorted(MODES, key=lambda a: -human_f[a]["ndcg@10"]),
