@@ -327,3 +327,18 @@ def test_where_bm25_scores_whole_threads_a_thread_question_judges_a_copy_without
     for query in everyone.eval_sets["mined_threads"][1]:
         others = {c.id for c in everyone.masked_copies} - set(query.relevant)
         assert others <= set(query.exclude) and not set(query.relevant) & set(query.exclude)
+
+
+def test_run_as_everyone_needs_no_author(tmp_path: Path) -> None:
+    docs = [
+        jira_doc("1", "OPS-1", "Worker stalls", "The worker stops picking jobs.", "2024-03-04", reporter_account=None),
+        jira_doc("2", "OPS-2", "Stuck again", "Same stall as before on Monday.", "2024-03-04", reporter_account=None,
+                 links=[{"relation": "duplicates", "key": "OPS-1"}]),
+    ]  # fmt: skip
+    raw, children = write_workspace(tmp_path, docs)
+    corpus = Corpus(raw, children)
+    strict = mine_workspace(corpus, resolve, miners=["jira_links"])
+    assert strict.skipped[("jira_links", "no author recorded")] == 1 and not strict.eval_sets
+    everyone = mine_workspace(corpus, resolve, miners=["jira_links"], run_as="everyone")
+    (query,) = everyone.eval_sets["mined_jira_links"][1]
+    assert query.relevant == {f"jira:{SITE}:1": 2} and query.person is None

@@ -183,7 +183,7 @@ def mine_workspace(
             sample = _sampled(candidates, weeks, max_queries, seed, corpus, records, report, name, whole_threads)
             for candidate in sample:
                 info = corpus.info(candidate.document_id)
-                assert info is not None and candidate.author is not None
+                assert info is not None
                 language = language_of(candidate.query)
                 as_author = run_as == "authors"
                 report.languages[language] += 1
@@ -300,12 +300,14 @@ def _checked(
     principals: dict[str, Principal | None],
     indexed: Callable[[set[str]], set[str]] | None,
 ) -> Candidate | str:
-    """The candidate limited to what its author may read, or why it is skipped."""
-    if candidate.author is None:
+    """The candidate limited to what its author may read, or why it is skipped (run as everyone, no author is
+    needed)."""
+    if candidate.author is None and resolve_person is not _everyone:
         return "no author recorded"
-    if candidate.author not in principals:
-        principals[candidate.author] = resolve_person(candidate.author)
-    principal = principals[candidate.author]
+    author = candidate.author or ""
+    if author not in principals:
+        principals[author] = resolve_person(author)
+    principal = principals[author]
     if principal is None:
         return "author not in the principal directory"
     # Never judge what the search leaves out (the asking document itself, for the links miners).
