@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from rag_pipeline.commands.arguments import iso_day, positive_int
 from rag_pipeline.commands.demo import print_evaluation
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.progress import task_bars
@@ -20,20 +21,7 @@ from rag_pipeline.settings import Settings
 
 
 def _day(value: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a day (YYYY-MM-DD): {value!r}") from None
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {value!r}")
-    return number
+    return date.fromisoformat(iso_day(value))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "threads, any a source plugin adds, and feedback: readers' judgements where RAG_FEEDBACK_DAYS keeps them)",
     )
     evaluate.add_argument(
-        "--max-queries", type=_count, default=None,
+        "--max-queries", type=positive_int, default=None,
         help=f"queries kept per source and miner, a sample spread over weeks (default: $RAG_MINED_MAX_QUERIES or "
         f"{DEFAULT_MAX_QUERIES})",
     )  # fmt: skip

@@ -90,16 +90,23 @@ def _workspace(root: Path) -> tuple[Path, Path, Path]:
     return export, dump, directory
 
 
+# Small chunks, so a long thread has replies beyond the chunk that holds its question; one evaluation process.
+CHUNKS = {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
+          "PARENT_CHUNK_OVERLAP": "30", "RAG_EVAL_WORKERS": "1"}  # fmt: skip
+
+
+def _evaluation_env(env: pytest.MonkeyPatch, data: Path) -> None:
+    for name, value in CHUNKS.items():
+        env.setenv(name, value)
+    # Each folder its own Dagster instance (the runners export DAGSTER_HOME for the process).
+    env.setenv("DAGSTER_HOME", str(data / "dagster_home"))
+
+
 def _index(root: Path, language: str) -> Path:
     export, dump, directory = _workspace(root)
     data = root / "data"
     with pytest.MonkeyPatch.context() as env:
-        # Each folder its own Dagster instance (the runners export DAGSTER_HOME for the process).
-        env.setenv("DAGSTER_HOME", str(data / "dagster_home"))
-        # Small chunks, so a long thread has replies beyond the chunk that holds its question.
-        for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
-                            "PARENT_CHUNK_OVERLAP": "30"}.items():  # fmt: skip
-            env.setenv(name, value)
+        _evaluation_env(env, data)
         code = main(["index", "--slack-export", str(export), "--slack-team", TEAM, "--slack-domain", HOST,
                      "--jira-dump", str(dump), "--jira-site", SITE, "--jira-directory", str(directory),
                      "--language", language, "--data-dir", str(data), "--json"])  # fmt: skip
@@ -126,10 +133,7 @@ def _settings(data: Path) -> Settings:
 def test_evaluate_mines_runs_every_arm_as_the_authors_and_saves_the_sets(
     workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
-                        "PARENT_CHUNK_OVERLAP": "30", "RAG_EVAL_WORKERS": "1"}.items():  # fmt: skip
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DAGSTER_HOME", str(workspace / "dagster_home"))
+    _evaluation_env(monkeypatch, workspace)
     capsys.readouterr()
     saved = tmp_path / "acme_sets"
     assert main(["evaluate", "--data-dir", str(workspace), "--save-eval-set", str(saved), "--json"]) == 0
@@ -209,10 +213,7 @@ def test_the_weekly_asset_writes_sets_the_evaluation_runs_and_the_sensor_wakes(w
 def test_where_threads_are_scored_whole_questions_judge_copies_no_reader_sees(
     korean_workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in {"CHILD_CHUNK_SIZE": "60", "CHILD_CHUNK_OVERLAP": "10", "PARENT_CHUNK_SIZE": "300",
-                        "PARENT_CHUNK_OVERLAP": "30", "RAG_EVAL_WORKERS": "1"}.items():  # fmt: skip
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("DAGSTER_HOME", str(korean_workspace / "dagster_home"))
+    _evaluation_env(monkeypatch, korean_workspace)
     capsys.readouterr()
     assert main(["evaluate", "--data-dir", str(korean_workspace), "--miners", "threads", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
