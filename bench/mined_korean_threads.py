@@ -6,11 +6,11 @@ with the ``threads`` miner's set on the rooted index, where the mask (not the da
 
     .venv/bin/python -m bench.mined_korean_threads [--work /tmp/rag_ko_threads]
 
-Both sets run as everyone (the export's users carry no workspace flags, so the directory grants them nothing; the
-bundled set has no principal either). Reports per arm nDCG@10 with 95 % CIs on both, whether the mined figure lies
-inside the bundled CI, and Kendall's tau between the arm orders; then the same mined queries with every sampled
-thread's original left out of every query (``mined_on_bundled_corpus``: the threads compete question-less, as in the
-bundled export), which isolates the construction from the corpus. Results: ``bench/results/mined_korean_threads.json``.
+Both sets run as everyone, as the bundled set does (no principal). Reports per arm nDCG@10 with 95 % CIs on both,
+whether the mined figure lies inside the bundled CI, and Kendall's tau between the arm orders; then the same mined
+queries after every sampled thread's original is deleted from the scratch index (``mined_on_bundled_corpus``: the
+copies compete question-less, as the bundled export's threads do), which isolates the construction from the corpus.
+Results: ``bench/results/mined_korean_threads.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 from scipy import stats
 
 from bench.common import EVAL_SETS, RESULTS, ROOT, parser, run_record, write_json
+from rag_pipeline.composition import open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, write_eval_set
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.runs.evaluation import run_evaluation
@@ -118,15 +119,18 @@ def main() -> None:
     mined = run_evaluation(rooted.model_copy(update={"eval_dir": sets.sets_dir}), force=True).summaries["mined_threads"]
     seconds["evaluate_mined"] = time.perf_counter() - t0
     mined_f = figures(mined)
-    # The same queries on the bundled set's corpus: every sampled thread's original (question included) left out of
-    # every query, so the threads compete as the bundled export's root-deleted ones do. What is left to differ is
-    # the construction itself.
+    # The same queries on the bundled set's corpus: every sampled thread's original (question included) deleted from
+    # this scratch index, so the copies compete as the bundled export's root-deleted threads do. (Leaving the
+    # originals out of the results instead is no substitute: the hybrid arms fuse the lists in the engine before
+    # anything is left out, so the left-out originals still move every rank.) What is left to differ is the
+    # construction itself.
     alike_dir = options.work / "like_bundled"
     meta, queries = report.eval_sets["mined_threads"]
     originals = sorted({d for q in queries for d in q.exclude if not d.endswith("#masked-question")})
-    # (Run as everyone, each query leaves out the other threads' copies too: here they stay, as the bundled export's
-    # question-less threads do, and the originals go.)
-    alike = [q.model_copy(update={"exclude": originals}) for q in queries]
+    with open_index(rooted) as store:
+        for collection in (store.names.children, store.names.parents):
+            store.delete_documents(collection, originals)
+    alike = [q.model_copy(update={"exclude": []}) for q in queries]
     write_eval_set(alike_dir, meta.model_copy(update={"name": "mined_threads_like_bundled"}), alike)
     t0 = time.perf_counter()
     like = run_evaluation(rooted.model_copy(update={"eval_dir": alike_dir}), force=True).summaries[
