@@ -50,9 +50,13 @@ class ThreadMiner:
     first child also carries the thread's title vector (the title repeats the question), so that goes too."""
 
     name = "threads"
+    # Scoped to Slack as the bundled chat sets are (the search then fuses with Slack's learned RRF): a thread's
+    # question is asked of the chat it was asked in, and the figures compare with the bundled sets'.
     scope = MinerScope(
+        sources=(SOURCE,),
         description="Chat threads: the opening message is the query, the thread is the one relevant document, found "
-        "from its replies (the chunks holding the question are left out of the scored search).",
+        "from its replies (the question's chunks left out of the scored search, or, where BM25 scores threads "
+        "whole, a copy of the thread without its question judged instead).",
         tags=("chat", "known-item"),
     )
 
