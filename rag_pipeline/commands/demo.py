@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
         with task_bars(console, disable=args.json) as bars, step_progress(eval_progress(console, bars, args.json)):
             evaluation = run_evaluation(
-                settings, force=changed, on_progress=bars, sources=tuple(args.source), on_start=announce
+                settings, force=changed, on_progress=bars, sources=tuple(args.source), on_start=announce, mine=True
             )
         result["evaluation"] = {
             "ran": evaluation.ran,

@@ -10,7 +10,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.builders import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.defs.builders import build_resources, evaluation_definitions, mined_sources, source_specs
+from rag_pipeline.defs.evaluation.mining import build_mined_eval_sets
+from rag_pipeline.defs.evaluation.quality import build_quality_over_time
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.evaluation.eval_set import load_eval_set_meta
@@ -66,13 +68,16 @@ def run_evaluation(
     on_progress: ProgressFn | None = None,
     sources: tuple[str, ...] | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    mine: bool = False,
 ) -> EvaluationSummary:
     """Materialize ``retrieval_eval`` (every arm) and ``retrieval_eval_report`` on the runners' instance.
 
     Skipped (the last report is shown) when a report exists and ``force`` is false: the caller forces
     it whenever the index changed. ``sources`` (a partial demo) keeps only the eval sets scoped to
     those sources, so a Slack-only index is not scored on Jira queries. ``on_start(eval_sets, arms)`` is
-    called when the evaluation runs, before its first arm.
+    called when the evaluation runs, before its first arm. With ``mine`` (the demo), ``mined_eval_sets`` is
+    materialized over every week first, so the evaluation runs the workspace's own questions too; the weekly quality
+    (``retrieval_quality_over_time``) follows the report either way.
     """
 
     ensure_dagster_home(settings)
@@ -100,8 +105,28 @@ def run_evaluation(
     failures: list[str] = []
     if ran:
         definitions = evaluation_definitions(settings, specs)
-        defs = dg.Definitions(assets=definitions.assets, jobs=definitions.jobs, resources=resources)
+        mined = build_mined_eval_sets(specs, mined_sources(specs), settings.partition_start)
+        quality = build_quality_over_time(definitions.retrieval_eval_report)
+        jobs = [
+            *definitions.jobs,
+            dg.define_asset_job("mined_eval_sets_job", selection=[mined]),
+            dg.define_asset_job("retrieval_quality_over_time_job", selection=[quality]),
+        ]
+        defs = dg.Definitions(assets=[*definitions.assets, mined, quality], jobs=jobs, resources=resources)
         with runner_instance() as instance:
+            if mine:
+                weeks = mined.partitions_def.get_partition_keys() if mined.partitions_def else []
+                mined_run = execute_run(
+                    defs.resolve_job_def("mined_eval_sets_job"),
+                    instance,
+                    tags={RANGE_START_TAG: weeks[0], RANGE_END_TAG: weeks[-1]},
+                    run_config=QUIET_RUN_CONFIG,
+                    raise_on_error=False,
+                )
+                if not mined_run.success:
+                    failures.append(
+                        f"mined_eval_sets failed (run {mined_run.run_id}): {step_failure_reason(mined_run)}"
+                    )
             arms = definitions.arms.get_partition_keys()
             if on_start:
                 on_start(len(resources["evaluation"].eval_set_paths()), len(arms))  # type: ignore[attr-defined]
@@ -129,6 +154,15 @@ def run_evaluation(
             if not result.success:
                 failures.append(f"retrieval_eval_report failed (run {result.run_id}); see the Dagster UI")
             checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+            weekly = execute_run(
+                defs.resolve_job_def("retrieval_quality_over_time_job"),
+                instance,
+                run_config=QUIET_RUN_CONFIG,
+                raise_on_error=False,
+            )
+            if not weekly.success:
+                failures.append(f"retrieval_quality_over_time failed (run {weekly.run_id}); see the Dagster UI")
+            checks.update({c.check_name: c.passed for c in weekly.get_asset_check_evaluations()})
     # The newest report, not the regression baseline, which stays put after a regression.
     latest = store.newest()
     if latest is None:

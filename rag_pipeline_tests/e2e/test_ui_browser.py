@@ -128,7 +128,8 @@ def test_dagster_ui_shows_the_materialized_demo(tmp_path: Path, monkeypatch) -> 
     assert backfill.as_dict()["runs"] > 0
     # What `index` and `demo` do after the backfill: the principal directory of the sources read.
     refresh_directories(Settings.from_env().with_data_dir(tmp_path / "data"), ["slack", "jira"], live=False)
-    evaluation = run_evaluation(Settings.from_env().with_data_dir(tmp_path / "data"), force=True)
+    # As the demo runs it: the workspace's own questions mined first, then every arm, the report, the weekly quality.
+    evaluation = run_evaluation(Settings.from_env().with_data_dir(tmp_path / "data"), force=True, mine=True)
     assert evaluation.ran and not evaluation.failures
 
     port = _free_port()
