@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,17 @@ def scoped_eval_sets(eval_dir: Path, sources: tuple[str, ...]) -> list[str]:
     return names
 
 
+def _range_run(job: dg.JobDefinition, instance: dg.DagsterInstance, keys: Sequence[str]) -> dg.ExecuteInProcessResult:
+    """One run of ``job`` over the partition range ``keys[0]...keys[-1]`` (single-run backfills), quietly."""
+    return execute_run(
+        job,
+        instance,
+        tags={RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]},
+        run_config=QUIET_RUN_CONFIG,
+        raise_on_error=False,
+    )
+
+
 def run_evaluation(
     settings: Settings,
     force: bool = False,
@@ -116,13 +127,7 @@ def run_evaluation(
         with runner_instance() as instance:
             if mine:
                 weeks = mined.partitions_def.get_partition_keys() if mined.partitions_def else []
-                mined_run = execute_run(
-                    defs.resolve_job_def("mined_eval_sets_job"),
-                    instance,
-                    tags={RANGE_START_TAG: weeks[0], RANGE_END_TAG: weeks[-1]},
-                    run_config=QUIET_RUN_CONFIG,
-                    raise_on_error=False,
-                )
+                mined_run = _range_run(defs.resolve_job_def("mined_eval_sets_job"), instance, weeks)
                 if not mined_run.success:
                     failures.append(
                         f"mined_eval_sets failed (run {mined_run.run_id}): {step_failure_reason(mined_run)}"
@@ -135,13 +140,7 @@ def run_evaluation(
                 on_progress("evaluation (arms)", 0, len(arms))
             # Every arm in one run (a partition range): each eval set's arms share their searches and the run's
             # index, models and query embeddings; an arm that fails leaves the others' results and fails the run.
-            arm_run = execute_run(
-                eval_job,
-                instance,
-                tags={RANGE_START_TAG: arms[0], RANGE_END_TAG: arms[-1]},
-                run_config=QUIET_RUN_CONFIG,
-                raise_on_error=False,
-            )
+            arm_run = _range_run(eval_job, instance, arms)
             if not arm_run.success:
                 failures.append(
                     f"retrieval_eval[{arms[0]}...{arms[-1]}] failed (run {arm_run.run_id}): "

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Any
 
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta
-from rag_pipeline.evaluation.mining.copies import COPY_SUFFIX, COPY_TAG, copy_group, masked_copy
+from rag_pipeline.evaluation.mining.copies import COPY_TAG, copy_group, is_copy, masked_copy
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.links import LinksMiner
 from rag_pipeline.evaluation.mining.model import Candidate, Miner, Skipped
@@ -152,6 +152,7 @@ def mine_workspace(
     if unknown:
         raise ValueError(f"unknown miner(s) {', '.join(unknown)}; choose from {', '.join(available)}")
     report = MiningReport(documents=len(corpus))
+    as_author = run_as == "authors"
     principals: dict[str, Principal | None] = {}
     for name in names:
         miner = available[name]
@@ -167,7 +168,7 @@ def mine_workspace(
             day = info.created.date()
             if (since and day < since) or (until and day >= until):
                 continue
-            resolve = resolve_person if run_as == "authors" else _everyone
+            resolve = resolve_person if as_author else _everyone
             reason = _checked(item, corpus, resolve, principals, indexed)
             if isinstance(reason, str):
                 report.skipped[(name, reason)] += 1
@@ -185,7 +186,6 @@ def mine_workspace(
                 info = corpus.info(candidate.document_id)
                 assert info is not None
                 language = language_of(candidate.query)
-                as_author = run_as == "authors"
                 report.languages[language] += 1
                 report.kept[(name, source)] += 1
                 queries.append(
@@ -206,7 +206,7 @@ def mine_workspace(
                         ],
                     )
                 )
-        if not as_author_run(run_as):
+        if not as_author:
             _exclude_other_copies(queries)
         if queries:
             meta = EvalSetMeta(
@@ -223,13 +223,9 @@ def mine_workspace(
     return report
 
 
-def as_author_run(run_as: str) -> bool:
-    return run_as == "authors"
-
-
 def _exclude_other_copies(queries: list[EvalQuery]) -> None:
     """Run as everyone, a query would see every other thread's copy beside its original: each leaves them out."""
-    copies = {d for q in queries for d in q.relevant if d.endswith(COPY_SUFFIX)}
+    copies = {d for q in queries for d in q.relevant if is_copy(d)}
     if not copies:
         return
     for i, query in enumerate(queries):
