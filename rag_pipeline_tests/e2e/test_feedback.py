@@ -114,3 +114,13 @@ def test_feedback_becomes_an_eval_set_run_as_its_reader(
     salary = queries[QUESTION]
     assert salary.relevant == {S.SECRET_THREAD: 2} and salary.principal.user_id == "U3"
     assert "feedback" in salary.tags and any(t.startswith("week:") for t in salary.tags)
+
+
+def test_no_identity_is_refused_and_a_forged_group_widens_nothing(service: S.ServiceProcess) -> None:
+    body = {"query": QUESTION, "document_id": S.SECRET_THREAD, "grade": 2}
+    anonymous = _feedback(service, body, {"Authorization": f"Bearer {TOKEN}"})
+    assert anonymous.status_code == 401 and anonymous.json()["field"] == "X-User-Id"
+    # Groups come from the directory, never from a header (no trusted proxy here): the header is refused.
+    forged = _feedback(service, body, {**BOB, "X-User-Groups": "slack:T0SERVE:members,G0PRIV"})
+    assert forged.json()["field"] == "X-User-Groups" and "RAG_SERVE_TRUSTED_PROXY" in forged.json()["error"]
+    assert forged.status_code == 400
