@@ -33,10 +33,14 @@ from rag_pipeline.commands import (
     worker,
 )
 from rag_pipeline.commands import explain as explain_command
-from rag_pipeline.commands.arguments import OneLineParser
+from rag_pipeline.commands.arguments import OneLineParser, data_folder_given_by, existing_data_folder
 from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain, one_line, print_error, print_traceback
 from rag_pipeline.settings import Settings, load_env_file
 from rag_pipeline.sources.registry import source_names
+
+# The commands that only read what `demo`, `index` or `sync` wrote: given a data folder that does not exist, they
+# stop with one line naming it instead of creating it (with an empty cache in it) and then failing on the index.
+READS_DATA_FOLDER = frozenset({"search", "ask", "tree", "tools", "whois", "explain", "audit", "evaluate", "status"})
 
 EPILOG = """\
 exit status:
@@ -138,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         load_env_file()  # ./.env or $RAG_ENV_FILE, under what the environment already sets
         # The one read of the environment; every command gets its configuration from here.
         settings = Settings.from_env().with_data_dir(getattr(args, "data_dir", None))
+        if args.command in READS_DATA_FOLDER:
+            existing_data_folder(settings.data_dir, data_folder_given_by(getattr(args, "data_dir", None)))
         return int(args.func(args, settings))
     except SystemExit as exc:
         if not isinstance(exc.code, str):

@@ -8,6 +8,7 @@ They also accept values already converted, so a check can run again on parsed ar
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -132,3 +133,25 @@ def existing_input(path: Path, what: str, given_by: str) -> Path:
     if not path.exists():
         raise CommandError(f"the {what} {path} ({given_by}) does not exist")
     return path
+
+
+def data_folder_given_by(option: str | None) -> str:
+    """Where the data folder came from, as an error names it: the option, the variable, or the default."""
+    if option is not None:
+        return "--data-dir"
+    if os.environ.get("RAG_DATA_DIR"):
+        return "RAG_DATA_DIR"
+    return "the default; set --data-dir or RAG_DATA_DIR"
+
+
+def existing_data_folder(path: Path, given_by: str) -> Path:
+    """``path`` if it is a folder, else a usage error naming it: for the commands that only read what an index run
+    wrote, which would otherwise create an empty data folder (and caches in it) for a mistyped path."""
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise CommandError(f"the data folder {path} ({given_by}) is a file, not a folder")
+    raise CommandError(
+        f"no data folder at {path} ({given_by}): run `rag-pipeline demo` or `rag-pipeline index` first to build "
+        "one, or check --data-dir / RAG_DATA_DIR"
+    )

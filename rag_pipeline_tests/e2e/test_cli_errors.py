@@ -83,6 +83,56 @@ def _tiny_jira_dump(tmp_path: Path) -> Path:
 # --- paths -----------------------------------------------------------------------------------------------
 
 
+def test_search_with_a_data_folder_that_does_not_exist_names_it_and_creates_nothing(tmp_path: Path) -> None:
+    """A mistyped --data-dir made the folder (an empty embedding cache in it) before failing on the index."""
+    missing = tmp_path / "no" / "such" / "folder"
+    done = _run_cli(["search", "--data-dir", str(missing), "wifi"], _clean_env())
+    assert done.returncode == USAGE, done.stderr
+    line = _one_error_line(done.stderr)
+    assert line.startswith(f"error: no data folder at {missing} (--data-dir): "), line
+    assert "`rag-pipeline demo`" in line and "`rag-pipeline index`" in line and "check --data-dir" in line, line
+    assert not (tmp_path / "no").exists()
+    # From RAG_DATA_DIR, the message names the variable.
+    done = _run_cli(["search", "wifi"], _clean_env(RAG_DATA_DIR=str(missing)))
+    assert done.returncode == USAGE and f"{missing} (RAG_DATA_DIR)" in _one_error_line(done.stderr), done.stderr
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", "wifi"],
+        ["tree", "--user", "U1"],
+        ["tools", "wifi"],
+        ["whois", "U1"],
+        ["explain", "--user", "U1", "slack:T1:C1:1.0"],
+        ["audit"],
+        ["evaluate"],
+        ["status"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_read_only_commands_refuse_a_missing_data_folder_without_creating_it(
+    argv: list[str], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    for name in [k for k in os.environ if k.startswith(_CONFIG_PREFIXES)]:
+        monkeypatch.delenv(name)
+    missing = tmp_path / "missing"
+    assert main([*argv, "--data-dir", str(missing)]) == USAGE
+    assert _one_error_line(capsys.readouterr().err).startswith(f"error: no data folder at {missing} (--data-dir)")
+    assert not missing.exists()
+
+
+def test_a_data_folder_given_as_a_file_to_a_read_only_command(tmp_path: Path, capsys) -> None:
+    file = tmp_path / "data"
+    file.write_text("")
+    assert main(["search", "wifi", "--data-dir", str(file)]) == USAGE
+    assert (
+        _one_error_line(capsys.readouterr().err)
+        == f"error: the data folder {file} (--data-dir) is a file, not a folder"
+    )
+
+
 def test_data_folder_that_is_a_file(tmp_path: Path, capsys) -> None:
     file = tmp_path / "data"
     file.write_text("not a folder")
