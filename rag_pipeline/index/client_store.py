@@ -12,39 +12,32 @@ from typing import Any
 
 from qdrant_client import QdrantClient, models
 
+from rag_pipeline.index.qdrant_base import (
+    SCROLL_PAGE,
+    UPSERT_BATCH,
+    QdrantStoreBase,
+    Search,
+    native_filter,
+    payload_indexes,
+)
 from rag_pipeline.index.store import (
-    BOOL_FIELDS,
-    DATETIME_FIELDS,
-    DEFAULT_FUSION,
     DENSE_VECTOR,
-    FLOAT_FIELDS,
-    KEYWORD_FIELDS,
     SPARSE_VECTOR,
     TITLE_VECTOR,
     CollectionNames,
     Condition,
-    ContainerSummary,
-    DensePrefetch,
     DenseSearch,
     Fusion,
     Hit,
-    IndexedDocument,
-    PointRef,
     SearchFilter,
     StorePoint,
-    filter_spec,
     id_batches,
-    scroll_containers,
-    scroll_indexed_documents,
-    scroll_point_refs,
 )
 from rag_pipeline.vectors.sparse import SparseVector
 
-_PAGE = 1024
 
-
-class ClientVectorStore:
-    """VectorStore on qdrant-client."""
+class ClientVectorStore(QdrantStoreBase):
+    """VectorStore on qdrant-client (the shared logic: :class:`QdrantStoreBase`)."""
 
     def __init__(
         self,
@@ -121,12 +114,8 @@ class ClientVectorStore:
         self.client.update_collection(self.names.children, metadata=info)
 
     def _create_indexes(self, collection: str, skip: set[str] | None = None) -> None:
-        schema = (
-            [(f, models.PayloadSchemaType.KEYWORD) for f in KEYWORD_FIELDS]
-            + [(f, models.PayloadSchemaType.BOOL) for f in BOOL_FIELDS]
-            + [(f, models.PayloadSchemaType.DATETIME) for f in DATETIME_FIELDS]
-            + [(f, models.PayloadSchemaType.FLOAT) for f in FLOAT_FIELDS]
-        )
+        kinds = models.PayloadSchemaType
+        schema = payload_indexes(kinds.KEYWORD, kinds.BOOL, kinds.DATETIME, kinds.FLOAT)
         missing = [(field, kind) for field, kind in schema if field not in (skip or set())]
         if not missing or (skip is not None and _is_local(self.client)):
             return  # local mode keeps no indexes (so never lists any): asking again on every write is pointless
@@ -137,24 +126,21 @@ class ClientVectorStore:
                 self.client.create_payload_index(collection, field, field_schema=kind)
 
     def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
-        for i in range(0, len(points), 256):
+        for i in range(0, len(points), UPSERT_BATCH):
             batch = [
                 models.PointStruct(id=p.id, vector=self._vectors(collection, p), payload=p.payload)
-                for p in points[i : i + 256]
+                for p in points[i : i + UPSERT_BATCH]
             ]
             self.client.upsert(collection, batch, wait=True)
 
-    def _vectors(self, collection: str, point: StorePoint) -> dict[str, Any]:
-        if collection == self.names.parents:
-            return {}
-        vectors: dict[str, Any] = {}
-        if point.dense is not None:
-            vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
-        if point.sparse is not None:
-            vectors[SPARSE_VECTOR] = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
-        if point.title is not None and TITLE_VECTOR in self.dense_vector_names():
-            vectors[TITLE_VECTOR] = [float(x) for x in point.title]
-        return vectors
+    def _native_sparse(self, vector: SparseVector) -> models.SparseVector:
+        return models.SparseVector(indices=vector.indices, values=vector.values)
+
+    def _native_search_params(self, **params: Any) -> models.SearchParams:
+        return models.SearchParams(**params)
+
+    def _has_collection(self, collection: str) -> bool:
+        return bool(self.client.collection_exists(collection))
 
     def dense_vector_names(self) -> frozenset[str]:
         if self._dense_names is None:
@@ -179,36 +165,15 @@ class ClientVectorStore:
             selector = models.FilterSelector(filter=_filter(SearchFilter(document_ids=batch)))
             self.client.set_payload(collection, payload, points=selector, wait=True)
 
-    def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
-        if not document_ids or not self.client.collection_exists(collection):
-            return []
-        return scroll_point_refs(self._scroll, collection, document_ids)
-
-    def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:
-        if not self.client.collection_exists(self.names.parents):
-            return []
-        return scroll_containers(self._scroll, self.names.parents, flt)
-
-    def parent_payloads(self, flt: SearchFilter | None, fields: Sequence[str]) -> list[dict[str, Any]]:
-        if not self.client.collection_exists(self.names.parents):
-            return []
-        return [dict(r.payload or {}) for r in self._scroll(self.names.parents, flt, list(fields))]
-
-    def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
-        if not self.client.collection_exists(self.names.parents):
-            return {}
-        return scroll_indexed_documents(self._scroll, self.names.parents, flt)
-
-    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str]) -> Iterator[Any]:
-        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload."""
+    def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str] | None) -> Iterator[Any]:
         native, offset = _filter(flt), None
         while True:
             records, offset = self.client.scroll(
                 collection,
                 scroll_filter=native,
-                limit=_PAGE,
+                limit=SCROLL_PAGE,
                 offset=offset,
-                with_payload=fields,
+                with_payload=fields if fields is not None else True,
                 with_vectors=False,
             )
             yield from records
@@ -230,77 +195,37 @@ class ClientVectorStore:
         """Nothing to do: a server builds its HNSW graphs in the background (and local mode has none)."""
         return False
 
-    def _dense_params(self) -> models.SearchParams:
-        if self.dense_search.exact:
-            return models.SearchParams(exact=True)
-        return models.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
-
-    def search_dense(
-        self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
-    ) -> list[Hit]:
-        response = self.client.query_points(
-            self.names.children,
-            query=[float(x) for x in vector],
-            using=DENSE_VECTOR,
-            limit=limit,
-            query_filter=_filter(flt),
-            with_payload=list(fields) if fields else True,
-            search_params=self._dense_params(),
-        )
-        return _hits(response.points)
-
-    def search_sparse(
-        self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
-    ) -> list[Hit]:
-        response = self.client.query_points(
-            self.names.children,
-            query=models.SparseVector(indices=vector.indices, values=vector.values),
-            using=SPARSE_VECTOR,
-            limit=limit,
-            query_filter=_filter(flt),
-            with_payload=list(fields) if fields else True,
-        )
-        return _hits(response.points)
-
-    def search_hybrid(
-        self,
-        dense: Sequence[float],
-        sparse: SparseVector,
-        limit: int,
-        prefetch_limit: int = 50,
-        flt: SearchFilter | None = None,
-        fusion: Fusion = DEFAULT_FUSION,
-        extra: Sequence[DensePrefetch] = (),
-        fields: Sequence[str] | None = None,
-    ) -> list[Hit]:
-        qfilter = _filter(flt)
-
-        def dense_prefetch(vector: Sequence[float], using: str = DENSE_VECTOR) -> models.Prefetch:
-            return models.Prefetch(
-                query=[float(x) for x in vector],
-                using=using,
-                limit=prefetch_limit,
-                filter=qfilter,
-                params=self._dense_params(),
+    def _run(self, search: Search) -> list[Hit]:
+        qfilter, with_payload = _filter(search.flt), list(search.fields) if search.fields else True
+        if search.fused:
+            response = self.client.query_points(
+                self.names.children,
+                prefetch=[
+                    models.Prefetch(
+                        query=self._native_vector(q.vector),
+                        using=q.using,
+                        limit=search.prefetch_limit,
+                        filter=qfilter,
+                        params=self._search_params(q),
+                    )
+                    for q in search.lists
+                ],
+                query=_fusion(search.fusion),
+                query_filter=qfilter,
+                limit=search.limit,
+                with_payload=with_payload,
             )
-
-        response = self.client.query_points(
-            self.names.children,
-            prefetch=[
-                dense_prefetch(dense),
-                models.Prefetch(
-                    query=models.SparseVector(indices=sparse.indices, values=sparse.values),
-                    using=SPARSE_VECTOR,
-                    limit=prefetch_limit,
-                    filter=qfilter,
-                ),
-                *(dense_prefetch(p.vector, p.using) for p in extra),
-            ],
-            query=_fusion(fusion),
-            query_filter=qfilter,
-            limit=limit,
-            with_payload=list(fields) if fields else True,
-        )
+        else:
+            (only,) = search.lists
+            response = self.client.query_points(
+                self.names.children,
+                query=self._native_vector(only.vector),
+                using=only.using,
+                limit=search.limit,
+                query_filter=qfilter,
+                with_payload=with_payload,
+                search_params=self._search_params(only),
+            )
         return _hits(response.points)
 
     def remember_fields(self, fields: Sequence[str]) -> None:
@@ -309,12 +234,6 @@ class ClientVectorStore:
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> ClientVectorStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _hits(points: Sequence[models.ScoredPoint]) -> list[Hit]:
@@ -342,14 +261,5 @@ def _condition(c: Condition) -> models.FieldCondition | models.IsEmptyCondition:
 
 
 def _filter(flt: SearchFilter | None) -> models.Filter | None:
-    spec = filter_spec(flt)
-    if spec.empty:
-        return None
-    must: list[Any] = [_condition(c) for c in spec.must]
-    if spec.also:
-        must.append(models.Filter(should=[_condition(c) for c in spec.also]))
-    return models.Filter(
-        must=must or None,
-        should=[_condition(c) for c in spec.should] or None,
-        must_not=[_condition(c) for c in spec.must_not] or None,
-    )
+    found: models.Filter | None = native_filter(flt, _condition, models.Filter)
+    return found

@@ -20,32 +20,28 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from rag_pipeline.index.qdrant_base import (
+    SCROLL_PAGE,
+    UPSERT_BATCH,
+    Nearest,
+    QdrantStoreBase,
+    Search,
+    native_filter,
+    payload_indexes,
+)
 from rag_pipeline.index.store import (
     ALL_PAYLOAD,
-    BOOL_FIELDS,
-    DATETIME_FIELDS,
-    DEFAULT_FUSION,
     DENSE_VECTOR,
-    FLOAT_FIELDS,
-    KEYWORD_FIELDS,
     SPARSE_VECTOR,
     TITLE_VECTOR,
     CollectionNames,
     Condition,
-    ContainerSummary,
-    DensePrefetch,
     DenseSearch,
     Fusion,
     Hit,
-    IndexedDocument,
-    PointRef,
     SearchFilter,
     StorePoint,
-    filter_spec,
     id_batches,
-    scroll_containers,
-    scroll_indexed_documents,
-    scroll_point_refs,
 )
 from rag_pipeline.index.store_lock import LOCK_FILE, ShardsBusy, acquire_folder, is_wal_locked
 from rag_pipeline.vectors.sparse import SparseVector
@@ -53,21 +49,19 @@ from rag_pipeline.vectors.sparse import SparseVector
 # qdrant-edge cannot hold a shard without vectors; parents carry this never-filled sparse vector.
 _PLACEHOLDER_VECTOR = "unused"
 _CONFIG_FILE = "edge_config.json"
-_PAGE = 1024
 # qdrant-edge-py 0.9.0 never matches a bool (MatchValue(True) and (False) both count 0, indexed or not),
 # so this engine mirrors ``acl.public`` into a keyword field and filters on that instead.
 _PUBLIC_MIRROR = "acl_public"
 # Every payload index a shard gets: the filtered fields, plus the mirror.
+_KINDS = qe.PayloadSchemaType
 _FIELD_INDEXES: tuple[tuple[str, qe.PayloadSchemaType], ...] = (
-    *((f, qe.PayloadSchemaType.Keyword) for f in (*KEYWORD_FIELDS, _PUBLIC_MIRROR)),
-    *((f, qe.PayloadSchemaType.Bool) for f in BOOL_FIELDS),
-    *((f, qe.PayloadSchemaType.Datetime) for f in DATETIME_FIELDS),
-    *((f, qe.PayloadSchemaType.Float) for f in FLOAT_FIELDS),
+    *payload_indexes(_KINDS.Keyword, _KINDS.Bool, _KINDS.Datetime, _KINDS.Float),
+    (_PUBLIC_MIRROR, _KINDS.Keyword),
 )
 
 
-class EdgeVectorStore:
-    """VectorStore on qdrant-edge shards under ``path/<collection>``."""
+class EdgeVectorStore(QdrantStoreBase):
+    """VectorStore on qdrant-edge shards under ``path/<collection>`` (the shared logic: :class:`QdrantStoreBase`)."""
 
     engine = "qdrant-edge"
 
@@ -198,21 +192,17 @@ class EdgeVectorStore:
     def upsert(self, collection: str, points: Sequence[StorePoint]) -> None:
         self._remembered = None
         shard = self._shard(collection)
-        for i in range(0, len(points), 256):
-            batch = [qe.Point(p.id, self._vectors(collection, p), _payload(p.payload)) for p in points[i : i + 256]]
+        for i in range(0, len(points), UPSERT_BATCH):
+            batch = [
+                qe.Point(p.id, self._vectors(collection, p), _payload(p.payload)) for p in points[i : i + UPSERT_BATCH]
+            ]
             shard.update(qe.UpdateOperation.upsert_points(batch))
 
-    def _vectors(self, collection: str, point: StorePoint) -> dict[str, Any]:
-        if collection == self.names.parents:
-            return {}
-        vectors: dict[str, Any] = {}
-        if point.dense is not None:
-            vectors[DENSE_VECTOR] = [float(x) for x in point.dense]
-        if point.sparse is not None:
-            vectors[SPARSE_VECTOR] = qe.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
-        if point.title is not None and TITLE_VECTOR in self.dense_vector_names():
-            vectors[TITLE_VECTOR] = [float(x) for x in point.title]
-        return vectors
+    def _native_sparse(self, vector: SparseVector) -> qe.SparseVector:
+        return qe.SparseVector(indices=vector.indices, values=vector.values)
+
+    def _native_search_params(self, **params: Any) -> qe.SearchParams:
+        return qe.SearchParams(**params)
 
     def optimize(self) -> bool:
         """Build the HNSW graph over what was written and drop deleted points (which otherwise still count
@@ -246,35 +236,17 @@ class EdgeVectorStore:
             shard.update(qe.UpdateOperation.set_payload_by_filter(flt, _payload(payload)))
 
     # --- reads -------------------------------------------------------------------------------
-    def document_points(self, collection: str, document_ids: Sequence[str]) -> list[PointRef]:
-        if collection not in self._shards or not document_ids:
-            return []
-        return scroll_point_refs(self._scroll, collection, document_ids)
-
-    def containers(self, flt: SearchFilter | None = None) -> list[ContainerSummary]:
-        if self.names.parents not in self._shards:
-            return []
-        return scroll_containers(self._scroll, self.names.parents, flt)
-
-    def parent_payloads(self, flt: SearchFilter | None, fields: Sequence[str]) -> list[dict[str, Any]]:
-        if self.names.parents not in self._shards:
-            return []
-        return [dict(r.payload or {}) for r in self._scroll(self.names.parents, flt, list(fields))]
-
-    def indexed_documents(self, flt: SearchFilter | None = None) -> dict[str, IndexedDocument]:
-        if self.names.parents not in self._shards:
-            return {}
-        return scroll_indexed_documents(self._scroll, self.names.parents, flt)
+    def _has_collection(self, collection: str) -> bool:
+        return collection in self._shards
 
     def _scroll(self, collection: str, flt: SearchFilter | None, fields: list[str] | None) -> Iterator[Any]:
-        """Every point of a collection matching ``flt``, page by page, with only ``fields`` of its payload (None:
-        all of it)."""
         shard, native, offset = self._shards[collection], _filter(flt), None
         selector = fields if fields is not None else True
         while True:
-            records, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=_PAGE, filter=native, with_payload=selector, with_vector=False)
+            request = qe.ScrollRequest(
+                offset=offset, limit=SCROLL_PAGE, filter=native, with_payload=selector, with_vector=False
             )
+            records, offset = shard.scroll(request)
             yield from records
             if offset is None:
                 return
@@ -307,74 +279,29 @@ class EdgeVectorStore:
             return False
         return qe.PayloadSelector.Include(list(fields)) if fields else True
 
-    def search_dense(
-        self, vector: Sequence[float], limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
-    ) -> list[Hit]:
+    def _native_query(self, query: Nearest) -> Any:
+        return qe.Query.Nearest(self._native_vector(query.vector), using=query.using)
+
+    def _run(self, search: Search) -> list[Hit]:
+        edge_filter = _filter(search.flt)
+        if search.fused:
+            prefetches = [
+                qe.Prefetch(
+                    limit=search.prefetch_limit,
+                    query=self._native_query(q),
+                    filter=edge_filter,
+                    params=self._search_params(q),
+                )
+                for q in search.lists
+            ]
+            asked: dict[str, Any] = {"prefetches": prefetches, "query": _fusion(search.fusion)}
+        else:
+            (only,) = search.lists
+            asked = {"query": self._native_query(only), "params": self._search_params(only)}
         request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest([float(x) for x in vector], using=DENSE_VECTOR),
-            filter=_filter(flt),
-            with_payload=self._selector(fields),
-            params=self._dense_params(),
+            limit=search.limit, filter=edge_filter, with_payload=self._selector(search.fields), **asked
         )
-        return self._hits(request, fields)
-
-    def search_sparse(
-        self, vector: SparseVector, limit: int, flt: SearchFilter | None = None, fields: Sequence[str] | None = None
-    ) -> list[Hit]:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(qe.SparseVector(indices=vector.indices, values=vector.values), using=SPARSE_VECTOR),
-            filter=_filter(flt),
-            with_payload=self._selector(fields),
-        )
-        return self._hits(request, fields)
-
-    def search_hybrid(
-        self,
-        dense: Sequence[float],
-        sparse: SparseVector,
-        limit: int,
-        prefetch_limit: int = 50,
-        flt: SearchFilter | None = None,
-        fusion: Fusion = DEFAULT_FUSION,
-        extra: Sequence[DensePrefetch] = (),
-        fields: Sequence[str] | None = None,
-    ) -> list[Hit]:
-        edge_filter = _filter(flt)
-
-        def dense_prefetch(vector: Sequence[float], using: str = DENSE_VECTOR) -> qe.Prefetch:
-            return qe.Prefetch(
-                limit=prefetch_limit,
-                query=qe.Query.Nearest([float(x) for x in vector], using=using),
-                filter=edge_filter,
-                params=self._dense_params(),
-            )
-
-        prefetches = [
-            dense_prefetch(dense),
-            qe.Prefetch(
-                limit=prefetch_limit,
-                query=qe.Query.Nearest(
-                    qe.SparseVector(indices=sparse.indices, values=sparse.values), using=SPARSE_VECTOR
-                ),
-                filter=edge_filter,
-            ),
-            *(dense_prefetch(p.vector, p.using) for p in extra),
-        ]
-        request = qe.QueryRequest(
-            limit=limit,
-            prefetches=prefetches,
-            query=_fusion(fusion),
-            filter=edge_filter,
-            with_payload=self._selector(fields),
-        )
-        return self._hits(request, fields)
-
-    def _dense_params(self) -> qe.SearchParams:
-        if self.dense_search.exact:
-            return qe.SearchParams(exact=True)
-        return qe.SearchParams(hnsw_ef=self.dense_search.hnsw_ef)
+        return self._hits(request, search.fields)
 
     def _hits(self, request: qe.QueryRequest, fields: Sequence[str] | None) -> list[Hit]:
         if self.names.children not in self._shards:
@@ -461,12 +388,6 @@ class EdgeVectorStore:
         finally:
             self._lock.release()
 
-    def __enter__(self) -> EdgeVectorStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 @dataclass(frozen=True)
 class EdgeReaderCopy:
@@ -515,14 +436,5 @@ def _condition(c: Condition) -> Any:
 
 
 def _filter(flt: SearchFilter | None) -> qe.Filter | None:
-    spec = filter_spec(flt)
-    if spec.empty:
-        return None
-    must: list[Any] = [_condition(c) for c in spec.must]
-    if spec.also:
-        must.append(qe.Filter(should=[_condition(c) for c in spec.also]))
-    return qe.Filter(
-        must=must or None,
-        should=[_condition(c) for c in spec.should] or None,
-        must_not=[_condition(c) for c in spec.must_not] or None,
-    )
+    found: qe.Filter | None = native_filter(flt, _condition, qe.Filter)
+    return found
