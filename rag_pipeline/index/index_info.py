@@ -25,12 +25,18 @@ class IndexModelMismatch(ValueError):
     """The configured dense model is not the one the index was built with."""
 
 
-def _mismatch(recorded: str, configured: str) -> IndexModelMismatch:
+def _mismatch(built_with: str, configured: str, variable: str, value: str, new_one: str) -> IndexModelMismatch:
+    """The refusal of a setting (``variable``) that differs from what the index was ``built_with``: set it back to
+    ``value``, or build ``new_one`` elsewhere (one index never mixes two encodings of its texts)."""
     return IndexModelMismatch(
-        f"the index was built with dense model {recorded!r} but {configured!r} is configured (RAG_DENSE_MODEL): "
-        f"set RAG_DENSE_MODEL={recorded} to use this index, or build a new one with the new model in another "
-        "data folder (--data-dir / RAG_DATA_DIR) or Qdrant collection prefix"
+        f"{built_with} but {configured!r} is configured ({variable}): set {variable}={value} to use this index, or "
+        f"build {new_one} in another data folder (--data-dir / RAG_DATA_DIR) or Qdrant collection prefix"
     )
+
+
+def _dense_mismatch(recorded: str, configured: str) -> IndexModelMismatch:
+    built_with = f"the index was built with dense model {recorded!r}"
+    return _mismatch(built_with, configured, "RAG_DENSE_MODEL", recorded, "a new one with the new model")
 
 
 def indexed_dense_model(store: VectorStore) -> str | None:
@@ -45,22 +51,19 @@ def claim_dense_model(store: VectorStore, model: str) -> None:
     if recorded is None:
         store.record_index_info({DENSE_MODEL_KEY: model})
     elif recorded != model:
-        raise _mismatch(recorded, model)
+        raise _dense_mismatch(recorded, model)
 
 
 def check_dense_model(store: VectorStore, model: str) -> None:
     """Before a search: refuse to embed queries with another model than the index's."""
     recorded = indexed_dense_model(store)
     if recorded is not None and recorded != model:
-        raise _mismatch(recorded, model)
+        raise _dense_mismatch(recorded, model)
 
 
 def _sparse_mismatch(recorded: str, configured: str) -> IndexModelMismatch:
-    return IndexModelMismatch(
-        f"the index's BM25 terms are {recorded!r} (tokenizer/language) but {configured!r} is configured "
-        f"(RAG_BM25_TOKENIZER): set RAG_BM25_TOKENIZER={recorded.split('/')[0]} to use this index, or build a new "
-        "one in another data folder (--data-dir / RAG_DATA_DIR) or Qdrant collection prefix"
-    )
+    built_with = f"the index's BM25 terms are {recorded!r} (tokenizer/language)"
+    return _mismatch(built_with, configured, "RAG_BM25_TOKENIZER", recorded.split("/")[0], "a new one")
 
 
 def indexed_sparse_terms(store: VectorStore) -> str | None:
