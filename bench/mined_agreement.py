@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from bench.common import EVAL_SETS, RESULTS, parser, run_record, write_json
-from rag_pipeline.composition import open_index, retriever, search_models
+from rag_pipeline.composition import dense_encoder_of, open_index, retriever, search_models
 from rag_pipeline.defs.builders import evaluation_resource, mined_sources, source_specs
 from rag_pipeline.defs.evaluation.mining import workspace_corpus
 from rag_pipeline.directory.lookup import DirectoryLookup
@@ -90,7 +90,7 @@ def main() -> None:
     human_issues = {q.exclude[0] for q in human if q.exclude}
     independent = [q for q in mined if q.exclude[0] not in human_issues]
     results: dict[str, EvalResult] = {}
-    dense = settings.load_dense_encoder()
+    dense = dense_encoder_of(settings)
     with open_index(settings) as store:
         models = search_models(settings, dense)
         search = retriever(store, models, evaluation_resource(settings).retriever_config(models))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.runner import principal_of, rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -39,7 +39,7 @@ def main() -> int:
     queries = [q for q in load_eval_set(args.eval_set) if q.judged]
     with open_index(settings) as store:
         encoder = Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
-        models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=settings.load_dense_encoder())
+        models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=dense_encoder_of(settings))
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         retriever = build_retriever(store, models, config)
         retriever.embed_queries([q.query for q in queries])

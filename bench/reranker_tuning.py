@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.runner import rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -121,7 +121,7 @@ def main() -> int:
     halves: dict[str, dict[str, list[RerankExample]]] = {}
     encoder = Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
     with open_index(settings) as store:
-        models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=settings.load_dense_encoder())
+        models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=dense_encoder_of(settings))
         config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
         retriever = build_retriever(store, models, config)
         for name in SETS:

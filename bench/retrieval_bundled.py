@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
@@ -97,7 +97,7 @@ def main() -> None:
         ]
         agreement[name] = {"max_abs_difference": max(diffs), "compared_values": len(diffs)}
     report = {
-        "run": common.run_record(settings.load_dense_encoder()),
+        "run": common.run_record(dense_encoder_of(settings)),
         "dagster": {
             "seconds_all_sets": round(dagster_seconds, 1),
             "checks": dagster.checks,

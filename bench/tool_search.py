@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from rag_pipeline.composition import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.tool_search_eval import TEST_SET, TRAIN_FILE, evaluate_tool_search, read_train, table
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = load_eval_set(args.set / TEST_SET)
     train = read_train(args.set / TRAIN_FILE)
     settings = Settings.from_env({**os.environ, "RAG_DATA_DIR": str(data)})
-    encoder = settings.load_dense_encoder()
+    encoder = dense_encoder_of(settings)
     results: dict[str, Any] = {"run": common.run_record(encoder, argv), "index_seconds": round(index_seconds, 1)}
     with open_index(settings) as store:
         models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=encoder)

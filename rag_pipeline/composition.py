@@ -1,6 +1,7 @@
 """The composition root: from :class:`~rag_pipeline.settings.Settings`, the index location, the opened index, the
-BM25 encoder, the search models and the retriever, for the commands, the service, the evaluation's callers and
-``bench/`` alike.
+models (dense encoder, BM25 encoder, reranker), the search models, the retriever and the search service, for the
+commands, the service, the evaluation's callers and ``bench/`` alike. Settings stay configuration only: every
+factory of what they name is here.
 
 It imports neither the command layer nor Dagster: the Dagster resources describe the same index from their own
 config (``defs/chain/resources.py``), and both end in :func:`~rag_pipeline.index.opening.open_vector_store` and
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
@@ -21,15 +23,38 @@ from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.rerank.base import Reranker
+from rag_pipeline.retrieval.rerank.choice import configured_reranker
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
+from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
+from rag_pipeline.retrieval.tool_search import ToolSearch, tool_search_config, tool_search_settings
+from rag_pipeline.serving.feedback import FeedbackStore
+from rag_pipeline.serving.request_audit import RequestAudit
+from rag_pipeline.serving.result_cache import ResultCache
+from rag_pipeline.serving.service import SearchService
+from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings, secret
+from rag_pipeline.sources.registry import tool_catalog_source
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.load import load_dense_encoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
 
 class IndexMissing(ValueError):
     """No index where the settings say it is (nothing was indexed yet); the message says what to run."""
+
+
+def dense_encoder_of(settings: Settings) -> DenseEncoder:
+    """The configured dense model (RAG_DENSE_MODEL) on the configured backend and device (cached per process)."""
+    return load_dense_encoder(settings.dense_model, settings.dense_backend, settings.dense_device, settings.model_cache)
+
+
+def reranker_of(settings: Settings) -> Reranker | None:
+    """The reranker readers' ``reranked`` searches use (RAG_RERANKER); None for ``none``."""
+    paths = settings.paths
+    return configured_reranker(
+        settings.reranker, paths.reranker, settings.bm25_tokenizer, settings.llm_rerank_model, paths.llm_grades
+    )
 
 
 def bm25_encoder(settings: Settings) -> Bm25Encoder:
@@ -101,3 +126,35 @@ def search_models(
 def retriever(store: VectorStore, models: SearchModels, config: RetrieverConfig | None = None) -> Retriever:
     """The retriever over an opened index: :func:`~rag_pipeline.retrieval.entry.build_retriever`."""
     return build_retriever(store, models, config)
+
+
+def search_service(
+    settings: Settings, location: StoreLocation | None = None, wait_seconds: float | None = None, **kwargs: Any
+) -> SearchService:
+    """The search service with the configured models, loaded now (seconds), and the CLI's search defaults; a query
+    waits for a writer up to ``wait_seconds`` (default: the settings' store wait). ``kwargs`` replace any of the
+    service's parts (tests hand their own audit log or caches)."""
+    encoder = dense_encoder_of(settings)
+    encoder.encode_queries(["warm-up"])  # compile/allocate before the first caller pays for it
+    # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
+    # queries skip the model. In memory only: query text is never written to the data folder.
+    models = search_models(
+        settings, dense=encoder, reranker=reranker_of(settings), query_cache=QueryEmbeddingCache(encoder)
+    )
+    config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+    wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
+    serve, paths = settings.serve, settings.paths
+    kwargs.setdefault("tracing", Tracing(serve.otlp_endpoint, serve.otel_service_name))
+    kwargs.setdefault("cache_entries", serve.cache_entries)
+    kwargs.setdefault("default_min_score", settings.min_score)
+    kwargs.setdefault("cache_seconds", float(serve.cache_seconds))
+    tools = tool_search_settings(settings.source(tool_catalog_source()))
+    kwargs.setdefault(
+        "tool_search", ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds))
+    )
+    kwargs.setdefault("tool_outcomes", ToolOutcomes(paths.tool_outcomes))
+    if serve.feedback_days and "feedback" not in kwargs:
+        kwargs["feedback"] = FeedbackStore(paths.feedback, serve.feedback_days)
+    if serve.audit_days and "audit" not in kwargs:
+        kwargs["audit"] = RequestAudit(paths.request_audit, serve.audit_days)
+    return SearchService(location or store_location(settings), models, config, wait_seconds=wait, **kwargs)

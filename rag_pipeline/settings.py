@@ -4,6 +4,9 @@
 location, every CLI command and the bench scripts build one ``Settings`` and hand it (or the parts
 they need) to what they construct. Nothing reads the environment at import time.
 
+It is configuration only: the models and stores it names are built in the composition root
+(:mod:`rag_pipeline.composition`), never here.
+
 Secrets are never copied into ``Settings``: it records only *whether* a token is set, and the
 Dagster resources receive ``EnvVar``s, so a token never lands in a run's config, logs or metadata.
 """
@@ -21,8 +24,6 @@ from pydantic import BaseModel, ConfigDict, SecretStr, SerializeAsAny, model_val
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.env_values import SettingsError as SettingsError  # where commands and tests catch it
 from rag_pipeline.index.store import CollectionNames, DenseSearch
-from rag_pipeline.retrieval.rerank.base import Reranker
-from rag_pipeline.retrieval.rerank.choice import configured_reranker
 from rag_pipeline.scheduling.pause import IngestionPause, current_pause
 from rag_pipeline.sources.registry import SourceSettings, registered_sources
 from rag_pipeline.text.chunking import ChunkingConfig
@@ -35,8 +36,7 @@ from rag_pipeline.text.language import (
     read_choice,
 )
 from rag_pipeline.text.language import MODELS as LANGUAGE_MODELS
-from rag_pipeline.vectors.dense.base import DenseEncoder
-from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL, load_dense_encoder
+from rag_pipeline.vectors.dense.load import DEFAULT_DENSE_MODEL
 from rag_pipeline.vectors.sparse import BM25_TOKENIZERS, Bm25Tokenizer
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -455,16 +455,6 @@ class Settings(_Frozen):
     def ingestion_pause(self) -> IngestionPause | None:
         """The pause of scheduled ingestion in force (``rag-pipeline pause`` or RAG_INGESTION_PAUSED), None when off."""
         return current_pause(self.data_dir, self.ingestion_paused)
-
-    def load_reranker(self) -> Reranker | None:
-        """The reranker readers' ``reranked`` searches use (RAG_RERANKER); None for ``none``."""
-        return configured_reranker(
-            self.reranker, self.paths.reranker, self.bm25_tokenizer, self.llm_rerank_model, self.paths.llm_grades
-        )
-
-    def load_dense_encoder(self) -> DenseEncoder:
-        """The configured dense model on the configured backend and device (cached per process)."""
-        return load_dense_encoder(self.dense_model, self.dense_backend, self.dense_device, self.model_cache)
 
     @property
     def paths(self) -> DataPaths:

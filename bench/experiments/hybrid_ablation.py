@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import run_arm
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "hybrid_ablation.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
-    dense = settings.load_dense_encoder()
+    dense = dense_encoder_of(settings)
     cache = EmbeddingCache(settings.paths.embedding_cache)
     results: dict[str, object] = {"run": common.run_record(dense)}
     lines = [

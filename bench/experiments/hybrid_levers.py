@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
     CrossValidated,
@@ -225,7 +225,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
     bm25 = Bm25Encoder()
-    encoder = settings.load_dense_encoder()
+    encoder = dense_encoder_of(settings)
     embed = QueryEmbeddingCache(encoder, persistent=EmbeddingCache(settings.paths.embedding_cache))
     results: dict[str, dict[str, object]] = {}
     for name in args.sets:

@@ -41,7 +41,7 @@ import numpy as np
 
 from bench import common
 from bench.experiments.multilingual_dense import sample_beir
-from rag_pipeline.composition import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
@@ -202,7 +202,7 @@ def _dev_sets(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         (load_eval_set_meta(eval_dir / f"{n}.jsonl"), load_eval_set(eval_dir / f"{n}.jsonl", resolver))
         for n in common.DEV_SETS
     ]
-    dense = load_or_defer(settings.load_dense_encoder)
+    dense = load_or_defer(lambda: dense_encoder_of(settings))
     results: dict[str, Any] = {}
     with open_index(settings) as store:
         models = SearchModels(
@@ -227,7 +227,7 @@ def _beir(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
         directory = sample_beir(directory, args.data_dir / f"{directory.name}_sample{args.sample}", args.sample)
     name = directory.name.removeprefix("beir_")
     dataset = load_beir(directory, "test")
-    model = settings.load_dense_encoder()
+    model = dense_encoder_of(settings)
     encoder: DenseEncoder = _NoEmbeddings(model) if args.bm25_only else model
     tokenizer = args.bm25_tokenizer or settings.bm25_tokenizer
     avg_len = corpus_avg_len(dataset, name, tokenizer)
@@ -285,7 +285,7 @@ def main() -> int:
     results = _dev_sets(args, settings) if args.demo_dir else _beir(args, settings)
     # The encoder that ran: the model is loaded once per process, so this is the same one.
     run = {
-        **common.run_record(settings.load_dense_encoder()),
+        **common.run_record(dense_encoder_of(settings)),
         "dense_model": settings.dense_model,
         "seconds": round(time.perf_counter() - started, 1),
         "variants": {v: PrfConfig.model_validate(VARIANTS[v]).describe() for v in args.variants},

@@ -22,7 +22,7 @@ import pandas as pd
 
 from bench import common
 from bench.experiments.hybrid_levers import _dense, _sparse
-from rag_pipeline.composition import open_index
+from rag_pipeline.composition import dense_encoder_of, open_index
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.fusion_tuning import (
     FusionSetting,
@@ -107,7 +107,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=common.EXPERIMENT_RESULTS / "title_vector_lever.json")
     args = parser.parse_args()
     settings = Settings.from_env().with_data_dir(args.data_dir)
-    encoder = settings.load_dense_encoder()
+    encoder = dense_encoder_of(settings)
     embed = QueryEmbeddingCache(encoder, persistent=EmbeddingCache(settings.paths.embedding_cache))
     started = time.perf_counter()
     titles = TitleIndex(args.data_dir, embed)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.commands.arguments import positive_int
 from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.composition import dense_encoder_of, reranker_of
 from rag_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,13 +64,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     principal = principal_from_args(args, settings)
     limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
     paths = settings.paths
-    reranker = settings.load_reranker()
+    reranker = reranker_of(settings)
     cache = EmbeddingCache(paths.embedding_cache)
     model = AnswerModel(model_name, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature)
 
     def search(question: str, source: str | None = None, top_k: int | None = None) -> list[SearchResult]:
         # The model loads before the index is opened: the embedded index admits one process at a time.
-        dense = None if args.mode == "bm25" else load_or_defer(settings.load_dense_encoder)
+        dense = None if args.mode == "bm25" else load_or_defer(lambda: dense_encoder_of(settings))
         with open_index(settings) as store:
             models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense, reranker=reranker,
                                   cache=cache, calibration=CalibrationFile(paths.calibration))  # fmt: skip

@@ -18,7 +18,7 @@ from rag_pipeline.commands.errors import CommandError, compact
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.commands.search import add_query_options, retriever_config
 from rag_pipeline.commands.tables import print_evaluation_table
-from rag_pipeline.composition import bm25_encoder, open_index
+from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index
 from rag_pipeline.directory.lookup import person_resolver
 from rag_pipeline.evaluation.beir import beir_eval_queries, load_beir
 from rag_pipeline.evaluation.beir_index import build_beir_index, corpus_avg_len
@@ -118,7 +118,7 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
     # The embedding cache lives there; SQLite would otherwise fail with "unable to open database file".
     writable_folder(settings.data_dir, "data folder", "--data-dir / RAG_DATA_DIR")
     dataset = load_beir(directory, args.split)
-    encoder = settings.load_dense_encoder()
+    encoder = dense_encoder_of(settings)
     tokenizer = args.bm25_tokenizer or settings.bm25_tokenizer
     avg_len = corpus_avg_len(dataset, name, tokenizer) if args.bm25_avg_len == "auto" else float(args.bm25_avg_len)
     bm25 = Bm25Encoder(Bm25Params(k1=args.bm25_k1, b=args.bm25_b, avg_len=avg_len, tokenizer=tokenizer))
@@ -204,7 +204,7 @@ def _load_eval_sets(paths: list[Path], settings: Settings) -> list[tuple[EvalSet
 def _eval_sets(args: argparse.Namespace, settings: Settings, progress: Progressor) -> list[EvalResult]:
     eval_sets = _load_eval_sets(args.eval_set, settings)
     # Loaded before the index is opened, so other processes wait for the queries only, not the model load.
-    dense = load_or_defer(settings.load_dense_encoder)
+    dense = load_or_defer(lambda: dense_encoder_of(settings))
     with open_index(settings) as store:
         models = SearchModels(
             settings.dense_model,
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 def _machine(settings: Settings) -> dict[str, Any]:
     """Where the latencies were measured (the encoder is loaded already: the arms embedded their queries)."""
     try:
-        return machine(settings.load_dense_encoder())
+        return machine(dense_encoder_of(settings))
     except Exception as exc:  # the arms reported the model's failure already
         return machine() | {"dense_encoder": f"{settings.dense_model} (not loaded: {type(exc).__name__})"}
 

@@ -25,6 +25,7 @@ from rich.table import Table
 from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
+from rag_pipeline.composition import dense_encoder_of
 from rag_pipeline.machine import describe_machine
 from rag_pipeline.runs.backfill import NothingRead, run_backfill
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
@@ -234,7 +235,7 @@ def _machine(settings: Settings) -> dict[str, Any]:
     from rag_pipeline.machine import machine
 
     try:
-        encoder = settings.load_dense_encoder()
+        encoder = dense_encoder_of(settings)
     except Exception as exc:  # a model that cannot load was reported by the run that needed it
         return machine() | {"dense_encoder": f"{settings.dense_model} (not loaded: {type(exc).__name__})"}
     return machine(encoder)

@@ -7,7 +7,7 @@ from typing import Any
 
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.serve import configure_service_logging
-from rag_pipeline.composition import store_location
+from rag_pipeline.composition import search_service
 from rag_pipeline.settings import Settings
 
 # How long a tool call waits for an index a writer holds (an `index` run, a Dagster step) before it is refused
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     def open_local() -> LocalTools:
         wait = min(float(settings.store_wait_seconds), TOOL_CALL_WAIT_SECONDS)
-        service = SearchService.from_settings(settings, store_location(settings), wait_seconds=wait)
+        service = search_service(settings, wait_seconds=wait)
         service.start()
         services.append(service)
         access = AccessQueries(settings.paths.directory, settings.identity_links_file, service.document_acl)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, probability, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
-from rag_pipeline.composition import open_index, search_models
+from rag_pipeline.composition import dense_encoder_of, open_index, reranker_of, search_models
 from rag_pipeline.retrieval.entry import build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
@@ -106,7 +106,7 @@ def _prepare_dense(settings: Settings, query: str, cache: EmbeddingCache) -> Den
     then fall back to BM25 with the usual warning, as when the retriever loads the model itself."""
 
     def load() -> DenseEncoder:
-        encoder = settings.load_dense_encoder()
+        encoder = dense_encoder_of(settings)
         QueryEmbeddingCache(encoder, persistent=cache).get(query)
         return encoder
 
@@ -127,7 +127,7 @@ def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]
     principal, config = principal_from_args(args, settings), retriever_config(args, settings)
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
-    reranker = settings.load_reranker()
+    reranker = reranker_of(settings)
     cache = EmbeddingCache(paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rag_pipeline.commands.arguments import at_least
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.composition import store_location
+from rag_pipeline.composition import search_service
 from rag_pipeline.serving.service_record import ServiceRecord, clear_service, live_service, record_service
 from rag_pipeline.settings import Settings
 
@@ -105,12 +105,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.http.app import create_app
     from rag_pipeline.retrieval.rewrite import QueryRewriter
     from rag_pipeline.serving.ingest_runs import IngestLauncher
-    from rag_pipeline.serving.service import SearchService
     from rag_pipeline.serving.tokens import TokenStore
 
     configure_service_logging()
     print(f"loading the models ({settings.dense_model}) ...", file=sys.stderr, flush=True)
-    service = SearchService.from_settings(settings, store_location(settings))
+    service = search_service(settings)
     directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
     answers = (
         AnswerModel(

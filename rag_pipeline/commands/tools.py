@@ -7,6 +7,7 @@ import argparse
 import json
 
 from rag_pipeline.commands.errors import CommandError
+from rag_pipeline.composition import dense_encoder_of
 from rag_pipeline.settings import Settings
 
 
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(recorded) if args.json else f"{name}: {stats.successes} of {stats.calls} calls worked")
             return 0
         search = ToolSearch(tool_search_config(tools))
-        dense = None if args.mode == "bm25" else settings.load_dense_encoder
+        dense = None if args.mode == "bm25" else (lambda: dense_encoder_of(settings))
         with open_index(settings) as store:
             retriever = build_retriever(store, SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense))
             # Tools are public: any reader sees the same catalog, so the command needs no --user.

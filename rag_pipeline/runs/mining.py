@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from rag_pipeline.composition import bm25_encoder, open_index
-from rag_pipeline.defs.builders import mined_sources, source_specs
-from rag_pipeline.defs.evaluation.mining import whole_thread_sources, workspace_corpus
+from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.feedback_set import FEEDBACK_TAG, add_feedback
 from rag_pipeline.evaluation.mining.copies import replace_masked_copies
 from rag_pipeline.evaluation.mining.mine import MiningReport, mine_workspace
 from rag_pipeline.evaluation.mining.store import MinedSets
+from rag_pipeline.pipeline.sources import document_sources as mined_sources
+from rag_pipeline.runs.code_location import source_specs, whole_thread_sources, workspace_corpus
 from rag_pipeline.serving.feedback import read_feedback
 from rag_pipeline.settings import Settings
 from rag_pipeline.text.chunking import Chunker
@@ -77,7 +77,7 @@ def mine_data_folder(
 
 def write_copies(settings: Settings, report: MiningReport, sets: MinedSets) -> dict[str, int]:
     """The masked copies the sets judge, written with the index's own models; copies no set judges go."""
-    encoder = settings.load_dense_encoder()
+    encoder = dense_encoder_of(settings)
     chunker = Chunker(settings.chunking, encoder.count_tokens, encoder.max_tokens)
     with open_index(settings) as store:
         return replace_masked_copies(

@@ -17,14 +17,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from rag_pipeline.composition import search_models
 from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import IndexedAcl, VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
@@ -34,8 +32,6 @@ from rag_pipeline.retrieval.tool_search import (
     ToolSearchConfig,
     ToolSearchResponse,
     outcome_record,
-    tool_search_config,
-    tool_search_settings,
 )
 from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
 from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
@@ -44,8 +40,6 @@ from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
-from rag_pipeline.settings import Settings
-from rag_pipeline.sources.registry import tool_catalog_source
 
 log = logging.getLogger(__name__)
 
@@ -148,37 +142,6 @@ class SearchService:
             ready=self._ready,
             poll_seconds=poll_seconds,
         )
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, location: StoreLocation, wait_seconds: float | None = None, **kwargs: Any
-    ) -> SearchService:
-        """The service with the configured models, loaded now (seconds), and the CLI's search defaults; a query
-        waits for a writer up to ``wait_seconds`` (default: the settings' store wait)."""
-        encoder = settings.load_dense_encoder()
-        encoder.encode_queries(["warm-up"])  # compile/allocate before the first caller pays for it
-        # One query-embedding cache for the service's life (kept across reopenings): repeated and paged
-        # queries skip the model. In memory only: query text is never written to the data folder.
-        models = search_models(
-            settings, dense=encoder, reranker=settings.load_reranker(), query_cache=QueryEmbeddingCache(encoder)
-        )
-        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
-        wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
-        kwargs.setdefault("tracing", Tracing(settings.serve.otlp_endpoint, settings.serve.otel_service_name))
-        kwargs.setdefault("cache_entries", settings.serve.cache_entries)
-        kwargs.setdefault("default_min_score", settings.min_score)
-        kwargs.setdefault("cache_seconds", float(settings.serve.cache_seconds))
-        tools = tool_search_settings(settings.source(tool_catalog_source()))
-        kwargs.setdefault(
-            "tool_search",
-            ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds)),
-        )
-        kwargs.setdefault("tool_outcomes", ToolOutcomes(settings.paths.tool_outcomes))
-        if settings.serve.feedback_days and "feedback" not in kwargs:
-            kwargs["feedback"] = FeedbackStore(settings.paths.feedback, settings.serve.feedback_days)
-        if settings.serve.audit_days and "audit" not in kwargs:
-            kwargs["audit"] = RequestAudit(settings.paths.request_audit, settings.serve.audit_days)
-        return cls(location, models, config, wait_seconds=wait, **kwargs)
 
     # --- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:

@@ -11,19 +11,15 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.composition import open_index, retriever, search_models
-from rag_pipeline.defs.builders import (
-    build_definitions,
-    build_resources,
-    evaluation_resource,
-    mined_sources,
-    source_specs,
-)
+from rag_pipeline.composition import dense_encoder_of, open_index, retriever, search_models
+from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.evaluation.mining import build_mined_eval_sets
 from rag_pipeline.defs.evaluation.sensors import build_mined_queries_sensor
+from rag_pipeline.defs.parts import build_resources, evaluation_resource, source_specs
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.runner import principal_of
+from rag_pipeline.pipeline.sources import document_sources as mined_sources
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 
@@ -167,7 +163,7 @@ def test_the_question_is_never_read_back_by_the_reranked_arm(workspace: Path) ->
     threads = load_eval_set(workspace / "reports" / "mined" / "sets" / "mined_threads.jsonl",
                             DirectoryLookup(workspace / "directory.sqlite"))  # fmt: skip
     rotate = next(q for q in threads if q.query == ROTATE)
-    dense = settings.load_dense_encoder()
+    dense = dense_encoder_of(settings)
     with open_index(settings) as store:
         search = retriever(store, search_models(settings, dense))
         candidates = search.rerank_candidates(rotate.query, rotate.principal, exclude=rotate.exclude)
@@ -225,7 +221,7 @@ def test_where_threads_are_scored_whole_questions_judge_copies_no_reader_sees(
     threads = load_eval_set(korean_workspace / "reports" / "mined" / "sets" / "mined_threads.jsonl", lookup)
     korean = next(q for q in threads if q.query == KOREAN)
     (copy,) = korean.relevant
-    dense = settings.load_dense_encoder()
+    dense = dense_encoder_of(settings)
     with open_index(settings) as store:
         indexed = store.indexed_documents()
         assert {d for d in indexed if d.endswith("#masked-question")} == {c for q in threads for c in q.relevant}

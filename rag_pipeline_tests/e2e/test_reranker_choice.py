@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rag_pipeline.cli import main
+from rag_pipeline.composition import reranker_of
 from rag_pipeline.settings import Settings, SettingsError
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
@@ -100,5 +101,5 @@ def test_reranker_and_answer_settings_are_validated(tmp_path: Path) -> None:
     chosen = Settings.from_env({**base, "RAG_RERANKER": "llm", "RAG_LLM_RERANK_MODEL": "m",
                                 "RAG_ANSWER_TEMPERATURE": "0.4", "RAG_ANSWER_MAX_TOKENS": "321"})  # fmt: skip
     assert (chosen.reranker, chosen.answer_temperature, chosen.answer_max_tokens) == ("llm", 0.4, 321)
-    assert Settings.from_env(base).load_reranker() is not None  # learned: fixed weights before any training
-    assert Settings.from_env({**base, "RAG_RERANKER": "none"}).load_reranker() is None
+    assert reranker_of(Settings.from_env(base)) is not None  # learned: fixed weights before any training
+    assert reranker_of(Settings.from_env({**base, "RAG_RERANKER": "none"})) is None
