@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from rag_pipeline.sources.registry import BUILT_IN, registered_sources
+from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
-PACKAGE = Path(__file__).resolve().parents[2] / "rag_pipeline"
+PACKAGE = PACKAGE_DIR
 # Slack as a *notification channel* (posting run failures), not as a source of documents: it reuses the Slack
 # connector's client builder and error wording.
 NOT_A_SOURCE = {"notify/slack_notice.py", "defs/notifications.py"}

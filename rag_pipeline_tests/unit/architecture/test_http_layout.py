@@ -11,8 +11,9 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
 from rag_pipeline.http.app import ROUTERS
+from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
-HTTP = Path(__file__).resolve().parents[2] / "rag_pipeline" / "http"
+HTTP = PACKAGE_DIR / "http"
 EXPECTED = {"health", "search", "chat", "models", "documents", "feedback", "tools", "access", "metrics"}
 
 

@@ -1,4 +1,4 @@
-"""The Dagster internals the project uses (``rag_pipeline.defs.dagster_private``) still behave as it assumes: an
+"""The Dagster internals the project uses (``rag_pipeline.runs.dagster_private``) still behave as it assumes: an
 upgrade that moves or changes one fails here, by name, instead of somewhere in a run."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rag_pipeline.defs import dagster_private as private
+from rag_pipeline.runs import dagster_private as private
 
 
 def test_the_cron_iterators_step_forward_and_back_from_an_instant() -> None:

@@ -70,8 +70,9 @@ from rag_pipeline.defs.executors import (
     step_tags,
 )
 from rag_pipeline.settings import Settings
+from rag_pipeline_tests.kit.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 K8S_DIR = ROOT / "deploy" / "k8s"
 DAGSTER_VALUES = ROOT / "deploy" / "helm" / "dagster-values.yaml"
 QDRANT_VALUES = ROOT / "deploy" / "helm" / "qdrant-values.yaml"

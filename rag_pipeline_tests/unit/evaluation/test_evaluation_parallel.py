@@ -14,7 +14,7 @@ from rag_pipeline.index.edge_store import EdgeReaderCopy, EdgeVectorStore
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline_tests.unit.test_retrieval import BM25, CORPUS, TopicEncoder, document
+from rag_pipeline_tests.unit.retrieval.test_retrieval import BM25, CORPUS, TopicEncoder, document
 
 
 def _queries(prefix: str, texts: list[tuple[str, str]], repeat: int = 3) -> list[EvalQuery]:

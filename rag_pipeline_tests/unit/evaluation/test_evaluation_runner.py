@@ -15,7 +15,7 @@ from rag_pipeline.evaluation.summary import ArmRun
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
-from rag_pipeline_tests.unit.test_retrieval import BM25, TopicEncoder, document
+from rag_pipeline_tests.unit.retrieval.test_retrieval import BM25, TopicEncoder, document
 
 ACLS = {
     "k1": {"public": False, "users": [], "groups": ["team"]},

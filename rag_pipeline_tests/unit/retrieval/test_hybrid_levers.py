@@ -26,7 +26,7 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.sparse_query import SparseQueryConfig, sparse_query
 from rag_pipeline.vectors.sparse import Bm25Encoder
 from rag_pipeline_tests.kit.paths import EVAL_SETS_DIR
-from rag_pipeline_tests.unit.test_retrieval import CORPUS, EVERYONE, TopicEncoder, document
+from rag_pipeline_tests.unit.retrieval.test_retrieval import CORPUS, EVERYONE, TopicEncoder, document
 
 BM25 = Bm25Encoder()
 # Titles that disagree with the text: d1's text is about kernels, its title about printers.
@@ -213,7 +213,7 @@ def test_the_retriever_searches_with_the_weighted_query_and_the_sources_learned_
 
 def test_rerank_features_compare_the_querys_title_line_with_the_candidates_title() -> None:
     from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, candidate_features
-    from rag_pipeline_tests.unit.test_retrieval import _candidate
+    from rag_pipeline_tests.unit.retrieval.test_retrieval import _candidate
 
     query = "Camera crashes on Android\nSteps: open the camera, rotate the device, the app exits with a stack trace."
     c = [

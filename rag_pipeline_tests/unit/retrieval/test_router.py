@@ -13,7 +13,7 @@ from rag_pipeline.retrieval.calibration import Calibration, CalibrationFile, Mod
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.router import plan_route
-from rag_pipeline_tests.unit.test_retrieval import BM25, EVERYONE, TopicEncoder, document
+from rag_pipeline_tests.unit.retrieval.test_retrieval import BM25, EVERYONE, TopicEncoder, document
 
 PRIVATE = {"public": False, "users": ["U1"], "groups": []}
 

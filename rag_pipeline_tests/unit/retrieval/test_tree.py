@@ -8,7 +8,7 @@ import pytest
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.tree import reader_tree, tree_json
-from rag_pipeline_tests.unit.test_retrieval import document
+from rag_pipeline_tests.unit.retrieval.test_retrieval import document
 
 PRIVATE = {"public": False, "users": ["U1"], "groups": []}
 

@@ -30,6 +30,7 @@ from rag_pipeline.text.language import choose_language, is_korean_text, language
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, cjk_bigrams, korean_terms
 from rag_pipeline_tests.kit.data import D1, ts, write_slack_export
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
+from rag_pipeline_tests.kit.paths import EVAL_SETS_DIR
 from rag_pipeline_tests.kit.slack_index import HashEncoder
 from tools.build_dialogue_eval_sets import MIN_QUESTION_CHARS, build
 
@@ -161,7 +162,7 @@ def test_a_dialogue_set_becomes_a_slack_export_whose_opening_question_is_deleted
 
 
 def test_the_committed_korean_set_reads_through_the_slack_export_reader() -> None:
-    folder = Path(__file__).resolve().parents[2] / "eval_sets" / "ko_helpdesk"
+    folder = EVAL_SETS_DIR / "ko_helpdesk"
     queries = load_eval_set(folder / "ko_helpdesk.jsonl")
     read = SlackExportReader(folder / "export.zip", "T0KOHELPDK").read()
     assert not read.problems and len(read.documents) == len(queries) == 499
