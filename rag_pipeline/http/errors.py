@@ -3,6 +3,8 @@ exception a route raises to refuse, and the handlers that turn exceptions into t
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -64,6 +66,51 @@ def validation_error(exc: RequestValidationError, path: str = "") -> JSONRespons
     return error(422, f"{first['field']}: {first['message']}", first["field"], path, errors=errors)
 
 
+class _Digits(str):
+    """An integer of the body, kept as its digits (the marker :func:`overlong_integer` looks for)."""
+
+
+def _first_digits(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], _Digits] | None:
+    if isinstance(value, _Digits) and len(value.lstrip("-")) > sys.get_int_max_str_digits():
+        return path, value
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        if (found := _first_digits(child, (*path, str(key)))) is not None:
+            return found
+    return None
+
+
+def overlong_integer(body: bytes) -> tuple[str, int] | None:
+    """The field (dotted, as validation errors name it) of the first integer in the JSON ``body`` with more digits
+    than Python converts (``sys.get_int_max_str_digits``), and its number of digits; None when there is none. The
+    JSON parser raises on such a number before any field is known, so the body is read again with the integers
+    kept as strings."""
+    try:
+        parsed = json.loads(body, parse_int=_Digits)
+    except ValueError:  # not JSON (or not UTF-8): the body's fault
+        return None
+    found = _first_digits(parsed)
+    if found is None:
+        return None
+    path, digits = found
+    field = ".".join(path) or "body"
+    return field if len(field) <= 200 else field[:200] + "…", len(digits.lstrip("-"))
+
+
+async def _overlong_integer_error(request: Request) -> JSONResponse | None:
+    """The 422 naming the field of an integer too long to parse, where that is why the body could not be read."""
+    try:
+        found = overlong_integer(await request.body())  # the body FastAPI read, kept on the request
+    except (RuntimeError, RecursionError):  # no body kept; nested too deep to walk
+        return None
+    if found is None:
+        return None
+    field, count = found
+    message = f"a number of {count} digits is not accepted (at most {sys.get_int_max_str_digits()})"
+    errors = [{"field": field, "message": message}]
+    return error(422, f"{field}: {message}", field, request.url.path, errors=errors)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """The handlers turning validation errors, refusals, unknown identities, an unavailable index and Starlette's
     HTTP errors into the JSON error answers."""
@@ -90,7 +137,12 @@ def install_error_handlers(app: FastAPI) -> None:
             # BodyLimit's refusal, raised inside the middleware's task group and re-wrapped by FastAPI as "error
             # parsing the body": it is a 413.
             return error(413, str(BodyTooLarge().detail), "body", request.url.path)
-        # FastAPI's "error parsing the body" (invalid UTF-8, an integer of thousands of digits) is the body's fault.
+        # An integer of thousands of digits: Python refuses to convert it while parsing, before any field is known.
+        # The answer names the field it was given for, like any other value of the wrong kind.
+        overlong = exc.status_code == 400 and isinstance(exc.__cause__, ValueError)
+        if overlong and (refusal := await _overlong_integer_error(request)) is not None:
+            return refusal
+        # FastAPI's "error parsing the body" (invalid UTF-8, say) is the body's fault.
         field = "body" if exc.status_code in (400, 413) and request.method == "POST" else None
         response = error(exc.status_code, str(exc.detail), field, request.url.path)
         response.headers.update(exc.headers or {})  # a 405's Allow

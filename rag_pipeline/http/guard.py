@@ -229,6 +229,9 @@ class Guard:
 
     async def _guarded(self, request: Request, call_next: Next) -> Response:
         path = request.url.path
+        if len(request.headers.getlist("host")) > 1:
+            # Which one did the client mean? A proxy and this service could each read a different copy.
+            return error(400, "the Host header is given more than once", "Host", path)
         host = host_of(request.headers.get("host", ""))
         if host is None:
             return error(400, "the Host header is not a host name or address with an optional port", "Host", path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -92,14 +93,61 @@ def test_json_types_are_strict_and_the_error_names_the_field(
     assert response.status_code == 422 and response.json()["field"] == field, response.text
 
 
-HUGE_NUMBER = b'{"query": "postgres", "top_k": ' + b"9" * 5000 + b"}"
-
-
-@pytest.mark.parametrize("body", [HUGE_NUMBER, b'{"query": "caf\xe9 \xff"}'], ids=["digits", "utf8"])
-def test_a_body_that_cannot_be_parsed_is_a_400_on_the_body(service: S.ServiceProcess, body: bytes) -> None:
-    response = _post(service, "/v1/search", body)
+def test_a_body_that_cannot_be_parsed_is_a_400_on_the_body(service: S.ServiceProcess) -> None:
+    response = _post(service, "/v1/search", b'{"query": "caf\xe9 \xff"}')
     assert response.status_code == 400 and response.json()["field"] == "body", response.text
     assert "Traceback" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/search", b'{"query": "postgres", "top_k": ' + b"9" * 5000 + b"}", "top_k"),
+        ("/v1/search", b'{"query": "postgres", "top_k": -' + b"1" * 5000 + b"}", "top_k"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "n": ' + b"7" * 5000 + b"}", "n"),
+    ],
+    ids=["search", "negative", "chat"],
+)  # fmt: skip
+def test_an_integer_of_thousands_of_digits_is_refused_naming_its_field(
+    service: S.ServiceProcess, path: str, body: bytes, field: str
+) -> None:
+    """Python will not convert a 5,000-digit integer, and the JSON parser raised before any field was known: the
+    answer named ``body``. It names the field the number was given for, as for any value of the wrong kind."""
+    response = _post(service, path, body)
+    assert response.status_code == 422, response.text
+    found = response.json()
+    assert found["field"] == field and "5000 digits" in response.text, response.text
+    assert "Traceback" not in response.text and "set_int_max_str_digits" not in response.text
+    if path == "/v1/chat/completions":
+        assert found["error"]["param"] == field  # OpenAI's shape there
+    else:
+        assert found["errors"] == [{"field": field, "message": found["error"].removeprefix(f"{field}: ")}]
+
+
+def _raw_request(service: S.ServiceProcess, head: str, body: bytes = b"") -> tuple[int, dict[str, Any]]:
+    """Sends ``head`` (request line and headers, CRLF-separated, without the blank line) and ``body`` as they are,
+    on a socket of its own (an HTTP client would not send two Host headers); the status and the JSON answer."""
+    with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+        sock.sendall(head.encode() + f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    header, _, payload = received.partition(b"\r\n\r\n")
+    return int(header.split(b" ", 2)[1]), json.loads(payload)
+
+
+@pytest.mark.parametrize("second", ["127.0.0.1", "evil.example"])
+def test_a_request_with_two_host_headers_is_refused_naming_host(service: S.ServiceProcess, second: str) -> None:
+    """Which Host did the client mean? A proxy in front and this service could each read a different one: the
+    request is refused (400 naming Host), even when both copies are the same served name."""
+    auth = f"Authorization: Bearer {TOKEN}\r\nX-User-Id: U1\r\nContent-Type: application/json"
+    head = f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\nHost: {second}\r\n{auth}"
+    status, answer = _raw_request(service, head, b'{"query": "postgres"}')
+    assert status == 400 and answer["field"] == "Host" and "more than once" in answer["error"], answer
+    # The same request with one Host is answered.
+    status, answer = _raw_request(service, f"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n{auth}",
+                                  b'{"query": "postgres"}')  # fmt: skip
+    assert status == 200 and "results" in answer, answer
 
 
 @pytest.mark.parametrize(
