@@ -10,14 +10,14 @@ space and group endpoints under ``/wiki/rest/api``. Cloud sites are therefore gi
 from __future__ import annotations
 
 import re
+from typing import Unpack
 from urllib.parse import urlsplit
 
 from atlassian import Confluence
 
-from rag_pipeline.sources.api_stats import ApiStats
-
-# The retry and deadline policy is source-neutral (measured on the Jira client first): the kernel's.
-from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport, endpoint_name
+# The client wiring and its retry and deadline policy are the Atlassian kernel's, shared with the Jira client.
+from rag_pipeline.connectors.atlassian.client import AtlassianClientOptions, build_atlassian_client
+from rag_pipeline.sources.http_client import endpoint_name
 
 _PATH_IDS = [
     (re.compile(r"/content/(?!search\b)[^/]+"), "/content/{id}"),
@@ -40,20 +40,9 @@ def site_url(url: str, cloud: bool) -> str:
     return url
 
 
-def build_confluence_client(
-    url: str,
-    *,
-    username: str | None = None,
-    api_token: str | None = None,
-    personal_access_token: str | None = None,
-    cloud: bool = True,
-    stats: ApiStats | None = None,
-    max_retries: int = 8,
-    backoff_seconds: float = 1.0,
-    timeout: int = 30,
-) -> Confluence:
+def build_confluence_client(url: str, **options: Unpack[AtlassianClientOptions]) -> Confluence:
     """An atlassian-python-api ``Confluence`` client (REST v1) with counted retries on 429 (Retry-After), 5xx and
-    dropped connections, and a deadline per attempt.
+    dropped connections, and a deadline per attempt (the options: :class:`AtlassianClientOptions`).
 
     Cloud takes e-mail + API token (Basic); Data Center a personal access token (Bearer), or user + password.
     """
@@ -61,19 +50,6 @@ def build_confluence_client(
         "Confluence credentials missing: set CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN (Cloud) or CONFLUENCE_PAT "
         "(Data Center)"
     )
-    auth = atlassian_auth(username, api_token, personal_access_token, cloud, missing)
-    stats = stats if stats is not None else ApiStats()
     # cloud=False picks the library's REST v1 class for both (see the module docstring).
-    client = Confluence(  # type: ignore[no-untyped-call]
-        url=site_url(url, cloud),
-        cloud=False,
-        timeout=timeout,
-        backoff_and_retry=True,
-        retry_status_codes=list(RETRY_STATUSES),
-        max_backoff_retries=max_retries,
-        backoff_factor=backoff_seconds,
-        **auth,
-    )
-    counted_transport(client.session, client.url, stats, endpoint_of, max_retries, backoff_seconds, timeout)
-    client.stats = stats  # type: ignore[attr-defined]
-    return client
+    site = site_url(url, options.get("cloud", True))
+    return build_atlassian_client(Confluence, site, options, missing=missing, endpoint_of=endpoint_of, cloud=False)

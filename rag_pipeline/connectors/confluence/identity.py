@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
+from rag_pipeline.connectors.atlassian.identity import resolve_site, url_host
 from rag_pipeline.connectors.confluence.dump import ConfluenceDumpReader
-from rag_pipeline.sources.identity import SiteIdentity, one_value, settle
+from rag_pipeline.sources.identity import SiteIdentity
 from rag_pipeline.sources.problems import RecordProblem
 
 _RECORDS_SCANNED = 5_000
@@ -29,7 +29,7 @@ def confluence_sites(path: str | Path) -> Counter[str]:
                 break
             links = record.get("_links")
             base = links.get("base") if isinstance(links, dict) else None
-            host = urlparse(base).hostname if isinstance(base, str) and base.startswith("http") else None
+            host = url_host(base)
             if host:
                 hosts[host] += 1
     except (OSError, EOFError, ValueError):
@@ -40,13 +40,5 @@ def confluence_sites(path: str | Path) -> Counter[str]:
 def resolve_confluence_identity(found: Counter[str], site: str | None, where: str) -> ConfluenceIdentity:
     """The site of a dump: from the hosts its data names (``found``), else from ``site``."""
     return ConfluenceIdentity(
-        settle(
-            one_value(found, "site", where, "--confluence-site (CONFLUENCE_SITE)"),
-            site,
-            where,
-            "site",
-            "--confluence-site",
-            "CONFLUENCE_SITE",
-            "acme.atlassian.net",
-        )
+        resolve_site(found, site, where, "--confluence-site", "CONFLUENCE_SITE", "acme.atlassian.net")
     )

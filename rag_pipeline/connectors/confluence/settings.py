@@ -6,29 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict
-
+from rag_pipeline.connectors.atlassian.settings import AtlassianApiSettings
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.sources.registry import InputCheck, SourceSettings
 
 DEFAULT_PAGE_SIZE = 50
-DEFAULT_OVERLAP_MINUTES = 15
 
 
-class ConfluenceApiSettings(BaseModel):
-    """The live Confluence connector. Secrets stay EnvVars in the Dagster layer: only whether each is set is
-    recorded here, so no settings object, log line or error can carry one."""
+class ConfluenceApiSettings(AtlassianApiSettings):
+    """The live Confluence connector (``CONFLUENCE_URL``, ``CONFLUENCE_CLOUD``, ``CONFLUENCE_USERNAME``,
+    ``CONFLUENCE_API_TOKEN``, ``CONFLUENCE_PAT``, ``CONFLUENCE_SITE``, ``CONFLUENCE_PAGE_SIZE``,
+    ``CONFLUENCE_OVERLAP_MINUTES``), plus the spaces discovery keeps or skips."""
 
-    model_config = ConfigDict(frozen=True)
-
-    url: str
-    cloud: bool = True
-    username: str | None = None
-    api_token_set: bool = False
-    pat_set: bool = False
-    site: str | None = None
     page_size: int = DEFAULT_PAGE_SIZE
-    overlap_minutes: int = DEFAULT_OVERLAP_MINUTES
     space_allow: tuple[str, ...] = ()
     space_deny: tuple[str, ...] = ()
 
@@ -46,23 +36,12 @@ class ConfluenceSettings(SourceSettings):
 
     @classmethod
     def from_env(cls, env: EnvValues) -> Self:
-        api = None
-        url = env.get("CONFLUENCE_URL")
-        if url:
-            has_pat, has_token = bool(env.get("CONFLUENCE_PAT")), bool(env.get("CONFLUENCE_API_TOKEN"))
-            api = ConfluenceApiSettings(
-                url=url,
-                # Cloud unless only a personal access token (Data Center) is given, as for Jira.
-                cloud=env.flag("CONFLUENCE_CLOUD", default=not (has_pat and not has_token)),
-                username=env.get("CONFLUENCE_USERNAME"),
-                api_token_set=has_token,
-                pat_set=has_pat,
-                site=env.get("CONFLUENCE_SITE"),
-                page_size=env.int("CONFLUENCE_PAGE_SIZE", DEFAULT_PAGE_SIZE, minimum=1) or DEFAULT_PAGE_SIZE,
-                overlap_minutes=env.int("CONFLUENCE_OVERLAP_MINUTES", DEFAULT_OVERLAP_MINUTES) or 0,
-                space_allow=env.names("CONFLUENCE_SPACE_ALLOW"),
-                space_deny=env.names("CONFLUENCE_SPACE_DENY"),
-            )
+        api = ConfluenceApiSettings.from_prefixed_env(
+            env,
+            "CONFLUENCE",
+            space_allow=env.names("CONFLUENCE_SPACE_ALLOW"),
+            space_deny=env.names("CONFLUENCE_SPACE_DENY"),
+        )
         return cls(
             dump=env.optional_path("RAG_CONFLUENCE_DUMP"),
             site=env.get("CONFLUENCE_SITE"),

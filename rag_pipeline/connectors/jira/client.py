@@ -8,11 +8,12 @@ calls are counted per endpoint (ids and keys replaced) for the run's metadata.
 from __future__ import annotations
 
 import re
+from typing import Unpack
 
 from atlassian import Jira
 
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.http_client import RETRY_STATUSES, atlassian_auth, counted_transport, endpoint_name
+from rag_pipeline.connectors.atlassian.client import AtlassianClientOptions, build_atlassian_client
+from rag_pipeline.sources.http_client import endpoint_name
 
 _PATH_IDS = [
     (re.compile(r"/issue/[^/]+"), "/issue/{issue}"),
@@ -27,39 +28,14 @@ def endpoint_of(path: str) -> str:
     return endpoint_name(path, _PATH_IDS)
 
 
-def build_jira_client(
-    url: str,
-    *,
-    username: str | None = None,
-    api_token: str | None = None,
-    personal_access_token: str | None = None,
-    cloud: bool = True,
-    stats: ApiStats | None = None,
-    max_retries: int = 8,
-    backoff_seconds: float = 1.0,
-    timeout: int = 30,
-) -> Jira:
-    """An atlassian-python-api ``Jira`` client with counted retries.
+def build_jira_client(url: str, **options: Unpack[AtlassianClientOptions]) -> Jira:
+    """An atlassian-python-api ``Jira`` client with counted retries (the options: :class:`AtlassianClientOptions`).
 
     Cloud uses e-mail + API token (Basic) and REST v3 (ADF bodies); Server/Data Center uses a
-    personal access token (Bearer) or user + password, and REST v2 (wiki bodies). The library's
-    ``backoff_and_retry`` mounts urllib3 retries for 429/503 honouring Retry-After; they are
-    replaced by the same policy widened to 500/502/504 and dropped connections, and counted.
+    personal access token (Bearer) or user + password, and REST v2 (wiki bodies).
     """
     missing = "Jira credentials missing: set JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)"
-    auth = atlassian_auth(username, api_token, personal_access_token, cloud, missing)
-    stats = stats if stats is not None else ApiStats()
-    client = Jira(
-        url=url,
-        cloud=cloud,
-        api_version="3" if cloud else "2",
-        timeout=timeout,
-        backoff_and_retry=True,
-        retry_status_codes=list(RETRY_STATUSES),
-        max_backoff_retries=max_retries,
-        backoff_factor=backoff_seconds,
-        **auth,
+    cloud = options.get("cloud", True)
+    return build_atlassian_client(
+        Jira, url, options, missing=missing, endpoint_of=endpoint_of, cloud=cloud, api_version="3" if cloud else "2"
     )
-    counted_transport(client.session, client.url, stats, endpoint_of, max_retries, backoff_seconds, timeout)
-    client.stats = stats  # type: ignore[attr-defined]
-    return client

@@ -8,9 +8,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
-from rag_pipeline.sources.identity import SiteIdentity, one_value, settle
+from rag_pipeline.connectors.atlassian.identity import resolve_site, url_host
+from rag_pipeline.sources.identity import SiteIdentity
 from rag_pipeline.sources.json_lines import check_compression
 
 _JIRA_ISSUES_SCANNED = 5_000
@@ -45,20 +45,9 @@ def _self_host(line: str) -> str | None:
         issue: Any = json.loads(line)
     except Exception:  # any line that does not decode (a RecursionError too) is the reader's to report
         return None
-    url = issue.get("self") if isinstance(issue, dict) else None
-    return urlparse(url).hostname if isinstance(url, str) and url.startswith("http") else None
+    return url_host(issue.get("self")) if isinstance(issue, dict) else None
 
 
 def resolve_jira_identity(found: Counter[str], site: str | None, where: str) -> JiraIdentity:
     """The site of a dump or CSV export: from the hosts its data names (``found``), else from ``site``."""
-    return JiraIdentity(
-        settle(
-            one_value(found, "site", where, "--jira-site (JIRA_SITE)"),
-            site,
-            where,
-            "site",
-            "--jira-site",
-            "JIRA_SITE",
-            "jira.acme.com",
-        )
-    )
+    return JiraIdentity(resolve_site(found, site, where, "--jira-site", "JIRA_SITE", "jira.acme.com"))

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict
-
+from rag_pipeline.connectors.atlassian.settings import AtlassianApiSettings
 from rag_pipeline.env_values import EnvValues
 from rag_pipeline.sources.registry import InputCheck, SourceSettings
 
@@ -21,20 +20,10 @@ BUNDLED_COMMENT_VISIBILITY = BUNDLED_JIRA_DUMP.with_name("comment_visibility.jso
 DEFAULT_JIRA_CSV_DATE_FORMAT = "%d/%b/%y %I:%M %p|%d/%b/%y %H:%M"
 
 
-class JiraApiSettings(BaseModel):
-    """The live Jira connector (present when ``JIRA_URL`` is set; secrets stay EnvVars, only whether they are set
-    is recorded)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    url: str
-    cloud: bool = True
-    username: str | None = None
-    api_token_set: bool = False
-    pat_set: bool = False
-    site: str | None = None
-    page_size: int = 100
-    overlap_minutes: int = 15
+class JiraApiSettings(AtlassianApiSettings):
+    """The live Jira connector (present when ``JIRA_URL`` is set; also ``JIRA_CLOUD``, ``JIRA_USERNAME``,
+    ``JIRA_API_TOKEN``, ``JIRA_PAT``, ``JIRA_SITE``, ``JIRA_PAGE_SIZE``, ``JIRA_OVERLAP_MINUTES``; secrets stay
+    EnvVars, only whether they are set is recorded)."""
 
 
 class JiraSettings(SourceSettings):
@@ -54,21 +43,6 @@ class JiraSettings(SourceSettings):
 
     @classmethod
     def from_env(cls, env: EnvValues) -> Self:
-        api = None
-        url = env.get("JIRA_URL")
-        if url:
-            has_pat, has_token = bool(env.get("JIRA_PAT")), bool(env.get("JIRA_API_TOKEN"))
-            api = JiraApiSettings(
-                url=url,
-                # Cloud unless only a personal access token (Server/Data Center) is given.
-                cloud=env.flag("JIRA_CLOUD", default=not (has_pat and not has_token)),
-                username=env.get("JIRA_USERNAME"),
-                api_token_set=has_token,
-                pat_set=has_pat,
-                site=env.get("JIRA_SITE"),
-                page_size=env.int("JIRA_PAGE_SIZE", 100, minimum=1) or 100,
-                overlap_minutes=env.int("JIRA_OVERLAP_MINUTES", 15) or 0,
-            )
         return cls(
             dump=env.path("RAG_JIRA_DUMP", BUNDLED_JIRA_DUMP),
             csv=env.paths("RAG_JIRA_CSV"),
@@ -76,7 +50,7 @@ class JiraSettings(SourceSettings):
             csv_delimiter=env.delimiter("RAG_JIRA_CSV_DELIMITER"),
             directory=env.optional_path("RAG_JIRA_DIRECTORY"),
             site=env.get("JIRA_SITE"),
-            api=api,
+            api=JiraApiSettings.from_prefixed_env(env, "JIRA"),
         )
 
     @property
