@@ -69,7 +69,7 @@ def main() -> int:
             os.environ["DAGSTER_HOME"] = str(home)
             import dagster as dg
 
-            from rag_pipeline.defs.sync.tags import SOURCE_TAG
+            from rag_pipeline.pipeline.tags import SOURCE_TAG
 
             with dg.DagsterInstance.get() as instance:
                 while time.perf_counter() - started < args.timeout and indexed_at is None:

@@ -15,8 +15,9 @@ from rich.text import Text
 
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
-from rag_pipeline.defs.builders import source_specs, sync_policy
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.index.store_lock import FolderLock, LockHolder
+from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
 

@@ -11,6 +11,7 @@ not finished while it prunes, so it never deletes itself.
 # No `from __future__ import annotations`: Dagster reads the op's context hint itself and refuses a string.
 import dagster as dg
 
+from rag_pipeline.runs.retention import KIND_LABELS, apply_retention, describe, human_bytes, plan_retention
 from rag_pipeline.settings import Settings
 
 RETENTION_JOB = "retention_job"
@@ -28,8 +29,6 @@ def build_retention_job(settings: Settings) -> dg.JobDefinition:
         "files (rag_pipeline/runs/retention.py).",
     )
     def prune_data_folder(context: dg.OpExecutionContext) -> dg.Output[None]:
-        from rag_pipeline.runs.retention import KIND_LABELS, apply_retention, describe, human_bytes, plan_retention
-
         plan = plan_retention(settings, context.instance)
         for kept in plan.kept_runs[:20]:
             context.log.info(f"kept run {kept.run_id} ({kept.job_name}): {kept.reason}")

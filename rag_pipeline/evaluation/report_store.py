@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.pipeline.retained import Expired, RetentionScope, children, newest_mtime
+
 SUMMARY_FILE = "latest_summary.json"
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
 class ReportStore:
@@ -42,7 +46,7 @@ class ReportStore:
 
     @staticmethod
     def new_stamp() -> str:
-        return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        return datetime.now(UTC).strftime(STAMP_FORMAT)
 
     def report_dir(self, stamp: str, eval_set: str | None = None) -> Path:
         """The history folder of one report (or of one eval set within it)."""
@@ -97,3 +101,46 @@ class ReportChecks:
             self.compared += 1
             if ndcg < before - tolerance:
                 self.regressions.append(f"{eval_set}/{arm}: nDCG@10 {before:.3f} → {ndcg:.3f}")
+
+
+class ReportHistory:
+    """Retention of ``reports/history`` (:class:`~rag_pipeline.pipeline.retained.RetainedArtifact`): report folders
+    older than ``RAG_RETENTION_REPORT_DAYS``, except each eval set's newest report and the newest report as a whole
+    (``demo``, the report's regression check and a reader of reports/ look at them); a kept report folder still
+    loses the eval sets that have a newer report elsewhere."""
+
+    kind = "eval_reports"
+    label = "evaluation reports (reports/history)"
+
+    def expired(self, scope: RetentionScope) -> Iterator[Expired]:
+        cutoff = scope.report_cutoff
+        if cutoff is None:
+            return
+        stamps = [p for p in children(scope.settings.paths.reports / "history") if p.is_dir() and not p.is_symlink()]
+        newest_of_set: dict[str, Path] = {}
+        for stamp in stamps:  # sorted: stamps sort by time
+            for eval_set in children(stamp):
+                if eval_set.is_dir():
+                    newest_of_set[eval_set.name] = stamp
+        with_summary = [s for s in stamps if (s / SUMMARY_FILE).exists()]
+        newest = with_summary[-1] if with_summary else (stamps[-1] if stamps else None)
+        kept = set(newest_of_set.values()) | ({newest} if newest else set())
+        for stamp in stamps:
+            made = _stamp_time(stamp)
+            if made >= cutoff.timestamp():
+                continue
+            if stamp not in kept:
+                yield Expired(stamp, f"report of {stamp.name}, older than {scope.report_age}", made)
+                continue
+            for eval_set in children(stamp):
+                if eval_set.is_dir() and newest_of_set.get(eval_set.name) != stamp:
+                    old = f"{eval_set.name} report of {stamp.name}, older than {scope.report_age}"
+                    yield Expired(eval_set, f"{old} (a newer one exists)", made)
+
+
+def _stamp_time(stamp: Path) -> float:
+    """When a report was made: its folder's stamp (:meth:`ReportStore.new_stamp`), else its newest file."""
+    try:
+        return datetime.strptime(stamp.name, STAMP_FORMAT).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return newest_mtime(stamp)

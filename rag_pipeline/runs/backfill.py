@@ -12,7 +12,7 @@ import hashlib
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -20,10 +20,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.builders import build_resources, source_specs
-from rag_pipeline.defs.chain.partitions import week_key
-from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
+from rag_pipeline.runs.code_location import SourceSpec, build_resources, source_specs
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import (
     QUIET_RUN_CONFIG,
@@ -306,3 +305,25 @@ def _collect(summary: SourceSummary, spec: SourceSpec, result: dg.ExecuteInProce
         ("qdrant_points", points),
     ):
         summary.stage_seconds[stage] += float(values.get("elapsed_seconds", 0.0))
+
+
+def index_runs(instance: dg.DagsterInstance, candidates: Sequence[dg.RunRecord]) -> dict[str, str]:
+    """Retention's question to the index runs (``RunKeeper`` in ``runs/retention.py``): run id -> why it is kept, for
+    the newest successful ``index``/``demo`` run of each source and input file among ``candidates`` (``index`` skips
+    an unchanged file because that run exists; without it the whole history would be indexed again)."""
+    pairs = {
+        (r.dagster_run.tags[SOURCE_TAG], r.dagster_run.tags[FINGERPRINT_TAG])
+        for r in candidates
+        if SOURCE_TAG in r.dagster_run.tags and FINGERPRINT_TAG in r.dagster_run.tags
+    }
+    keep = {}
+    for source, fingerprint in sorted(pairs):
+        newest = instance.get_run_records(
+            dg.RunsFilter(
+                tags={SOURCE_TAG: source, FINGERPRINT_TAG: fingerprint}, statuses=[dg.DagsterRunStatus.SUCCESS]
+            ),
+            limit=1,
+        )
+        if newest:
+            keep[newest[0].dagster_run.run_id] = f"the newest index run of {source}'s input {fingerprint}"
+    return keep

@@ -6,13 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rag_pipeline.defs.builders import build_resources, source_specs
-from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.directory import directory_resource, refresh_directory
 from rag_pipeline.directory.people import Links, Person, UnknownPerson, find_person
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.directory.sync import DirectorySync
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.runs.code_location import (
+    ACCESS_AUDIT,
+    build_resources,
+    directory_resource,
+    qdrant_resource,
+    refresh_directory,
+    run_access_audit,
+    source_specs,
+)
 from rag_pipeline.settings import Settings
 
 
@@ -48,7 +54,6 @@ def record_in_dagster(settings: Settings, done: Sequence[DirectorySync]) -> None
     access audit of what those syncs changed, as the ``access_audit`` asset would after them."""
     import dagster as dg
 
-    from rag_pipeline.defs.directory import ACCESS_AUDIT, run_access_audit
     from rag_pipeline.runs.instance import ensure_dagster_home, open_instance
 
     ensure_dagster_home(settings)

@@ -10,15 +10,20 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.builders import build_resources, evaluation_definitions, mined_sources, source_specs
-from rag_pipeline.defs.evaluation.mining import build_mined_eval_sets
-from rag_pipeline.defs.evaluation.quality import build_quality_over_time
-from rag_pipeline.defs.evaluation.resources import EvaluationResource
-from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
 from rag_pipeline.evaluation.eval_set import load_eval_set_meta
 from rag_pipeline.evaluation.report import markdown_table
 from rag_pipeline.evaluation.report_store import ReportStore
 from rag_pipeline.evaluation.summary import EvalSummary
+from rag_pipeline.pipeline.sources import document_sources as mined_sources
+from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.runs.code_location import (
+    EvaluationResource,
+    build_mined_eval_sets,
+    build_quality_over_time,
+    build_resources,
+    evaluation_definitions,
+    source_specs,
+)
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home
 from rag_pipeline.settings import Settings

@@ -24,7 +24,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from rag_pipeline.defs.dagster_private import (
+from rag_pipeline.runs.dagster_private import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     SqlEventLogStorageTable,
     SqliteEventLogStorage,

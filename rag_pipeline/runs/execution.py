@@ -24,7 +24,7 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.dagster_private import (
+from rag_pipeline.runs.dagster_private import (
     InstanceConcurrencyContext,
     JobFailureData,
     RunFailureReason,

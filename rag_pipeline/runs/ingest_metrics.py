@@ -45,15 +45,15 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from rag_pipeline.composition import store_location
-from rag_pipeline.defs.builders import source_specs, sync_policy
-from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.runs import sync_runs
-from rag_pipeline.defs.sync.sensor import cron_window
-from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
 from rag_pipeline.index.index_info import WRITTEN_AT_KEY, written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import VectorStore
+from rag_pipeline.pipeline.policy import sync_policy
+from rag_pipeline.pipeline.sources import SourceNames
+from rag_pipeline.pipeline.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.runs.code_location import source_specs
 from rag_pipeline.runs.skipped import report_path
+from rag_pipeline.runs.sync_runs import cron_window, sync_runs
 from rag_pipeline.runs.sync_status import ContainerStatus, source_status
 from rag_pipeline.scheduling.plan import SyncPolicy
 from rag_pipeline.scheduling.watermarks import RunState
@@ -293,7 +293,7 @@ class IngestMetrics(Collector):
         self.settings = settings
         self.options = options or ExporterOptions()
         self.clock = clock
-        self.specs: dict[str, SourceSpec] = dict(source_specs(settings))
+        self.specs: dict[str, SourceNames] = dict(source_specs(settings))
         self._location: StoreLocation = store_location(settings)
         self._server_store: VectorStore | None = None
         self._lock = threading.Lock()
@@ -351,7 +351,7 @@ class IngestMetrics(Collector):
         out.add("rag_ingest_collected_timestamp_seconds", now.timestamp())
         return out.all()
 
-    def _synced_sources(self) -> list[SourceSpec]:
+    def _synced_sources(self) -> list[SourceNames]:
         """Sources with a live sync here: configured (a token set) or with channels/projects the discovery
         registered. The latter lets the exporter run without the sources' secrets (deploy/compose.yaml gives it
         none) and still report a daemon's syncs."""
@@ -407,7 +407,7 @@ class IngestMetrics(Collector):
             out.add("rag_ingest_container_failing", 1 if c.last_failure is not None else 0, mine)
         out.add("rag_ingest_container_series_omitted", len(wanted) - len(shown), labels)
 
-    def _latest_run(self, out: _Families, spec: SourceSpec) -> None:
+    def _latest_run(self, out: _Families, spec: SourceNames) -> None:
         """What the latest finished sync run left undone: its containers' parts read as the planner reads them."""
         records = self.instance.get_run_records(
             dg.RunsFilter(tags={SOURCE_TAG: spec.api_tag}, statuses=_FINISHED), limit=1

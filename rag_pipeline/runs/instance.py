@@ -15,8 +15,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.dagster_private import NOOP_COMPUTE_LOG_MANAGER_MODULE
-from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.pipeline.retained import TemporaryWrites
+from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.runs.dagster_private import NOOP_COMPUTE_LOG_MANAGER_MODULE
 from rag_pipeline.settings import Settings
 
 # The runners' own instance (used only when DAGSTER_HOME is unset): SQLite, with the event log that
@@ -164,3 +165,7 @@ def enable_range_batching() -> None:
 def range_tags(start: str, end: str, **extra: str) -> dict[str, str]:
     """Tags of one single-run backfill over the partition range ``start``..``end``."""
     return {RANGE_START_TAG: start, RANGE_END_TAG: end, **extra}
+
+
+# Retention of the instance config's temporary files (:func:`_write_whole` killed half-way).
+INSTANCE_CONFIG_WRITES = TemporaryWrites(lambda settings: settings.paths.dagster_home, ".dagster.yaml.*.tmp")

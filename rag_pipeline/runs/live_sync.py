@@ -20,13 +20,14 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.builders import build_resources, source_specs, sync_policy
-from rag_pipeline.defs.sync.runs import source_states, sync_request
-from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.pipeline.policy import sync_policy
+from rag_pipeline.pipeline.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.runs.code_location import build_resources, source_specs
 from rag_pipeline.runs.execution import execute_run, runner_instance
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, enable_range_batching, ensure_dagster_home
 from rag_pipeline.runs.metadata import failure_message, step_metadata
 from rag_pipeline.runs.migration import upgrade_data_folder
+from rag_pipeline.runs.sync_runs import source_states, sync_request
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
 from rag_pipeline.scheduling.watermarks import ContainerState
 from rag_pipeline.settings import Settings

@@ -6,7 +6,7 @@ The first command of this version that runs the chain on such a folder rewrites 
 and asset, each row labelled with the day and container its old file was named by, removes the old files
 and records the converted weeks as materialized in the Dagster instance (so the UI shows the history as
 synced). Nothing else changes: the index, the embedding cache and the sync runs (whose tags still give each
-container's watermark, :mod:`rag_pipeline.defs.sync.runs`) are used as they are, so nothing is re-embedded
+container's watermark, :mod:`rag_pipeline.runs.sync_runs`) are used as they are, so nothing is re-embedded
 and no document is lost.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from rag_pipeline.defs.chain.io_manager import write_frame
+from rag_pipeline.pipeline.parquet import write_frame
+from rag_pipeline.pipeline.retained import Expired, RetentionScope, children
 from rag_pipeline.scheduling.coverage import CONTAINER_COLUMN, DAY_COLUMN, week_start, weeks_between
 
 log = logging.getLogger(__name__)
@@ -125,3 +127,27 @@ def upgrade_data_folder(parquet_dir: Path, instance: dg.DagsterInstance | None) 
         return None
     log.warning(report.describe())
     return report
+
+
+class SupersededParquet:
+    """Retention of the (day x container) layout's files (:class:`~rag_pipeline.pipeline.retained.RetainedArtifact`)
+    in a folder already upgraded to weeks: the upgrade converts a folder's old files and then marks it, so files of
+    the old layout found after that (written by an older process still running then), and its empty-file templates,
+    are read by nothing (the IO manager reads only ``<asset>/<week>.parquet`` and the upgrade skips a marked folder).
+    In a folder not yet upgraded they are the upgrade's input: kept."""
+
+    kind = "superseded_parquet"
+    label = "parquet files of the (day x container) layout"
+
+    def expired(self, scope: RetentionScope) -> Iterator[Expired]:
+        parquet = scope.settings.paths.parquet
+        marker = parquet / LAYOUT_FILE
+        if not (marker.is_file() and marker.read_text().strip() == LAYOUT):
+            return
+        for asset_dir in children(parquet):
+            if asset_dir.is_dir() and not asset_dir.is_symlink():
+                for file in sorted(asset_dir.glob("*/*.parquet")):
+                    if _old_cell(asset_dir, file) is not None:
+                        yield Expired(file, "a (day x container) file in a folder upgraded to weeks")
+                for template in sorted(asset_dir.glob(".empty-*.parquet")):
+                    yield Expired(template, "an empty-partition template of the (day x container) layout")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_pipeline.defs.dagster_private import JobFailureData, RunFailureReason
+from rag_pipeline.runs.dagster_private import JobFailureData, RunFailureReason
 
 PID_TAG = "rag/pid"
 HOST_TAG = "rag/host"

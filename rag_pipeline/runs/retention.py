@@ -3,6 +3,13 @@
 :func:`plan_retention` lists what would be deleted (nothing is touched); :func:`apply_retention` deletes what a
 plan lists. ``rag-pipeline prune`` and the daily ``retention_schedule`` (``defs/retention.py``) both call them.
 
+This module orchestrates; what may go is asked of the owners. Each kind of file is a
+:class:`~rag_pipeline.pipeline.retained.RetainedArtifact` beside the code that writes it (:data:`ARTIFACTS`: the
+report store, the learned reranker, the parquet upgrade and writer, the skipped-records report, the instance
+config), and which old runs must stay is asked of the sync runs, the index runs and the asset catalog
+(:func:`run_keepers`). Here: listing the finished runs, the event log files of the runners' SQLite instance, the
+check that every path lies inside the data folder, and the deletion.
+
 **Runs** (``RAG_RETENTION_RUN_DAYS``, default 30; 0 keeps every run): a finished run (succeeded, failed or
 canceled) that ended more than ``run_days`` ago is deleted with ``DagsterInstance.delete_run``, which removes its
 event log too, unless the current version still reads it:
@@ -49,54 +56,66 @@ import os
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.dagster_private import SqliteEventLogStorage
-from rag_pipeline.defs.sync.tags import SOURCE_TAG
-from rag_pipeline.evaluation.report_store import SUMMARY_FILE
-from rag_pipeline.retrieval.rerank.learned import FITS_FOLDER
-from rag_pipeline.runs.migration import LAYOUT, LAYOUT_FILE
-from rag_pipeline.scheduling.watermarks import RunState, SyncRun, container_state
+from rag_pipeline.evaluation.report_store import ReportHistory
+from rag_pipeline.pipeline.parquet import ParquetWrites
+from rag_pipeline.pipeline.retained import RetainedArtifact, RetentionScope, children, days, newest_mtime
+from rag_pipeline.retrieval.rerank.learned import RerankerFits, RerankerFitSaves, RerankerVersions
+from rag_pipeline.runs.backfill import index_runs
+from rag_pipeline.runs.code_location import source_specs
+from rag_pipeline.runs.dagster_private import SqliteEventLogStorage
+from rag_pipeline.runs.instance import INSTANCE_CONFIG_WRITES
+from rag_pipeline.runs.migration import SupersededParquet
+from rag_pipeline.runs.skipped import SKIPPED_REPORT_WRITES
+from rag_pipeline.runs.sync_runs import FINISHED, all_run_records, watermark_runs
 from rag_pipeline.settings import Settings
 
-# What a plan deletes, in the order it is reported.
+# The data folder's files, each kind asked of the module that writes it, in the order the plan lists them. A new
+# artifact is one more line here (and its RetainedArtifact beside its writer).
+ARTIFACTS: tuple[RetainedArtifact, ...] = (
+    ReportHistory(),
+    RerankerVersions(),
+    RerankerFits(),
+    SupersededParquet(),
+    ParquetWrites(),
+    RerankerFitSaves(),
+    SKIPPED_REPORT_WRITES,
+    INSTANCE_CONFIG_WRITES,
+)
+
+# A question retention asks of the owner of some runs: run id -> why it is kept, among the finished runs old enough
+# to go (``candidates``).
+RunKeeper = Callable[[dg.DagsterInstance, Sequence[dg.RunRecord]], Mapping[str, str]]
+
+# What a plan deletes, in the order it is reported: the instance's runs and their files, then the artifacts' kinds.
 RUNS = "runs"
 EVENT_LOG_SHARDS = "event_log_shards"
-EVAL_REPORTS = "eval_reports"
-RERANKER_MODELS = "reranker_models"
-RERANKER_FITS = "reranker_fits"
-SUPERSEDED_PARQUET = "superseded_parquet"
-TEMPORARY_FILES = "temporary_files"
-KINDS = (RUNS, EVENT_LOG_SHARDS, EVAL_REPORTS, RERANKER_MODELS, RERANKER_FITS, SUPERSEDED_PARQUET, TEMPORARY_FILES)
 KIND_LABELS = {
     RUNS: "finished Dagster runs and their event logs",
     EVENT_LOG_SHARDS: "event log files of runs already deleted",
-    EVAL_REPORTS: "evaluation reports (reports/history)",
-    RERANKER_MODELS: "learned reranker versions not CURRENT",
-    RERANKER_FITS: "cached reranker fits",
-    SUPERSEDED_PARQUET: "parquet files of the (day x container) layout",
-    TEMPORARY_FILES: "temporary files of interrupted writes",
+    **{artifact.kind: artifact.label for artifact in ARTIFACTS},
 }
+KINDS = tuple(KIND_LABELS)
+EVAL_REPORTS = ReportHistory.kind
+RERANKER_MODELS = RerankerVersions.kind
+RERANKER_FITS = RerankerFits.kind
+SUPERSEDED_PARQUET = SupersededParquet.kind
+TEMPORARY_FILES = ParquetWrites.kind
 
-FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-# A temporary file younger than this may belong to a write in progress.
-TEMPORARY_GRACE = timedelta(days=1)
 # An event log file without a run younger than this may belong to a run being created (a run is stored before its
 # first event, so this is belt and braces).
 SHARD_GRACE = timedelta(days=1)
 _RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_REPORT_STAMP = "%Y%m%dT%H%M%SZ"
 # Storage ids looked up at a time when mapping each partition's newest materialization to its run.
 _LOOKUP_CHUNK = 500
-# Sync runs of one source read per page.
-_PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -273,20 +292,6 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
-def _newest_mtime(path: Path) -> float:
-    """When a file was last written; for a folder, its newest file (the folder's own time only when it holds none:
-    it changes with every entry added or removed, which says nothing of the files' age)."""
-    if not path.is_dir() or path.is_symlink():
-        return path.lstat().st_mtime
-    newest: float | None = None
-    for folder, _dirs, files in os.walk(path, followlinks=False):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):
-                mtime = (Path(folder) / name).lstat().st_mtime
-                newest = mtime if newest is None else max(newest, mtime)
-    return path.lstat().st_mtime if newest is None else newest
-
-
 def _age_days(now: datetime, timestamp: float) -> float:
     return (now.timestamp() - timestamp) / 86400
 
@@ -304,127 +309,8 @@ class _Paths:
         if not inside(self.root, path):
             self.refused.append(f"{path}: resolves outside the data folder {self.root}")
             return
-        age = _age_days(self.now, mtime if mtime is not None else _newest_mtime(path))
+        age = _age_days(self.now, mtime if mtime is not None else newest_mtime(path))
         self.items.append(PathItem(kind, path, tree_bytes(path), age, reason))
-
-
-def _children(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def _plan_reports(settings: Settings, found: _Paths, cutoff: datetime) -> None:
-    """Old report folders, reranker versions that are not CURRENT and fits not written since the cutoff."""
-    history = settings.paths.reports / "history"
-    stamps = [p for p in _children(history) if p.is_dir() and not p.is_symlink()]
-    # Each eval set's newest report, and the newest report as a whole, are what `demo`, the report's regression
-    # check and a reader of reports/ look at: kept whatever their age.
-    newest_of_set: dict[str, Path] = {}
-    for stamp in stamps:  # sorted: stamps sort by time
-        for eval_set in _children(stamp):
-            if eval_set.is_dir():
-                newest_of_set[eval_set.name] = stamp
-    with_summary = [s for s in stamps if (s / SUMMARY_FILE).exists()]
-    newest = with_summary[-1] if with_summary else (stamps[-1] if stamps else None)
-    kept = set(newest_of_set.values()) | ({newest} if newest else set())
-    for stamp in stamps:
-        made = _stamp_time(stamp)
-        if made >= cutoff.timestamp():
-            continue
-        if stamp not in kept:
-            found.add(
-                EVAL_REPORTS, stamp, f"report of {stamp.name}, older than {_days(settings.retention.report_days)}", made
-            )
-            continue
-        # A kept report folder still loses the eval sets that have a newer report elsewhere.
-        for eval_set in _children(stamp):
-            if eval_set.is_dir() and newest_of_set.get(eval_set.name) != stamp:
-                found.add(
-                    EVAL_REPORTS,
-                    eval_set,
-                    f"{eval_set.name} report of {stamp.name}, older than {_days(settings.retention.report_days)} "
-                    "(a newer one exists)",
-                    made,
-                )
-
-    reranker = settings.paths.reranker
-    current_file = reranker / "CURRENT"
-    if current_file.is_file():  # without CURRENT no version is known to be unused: nothing is deleted
-        current = current_file.read_text().strip()
-        for version in _children(reranker):
-            if version.is_dir() and version.name != current:
-                mtime = _newest_mtime(version)
-                if mtime < cutoff.timestamp():
-                    found.add(
-                        RERANKER_MODELS, version, f"reranker version {version.name} (CURRENT is {current})", mtime
-                    )
-
-    for fit in _children(settings.paths.reports / FITS_FOLDER):
-        if fit.is_dir() and not fit.name.endswith(".tmp"):
-            mtime = _newest_mtime(fit)
-            if mtime < cutoff.timestamp():
-                found.add(
-                    RERANKER_FITS,
-                    fit,
-                    f"fit cache entry not written for {_days(settings.retention.report_days)}",
-                    mtime,
-                )
-
-
-def _stamp_time(stamp: Path) -> float:
-    try:
-        return datetime.strptime(stamp.name, _REPORT_STAMP).replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return _newest_mtime(stamp)
-
-
-def _days(days: int) -> str:
-    return f"{days} day{'s' if days != 1 else ''}"
-
-
-def _old_layout_cell(asset_dir: Path, file: Path) -> bool:
-    """Whether ``file`` is a partition file of the (day x container) layout: ``<asset>/<day>/<container>.parquet``
-    or ``<asset>/<container>/<day>.parquet`` (the upgrade's own test, ``runs/migration.py``)."""
-    parts = file.relative_to(asset_dir).with_suffix("").parts
-    return len(parts) == 2 and sum(bool(_DAY.fullmatch(p)) for p in parts) == 1
-
-
-def _plan_parquet(settings: Settings, found: _Paths, now: datetime) -> None:
-    """Superseded files of the old layout in upgraded folders, and temporary files of interrupted writes."""
-    parquet = settings.paths.parquet
-    marker = parquet / LAYOUT_FILE
-    upgraded = marker.is_file() and marker.read_text().strip() == LAYOUT
-    stale = (now - TEMPORARY_GRACE).timestamp()
-    for asset_dir in _children(parquet):
-        if not asset_dir.is_dir() or asset_dir.is_symlink():
-            continue
-        if upgraded:
-            # The upgrade converts a folder's old files and then marks it; files of the old layout found after that
-            # (written by an older process still running then) are read by nothing: the IO manager reads only
-            # <asset>/<week>.parquet and the upgrade skips a marked folder.
-            for file in sorted(asset_dir.glob("*/*.parquet")):
-                if _old_layout_cell(asset_dir, file):
-                    found.add(SUPERSEDED_PARQUET, file, "a (day x container) file in a folder upgraded to weeks")
-            for template in sorted(asset_dir.glob(".empty-*.parquet")):
-                found.add(SUPERSEDED_PARQUET, template, "an empty-partition template of the (day x container) layout")
-        for temp in sorted(asset_dir.rglob(".*.tmp")):
-            mtime = temp.lstat().st_mtime
-            if temp.is_file() and mtime < stale:
-                found.add(TEMPORARY_FILES, temp, "a parquet write that never finished", mtime)
-    for temp in _children(settings.paths.reports / FITS_FOLDER):
-        if temp.name.endswith(".tmp") and _newest_mtime(temp) < stale:
-            found.add(TEMPORARY_FILES, temp, "a reranker fit whose save never finished")
-    # The other writers that write a temporary file and rename it: the skipped-records report and the runners'
-    # instance config.
-    for folder, pattern in (
-        (settings.paths.reports / "skipped", ".*.tmp"),
-        (settings.paths.dagster_home, ".dagster.yaml.*.tmp"),
-    ):
-        for temp in sorted(folder.glob(pattern)):
-            if temp.is_file() and temp.lstat().st_mtime < stale:
-                found.add(TEMPORARY_FILES, temp, "a file write that never finished")
 
 
 # --- runs -------------------------------------------------------------------------------------------------------
@@ -441,7 +327,16 @@ def _chunks(values: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield values[start : start + size]
 
 
-def newest_materialization_runs(instance: dg.DagsterInstance) -> dict[str, str]:
+def run_keepers(settings: Settings) -> tuple[RunKeeper, ...]:
+    """Who is asked which old runs to keep: the sync runs (each container's watermark), the index runs (each input
+    file's newest) and the asset catalog (each partition's newest materialization)."""
+    specs = list(source_specs(settings).values())
+    return (partial(watermark_runs, specs=specs), index_runs, newest_materialization_runs)
+
+
+def newest_materialization_runs(
+    instance: dg.DagsterInstance, candidates: Sequence[dg.RunRecord] = ()
+) -> dict[str, str]:
     """run id -> why it is kept, for every run holding the newest materialization of a partition of an asset (or
     of an unpartitioned asset). One query per asset for the newest storage id of each partition, then the runs of
     those records."""
@@ -468,102 +363,6 @@ def newest_materialization_runs(instance: dg.DagsterInstance) -> dict[str, str]:
     }
 
 
-def watermark_runs(instance: dg.DagsterInstance, settings: Settings) -> dict[str, str]:
-    """run id -> why it is kept, for the sync runs the planner's state of each container is made of."""
-    # Imported here: the builders import the Dagster wiring of this module (defs/retention.py).
-    from rag_pipeline.defs.builders import source_specs
-    from rag_pipeline.defs.sync.runs import sync_runs
-
-    specs = source_specs(settings)
-    by_tag = {spec.api_tag: spec for spec in specs.values()}
-    offline = {spec.name for spec in specs.values()}
-    keep: dict[str, str] = {}
-    # run id -> (source, role) -> containers
-    roles: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
-    for _key, values in instance.get_run_tags(tag_keys=[SOURCE_TAG]):
-        for value in sorted(values):
-            spec = by_tag.get(value)
-            if spec is None:
-                if value not in offline:
-                    # A source this version cannot read (a plugin since removed): its runs' plans are not ours to
-                    # interpret, so none of its runs is deleted.
-                    for record in _all_records(instance, dg.RunsFilter(tags={SOURCE_TAG: value})):
-                        keep[record.dagster_run.run_id] = (
-                            f"a sync run of {value!r}, a source this version does not know"
-                        )
-                continue
-            parts: list[SyncRun] = []
-            for record in _all_records(instance, dg.RunsFilter(tags={SOURCE_TAG: value}, statuses=list(FINISHED))):
-                parts.extend(sync_runs(spec, record))
-            by_container: dict[str, list[SyncRun]] = defaultdict(list)
-            for part in parts:
-                by_container[part.container].append(part)
-            for container, runs in sorted(by_container.items()):
-                for run_id, role in _state_runs(container, runs):
-                    roles[run_id][(spec.name, role)].append(container)
-    for run_id, held in roles.items():
-        keep[run_id] = "; ".join(
-            f"{role} of {source} {_some(containers)}" for (source, role), containers in sorted(held.items())
-        )
-    return keep
-
-
-def _some(names: Sequence[str], shown: int = 3) -> str:
-    """``a, b, c and 4 more``."""
-    listed = ", ".join(names[:shown])
-    return f"{listed} and {len(names) - shown} more" if len(names) > shown else listed
-
-
-def _state_runs(container: str, runs: Sequence[SyncRun]) -> list[tuple[str, str]]:
-    """The runs a container's state is made of (:func:`container_state`), each with its role."""
-    state = container_state(container, runs)
-    out: list[tuple[str, str]] = []
-    marked = [r for r in runs if r.state is RunState.SUCCESS and r.synced_through is not None]
-    if state.watermark is not None:
-        newest = max((r for r in marked if r.synced_through == state.watermark), key=lambda r: r.planned_at)
-        out.append((newest.run_id, "the watermark"))
-    if state.last_success is not None:
-        out.append((state.last_success.run_id, "the last success"))
-    if state.last_failure is not None:
-        out.append((state.last_failure.run_id, "the last failure"))
-    if state.first_synced_day is not None:
-        first = min((r for r in marked if r.first_day == state.first_synced_day), key=lambda r: r.planned_at)
-        out.append((first.run_id, "the first synced day"))
-    return out
-
-
-def index_runs(instance: dg.DagsterInstance, candidates: Sequence[dg.RunRecord]) -> dict[str, str]:
-    """run id -> why it is kept, for the newest successful ``index``/``demo`` run of each source and input file."""
-    from rag_pipeline.runs.backfill import FINGERPRINT_TAG
-
-    pairs = {
-        (r.dagster_run.tags[SOURCE_TAG], r.dagster_run.tags[FINGERPRINT_TAG])
-        for r in candidates
-        if SOURCE_TAG in r.dagster_run.tags and FINGERPRINT_TAG in r.dagster_run.tags
-    }
-    keep = {}
-    for source, fingerprint in sorted(pairs):
-        newest = instance.get_run_records(
-            dg.RunsFilter(
-                tags={SOURCE_TAG: source, FINGERPRINT_TAG: fingerprint}, statuses=[dg.DagsterRunStatus.SUCCESS]
-            ),
-            limit=1,
-        )
-        if newest:
-            keep[newest[0].dagster_run.run_id] = f"the newest index run of {source}'s input {fingerprint}"
-    return keep
-
-
-def _all_records(instance: dg.DagsterInstance, filters: dg.RunsFilter) -> Iterator[dg.RunRecord]:
-    cursor = None
-    while True:
-        page = instance.get_run_records(filters, limit=_PAGE, cursor=cursor)
-        yield from page
-        if len(page) < _PAGE:
-            return
-        cursor = page[-1].dagster_run.run_id
-
-
 def event_log_folder(instance: dg.DagsterInstance) -> Path | None:
     """The folder of the per-run event log files of a SQLite instance (None for any other storage)."""
     storage = instance.event_log_storage
@@ -581,7 +380,7 @@ def _plan_runs(
     settings: Settings, instance: dg.DagsterInstance, now: datetime, plan: RetentionPlan, found: _Paths
 ) -> None:
     cutoff = now - timedelta(days=settings.retention.run_days)
-    candidates = list(_all_records(instance, dg.RunsFilter(statuses=list(FINISHED), updated_before=cutoff)))
+    candidates = list(all_run_records(instance, dg.RunsFilter(statuses=list(FINISHED), updated_before=cutoff)))
     # update_timestamp is the last status change; the end time decides (a run whose record changed later is younger).
     candidates = [r for r in candidates if r.dagster_run.status in FINISHED and _ended(r) < cutoff.timestamp()]
     shards = event_log_folder(instance)
@@ -590,12 +389,8 @@ def _plan_runs(
     own_shards = shards if shards is not None and inside(plan.data_dir, shards) else None
     if candidates:
         keep: dict[str, str] = {}
-        for reasons in (
-            watermark_runs(instance, settings),
-            index_runs(instance, candidates),
-            newest_materialization_runs(instance),
-        ):
-            for run_id, reason in reasons.items():
+        for keeper in run_keepers(settings):
+            for run_id, reason in keeper(instance, candidates).items():
                 keep[run_id] = f"{keep[run_id]}; {reason}" if run_id in keep else reason
         for record in sorted(candidates, key=_ended):
             run = record.dagster_run
@@ -612,7 +407,7 @@ def _plan_runs(
                     ended_at=datetime.fromtimestamp(_ended(record), UTC),
                     age_days=age,
                     bytes=sum(tree_bytes(f) for f in files),
-                    reason=f"{run.status.value.lower()} {_days(settings.retention.run_days)} ago or more",
+                    reason=f"{run.status.value.lower()} {days(settings.retention.run_days)} ago or more",
                     shard=own_shards / f"{run.run_id}.db" if own_shards is not None else None,
                 )
             )
@@ -622,7 +417,7 @@ def _plan_runs(
 
 def _plan_orphan_shards(instance: dg.DagsterInstance, folder: Path, now: datetime, found: _Paths) -> None:
     """Event log files of runs no longer in the run storage (deleted in the UI, or by hand)."""
-    files = {p.stem: p for p in _children(folder) if p.suffix == ".db" and _RUN_ID.fullmatch(p.stem)}
+    files = {p.stem: p for p in children(folder) if p.suffix == ".db" and _RUN_ID.fullmatch(p.stem)}
     stale = (now - SHARD_GRACE).timestamp()
     for chunk in _chunks(sorted(files), _LOOKUP_CHUNK):
         existing = {r.dagster_run.run_id for r in instance.get_run_records(dg.RunsFilter(run_ids=list(chunk)))}
@@ -647,9 +442,10 @@ def plan_retention(settings: Settings, instance: dg.DagsterInstance, now: dateti
     found = _Paths(root, now)
     if retention.run_days > 0:
         _plan_runs(settings, instance, now, plan, found)
-    if retention.report_days > 0:
-        _plan_reports(settings, found, now - timedelta(days=retention.report_days))
-    _plan_parquet(settings, found, now)
+    scope = RetentionScope(settings, now)
+    for artifact in ARTIFACTS:
+        for expired in artifact.expired(scope):
+            found.add(artifact.kind, expired.path, expired.reason, expired.mtime)
     plan.paths = found.items
     plan.refused = found.refused
     return plan

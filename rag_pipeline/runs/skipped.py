@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rag_pipeline.pipeline.retained import TemporaryWrites
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.problems import RecordProblem
 
@@ -91,9 +92,10 @@ def report_path(settings: Settings, command: str) -> Path:
     return settings.paths.reports / "skipped" / f"{command}.jsonl"
 
 
-def print_skipped(summary: dict[str, Any], out: TextIO) -> None:
+def print_skipped(summary: dict[str, Any], out: TextIO, *, ran: bool = True) -> None:
     """``skipped N record(s)``, the examples as ``<location>: <reason>`` and where the full list is; nothing
-    when nothing was skipped. Plain lines, never wrapped: a log to grep."""
+    when nothing was skipped. Plain lines, never wrapped: a log to grep. ``ran``: runs were launched (their
+    raw assets' metadata also lists the records)."""
     count = int(summary["count"])
     if not count:
         return
@@ -105,4 +107,9 @@ def print_skipped(summary: dict[str, Any], out: TextIO) -> None:
         print(f"  ... and {count - len(examples)} more", file=out)
     listed = int(summary.get("listed", count))
     where = "full list" if listed >= count else f"the {listed} listed by the runs' metadata"
-    print(f"{where}: {summary['report']} (and the raw assets' bad_records metadata in the Dagster UI)", file=out)
+    also = " (and the raw assets' bad_records metadata in the Dagster UI)" if ran else ""
+    print(f"{where}: {summary['report']}{also}", file=out)
+
+
+# Retention of the reports' temporary files (:meth:`SkippedRecords.write` killed half-way).
+SKIPPED_REPORT_WRITES = TemporaryWrites(lambda settings: settings.paths.reports / "skipped", ".*.tmp")

@@ -9,21 +9,24 @@ run succeeds for the others, and that container's part counts as failed.
 
 Runs of earlier versions (one per container, with ``rag/container`` and ``rag/synced_through`` tags) are
 still read, so a data folder's watermarks carry over to this version.
+
+The sync sensor (``defs/sync/sensor.py``), ``rag-pipeline sync``, ``status``, the ingest metrics and retention read
+them alike; a spec is read through :class:`~rag_pipeline.pipeline.sources.SourceNames` only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.coverage import raw_config
-from rag_pipeline.defs.chain.partitions import week_key
-from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.tags import (
+from rag_pipeline.pipeline.keys import raw_config, week_key
+from rag_pipeline.pipeline.sources import SourceNames
+from rag_pipeline.pipeline.tags import (
     API_CALLS_TAG,
     CONTAINER_COUNT_TAG,
     ESTIMATED_REQUESTS_TAG,
@@ -35,6 +38,7 @@ from rag_pipeline.defs.sync.tags import (
     RANGE_START_TAG,
     SOURCE_TAG,
 )
+from rag_pipeline.runs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
 from rag_pipeline.scheduling.plan import RangeRequest
 from rag_pipeline.scheduling.watermarks import ContainerState, RunState, SyncRun, container_state
 
@@ -46,7 +50,10 @@ _IN_FLIGHT = {
     dg.DagsterRunStatus.CANCELING,
     dg.DagsterRunStatus.MANAGED,
 }
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 _RECENT_RUNS = 10
+# Run records read per page where all are read.
+_PAGE = 500
 # Successful runs are read back page by page until every known container has its watermark.
 _SUCCESS_PAGE = 50
 _SUCCESS_PAGES = 20
@@ -57,7 +64,7 @@ def _iso(instant: datetime | None) -> str | None:
 
 
 def sync_request(
-    spec: SourceSpec, requests: Sequence[RangeRequest], planned_at: datetime
+    spec: SourceNames, requests: Sequence[RangeRequest], planned_at: datetime
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The tags and run config of one sync run covering ``requests`` (one per container): Dagster's partition
     range over their weeks, and the plan the raw asset reads and the planner reads back (``planned_at`` is the
@@ -113,7 +120,7 @@ def first_error_line(instance: dg.DagsterInstance, run_id: str) -> str | None:
     return None
 
 
-def _plan_of(spec: SourceSpec, run: dg.DagsterRun) -> dict[str, dict[str, Any]]:
+def _plan_of(spec: SourceNames, run: dg.DagsterRun) -> dict[str, dict[str, Any]]:
     plan = raw_config(run.run_config, spec.keys.raw).get("plan") or {}
     return {str(c): dict(p) for c, p in plan.items() if isinstance(p, dict)}
 
@@ -123,7 +130,7 @@ def _legacy_day(key: str) -> str:
     return next(part for part in key.split("|") if len(part) == 10 and part[4] == "-" and part[7] == "-")
 
 
-def sync_runs(spec: SourceSpec, record: dg.RunRecord, instance: dg.DagsterInstance | None = None) -> list[SyncRun]:
+def sync_runs(spec: SourceNames, record: dg.RunRecord, instance: dg.DagsterInstance | None = None) -> list[SyncRun]:
     """A run record as the planner sees it: one :class:`SyncRun` per container it covers (none for a run that
     is not a sync run)."""
     run = record.dagster_run
@@ -176,7 +183,7 @@ def sync_runs(spec: SourceSpec, record: dg.RunRecord, instance: dg.DagsterInstan
 
 
 def source_runs(
-    instance: dg.DagsterInstance, spec: SourceSpec, containers: Sequence[str], with_errors: bool = False
+    instance: dg.DagsterInstance, spec: SourceNames, containers: Sequence[str], with_errors: bool = False
 ) -> list[SyncRun]:
     """The recent sync runs of a source, plus its successful ones back until every container in
     ``containers`` has its latest success (the watermark survives a streak of failures). Each run record is
@@ -210,7 +217,7 @@ def source_runs(
 
 
 def source_states(
-    instance: dg.DagsterInstance, spec: SourceSpec, with_errors: bool = False
+    instance: dg.DagsterInstance, spec: SourceNames, with_errors: bool = False
 ) -> tuple[list[ContainerState], list[SyncRun]]:
     """Every known container's state, and every run read for it."""
     containers = sorted(instance.get_dynamic_partitions(spec.containers_name))
@@ -223,7 +230,89 @@ def source_states(
 
 
 def container_runs(
-    instance: dg.DagsterInstance, spec: SourceSpec, container: str, with_errors: bool = False
+    instance: dg.DagsterInstance, spec: SourceNames, container: str, with_errors: bool = False
 ) -> list[SyncRun]:
     """The sync runs read for one container (its part of each)."""
     return [r for r in source_runs(instance, spec, [container], with_errors) if r.container == container]
+
+
+def cron_window(cron: str, now: datetime) -> tuple[datetime, datetime]:
+    """The latest tick of ``cron`` at or before ``now`` and the next one after it (UTC)."""
+    timestamp = now.timestamp()
+    latest = next(reverse_cron_string_iterator(timestamp, cron, "UTC"))
+    upcoming = next(cron_string_iterator(timestamp + 1e-6, cron, "UTC"))
+    return latest.astimezone(UTC), upcoming.astimezone(UTC)
+
+
+def all_run_records(instance: dg.DagsterInstance, filters: dg.RunsFilter) -> Iterator[dg.RunRecord]:
+    """Every run record ``filters`` selects, read page by page."""
+    cursor = None
+    while True:
+        page = instance.get_run_records(filters, limit=_PAGE, cursor=cursor)
+        yield from page
+        if len(page) < _PAGE:
+            return
+        cursor = page[-1].dagster_run.run_id
+
+
+def watermark_runs(
+    instance: dg.DagsterInstance, candidates: Sequence[dg.RunRecord], specs: Sequence[SourceNames]
+) -> dict[str, str]:
+    """Retention's question to the sync runs (``RunKeeper`` in ``runs/retention.py``): run id -> why it is kept, for
+    the sync runs the planner's state of each container of ``specs`` (every source) is made of. Sync runs of a
+    source this version does not know are kept whole."""
+    by_tag = {spec.api_tag: spec for spec in specs}
+    offline = {spec.name for spec in specs}
+    keep: dict[str, str] = {}
+    # run id -> (source, role) -> containers
+    roles: dict[str, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    for _key, values in instance.get_run_tags(tag_keys=[SOURCE_TAG]):
+        for value in sorted(values):
+            spec = by_tag.get(value)
+            if spec is None:
+                if value not in offline:
+                    # A source this version cannot read (a plugin since removed): its runs' plans are not ours to
+                    # interpret, so none of its runs is deleted.
+                    for record in all_run_records(instance, dg.RunsFilter(tags={SOURCE_TAG: value})):
+                        keep[record.dagster_run.run_id] = (
+                            f"a sync run of {value!r}, a source this version does not know"
+                        )
+                continue
+            parts: list[SyncRun] = []
+            for record in all_run_records(instance, dg.RunsFilter(tags={SOURCE_TAG: value}, statuses=list(FINISHED))):
+                parts.extend(sync_runs(spec, record))
+            by_container: dict[str, list[SyncRun]] = defaultdict(list)
+            for part in parts:
+                by_container[part.container].append(part)
+            for container, runs in sorted(by_container.items()):
+                for run_id, role in _state_runs(container, runs):
+                    roles[run_id][(spec.name, role)].append(container)
+    for run_id, held in roles.items():
+        keep[run_id] = "; ".join(
+            f"{role} of {source} {_some(containers)}" for (source, role), containers in sorted(held.items())
+        )
+    return keep
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``."""
+    listed = ", ".join(names[:shown])
+    return f"{listed} and {len(names) - shown} more" if len(names) > shown else listed
+
+
+def _state_runs(container: str, runs: Sequence[SyncRun]) -> list[tuple[str, str]]:
+    """The runs a container's state is made of (:func:`container_state`), each with its role."""
+    state = container_state(container, runs)
+    out: list[tuple[str, str]] = []
+    marked = [r for r in runs if r.state is RunState.SUCCESS and r.synced_through is not None]
+    if state.watermark is not None:
+        newest = max((r for r in marked if r.synced_through == state.watermark), key=lambda r: r.planned_at)
+        out.append((newest.run_id, "the watermark"))
+    if state.last_success is not None:
+        out.append((state.last_success.run_id, "the last success"))
+    if state.last_failure is not None:
+        out.append((state.last_failure.run_id, "the last failure"))
+    if state.first_synced_day is not None:
+        first = min((r for r in marked if r.first_day == state.first_synced_day), key=lambda r: r.planned_at)
+        out.append((first.run_id, "the first synced day"))
+    return out

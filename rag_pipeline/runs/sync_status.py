@@ -9,10 +9,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.partitions import week_key
-from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.sync.runs import source_states
-from rag_pipeline.defs.sync.sensor import cron_window
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.pipeline.sources import SourceNames
+from rag_pipeline.runs.sync_runs import cron_window, source_states
 from rag_pipeline.scheduling.plan import RangeRequest, SyncPolicy, day_of, next_range
 from rag_pipeline.scheduling.watermarks import ContainerState, SyncRun
 
@@ -70,7 +69,7 @@ def _run(run: SyncRun | None) -> dict[str, Any] | None:
 
 
 def _latest_raw_metadata(
-    instance: dg.DagsterInstance, spec: SourceSpec, state: ContainerState, read: dict[str, dict[str, Any]]
+    instance: dg.DagsterInstance, spec: SourceNames, state: ContainerState, read: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """The raw asset's metadata from the container's last successful sync (lag, newest source timestamp: the
     run's, which covered this container among others). ``read`` keeps each run's, so hundreds of containers
@@ -100,7 +99,7 @@ def _days_to_fetch(state: ContainerState, upcoming: RangeRequest | str, now: dat
 
 
 def source_status(
-    instance: dg.DagsterInstance, spec: SourceSpec, cron: str, policy: SyncPolicy, enabled: bool, now: datetime
+    instance: dg.DagsterInstance, spec: SourceNames, cron: str, policy: SyncPolicy, enabled: bool, now: datetime
 ) -> SourceStatus:
     """Every known container of ``spec``: watermark, lag, last runs and what the sensor would request now."""
     latest_tick, next_tick = cron_window(cron, now)

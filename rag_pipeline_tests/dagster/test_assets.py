@@ -8,8 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.builders import build_definitions, source_specs
+from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.defs.slack.resources import SlackExportResource
 from rag_pipeline_tests.kit.data import D1, TEAM, ts, write_slack_export
 from rag_pipeline_tests.kit.pipeline import cell, chain, resources, settings_for

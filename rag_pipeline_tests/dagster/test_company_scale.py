@@ -18,14 +18,17 @@ import pandas as pd
 import pytest
 from dagster._core.instance.ref import InstanceRef
 
-from rag_pipeline.defs.builders import build_definitions, source_specs, sync_policy
+from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.chain.frames import CoveredFrames
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
-from rag_pipeline.defs.chain.partitions import week_key, weekly_partitions
-from rag_pipeline.defs.dagster_private import make_new_run_id
-from rag_pipeline.defs.sync.runs import source_states
+from rag_pipeline.defs.chain.partitions import weekly_partitions
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.defs.sync.sensor import build_lag_check, build_sync_sensor, missing_weeks
-from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.pipeline.policy import sync_policy
+from rag_pipeline.pipeline.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.runs.dagster_private import make_new_run_id
+from rag_pipeline.runs.sync_runs import source_states
 from rag_pipeline.scheduling.coverage import Coverage, weeks_between
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.data import TEAM

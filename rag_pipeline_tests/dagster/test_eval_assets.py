@@ -215,7 +215,7 @@ def test_every_arm_in_one_run_shares_searches_and_a_failed_arm_leaves_the_others
     """Issue 48: the evaluation runs every arm in one run (a partition range); each arm's saved rankings are those
     of its own run, the step reports each (eval set, arm), and an arm that raises fails the step but leaves the
     other arms' runs saved and named in the log."""
-    from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+    from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG
     from rag_pipeline.runs.evaluation import step_failure_reason
 
     def rankings(reports: Path) -> dict:

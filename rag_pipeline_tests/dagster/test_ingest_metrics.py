@@ -20,12 +20,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rag_pipeline.commands import metrics as metrics_command
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.defs.builders import source_specs, sync_policy
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.dagster_private import make_new_run_id
-from rag_pipeline.defs.sync.runs import source_states, sync_request
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.defs.sync.sensor import build_lag_check
 from rag_pipeline.index.index_info import written_at
+from rag_pipeline.pipeline.policy import sync_policy
+from rag_pipeline.runs.dagster_private import make_new_run_id
 from rag_pipeline.runs.ingest_metrics import (
     METRICS,
     ExporterOptions,
@@ -35,6 +35,7 @@ from rag_pipeline.runs.ingest_metrics import (
     lag_bound,
 )
 from rag_pipeline.runs.skipped import Skipped, report_path
+from rag_pipeline.runs.sync_runs import source_states, sync_request
 from rag_pipeline.runs.sync_status import source_status
 from rag_pipeline.scheduling.plan import RangeRequest
 from rag_pipeline.settings import Settings

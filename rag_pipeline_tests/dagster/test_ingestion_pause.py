@@ -16,8 +16,10 @@ import dagster as dg
 import pytest
 
 from rag_pipeline.cli import main
-from rag_pipeline.defs.builders import build_definitions, source_specs, sync_policy
+from rag_pipeline.defs.builders import build_definitions
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.defs.sync.sensor import build_sync_sensor
+from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.settings import Settings, SettingsError, load_env_file
 from rag_pipeline_tests.kit.pipeline import settings_for
 from rag_pipeline_tests.kit.sync_harness import plan_of

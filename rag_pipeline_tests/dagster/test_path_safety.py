@@ -19,9 +19,10 @@ from rag_pipeline.connectors.jira.client import build_jira_client
 from rag_pipeline.connectors.slack.api import SlackApiReader, build_web_client
 from rag_pipeline.defs.chain.discovery import build_offline_source_discovery_sensor
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager, UnsafePartitionKey
-from rag_pipeline.defs.chain.partitions import week_key, weekly_partitions
+from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.jira.resources import JiraResource
 from rag_pipeline.defs.slack.resources import SlackExportResource, SlackResource
+from rag_pipeline.pipeline.keys import week_key
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline_tests.kit import jira_fixtures as JF
 from rag_pipeline_tests.kit import slack_fixtures as SF

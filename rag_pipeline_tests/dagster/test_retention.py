@@ -26,13 +26,12 @@ from dagster._core.storage.partition_status_cache import get_and_update_asset_st
 
 from rag_pipeline.commands import prune
 from rag_pipeline.commands.arguments import OneLineParser
-from rag_pipeline.defs.builders import source_specs
 from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.dagster_private import make_new_run_id
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.defs.retention import RETENTION_SCHEDULE, build_retention_definitions
-from rag_pipeline.defs.sync.runs import source_states, sync_request
-from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.pipeline.tags import FAILED_CONTAINERS_TAG, SOURCE_TAG
+from rag_pipeline.runs.dagster_private import make_new_run_id
 from rag_pipeline.runs.execution import runner_instance
 from rag_pipeline.runs.instance import ensure_dagster_home
 from rag_pipeline.runs.retention import (
@@ -45,6 +44,7 @@ from rag_pipeline.runs.retention import (
     event_log_folder,
     plan_retention,
 )
+from rag_pipeline.runs.sync_runs import source_states, sync_request
 from rag_pipeline.scheduling.plan import RangeRequest
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.pipeline import settings_for

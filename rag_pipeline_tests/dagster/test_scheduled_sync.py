@@ -12,8 +12,8 @@ import pytest
 from rag_pipeline.connectors.slack.export import SlackExportReader
 from rag_pipeline.connectors.slack.threads import thread_document_id
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.sync.runs import source_states
 from rag_pipeline.index.store import SearchFilter
+from rag_pipeline.runs.sync_runs import source_states
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.pipeline import settings_for

@@ -15,9 +15,9 @@ import pytest
 
 from rag_pipeline.connectors.slack.api import SlackApiReader, SlackSyncSettings, build_web_client
 from rag_pipeline.connectors.slack.settings import SlackApiSettings
-from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.slack.resources import SlackResource
 from rag_pipeline.defs.slack.spec import slack_api_resource
+from rag_pipeline.pipeline.keys import week_key
 from rag_pipeline.runs.live_sync import run_sync
 from rag_pipeline.settings import ApiLimits
 from rag_pipeline.sources.api_stats import ApiStats

@@ -16,8 +16,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from rag_pipeline.defs.chain.partitions import week_key
-from rag_pipeline.defs.dagster_private import SqlEventLogStorageTable
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.runs.dagster_private import SqlEventLogStorageTable
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit import sync_week as week
 from rag_pipeline_tests.kit.sync_harness import SyncHarness

@@ -15,9 +15,10 @@ import pytest
 
 from rag_pipeline.cli import main
 from rag_pipeline.connectors.slack.threads import thread_document_id
-from rag_pipeline.defs.builders import build_definitions, sync_policy
+from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.chain.resources import qdrant_resource
 from rag_pipeline.index.store import SearchFilter
+from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.runs.sync_status import source_status
 from rag_pipeline_tests.kit import slack_fixtures as F
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator

@@ -7,10 +7,10 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.builders import build_resources, evaluation_definitions, source_specs
-from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions
+from rag_pipeline.defs.parts import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.pipeline.keys import week_key
 from rag_pipeline.settings import Settings
 
 

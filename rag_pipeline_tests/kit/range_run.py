@@ -17,8 +17,8 @@ import warnings
 import dagster as dg
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-from rag_pipeline.defs.builders import source_specs
-from rag_pipeline.defs.chain.partitions import week_key
+from rag_pipeline.defs.parts import source_specs
+from rag_pipeline.pipeline.keys import week_key
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home, open_instance, range_tags
 from rag_pipeline.settings import Settings
 

@@ -13,10 +13,11 @@ from typing import Any
 import dagster as dg
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
-from rag_pipeline.defs.builders import build_definitions, sync_policy
+from rag_pipeline.defs.builders import build_definitions
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.sync.sensor import build_sync_sensor
-from rag_pipeline.defs.sync.tags import FAILED_CONTAINERS_TAG
+from rag_pipeline.pipeline.policy import sync_policy
+from rag_pipeline.pipeline.tags import FAILED_CONTAINERS_TAG
 from rag_pipeline.runs.execution import execute_run
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG
 from rag_pipeline.settings import Settings
@@ -122,6 +123,6 @@ def container_results(instance: dg.DagsterInstance, results: Sequence[dg.Execute
 
 
 def _specs(settings: Settings) -> list[SourceSpec]:
-    from rag_pipeline.defs.builders import source_specs
+    from rag_pipeline.defs.parts import source_specs
 
     return list(source_specs(settings).values())

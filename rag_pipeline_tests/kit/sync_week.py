@@ -45,9 +45,9 @@ from dagster._utils.schedules import cron_string_iterator
 from rag_pipeline.connectors.jira.dump import issue_document_id
 from rag_pipeline.connectors.slack.threads import thread_document_id
 from rag_pipeline.defs.chain.resources import qdrant_resource
-from rag_pipeline.defs.sync.sensor import cron_window
-from rag_pipeline.defs.sync.tags import ESTIMATED_REQUESTS_TAG, PLANNED_AT_TAG, SOURCE_TAG
 from rag_pipeline.index.store import IndexedDocument, SearchFilter
+from rag_pipeline.pipeline.tags import ESTIMATED_REQUESTS_TAG, PLANNED_AT_TAG, SOURCE_TAG
+from rag_pipeline.runs.sync_runs import cron_window
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
 from rag_pipeline_tests.kit.emulators.jira_site import JiraSite, parse_jira_time

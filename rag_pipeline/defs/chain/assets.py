@@ -9,7 +9,6 @@ and leaves the other channels' rows as they are.
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -31,6 +30,7 @@ from rag_pipeline.defs.chain.resources import Bm25Resource, ChunkingResource, De
 from rag_pipeline.defs.executors import EMBED_QUEUE, QDRANT_QUEUE, step_tags
 from rag_pipeline.index.index_info import claim_chunking, claim_dense_model, claim_sparse_terms
 from rag_pipeline.index.store import TITLE_VECTOR
+from rag_pipeline.pipeline.keys import ChainKeys
 from rag_pipeline.sources.document import DOCUMENT_COLUMNS
 from rag_pipeline.stages import (
     CHILD_COLUMNS,
@@ -56,39 +56,6 @@ from rag_pipeline.vectors.sparse import (
 
 IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
-
-
-@dataclass(frozen=True)
-class ChainKeys:
-    """The asset names of one source's chain, from its raw documents asset to its Qdrant points."""
-
-    source: str
-    raw: str
-
-    @property
-    def parents(self) -> str:
-        return f"{self.source}_parent_chunks"
-
-    @property
-    def children(self) -> str:
-        return f"{self.source}_child_chunks"
-
-    @property
-    def dense(self) -> str:
-        return f"{self.source}_dense_vectors"
-
-    @property
-    def sparse(self) -> str:
-        return f"{self.source}_sparse_vectors"
-
-    @property
-    def points(self) -> str:
-        return f"{self.source}_qdrant_points"
-
-    @property
-    def all(self) -> list[str]:
-        """Every asset of the chain, raw documents first."""
-        return [self.raw, self.parents, self.children, self.dense, self.sparse, self.points]
 
 
 def build_source_chain(keys: ChainKeys, partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import dagster as dg
 
+from rag_pipeline.pipeline.keys import raw_config
 from rag_pipeline.scheduling.coverage import Coverage, days_of_week
 
 
@@ -25,12 +26,6 @@ def coverage_of(config: Mapping[str, Any], partition_keys: Sequence[str]) -> Cov
         first, last = run_days(partition_keys)
         return Coverage({str(c): (first, last) for c in containers})
     return Coverage.everything()
-
-
-def raw_config(run_config: Mapping[str, Any] | None, raw_asset: str) -> dict[str, Any]:
-    """The raw asset's config in a run's config (empty where it has none)."""
-    ops: dict[str, Any] = dict((run_config or {}).get("ops") or {})
-    return dict((ops.get(raw_asset) or {}).get("config") or {})
 
 
 def run_coverage(context: dg.AssetExecutionContext, raw_asset: str) -> Coverage:

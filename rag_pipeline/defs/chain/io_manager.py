@@ -17,17 +17,15 @@ import contextlib
 import fcntl
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import PrivateAttr
 
 from rag_pipeline.defs.chain.frames import CoveredFrames
+from rag_pipeline.pipeline.parquet import write_frame
 from rag_pipeline.scheduling.coverage import CONTAINER_COLUMN, DAY_COLUMN
 
 _WEEK_KEY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -134,17 +132,3 @@ def _identity(path: Path) -> tuple[int, int]:
     """Which file a path names, and when it was written."""
     stat = path.stat()
     return stat.st_ino, stat.st_mtime_ns
-
-
-def write_frame(path: Path, frame: pd.DataFrame) -> None:
-    """``frame`` as ``frame.to_parquet(path, index=False)`` stores it, without column statistics or dictionary
-    pages (a partition's file is read whole, never filtered, and for rows of long text both only cost), written
-    under a temp name of its own and renamed: readers never see half a file, and two processes writing the same
-    path never rename each other's file."""
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.tmp")
-    try:
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        pq.write_table(table, tmp, use_dictionary=False, write_statistics=False)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -16,13 +16,14 @@ from typing import Any
 import dagster as dg
 
 from rag_pipeline.defs.automation import API_RETRY
-from rag_pipeline.defs.chain.assets import QDRANT_POOL, ChainKeys, build_source_chain
+from rag_pipeline.defs.chain.assets import QDRANT_POOL, build_source_chain
 from rag_pipeline.defs.chain.discovery import MAX_REPORTED_SKIPS, report_skips, skipped_note
 from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.chain.source_spec import ContainerSelector, LiveDefinitions, OfflineSource, SourceSpec
 from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
+from rag_pipeline.pipeline.keys import ChainKeys
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import Settings
 

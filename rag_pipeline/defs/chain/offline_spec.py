@@ -2,10 +2,11 @@
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.assets import ChainKeys, build_source_chain
+from rag_pipeline.defs.chain.assets import build_source_chain
 from rag_pipeline.defs.chain.partitions import weekly_partitions
 from rag_pipeline.defs.chain.raw import build_raw_documents_asset
 from rag_pipeline.defs.chain.source_spec import OfflineSource, SourceSpec
+from rag_pipeline.pipeline.keys import ChainKeys
 
 
 def offline_source_spec(

@@ -20,8 +20,3 @@ def weekly_partitions(start: str) -> dg.WeeklyPartitionsDefinition:
     monday = week_start(date.fromisoformat(start))
     # day_offset=1: weeks start on Monday (ISO), so a partition key is its Monday.
     return dg.WeeklyPartitionsDefinition(start_date=monday.isoformat(), day_offset=1, end_offset=1, timezone="UTC")
-
-
-def week_key(day: str | date) -> str:
-    """The partition key of the week holding ``day``."""
-    return week_start(date.fromisoformat(day) if isinstance(day, str) else day).isoformat()

@@ -15,9 +15,9 @@ from rag_pipeline.defs.automation import API_RETRY, RAW_FRESHNESS
 from rag_pipeline.defs.chain.assets import IO_MANAGER_KEY
 from rag_pipeline.defs.chain.coverage import coverage_of, run_days
 from rag_pipeline.defs.chain.frames import CoveredFrames
-from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.executors import source_api_queue, step_tags
-from rag_pipeline.defs.sync.tags import API_CALLS_TAG, FAILED_CONTAINERS_TAG
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.pipeline.tags import API_CALLS_TAG, FAILED_CONTAINERS_TAG
 from rag_pipeline.scheduling.coverage import CONTAINER_COLUMN, DAY_COLUMN, Coverage, days_of_week
 from rag_pipeline.settings import DEFAULT_MAX_DOCUMENT_CHARS
 from rag_pipeline.sources.document import Document

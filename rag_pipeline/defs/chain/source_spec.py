@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.assets import ChainKeys
+from rag_pipeline.pipeline.keys import ChainKeys
 from rag_pipeline.sources.identity import SourceIdentity
 from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
 
 if TYPE_CHECKING:
     # What define_asset_job returns; dagster does not export the type at the top level.
-    from rag_pipeline.defs.dagster_private import UnresolvedAssetJobDefinition
+    from rag_pipeline.runs.dagster_private import UnresolvedAssetJobDefinition
 
 
 class OfflineSource(Protocol):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from rag_pipeline.defs.sync.tags import RANGE_END_TAG, RANGE_START_TAG
+from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG
 
 
 def eval_set_hashes(folder: Path) -> dict[str, str]:

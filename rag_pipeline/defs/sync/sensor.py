@@ -19,10 +19,9 @@ from typing import Any
 
 import dagster as dg
 
-from rag_pipeline.defs.chain.partitions import week_key
 from rag_pipeline.defs.chain.source_spec import SourceSpec
-from rag_pipeline.defs.dagster_private import cron_string_iterator, reverse_cron_string_iterator
-from rag_pipeline.defs.sync.runs import source_states, sync_request
+from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.runs.sync_runs import cron_window, source_states, sync_request
 from rag_pipeline.scheduling.coverage import weeks_between
 from rag_pipeline.scheduling.pause import IngestionPause
 from rag_pipeline.scheduling.plan import SyncPlan, SyncPolicy, plan_sync
@@ -32,14 +31,6 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def cron_window(cron: str, now: datetime) -> tuple[datetime, datetime]:
-    """The latest tick of ``cron`` at or before ``now`` and the next one after it (UTC)."""
-    timestamp = now.timestamp()
-    latest = next(reverse_cron_string_iterator(timestamp, cron, "UTC"))
-    upcoming = next(cron_string_iterator(timestamp + 1e-6, cron, "UTC"))
-    return latest.astimezone(UTC), upcoming.astimezone(UTC)
 
 
 def plan_now(

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,6 +22,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from rag_pipeline.machine import usable_cores
+from rag_pipeline.pipeline.retained import (
+    TEMPORARY_FILES,
+    TEMPORARY_LABEL,
+    Expired,
+    RetentionScope,
+    children,
+    newest_mtime,
+)
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params, Bm25Tokenizer
@@ -479,3 +487,55 @@ def load_current_reranker(directory: str | Path, tokenizer: Bm25Tokenizer = "wor
             metadata={"version": f"fixed-weights-{FEATURES_VERSION}"}, encoder=term_encoder(tokenizer)
         )
     return MultiSignalReranker.load(directory / current.read_text().strip())
+
+
+class RerankerVersions:
+    """Retention of the learned reranker's versions (:class:`~rag_pipeline.pipeline.retained.RetainedArtifact`):
+    those ``CURRENT`` does not name, older than ``RAG_RETENTION_REPORT_DAYS`` (without ``CURRENT`` no version is
+    known to be unused: none goes)."""
+
+    kind = "reranker_models"
+    label = "learned reranker versions not CURRENT"
+
+    def expired(self, scope: RetentionScope) -> Iterator[Expired]:
+        cutoff = scope.report_cutoff
+        reranker = scope.settings.paths.reranker
+        current_file = reranker / "CURRENT"
+        if cutoff is None or not current_file.is_file():
+            return
+        current = current_file.read_text().strip()
+        for version in children(reranker):
+            if version.is_dir() and version.name != current:
+                mtime = newest_mtime(version)
+                if mtime < cutoff.timestamp():
+                    yield Expired(version, f"reranker version {version.name} (CURRENT is {current})", mtime)
+
+
+class RerankerFits:
+    """Retention of the cached fits under ``reports/reranker_fits``: not written for ``RAG_RETENTION_REPORT_DAYS`` (a
+    cache: a fit still needed is trained again once)."""
+
+    kind = "reranker_fits"
+    label = "cached reranker fits"
+
+    def expired(self, scope: RetentionScope) -> Iterator[Expired]:
+        cutoff = scope.report_cutoff
+        if cutoff is None:
+            return
+        for fit in children(scope.settings.paths.reports / FITS_FOLDER):
+            if fit.is_dir() and not fit.name.endswith(".tmp"):
+                mtime = newest_mtime(fit)
+                if mtime < cutoff.timestamp():
+                    yield Expired(fit, f"fit cache entry not written for {scope.report_age}", mtime)
+
+
+class RerankerFitSaves:
+    """The temporary folders of fit saves that never finished (older than a day), whatever the settings."""
+
+    kind = TEMPORARY_FILES
+    label = TEMPORARY_LABEL
+
+    def expired(self, scope: RetentionScope) -> Iterator[Expired]:
+        for temp in children(scope.settings.paths.reports / FITS_FOLDER):
+            if temp.name.endswith(".tmp") and newest_mtime(temp) < scope.temporary_cutoff:
+                yield Expired(temp, "a reranker fit whose save never finished")
