@@ -20,7 +20,7 @@ warnings.filterwarnings("ignore")
 
 # A real Qdrant server (or cluster) joins the engines whenever QDRANT_TEST_URL names one (QDRANT_TEST_API_KEY for
 # its key): every contract test then runs against it too, in collections of its own that are dropped afterwards.
-# Without it, unit/test_qdrant_server_contract.py says so, once.
+# Without it, unit/index/test_qdrant_server_contract.py says so, once.
 QDRANT_TEST_URL = os.environ.get("QDRANT_TEST_URL")
 ENGINES = ["qdrant-edge", "qdrant-client-local", *(["qdrant-server"] if QDRANT_TEST_URL else [])]
 
