@@ -28,6 +28,7 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import ToolSearch, tool_search_config, tool_search_settings
 from rag_pipeline.serving.feedback import FeedbackStore
+from rag_pipeline.serving.one_shot import OneShotIndex
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache
 from rag_pipeline.serving.service import SearchService
@@ -158,3 +159,19 @@ def search_service(
     if serve.audit_days and "audit" not in kwargs:
         kwargs["audit"] = RequestAudit(paths.request_audit, serve.audit_days)
     return SearchService(location or store_location(settings), models, config, wait_seconds=wait, **kwargs)
+
+
+def one_shot_index(
+    settings: Settings,
+    *,
+    dense: DenseEncoder | Callable[[], DenseEncoder] | None = None,
+    reranker: Reranker | None = None,
+    cache: EmbeddingCache | None = None,
+    config: RetrieverConfig | None = None,
+) -> OneShotIndex:
+    """The search use cases on the configured index opened for each call (the CLI's), with the models given (load
+    them before: the embedded index admits one process at a time) and the service's search defaults unless
+    ``config`` says otherwise."""
+    chosen = config or RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+    models = search_models(settings, dense, reranker, cache)
+    return OneShotIndex(lambda: open_index(settings), models, chosen, default_min_score=settings.min_score)

@@ -6,18 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rag_pipeline.commands.arguments import positive_int
 from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.composition import dense_encoder_of, reranker_of
 from rag_pipeline.settings import Settings
-
-if TYPE_CHECKING:
-    from rag_pipeline.answers.agent import AgentTools
-    from rag_pipeline.retrieval.principal import Principal
-    from rag_pipeline.retrieval.results import SearchResult
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,10 +41,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.ask import Asked, ContextLimits, ask
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.commands.search import principal_from_args
-    from rag_pipeline.composition import bm25_encoder, open_index
-    from rag_pipeline.retrieval.calibration import CalibrationFile
-    from rag_pipeline.retrieval.entry import SearchModels, build_retriever
-    from rag_pipeline.retrieval.retriever import RetrieverConfig
+    from rag_pipeline.composition import one_shot_index
+    from rag_pipeline.serving.answers import question_search, reader_tools
     from rag_pipeline.vectors.cache import EmbeddingCache
     from rag_pipeline.vectors.dense.load import load_or_defer
 
@@ -63,32 +55,22 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise CommandError("the question is empty")
     principal = principal_from_args(args, settings)
     limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
-    paths = settings.paths
-    reranker = reranker_of(settings)
-    cache = EmbeddingCache(paths.embedding_cache)
+    cache = EmbeddingCache(settings.paths.embedding_cache)
     model = AnswerModel(model_name, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature)
-
-    def search(question: str, source: str | None = None, top_k: int | None = None) -> list[SearchResult]:
-        # The model loads before the index is opened: the embedded index admits one process at a time.
-        dense = None if args.mode == "bm25" else load_or_defer(lambda: dense_encoder_of(settings))
-        with open_index(settings) as store:
-            models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense, reranker=reranker,
-                                  cache=cache, calibration=CalibrationFile(paths.calibration))  # fmt: skip
-            # The service's defaults, so that `ask` and the chat endpoint search alike.
-            config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
-            retriever = build_retriever(store, models, config)
-            sources = [source] if source else None
-            return retriever.search(question, args.mode, principal, top_k=top_k or limits.documents,
-                                    sources=sources).results  # fmt: skip
+    # The models load before the index is opened (the embedded index admits one process at a time); the searches
+    # are the service's use cases with the service's defaults, so that `ask` and the chat endpoint search alike.
+    dense = None if args.mode == "bm25" else load_or_defer(lambda: dense_encoder_of(settings))
+    index = one_shot_index(settings, dense=dense, reranker=reranker_of(settings), cache=cache)
 
     tool_calls: list[dict[str, Any]] | None = None
     try:
         if settings.agent:
-            agent = run_agent(model, local_agent_tools(settings, principal, search), [("user", args.question)],
-                              settings.agent_max_iterations, limits.max_chars)  # fmt: skip
+            tools = reader_tools(index, principal, args.mode)
+            agent = run_agent(model, tools, [("user", args.question)], settings.agent_max_iterations, limits.max_chars)
             asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
             tool_calls = [c.as_dict() for c in agent.tool_calls]
         else:
+            search = question_search(index, principal, args.mode, limits.documents)
             asked = ask(model, search, [("user", args.question)], limits)
     except CommandError:
         raise
@@ -129,22 +111,3 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"note: dropped citation(s) to documents not in the context: {list(answer.invalid_citations)}",
               file=sys.stderr)  # fmt: skip
     return status
-
-
-def local_agent_tools(settings: Settings, reader: Principal, search: Callable[..., list[SearchResult]]) -> AgentTools:
-    """The agent's tools over this folder's index, as ``reader`` (``ask`` with RAG_AGENT=1)."""
-    from rag_pipeline.answers.agent import AgentTools
-    from rag_pipeline.composition import open_index
-    from rag_pipeline.retrieval.tree import reader_tree, tree_json
-    from rag_pipeline.serving.service import read_document
-
-    def document(document_id: str) -> dict[str, Any] | None:
-        with open_index(settings) as store:
-            found = read_document(store, document_id, reader)
-        return None if found is None else found.to_dict()
-
-    def tree(prefix: str | None) -> list[dict[str, Any]]:
-        with open_index(settings) as store:
-            return tree_json(reader_tree(store, reader, prefix))
-
-    return AgentTools(lambda query, source, top_k: search(query, source, top_k), document, tree)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, probability, query_text
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
-from rag_pipeline.composition import dense_encoder_of, open_index, reranker_of, search_models
-from rag_pipeline.retrieval.entry import build_retriever
+from rag_pipeline.composition import dense_encoder_of, one_shot_index, reranker_of
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SEARCH_MODES
 from rag_pipeline.retrieval.retriever import RetrieverConfig
-from rag_pipeline.retrieval.tree import path_scope, reader_tree
+from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.search import search_body
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -122,51 +122,47 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def search_request(args: argparse.Namespace) -> SearchRequest:
+    """The command line's search as the use case's request. Its arguments are validated by their argparse types;
+    the service's limits (top_k at most 100, the query's length) are for remote callers, not a local reader."""
+    return SearchRequest.model_construct(
+        query=args.query,
+        mode=args.mode,
+        top_k=args.top_k,
+        source=args.source,
+        container=args.container,
+        author=args.author,
+        path=getattr(args, "path", None),
+        since=args.since,
+        until=args.until,
+        min_score=args.min_score,
+    )
+
+
 def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    paths = settings.paths
     principal, config = principal_from_args(args, settings), retriever_config(args, settings)
+    request = search_request(args)
+    if request.path is not None and principal.all_documents:
+        raise CommandError("--path is a path of a reader's tree: give --user or --groups")
     # Everything slow happens before the index is opened: the embedded index admits one process at a time,
     # so a search holds it only for its queries (docs/notes/embedded_store_concurrency.md).
     reranker = reranker_of(settings)
-    cache = EmbeddingCache(paths.embedding_cache)
+    cache = EmbeddingCache(settings.paths.embedding_cache)
     dense = None if args.mode == "bm25" else _prepare_dense(settings, args.query, cache)
     try:
-        with open_index(settings) as store:
-            retriever = build_retriever(store, search_models(settings, dense, reranker, cache), config)
-            sources, containers = args.source, args.container
-            if getattr(args, "path", None):
-                if principal.all_documents:
-                    raise CommandError("--path is a path of a reader's tree: give --user or --groups")
-                # The reader's own tree's containers under the path (`rag-pipeline tree`), never one they cannot see,
-                # within --source/--container (as the service does).
-                scope = path_scope(reader_tree(store, principal, args.path), args.source, args.container)
-                if scope is None:
-                    raise CommandError(f"no container this reader may read is under --path {args.path!r}")
-                sources, containers = scope
-            response = retriever.search(
-                args.query,
-                args.mode,
-                principal,
-                top_k=args.top_k,
-                sources=sources,
-                containers=containers,
-                authors=args.author,
-                updated_from=args.since,
-                updated_to=args.until,
-                min_score=args.min_score if args.min_score is not None else (settings.min_score or None),
-            )
+        index = one_shot_index(settings, dense=dense, reranker=reranker, cache=cache, config=config)
+        served = index.search(request, principal)
     finally:
         cache.close()
-    return {
-        "query": args.query,
-        "mode": response.mode,
-        "requested_mode": response.requested_mode,
-        "reranker": reranker.name if response.mode == "reranked" and reranker is not None else None,
-        "warnings": response.warnings,
-        "milliseconds": {k: round(v * 1000, 2) for k, v in response.seconds.items()},
-        **({"route": response.route} if response.route is not None else {}),
-        "results": [r.to_dict() for r in response.results],
-    }
+    if served.path_outside_tree:
+        raise CommandError(f"no container this reader may read is under --path {args.path!r}")
+    return _with_milliseconds(search_body(request, served))
+
+
+def _with_milliseconds(body: dict[str, Any]) -> dict[str, Any]:
+    """The service's body, with its stage timings also under ``milliseconds`` (the name `search --json` has
+    always printed them under)."""
+    return {**body, "milliseconds": body.get("timing_ms", {})}
 
 
 # Options that change how the index is searched: a service searches with its own settings, so they cannot be sent.
@@ -231,15 +227,8 @@ def _search_remote(args: argparse.Namespace, settings: Settings) -> dict[str, An
         )
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list) or "mode" not in answer:
         raise CommandError(f"{args.server} answered, but not as a search service: {response.text[:200]!r}", FAILURE)
-    return {
-        "query": args.query,
-        "mode": answer["mode"],
-        "requested_mode": answer.get("requested_mode", answer["mode"]),
-        "reranker": answer.get("reranker"),
-        "warnings": answer.get("warnings", []),
-        "milliseconds": answer.get("timing_ms", {}),
-        "results": answer["results"],
-    }
+    # The service's body is the use case's (serving/search.py): printed as a local search's.
+    return _with_milliseconds(answer)
 
 
 def _print_table(payload: dict[str, Any], console: Console | None = None) -> None:

@@ -21,7 +21,8 @@ from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import DirectoryLookup, Reader, resolve_reader
 from rag_pipeline.serving.metrics import ServiceMetrics
 from rag_pipeline.serving.oidc import OidcVerifier
-from rag_pipeline.serving.service import SearchService, ServedSearch
+from rag_pipeline.serving.search import ServedSearch
+from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import ServeSettings
 
@@ -93,6 +94,15 @@ class HttpState:
             requested=response.requested_mode,
         )
         return response
+
+    def planned(self, query: str) -> PlanOutcome:
+        """The rewrite model's plan for ``query`` (traced, and counted in the metrics); only with a rewriter."""
+        if self.rewriter is None:
+            raise RequestRefused(503, "rewrite", "rewriting is off: set RAG_REWRITE_MODEL on the service")
+        with self.tracing.stage("rewrite"):
+            plan = self.rewriter.plan(query)
+        self.observe_rewrite(plan)
+        return plan
 
     def observe_rewrite(self, plan: PlanOutcome) -> None:
         outcome = "fallback" if plan.plan is None else "cached" if plan.cached else "planned"

@@ -1,7 +1,8 @@
 """The search service's logic, free of HTTP and MCP: models loaded once, the index shared between queries and
 handed to writers, searches and document reads as a reader. The HTTP API (``rag_pipeline/http/``) and the MCP tools
-(``mcp_tools.py``) are thin layers over :class:`SearchService`; the CLI and the evaluation build the same
-retriever through :func:`~rag_pipeline.retrieval.entry.build_retriever`.
+are thin layers over :class:`SearchService`; its searches and document reads are the use cases of
+:mod:`~rag_pipeline.serving.search` and :mod:`~rag_pipeline.serving.documents`, which the CLI runs on an index
+opened for one command (:mod:`~rag_pipeline.serving.one_shot`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,9 +22,7 @@ from rag_pipeline.index.index_info import written_at
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
 from rag_pipeline.index.store import IndexedAcl, VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
-from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
@@ -33,11 +32,13 @@ from rag_pipeline.retrieval.tool_search import (
     ToolSearchResponse,
     outcome_record,
 )
-from rag_pipeline.retrieval.tree import ContainerNode, path_scope, reader_tree
+from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
+from rag_pipeline.serving.documents import ServedDocument, document_parents, served_document
 from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.search import ServedSearch, nothing_under_path, search_index, within_path
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 
@@ -46,45 +47,6 @@ log = logging.getLogger(__name__)
 SERVICE_LABEL = "rag-pipeline serve (search service; hands the index to writers)"
 # How stale the index's last-write time may be in the metrics (a scrape reads it again after this long).
 WRITTEN_REREAD_SECONDS = 30.0
-
-
-@dataclass
-class ServedSearch:
-    """A search's response, how long it waited for the index, its stage timings in milliseconds, and what a
-    rewrite plan changed (None: the query was searched as given)."""
-
-    response: SearchResponse
-    waited_seconds: float
-    reranker: str | None
-    timing_ms: dict[str, float] = field(default_factory=dict)
-    rewrite: dict[str, object] | None = None
-    cached: bool = False  # answered from the result cache (same reader access, same index generation)
-
-
-@dataclass(frozen=True)
-class ServedDocument:
-    """A whole document as a reader may see it: its title, link and parent texts in order."""
-
-    document_id: str
-    source: str
-    container: str
-    title: str
-    url: str | None
-    updated: str | None
-    authors: list[str]
-    text: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "document_id": self.document_id,
-            "source": self.source,
-            "container": self.container,
-            "title": self.title,
-            "url": self.url,
-            "updated": self.updated,
-            "authors": self.authors,
-            "text": self.text,
-        }
 
 
 class SearchService:
@@ -250,64 +212,20 @@ class SearchService:
                            timing_ms={"wait": 0.0, "total": 0.0})  # fmt: skip
         if request.path is not None:
             # A path is the reader's own tree's: its containers, never one they could not see listed.
-            covered = path_scope(self.tree(reader, request.path), request.source, request.container)
-            if covered is None:
-                response = SearchResponse(results=[], requested_mode=request.mode, mode=request.mode)
-                response.warnings.append(f"no container you may read is under path {request.path!r}")
-                return ServedSearch(response=response, waited_seconds=0.0, reranker=None)
-            request = request.model_copy(update={"path": None, "source": covered[0], "container": covered[1]})
-        rewrite: dict[str, object] | None = None
+            narrowed = within_path(request, self.tree(reader, request.path))
+            if narrowed is None:
+                return nothing_under_path(request)
+            request = narrowed
         with self._turn() as (retriever, waited):
-            if plan is None:
-                response = retriever.search(
-                    request.query,
-                    request.mode,
-                    reader,
-                    top_k=request.top_k,
-                    sources=request.source,
-                    containers=request.container,
-                    authors=request.author,
-                    updated_from=request.since,
-                    updated_to=request.until,
-                    min_score=self._min_score(request),
-                )
-            else:
-                scope = Scope(
-                    tuple(request.source) if request.source else None,
-                    tuple(request.container) if request.container else None,
-                    tuple(request.author) if request.author else None,
-                    request.since,
-                    request.until,
-                    self._min_score(request),
-                )
-                planned = search_planned(retriever, request.query, request.mode, reader, request.top_k, plan, scope)
-                response, rewrite = planned.response, planned.report()
-        seconds = response.seconds
-        embed = seconds.get("embed", 0.0)
-        timing = {
-            "wait": waited,  # for a free slot, or for the index while a writer had it
-            "embed": embed,
-            "retrieve": max(0.0, seconds.get("search", 0.0) - embed),
-            "rerank": seconds.get("rerank", 0.0),
-            "total": seconds.get("total", 0.0) + waited,
-        }
-        reranker = self.models.reranker.name if response.mode == "reranked" and self.models.reranker else None
+            served = search_index(
+                retriever, request, reader, default_min_score=self.default_min_score, plan=plan, waited=waited
+            )
+        response = served.response
         if self.audit is not None:
             self.audit.record(reader.all_user_ids(), "search", [r.document_id for r in response.results])
-        served = ServedSearch(
-            response=response,
-            waited_seconds=waited,
-            reranker=reranker,
-            timing_ms={k: round(v * 1000, 2) for k, v in timing.items()},
-            rewrite=rewrite,
-        )
         if key is not None and response.mode == response.requested_mode:  # a degraded search is not kept
             self.search_cache.put(key, replace(served, response=copy.deepcopy(response)))
         return served
-
-    def _min_score(self, request: SearchRequest) -> float | None:
-        """The request's threshold, else the service's default (RAG_MIN_SCORE; 0: none)."""
-        return request.min_score if request.min_score is not None else (self.default_min_score or None)
 
     def _cache_key(self, reader: Principal, request: SearchRequest) -> tuple[object, ...] | None:
         """The result cache's key for this search, or None when nothing may be served from the cache: the cache
@@ -393,39 +311,6 @@ class SearchService:
             return None
         entry = self.feedback.record(reader.all_user_ids(), request.query, request.document_id, request.grade)
         return {"recorded": True, "document_id": entry["document"], "grade": entry["grade"], "at": entry["at"]}
-
-
-def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
-    """A whole document from ``store`` as ``reader`` may see it (the CLI's ``ask``; the service caches the parts)."""
-    return served_document(document_id, document_parents(store, document_id), reader)
-
-
-def document_parents(store: VectorStore, document_id: str) -> list[Any]:
-    """Every parent point of the document, with its payload (text and ACL); none when it is not indexed."""
-    refs = store.document_points(store.names.parents, [document_id])
-    return store.retrieve(store.names.parents, [r.id for r in refs]) if refs else []
-
-
-def served_document(document_id: str, parents: list[Any], reader: Principal) -> ServedDocument | None:
-    """The document from its parent points if ``reader`` may read every one of them; None otherwise (missing and
-    forbidden are not told apart, so a caller cannot probe for documents it may not see)."""
-    if reader.all_documents:
-        raise ValueError("a reader's document is read with access control")
-    readable = [p for p in parents if reader.admits(p.payload.get("acl") or {})]
-    if not readable or len(readable) != len(parents):
-        return None
-    readable.sort(key=lambda p: (p.payload.get("chunk_index", 0), p.id))
-    first = readable[0].payload
-    return ServedDocument(
-        document_id=document_id,
-        source=str(first.get("source", "")),
-        container=str(first.get("container", "")),
-        title=str(first.get("title", "")),
-        url=first.get("url"),
-        updated=first.get("updated"),
-        authors=list(first.get("authors") or []),
-        text="\n\n".join(str(p.payload.get("text", "")) for p in readable),
-    )
 
 
 def _iso(instant: float | None) -> str | None:

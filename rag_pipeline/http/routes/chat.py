@@ -13,15 +13,15 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from rag_pipeline.answers.agent import AgentTools, run_agent
+from rag_pipeline.answers.agent import run_agent
 from rag_pipeline.answers.ask import Asked, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.http.errors import RequestRefused, llm_failure
 from rag_pipeline.http.state import HttpState, caller, http_state
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.retrieval.tree import tree_json
+from rag_pipeline.serving.answers import question_search, reader_tools
 from rag_pipeline.serving.identity import IdentityError, Reader
-from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ChatRequest, SearchRequest
+from rag_pipeline.serving.schemas import ChatRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 router = APIRouter()
@@ -88,38 +88,17 @@ def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any
 
 def chat_search(state: HttpState, reader: Reader) -> Callable[[str], list[SearchResult]]:
     """The search a chat answer runs for the (condensed) question: reranked, rewritten where a rewriter is set."""
-
-    def search(question: str) -> list[SearchResult]:
-        request = SearchRequest(query=question[:MAX_QUERY_CHARS], mode="reranked", top_k=state.answer_limits.documents)
-        plan = None
-        if state.rewriter is not None:
-            with state.tracing.stage("rewrite"):
-                plan = state.rewriter.plan(request.query)
-            state.observe_rewrite(plan)
-        return state.observed(state.service.search(request, reader.principal, plan)).results
-
-    return search
-
-
-def agent_tools(state: HttpState, reader: Reader) -> AgentTools:
-    """The caller's own tools: the model's arguments choose a query, a source, a document, never a reader."""
-
-    def search(query: str, source: str | None, top_k: int) -> list[SearchResult]:
-        request = SearchRequest(query=query[:MAX_QUERY_CHARS], top_k=top_k, source=[source] if source else None)
-        return state.observed(state.service.search(request, reader.principal)).results
-
-    def document(document_id: str) -> dict[str, Any] | None:
-        found = state.service.get_document(document_id[:1000], reader.principal)
-        return None if found is None else found.to_dict()
-
-    return AgentTools(search, document, lambda prefix: tree_json(state.service.tree(reader.principal, prefix)))
+    plan = state.planned if state.rewriter is not None else None
+    return question_search(
+        state.service, reader.principal, "reranked", state.answer_limits.documents, plan=plan, observe=state.observed
+    )
 
 
 async def agent_completion(
     state: HttpState, request: ChatRequest, reader: Reader, model: AnswerModel, completion_id: str, created: int
 ) -> Response:
     """The answer of a model that calls the tools itself (RAG_AGENT); streamed as one piece when asked to."""
-    tools = agent_tools(state, reader)
+    tools = reader_tools(state.service, reader.principal, observe=state.observed)
     limits = state.answer_limits
     agent = await anyio.to_thread.run_sync(
         lambda: run_agent(model, tools, request.turns(), state.agent_rounds or 1, limits.max_chars),

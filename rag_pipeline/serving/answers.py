@@ -1,0 +1,101 @@
+"""The answer use cases — a plain answer (condense, search, answer: :func:`~rag_pipeline.answers.ask.ask`) and the
+agent's (the model calls the reader's tools: :func:`~rag_pipeline.answers.agent.run_agent`) — over any
+:class:`Searcher`: the service's shared index (HTTP chat, ``/v1/search`` with ``answer``) or an index opened per
+call (the CLI's ``ask``). The tools and the searches an answer runs are set up here once, so ``ask`` and the chat
+endpoint search alike: same request model, same defaults, same reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from rag_pipeline.answers.agent import AgentTools
+from rag_pipeline.answers.generate import Answer
+from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
+from rag_pipeline.retrieval.rewrite import PlanOutcome
+from rag_pipeline.retrieval.tree import ContainerNode, tree_json
+from rag_pipeline.serving.documents import ServedDocument
+from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, MAX_TOP_K, SearchRequest
+from rag_pipeline.serving.search import ServedSearch
+
+# The longest document id a model's tool call may ask for (ids are far shorter; a model may write anything).
+MAX_DOCUMENT_ID_CHARS = 1000
+
+
+class Searcher(Protocol):
+    """Where the use cases run: :class:`~rag_pipeline.serving.service.SearchService` (the service's shared index)
+    or :class:`~rag_pipeline.serving.one_shot.OneShotIndex` (an index opened per call)."""
+
+    def search(self, request: SearchRequest, reader: Principal, plan: PlanOutcome | None = None) -> ServedSearch: ...
+
+    def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None: ...
+
+    def tree(self, reader: Principal, prefix: str | None = None) -> list[ContainerNode]: ...
+
+
+def _unobserved(served: ServedSearch) -> SearchResponse:
+    return served.response
+
+
+Observe = Callable[[ServedSearch], SearchResponse]
+Planner = Callable[[str], PlanOutcome]
+
+
+def question_search(
+    searcher: Searcher,
+    reader: Principal,
+    mode: Mode,
+    top_k: int,
+    *,
+    plan: Planner | None = None,
+    observe: Observe = _unobserved,
+) -> Callable[[str], list[SearchResult]]:
+    """The search a plain answer runs for its (condensed) question: ``mode``, ``top_k`` documents, planned by the
+    rewrite model first when ``plan`` is given; ``observe`` sees every search (the service's metrics)."""
+
+    def search(question: str) -> list[SearchResult]:
+        request = SearchRequest(query=question[:MAX_QUERY_CHARS], mode=mode, top_k=min(top_k, MAX_TOP_K))
+        outcome = plan(request.query) if plan is not None else None
+        return observe(searcher.search(request, reader, outcome)).results
+
+    return search
+
+
+def reader_tools(
+    searcher: Searcher, reader: Principal, mode: Mode = "routed", *, observe: Observe = _unobserved
+) -> AgentTools:
+    """The reader's own tools for the agent: the model's arguments choose a query, a source, a document, a path,
+    never a reader."""
+
+    def search(query: str, source: str | None, top_k: int) -> list[SearchResult]:
+        request = SearchRequest(
+            query=query[:MAX_QUERY_CHARS], mode=mode, top_k=top_k, source=[source] if source else None
+        )
+        return observe(searcher.search(request, reader)).results
+
+    def document(document_id: str) -> dict[str, Any] | None:
+        found = searcher.get_document(document_id[:MAX_DOCUMENT_ID_CHARS], reader)
+        return None if found is None else found.to_dict()
+
+    def tree(prefix: str | None) -> list[dict[str, Any]]:
+        return tree_json(searcher.tree(reader, prefix))
+
+    return AgentTools(search, document, tree)
+
+
+def answer_fields(answer: Answer) -> dict[str, Any]:
+    """What an answer adds to a search's body (``/v1/search`` with ``"answer": true``)."""
+    return {
+        "answer": None if answer.failure else answer.text,
+        "answer_error": answer.failure,
+        "notices": answer.notices,
+        "sources": answer.sources_json(),
+        "answer_metadata": {
+            "model": answer.model,
+            "context_documents": len(answer.context),
+            "invalid_citations": list(answer.invalid_citations),
+            **answer.usage.as_dict(),
+        },
+    }
