@@ -187,7 +187,7 @@ def index_sources(
 ) -> dict[str, Any]:
     """The backfill with a progress bar per source (a line per update where stderr is not a terminal), and
     its ``skipped`` records written to the data folder (:mod:`rag_pipeline.runs.skipped`). A source of which
-    nothing could be read is an error naming it (exit 1), its skipped records written all the same."""
+    nothing could be read is an error naming it (exit 1), its skipped records written and named all the same."""
     settings = language_settings(args, settings)
     refuse_other_chunk_sizes(settings)
     try:
@@ -196,6 +196,9 @@ def index_sources(
         skipped = Skipped()
         skipped.add(exc.source, exc.problems)
         report = skipped.write(report_path(settings, command))
+        # Each record named (the first ones, as after a run), not only counted: every one may be the same mistake
+        # (ids that lead outside a folder, say), or each a different one. The error line stays the last line.
+        print_skipped(skipped.summary(report), sys.stderr, ran=False)
         raise CommandError(f"{exc}; full list: {report}", FAILURE) from exc
     skipped = Skipped()
     for source, found in problems.items():

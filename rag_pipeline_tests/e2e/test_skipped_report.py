@@ -246,13 +246,39 @@ def test_a_dump_of_which_nothing_could_be_read_is_an_error_naming_it(tmp_path: P
     data = tmp_path / "data"
     done = _index(data, "--jira-dump", str(dump), "--jira-site", SITE, "--json")
     assert done.returncode == FAILURE, done.stderr
-    line = _one_error_line(done.stderr)
     report = data / "reports" / "skipped" / "index.jsonl"
+    *named, line = done.stderr.strip().splitlines()
     assert line == (
         f"error: nothing could be read from the jira source {dump}: 2 record(s) skipped, the first: {dump}:1 "
         f"(AC-1): not a Jira issue object: KeyError: 'fields'; full list: {report}"
     )
+    # Before the error line, each record named as after a run (no run was launched: no Dagster UI to look in).
+    assert named[0] == "skipped 2 record(s):" and named[-1] == f"full list: {report}", done.stderr
+    assert named[1].strip().startswith(f"{dump}:1 (AC-1): not a Jira issue object") and named[2].strip().startswith(
+        f"{dump}:2: "
+    )
     assert [json.loads(x)["location"] for x in report.read_text().splitlines()] == [f"{dump}:1 (AC-1)", f"{dump}:2"]
+    _assert_quiet(done.stderr)
+
+
+def test_a_dump_of_hostile_keys_only_names_each_skipped_record(tmp_path: Path) -> None:
+    """Every issue with a key leading outside a folder (``../``, an absolute path, a traversing key): nothing to
+    index, exit 1, and the records are named on stderr (the first 10, then how many more), not only counted."""
+    keys = ["../../etc/AC-1", "/etc/passwd-2", "AC-3/../../x", *(f"../X-{n}" for n in range(9))]
+    dump = write_jira_dump(tmp_path / "dump.jsonl.gz", [jira_issue(str(n), k, MARCH) for n, k in enumerate(keys, 1)])
+    data = tmp_path / "data"
+    done = _index(data, "--jira-dump", str(dump), "--jira-site", SITE)
+    assert done.returncode == FAILURE, done.stderr
+    lines = [line.strip() for line in done.stderr.strip().splitlines()]
+    report = data / "reports" / "skipped" / "index.jsonl"
+    assert lines[0] == f"skipped {len(keys)} record(s):", done.stderr
+    for number, key in enumerate(keys[:10], 1):
+        assert lines[number].startswith(f"{dump}:{number} ({key!r}): "), lines[number]
+        assert f"issue key {key!r} is not a Jira issue key" in lines[number]
+    assert lines[11:13] == [f"... and {len(keys) - 10} more", f"full list: {report}"]
+    assert lines[13].startswith(f"error: nothing could be read from the jira source {dump}: {len(keys)} record(s)")
+    assert len(lines) == 14 and len(report.read_text().splitlines()) == len(keys)
+    _assert_quiet(done.stderr)
 
 
 # --- date flags -----------------------------------------------------------------------------------------------
