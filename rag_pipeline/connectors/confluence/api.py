@@ -17,19 +17,28 @@ cached per reader). A restriction that cannot be read fails the page closed (rea
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import requests
 from atlassian import Confluence
 from atlassian.errors import ApiError
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from rag_pipeline.connectors.atlassian.reader import (
+    AtlassianReader,
+    AtlassianSyncSettings,
+    DayWindow,
+    NewestVersions,
+    ProductWords,
+    describe_atlassian_error,
+    query_bounds,
+    zone_named,
+)
 from rag_pipeline.connectors.confluence.acl import (
     ReadRestriction,
     SpaceGrants,
@@ -44,11 +53,7 @@ from rag_pipeline.connectors.confluence.document import (
     page_document_id,
     parse_confluence_time,
 )
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.selection import kept
 
@@ -60,32 +65,30 @@ PAGE_EXPAND = (
 LISTING_EXPAND = "ancestors,restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 COMMENT_EXPAND = "body.storage,history,version,extensions.inlineProperties"
 MAX_SPACE_NAME_LENGTH = 200
-# Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
-_ZONE_PAD = timedelta(hours=14)
-_DST_PAD = timedelta(hours=2)
+# CQL's date format: minute precision, in the API user's time zone.
+CQL_TIME = "%Y/%m/%d %H:%M"
+WORDS = ProductWords(
+    product="Confluence",
+    container="space",
+    pool="confluence_api",
+    url_variable="CONFLUENCE_URL",
+    credentials="check CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN (Cloud) or CONFLUENCE_PAT (Data Center)",
+    permission="grant it view permission",
+    see="view",
+    site_hint="check CONFLUENCE_URL and its context path, e.g. https://acme.atlassian.net/wiki",
+)
 
 
-class ConfluenceSyncSettings(BaseModel):
-    """How the live connector reads a Confluence site."""
+class ConfluenceSyncSettings(AtlassianSyncSettings):
+    """How the live connector reads a Confluence site (the shared fields: :class:`AtlassianSyncSettings`)."""
 
-    cloud: bool = Field(True, description="Confluence Cloud (e-mail + API token) or Data Center (PAT)")
-    site: str | None = Field(None, description="Site name in document ids and ACL groups (default: the URL's host)")
     page_size: int = Field(50, ge=1, le=1000, description="Pages per search page (with bodies)")
     id_page_size: int = Field(200, ge=1, le=1000, description="Pages per listing page in reconciliation")
     comment_page_size: int = Field(100, ge=1, le=1000, description="Comments per page")
     member_page_size: int = Field(50, ge=1, le=1000, description="Group members per page (Cloud caps it at 50)")
-    overlap_minutes: int = Field(15, ge=0, description="Minutes before the first day re-read (eventual consistency)")
     space_allow: tuple[str, ...] = Field((), description="Space keys or regexes to keep (empty: all)")
     space_deny: tuple[str, ...] = Field((), description="Space keys or regexes to skip")
     include_personal: bool = Field(True, description="Discover personal spaces (~user) too")
-    include_archived: bool = Field(False, description="Discover archived spaces too")
-    page_cap: int = Field(DEFAULT_PAGE_CAP, ge=1, description="Pages per paged call (RAG_API_PAGE_CAP)")
-    requests_per_partition: int | None = Field(
-        5_000, ge=1, description="Requests a space's read may make per day it covers (None: unbounded)"
-    )
-    seconds_per_partition: float | None = Field(
-        3_600, gt=0, description="Seconds a space's read may take per day it covers (None: unbounded)"
-    )
 
     def wants(self, space: ConfluenceSpace) -> bool:
         """Whether discovery keeps a space (deny wins over allow)."""
@@ -115,50 +118,9 @@ class ConfluenceTimeoutError(ConfluenceAccessError):
     """A call got no complete answer within the timeout or deadline, after every retry."""
 
 
-def _status(exc: BaseException) -> int | None:
-    """The HTTP status of a failed call: requests' errors carry the response, the library's ApiError its cause."""
-    response = getattr(exc, "response", None)
-    if response is None and isinstance(exc, ApiError):
-        response = getattr(exc.reason, "response", None)
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 def describe_confluence_error(exc: BaseException, what: str, where: str | None = None) -> str:
     """One actionable sentence for a failed Confluence call (never includes credentials)."""
-    target = where or "the site"
-    if isinstance(exc, requests.exceptions.RetryError):
-        return (
-            f"Confluence kept failing to {what} for {target} (rate limited or server errors) after every retry: "
-            "lower concurrency (pool confluence_api) or raise max_retries"
-        )
-    request = getattr(exc, "request", None)
-    at = f" at {endpoint_of(request.path_url)}" if request is not None and request.path_url else ""
-    if isinstance(exc, requests.exceptions.Timeout):
-        return (
-            f"Confluence did not answer ({what}) for {target}{at} in time ({type(exc).__name__}: the timeout or the "
-            "deadline per request, RAG_API_TIMEOUT_SECONDS, after every retry)"
-        )
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return (
-            f"Confluence could not be reached to {what} for {target}{at} ({type(exc).__name__}): check "
-            "CONFLUENCE_URL and the network"
-        )
-    status = _status(exc)
-    message = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    if status == 401:
-        return (
-            "Confluence 401: the credentials were rejected: check CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN "
-            "(Cloud) or CONFLUENCE_PAT (Data Center)"
-        )
-    if status == 403:
-        return f"Confluence 403: the API user may not {what} on {target} ({message}): grant it view permission"
-    if status == 404:
-        return (
-            f"Confluence 404: {target} was not found: it does not exist or the API user cannot view it (for a whole "
-            "site: check CONFLUENCE_URL and its context path, e.g. https://acme.atlassian.net/wiki)"
-        )
-    return f"Confluence {status or type(exc).__name__}: {what} failed for {target}: {message}"
+    return describe_atlassian_error(exc, what, where, WORDS, endpoint_of)
 
 
 @dataclass
@@ -192,8 +154,14 @@ class ListedPage:
     restriction: ReadRestriction | None
 
 
-class ConfluenceApiReader:
+class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
     """Reads a Confluence site through the client; one instance per run (it caches zones, grants, restrictions)."""
+
+    words = WORDS
+    access_error = ConfluenceAccessError
+    timeout_error = ConfluenceTimeoutError
+    # The library raises its ApiError (carrying the response in its cause) for some failed calls.
+    transport_errors = (requests.exceptions.RequestException, ApiError)
 
     def __init__(
         self,
@@ -201,60 +169,17 @@ class ConfluenceApiReader:
         settings: ConfluenceSyncSettings | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        self.client = client
-        self.settings = settings or ConfluenceSyncSettings()
-        self._log = log or (lambda _msg: None)
+        super().__init__(client, settings or ConfluenceSyncSettings(), log)
         self._restrictions: dict[str, ReadRestriction] = {}
         self._grants: dict[str, SpaceGrants] = {}
-        self._budget: ReadBudget | None = None
 
-    @property
-    def stats(self) -> ApiStats:
-        """Calls and retries so far (a client not built by :func:`build_confluence_client` counts nothing)."""
-        stats = getattr(self.client, "stats", None)
-        return stats if isinstance(stats, ApiStats) else ApiStats()
-
-    @property
-    def base_url(self) -> str:
-        return str(self.client.url).rstrip("/")
-
-    @property
-    def site(self) -> str:
-        return self.settings.site or urlsplit(self.base_url).netloc
+    def describe_error(self, exc: Exception, what: str, where: str | None) -> str:
+        return describe_confluence_error(exc, what, where)
 
     def document_id(self, page_id: str) -> str:
         return page_document_id(self.site, page_id)
 
     # --- calls ------------------------------------------------------------------------------------
-    def _call(
-        self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any
-    ) -> Any:
-        """``fn(*args, **kwargs)`` (one HTTP request) with failures as one ConfluenceAccessError; ``missing_ok``:
-        None on 404. Inside a budgeted read the request, and the retries it needed, are spent from the budget."""
-        try:
-            return budgeted_call(self._budget, lambda: self.stats.total_retries, lambda: fn(*args, **kwargs))
-        except (requests.exceptions.RequestException, ApiError) as exc:
-            if missing_ok and _status(exc) == 404:
-                return None
-            message = describe_confluence_error(exc, what, where)
-            timed_out = "did not answer" in message
-            raise (ConfluenceTimeoutError if timed_out else ConfluenceAccessError)(message) from None
-
-    @contextmanager
-    def _budgeted(self, space: str, days: int) -> Iterator[None]:
-        s = self.settings
-        self._budget = ReadBudget.per_day(
-            f"Confluence space {space}", days, s.requests_per_partition, s.seconds_per_partition
-        )
-        try:
-            yield
-        finally:
-            self._budget = None
-
-    def _guard(self, resource: str, where: str | None) -> PageGuard:
-        # Confluence never pads a listing with empty pages that promise more: one is already a broken server.
-        return PageGuard(f"/rest/api/{resource}", where, page_cap=self.settings.page_cap, max_empty_pages=0)
-
     def _next_url(self, page: Any) -> str | None:
         """The absolute URL of ``_links.next``, resolved against the client's own URL: a next link naming another
         host is refused (it would receive the credentials), so the listing fails rather than follow it."""
@@ -291,12 +216,8 @@ class ConfluenceApiReader:
     def user_zone(self) -> ZoneInfo | None:
         """The API user's time zone, in which CQL dates are read (None: unknown)."""
         try:
-            me = self._call("read the API user's profile", None, self.client.get, "rest/api/user/current") or {}
+            return zone_named(self._call("read the API user's profile", None, self.client.get, "rest/api/user/current"))
         except ConfluenceAccessError:
-            return None
-        try:
-            return ZoneInfo(me["timeZone"]) if isinstance(me, dict) and me.get("timeZone") else None
-        except (ZoneInfoNotFoundError, ValueError):
             return None
 
     def discover_spaces(self) -> list[ConfluenceSpace]:
@@ -313,17 +234,15 @@ class ConfluenceApiReader:
             return self.client.get_all_spaces(start=0, limit=size, space_status=status)
 
         for number, raw in enumerate(self.paged("list spaces", None, "space", first), start=1):
-            name = display_name(raw.get("name"), "", MAX_SPACE_NAME_LENGTH)
             personal = raw.get("type") == "personal"
             if personal and not self.settings.include_personal:
                 continue
-            try:
-                key = check_container_id(raw.get("key"), f"Confluence space key of {name or '?'!r}")
-            except InvalidIdentifier as exc:
-                out.problems.append(RecordProblem(f"confluence space listing entry {number}", str(exc)))
+            listed = self._listed(raw, number, MAX_SPACE_NAME_LENGTH, out.problems)
+            if listed is None:
                 continue
+            key, name = listed
             archived = raw.get("status") == "archived"
-            space = ConfluenceSpace(key, str(raw.get("id", "")), name or key, personal, archived)
+            space = ConfluenceSpace(key, str(raw.get("id", "")), name, personal, archived)
             if self.settings.wants(space):
                 out.spaces.append(space)
         return out
@@ -367,39 +286,26 @@ class ConfluenceApiReader:
 
         return self.paged("search content", where, "content/search", first)
 
-    def _cql_time(self, instant: datetime, widen: timedelta) -> str:
-        zone = self.user_zone or UTC
-        wall = instant.astimezone(zone).replace(tzinfo=None)
-        if len({wall.replace(tzinfo=zone, fold=fold).utcoffset() for fold in (0, 1)}) > 1:
-            wall += widen
-        return wall.strftime("%Y/%m/%d %H:%M")
-
     def window_cql(self, space_key: str, start: datetime, end: datetime) -> str:
         """The CQL of pages and blog posts of a space modified in [start, end) (widened to whole minutes, and by
         14 hours each side when the user's zone is unknown)."""
-        if self.user_zone is None:
-            start, end = start - _ZONE_PAD, end + _ZONE_PAD
-        end_ceiled = end + timedelta(minutes=1) if end.second or end.microsecond else end
+        after, before = query_bounds(start, end, self.user_zone, CQL_TIME)
         return (
-            f'space = "{space_key}" and type in (page, blogpost) and lastModified >= '
-            f'"{self._cql_time(start, -_DST_PAD)}" and lastModified < "{self._cql_time(end_ceiled, _DST_PAD)}" '
-            "order by created asc"
+            f'space = "{space_key}" and type in (page, blogpost) and lastModified >= "{after}" and lastModified < '
+            f'"{before}" order by created asc'
         )
 
     # --- pages ----------------------------------------------------------------------------------------
     def read_days(self, space_key: str, days: Iterable[str]) -> SpaceRead:
         """Pages and blog posts of a space modified on any of ``days`` (UTC, YYYY-MM-DD), plus those modified in
         the overlap before the first day (assigned to the first day)."""
-        wanted = sorted(set(days))
         out = SpaceRead()
-        if not wanted:
+        window = DayWindow.covering(days, self.settings.overlap_minutes)
+        if window is None:
             return out
-        start = datetime.fromtimestamp(day_start(wanted[0]), tz=UTC)
-        end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
-        window_start = start - timedelta(minutes=self.settings.overlap_minutes)
-        with self._budgeted(space_key, len(wanted)):
-            cql = self.window_cql(space_key, window_start, end)
-            latest: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        with self._budgeted(space_key, len(window.days)):
+            cql = self.window_cql(space_key, window.start, window.end)
+            newest: NewestVersions[dict[str, Any]] = NewestVersions(window)
             for content in self.search(cql, PAGE_EXPAND, self.settings.page_size, f"space {space_key}"):
                 out.pages_fetched += 1
                 try:
@@ -408,23 +314,15 @@ class ConfluenceApiReader:
                 except (TypeError, ValueError, AttributeError) as exc:
                     out.problems.append(RecordProblem(_where(content), f"unreadable: {type(exc).__name__}: {exc}"))
                     continue
-                if not window_start <= updated < end:
-                    continue
-                previous = latest.get(page_id)
-                if previous is None or previous[0] <= updated:
-                    latest[page_id] = (updated, content)
-            for updated, content in latest.values():
-                updated_day = day_of(updated.timestamp())
-                day = updated_day if updated_day in wanted else (wanted[0] if updated_day < wanted[0] else None)
-                if day is None:
-                    continue
+                newest.offer(page_id, updated, content)
+            for day, content in newest.by_day():
                 doc = self._document(content, out)
                 if doc is not None:
                     out.documents.append(doc)
                     out.partition_day[doc.id] = day
         self._log(
-            f"{space_key}: {len(out.documents)} pages modified on {len(wanted)} day(s) ({out.pages_fetched} listed, "
-            f"{out.comment_pages} comment pages, {len(out.problems)} problems)"
+            f"{space_key}: {len(out.documents)} pages modified on {len(window.days)} day(s) ({out.pages_fetched} "
+            f"listed, {out.comment_pages} comment pages, {len(out.problems)} problems)"
         )
         return out
 

@@ -15,18 +15,25 @@ identical documents for the same issues.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-import requests
 from atlassian import Jira
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from rag_pipeline.connectors.atlassian.reader import (
+    AtlassianReader,
+    AtlassianSyncSettings,
+    DayWindow,
+    NewestVersions,
+    ProductWords,
+    describe_atlassian_error,
+    query_bounds,
+    zone_named,
+)
 from rag_pipeline.connectors.jira.client import endpoint_of
 from rag_pipeline.connectors.jira.dump import (
     issue_document_id,
@@ -37,11 +44,7 @@ from rag_pipeline.connectors.jira.dump import (
     role_actors,
     with_family_acl,
 )
-from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.days import day_of, day_start
 from rag_pipeline.sources.document import Acl, Document
-from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
-from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 from rag_pipeline.sources.selection import kept
 
@@ -65,37 +68,33 @@ ISSUE_FIELDS = (
 )
 # Jira's own limit on project names; a longer "name" in a listing is not a name worth showing whole.
 MAX_PROJECT_NAME_LENGTH = 80
-# Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
-_ZONE_PAD = timedelta(hours=14)
-# The longest repeated wall-clock span of a DST change (one hour everywhere but Troll's two).
-_DST_PAD = timedelta(hours=2)
+# JQL's date format: minute precision, in the API user's time zone.
+JQL_TIME = "%Y-%m-%d %H:%M"
+WORDS = ProductWords(
+    product="Jira",
+    container="project",
+    pool="jira_api",
+    url_variable="JIRA_URL",
+    credentials="check JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)",
+    permission="grant it Browse projects there",
+    see="browse",
+    site_hint="check JIRA_URL and its context path, and set JIRA_CLOUD=0 for Server/Data Center",
+)
 
 
-class JiraSyncSettings(BaseModel):
-    """How the live connector reads a Jira site."""
+class JiraSyncSettings(AtlassianSyncSettings):
+    """How the live connector reads a Jira site (the shared fields: :class:`AtlassianSyncSettings`; Cloud searches
+    ``/search/jql`` with ADF bodies, Server/Data Center ``/search`` with wiki markup)."""
 
-    cloud: bool = Field(True, description="Jira Cloud (/search/jql, ADF bodies) or Server/Data Center (/search, wiki)")
-    site: str | None = Field(None, description="Site name in document ids and ACL groups (default: the URL's host)")
     page_size: int = Field(100, ge=1, le=5000, description="Issues per search page (with full fields)")
     id_page_size: int = Field(1000, ge=1, le=5000, description="Issue ids per page in reconciliation listings")
     comment_page_size: int = Field(100, ge=1, le=5000, description="Comments per page past those search embeds")
-    overlap_minutes: int = Field(
-        15, ge=0, description="Minutes before the first day re-read, for Cloud search's eventual consistency"
-    )
     project_allow: tuple[str, ...] = Field((), description="Project keys or regexes to keep (empty: all)")
     project_deny: tuple[str, ...] = Field((), description="Project keys or regexes to skip")
-    include_archived: bool = Field(False, description="Discover archived projects too")
     resolve_permission_groups: bool = Field(
         False,
         description="Add the concrete groups and users of the project's Browse permission (permission scheme and "
         "project roles) to each issue's ACL, next to the project group",
-    )
-    page_cap: int = Field(DEFAULT_PAGE_CAP, ge=1, description="Pages per paged call (RAG_API_PAGE_CAP)")
-    requests_per_partition: int | None = Field(
-        5_000, ge=1, description="Requests a project's read may make per day it covers (None: unbounded)"
-    )
-    seconds_per_partition: float | None = Field(
-        3_600, gt=0, description="Seconds a project's read may take per day it covers (None: unbounded)"
     )
 
     def wants(self, project: JiraProject) -> bool:
@@ -124,50 +123,21 @@ class JiraTimeoutError(JiraAccessError):
     server); told apart so the run's metadata can name the timeout as what stopped the project."""
 
 
-def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> str:
-    """One actionable sentence for a failed Jira call (never includes credentials)."""
-    target = where or "the site"
-    if isinstance(exc, requests.exceptions.RetryError):
-        return (
-            f"Jira kept failing {what} for {target} (rate limited or server errors) after every retry: lower "
-            "concurrency (pool jira_api) or raise max_retries"
-        )
-    request = getattr(exc, "request", None)
-    at = f" at {endpoint_of(request.path_url)}" if request is not None and request.path_url else ""
-    if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc) or "Read timed out" in str(exc):
-        return (
-            f"Jira did not answer {what} for {target}{at} in time ({type(exc).__name__}: the connect/read timeout "
-            "or the deadline per request, RAG_API_TIMEOUT_SECONDS, after every retry)"
-        )
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return (
-            f"Jira could not be reached for {what} for {target}{at} ({type(exc).__name__}): check JIRA_URL and the "
-            "network"
-        )
-    response = getattr(exc, "response", None)
-    status = response.status_code if response is not None else None
-    path = urlsplit(response.request.url).path if response is not None and response.request is not None else "?"
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if status == 401:
-        return (
-            "Jira 401: the credentials were rejected: check JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT "
-            "(Server/Data Center)"
-        )
-    if status == 403:
-        return f"Jira 403: the API user may not {what} on {target} ({message}): grant it Browse projects there"
-    if status == 404:
-        return (
-            f"Jira 404: {target} was not found at {path}: it does not exist or the API user cannot browse it "
-            "(for a whole site: check JIRA_URL and its context path, and set JIRA_CLOUD=0 for Server/Data Center)"
-        )
+def _jira_special(status: int | None, target: str, path: str, message: str) -> str | None:
+    """Jira's own advice: Cloud's removed search endpoint, and a project JQL cannot see."""
     if status == 410:
         return (
-            f"Jira 410: the endpoint {path} was removed ({message}); Jira Cloud search must use "
+            f"Jira 410: the endpoint {path or '?'} was removed ({message}); Jira Cloud search must use "
             "/rest/api/3/search/jql: set cloud=true (JIRA_CLOUD=1)"
         )
     if status == 400 and "does not exist for the field 'project'" in message:
         return f"Jira 400: {target} does not exist or the API user cannot browse it ({message})"
-    return f"Jira {status or type(exc).__name__}: {what} failed for {target}: {message}"
+    return None
+
+
+def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> str:
+    """One actionable sentence for a failed Jira call (never includes credentials)."""
+    return describe_atlassian_error(exc, what, where, WORDS, endpoint_of, _jira_special)
 
 
 @dataclass
@@ -190,8 +160,12 @@ class ProjectRead:
     comment_pages: int = 0
 
 
-class JiraApiReader:
+class JiraApiReader(AtlassianReader[JiraSyncSettings]):
     """Reads a Jira site through the client; one instance per run (it caches the zone and ACLs)."""
+
+    words = WORDS
+    access_error = JiraAccessError
+    timeout_error = JiraTimeoutError
 
     def __init__(
         self,
@@ -199,63 +173,24 @@ class JiraApiReader:
         settings: JiraSyncSettings | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        self.client = client
-        self.settings = settings or JiraSyncSettings()
-        self._log = log or (lambda _msg: None)
+        super().__init__(client, settings or JiraSyncSettings(), log)
         # Project ACLs resolved in this run; an unreadable permission scheme is never cached (the next read asks
         # again), only remembered for the read in progress (_acl_failures) so its issues do not each ask.
         self._acls: dict[str, Acl] = {}
         self._acl_failures: dict[str, str] = {}
         # What the permission-scheme resolution left out or could not read, per project (reported by each read).
         self.acl_problems: dict[str, list[RecordProblem]] = {}
-        # The budget of the container being read (None outside a budgeted read): every request spends from it.
-        self._budget: ReadBudget | None = None
 
-    @property
-    def stats(self) -> ApiStats:
-        """Calls and retries so far (a client not built by :func:`build_jira_client` counts nothing)."""
-        stats = getattr(self.client, "stats", None)
-        return stats if isinstance(stats, ApiStats) else ApiStats()
-
-    @property
-    def site(self) -> str:
-        return self.settings.site or urlsplit(self.client.url).netloc
+    def describe_error(self, exc: Exception, what: str, where: str | None) -> str:
+        return describe_jira_error(exc, what, where)
 
     @property
     def api_version(self) -> str:
         return "3" if self.settings.cloud else "2"
 
-    def _call(
-        self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any
-    ) -> Any:
-        """``fn(*args, **kwargs)`` (one HTTP request) with failures as one JiraAccessError; ``missing_ok``: None on
-        404. Inside a budgeted read the request, and the retries it needed, are spent from the budget first."""
-        try:
-            return budgeted_call(self._budget, lambda: self.stats.total_retries, lambda: fn(*args, **kwargs))
-        except requests.exceptions.RequestException as exc:
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            if missing_ok and isinstance(exc, requests.exceptions.HTTPError) and status == 404:
-                return None
-            message = describe_jira_error(exc, what, where)
-            raise (JiraTimeoutError if "did not answer" in message else JiraAccessError)(message) from None
-
-    @contextmanager
-    def _budgeted(self, project: str, days: int) -> Iterator[None]:
-        """Spend every request made inside from one project's :class:`ReadBudget` (per day covered)."""
-        s = self.settings
-        self._budget = ReadBudget.per_day(
-            f"Jira project {project}", days, s.requests_per_partition, s.seconds_per_partition
-        )
-        try:
-            yield
-        finally:
-            self._budget = None
-
-    def _guard(self, resource: str, where: str | None) -> PageGuard:
-        # Jira never pads a result with empty pages (no post-filtering, unlike Slack): one empty page that
-        # promises more is already a broken server, so max_empty_pages is 0.
-        endpoint = f"/rest/api/{self.api_version}/{resource}"
-        return PageGuard(endpoint, where, page_cap=self.settings.page_cap, max_empty_pages=0)
+    @property
+    def rest_root(self) -> str:
+        return f"/rest/api/{self.api_version}"
 
     def _get(self, what: str, where: str | None, resource: str, missing_ok: bool = False, **params: Any) -> Any:
         path = f"rest/api/{self.api_version}/{resource}"
@@ -292,11 +227,7 @@ class JiraApiReader:
     @cached_property
     def user_zone(self) -> ZoneInfo | None:
         """The API user's time zone, in which Jira reads JQL dates (None: unknown)."""
-        me = self._get("read the API user's profile", None, "myself") or {}
-        try:
-            return ZoneInfo(me["timeZone"]) if me.get("timeZone") else None
-        except (ZoneInfoNotFoundError, ValueError):
-            return None
+        return zone_named(self._get("read the API user's profile", None, "myself"))
 
     def discover_projects(self) -> list[JiraProject]:
         """Projects the API user can browse, minus archived ones and the allow/deny filters (see :meth:`discover`
@@ -314,13 +245,11 @@ class JiraApiReader:
             )
         out = ProjectDiscovery()
         for number, p in enumerate(listed or [], start=1):
-            name = display_name(p.get("name"), "", MAX_PROJECT_NAME_LENGTH)
-            try:
-                key = check_container_id(p.get("key"), f"Jira project key of {name or '?'!r}")
-            except InvalidIdentifier as exc:
-                out.problems.append(RecordProblem(f"jira project listing entry {number}", str(exc)))
+            found = self._listed(p, number, MAX_PROJECT_NAME_LENGTH, out.problems)
+            if found is None:
                 continue
-            project = JiraProject(key, str(p.get("id", "")), name or key, bool(p.get("archived")))
+            key, name = found
+            project = JiraProject(key, str(p.get("id", "")), name, bool(p.get("archived")))
             if self.settings.wants(project):
                 out.projects.append(project)
         return out
@@ -385,51 +314,28 @@ class JiraApiReader:
                 guard.page(0, f"startAt={start} (empty page, total {page.get('total')})")
             start = next_start
 
-    def _jql_time(self, instant: datetime, widen: timedelta) -> str:
-        """``instant`` as the user's wall clock; a wall clock that occurs twice (clocks going back) is
-        moved by ``widen`` so either reading Jira picks still covers the instant."""
-        zone = self.user_zone or UTC
-        wall = instant.astimezone(zone).replace(tzinfo=None)
-        if len({wall.replace(tzinfo=zone, fold=fold).utcoffset() for fold in (0, 1)}) > 1:
-            wall += widen
-        return wall.strftime("%Y-%m-%d %H:%M")
-
     def _window_jql(self, project: str, start: datetime, end: datetime) -> str:
-        if self.user_zone is None:
-            # Unknown zone: widen by the largest offset and rely on the exact filter below.
-            start, end = start - _ZONE_PAD, end + _ZONE_PAD
-        # Seconds are cut by JQL's minute precision: floor the start, and ceil the end.
-        end_ceiled = end + timedelta(minutes=1) if end.second or end.microsecond else end
-        return (
-            f'project = "{project}" AND updated >= "{self._jql_time(start, -_DST_PAD)}" '
-            f'AND updated < "{self._jql_time(end_ceiled, _DST_PAD)}" ORDER BY updated ASC, key ASC'
-        )
+        after, before = query_bounds(start, end, self.user_zone, JQL_TIME)
+        return f'project = "{project}" AND updated >= "{after}" AND updated < "{before}" ORDER BY updated ASC, key ASC'
 
     # --- issues -----------------------------------------------------------------------------------
     def read_days(self, project: str, days: Iterable[str]) -> ProjectRead:
         """Issues of a project updated on any of ``days`` (UTC, YYYY-MM-DD), plus those updated in the
         overlap before the first day (assigned to the first day)."""
-        wanted = sorted(set(days))
         out = ProjectRead()
-        if not wanted:
+        window = DayWindow.covering(days, self.settings.overlap_minutes)
+        if window is None:
             return out
-        start = datetime.fromtimestamp(day_start(wanted[0]), tz=UTC)
-        end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
-        window_start = start - timedelta(minutes=self.settings.overlap_minutes)
-        wanted_set = set(wanted)
         self._acl_failures.pop(project, None)  # a scheme unreadable in an earlier read is asked for again
-        with self._budgeted(project, len(wanted)):
-            return self._read_window(project, wanted, wanted_set, window_start, end, out)
+        with self._budgeted(project, len(window.days)):
+            return self._read_window(project, window, out)
 
-    def _read_window(
-        self, project: str, wanted: list[str], wanted_set: set[str], window_start: datetime, end: datetime,
-        out: ProjectRead,
-    ) -> ProjectRead:  # fmt: skip
-        jql = self._window_jql(project, window_start, end)
+    def _read_window(self, project: str, window: DayWindow, out: ProjectRead) -> ProjectRead:
+        jql = self._window_jql(project, window.start, window.end)
         listed = list(self.search(jql, ISSUE_FIELDS, self.settings.page_size, f"project {project}"))
         if len(listed) >= self.settings.page_size:
             listed += self._skipped_by_paging(project, jql, listed)
-        latest: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        newest: NewestVersions[dict[str, Any]] = NewestVersions(window)
         for issue in listed:
             out.issues_fetched += 1
             try:
@@ -437,17 +343,8 @@ class JiraApiReader:
             except (KeyError, TypeError, ValueError) as exc:
                 out.problems.append(RecordProblem(_where(issue), f"unreadable updated: {type(exc).__name__}: {exc}"))
                 continue
-            if not window_start <= updated < end:
-                continue
-            # Pages ordered by `updated` can repeat an issue updated while paging: keep its newest state.
-            previous = latest.get(str(issue.get("id")))
-            if previous is None or previous[0] <= updated:
-                latest[str(issue.get("id"))] = (updated, issue)
-        for updated, issue in latest.values():
-            updated_day = day_of(updated.timestamp())
-            day = updated_day if updated_day in wanted_set else (wanted[0] if updated_day < wanted[0] else None)
-            if day is None:
-                continue
+            newest.offer(str(issue.get("id")), updated, issue)
+        for day, issue in newest.by_day():
             # The issue and its restricted comments (each its own document) go to the same partition.
             for doc in self._document(issue, out):
                 out.documents.append(doc)
@@ -455,7 +352,7 @@ class JiraApiReader:
         if self.settings.resolve_permission_groups and out.documents:
             out.problems.extend(self.acl_problems.get(project, ()))
         self._log(
-            f"{project}: {len(out.documents)} issues updated on {len(wanted)} day(s) "
+            f"{project}: {len(out.documents)} issues updated on {len(window.days)} day(s) "
             f"({out.issues_fetched} listed, {out.comment_pages} extra comment pages, {len(out.problems)} unreadable)"
         )
         return out
