@@ -6,18 +6,21 @@ The corpus: 430 API type pages (271 ``.yml`` files) and 43 release-note pages of
 6aeeb353 (2017-07-28), one space ``TIAPI`` whose page tree follows the namespaces (home > Titanium > Titanium.UI >
 Titanium.UI.View); bodies in storage format (summary, description, examples as code macros, members as tables);
 labels from platforms, ``deprecated`` and ``since``; versions and authors from each file's git history. The
-questions: Appcelerator Jira issues (``/work/shared/data/jira_appcelerator``) whose description or comments link an
+questions: Appcelerator Jira issues (the bundled ``rag_pipeline/data/jira_appcelerator/issues.jsonl.gz``, from
+github.com/tidev/jira-archive, Apache-2.0; ``--issues`` for another copy) whose description or comments link an
 API page; the issue's summary and description with links removed is the question, the linked type's page the
 answer. Upstream is over the mirror's size cap, so the history comes from a fork that holds the same commit.
 
 Needs ``markdown pyyaml lxml`` (not project dependencies: install them into a scratch venv)::
 
-    REPO=/work/.mirror/todorikiminoru+titanium_mobile/repo/.git   # fetched github:todorikiminoru/titanium_mobile
+    git clone https://github.com/todorikiminoru/titanium_mobile /tmp/titanium_mobile   # a fork holding 6aeeb353
+    REPO=/tmp/titanium_mobile/.git
     mkdir src && git -C $REPO archive 6aeeb353afc3bec0a96f86f39d6ebc9dca815cb7 -- apidoc LICENSE | tar -x -C src
     venv/bin/python tools/build_confluence_corpus.py src $REPO out   # ~30 s: out/pages.jsonl, queries.jsonl, qrels.tsv
     .venv/bin/python -m tools.confluence_titanium_sets out           # step two: what the project ships
 """
 
+import argparse
 import collections
 import glob
 import gzip
@@ -27,16 +30,26 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import markdown
 import yaml
 
-SRC, REPO, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
+BUNDLED_ISSUES = Path(__file__).resolve().parents[1] / "rag_pipeline" / "data" / "jira_appcelerator" / "issues.jsonl.gz"
+_parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+_parser.add_argument("src", help="the folder holding apidoc/ and LICENSE of titanium_mobile at 6aeeb353 (git archive)")
+_parser.add_argument("repo", help="the titanium_mobile .git folder (the pages' versions and authors come from its log)")
+_parser.add_argument("out", help="the folder to write pages.jsonl, queries.jsonl and qrels.tsv to")
+_parser.add_argument(
+    "--issues",
+    default=str(BUNDLED_ISSUES),
+    help="the Appcelerator Jira issues (gzip JSON lines, one REST issue object each; default: the bundled copy, "
+    "rag_pipeline/data/jira_appcelerator/issues.jsonl.gz from github.com/tidev/jira-archive)",
+)
+_args = _parser.parse_args()
+SRC, REPO, OUT, ISSUES = _args.src, _args.repo, _args.out, _args.issues
 COMMIT = "6aeeb353afc3bec0a96f86f39d6ebc9dca815cb7"
 SPACE = {"key": "TIAPI", "name": "Titanium SDK API Reference"}
-ISSUES = "/work/shared/data/jira_appcelerator/issues.jsonl.gz"
 os.makedirs(OUT, exist_ok=True)
 
 

@@ -6,8 +6,16 @@ bundled #ubuntu export), the later turns are its replies. The opening turn is th
 one relevant document, so a search must find the conversation from its answer and follow-up questions — the
 way a colleague's question finds an old thread whose opening message says it differently.
 
-    .venv/bin/python -m tools.build_dialogue_eval_sets ko-helpdesk ../shared/data/ko_manual_dialogues eval_sets
+    git clone https://github.com/NLPlab-skku/HG-TODS /tmp/HG-TODS
+    git -C /tmp/HG-TODS checkout 7c8cea000b82b3da6beef3b1facecf217a72745e
+    mkdir /tmp/ko_manual_dialogues
+    cp /tmp/HG-TODS/DialogueDataset/Manual_grounded_dialogue_dataset/manual2dial_dial_test.json \
+        /tmp/ko_manual_dialogues/
+    cp /tmp/HG-TODS/LICENSE /tmp/ko_manual_dialogues/LICENSE-MIT.txt
+    .venv/bin/python -m tools.build_dialogue_eval_sets ko-helpdesk /tmp/ko_manual_dialogues eval_sets
 
+(``manual2dial_dial_test.json`` is the HG-TODS test split, sha256 8858f7b8…fa26; for zh-kdconv the folder is the
+``data/`` folder of a github.com/thu-coai/KdConv checkout with the repository's ``LICENSE`` copied into it)
 writes ``eval_sets/ko_helpdesk/`` with ``export.zip``, ``ko_helpdesk.jsonl`` (+ ``.meta.json``), ``README.md``
 (source, licence, attribution, counts) and the source's licence file. The eval set sits in its own folder, not
 at the top of ``eval_sets/``, because the top-level sets are the bundled index's and the Dagster evaluation
@@ -119,8 +127,8 @@ SOURCES: dict[str, DialogueSource] = {
         licence_file="LICENSE-MIT.txt",
         read=read_hg_tods,
         readme_source="github.com/NLPlab-skku/HG-TODS at 7c8cea000b82b3da6beef3b1facecf217a72745e, "
-        "`DialogueDataset/Manual_grounded_dialogue_dataset/manual2dial_dial_test.json` (the shared copy in "
-        "`../shared/data/ko_manual_dialogues/`, sha256 8858f7b8…fa26)",
+        "`DialogueDataset/Manual_grounded_dialogue_dataset/manual2dial_dial_test.json` (the test split, byte for byte "
+        "as published: sha256 8858f7b8…fa26)",
     ),
     # Not committed (the data comes from a repository snapshot, which this project may not redistribute): build
     # it from a checkout's data/ folder, e.g. into /tmp, and score it from there.
@@ -324,7 +332,13 @@ Index and score it (docs/notes/korean.md):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", choices=sorted(SOURCES), help="which dataset the folder holds")
-    parser.add_argument("data", type=Path, help="the dataset's folder (as in ../shared/data)")
+    parser.add_argument(
+        "data",
+        type=Path,
+        help="the dataset's folder: for ko-helpdesk, manual2dial_dial_test.json and LICENSE-MIT.txt from "
+        "github.com/NLPlab-skku/HG-TODS; for zh-kdconv, a KdConv checkout's data/ folder with its LICENSE "
+        "(the commands above)",
+    )
     parser.add_argument("out", type=Path, help="the eval_sets folder")
     args = parser.parse_args(argv)
     folder = build(args.source, args.data, args.out)
