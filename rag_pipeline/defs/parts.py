@@ -7,8 +7,6 @@ from the command line executes the very assets the UI shows. They never load the
 would import the retention job's wiring, which imports the runners' retention.
 """
 
-from __future__ import annotations
-
 import dagster as dg
 
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager

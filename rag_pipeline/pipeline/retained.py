@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -121,3 +121,17 @@ class TemporaryWrites:
         for temp in sorted(self.folder(scope.settings).glob(self.pattern)):
             if temp.is_file() and temp.lstat().st_mtime < scope.temporary_cutoff:
                 yield Expired(temp, self.reason)
+
+
+def folders_older_than(
+    folder: Path, cutoff: datetime | None, kept: Callable[[Path], bool] = lambda _: False
+) -> Iterator[tuple[Path, float]]:
+    """(sub-folder, when its newest file was written) of each sub-folder of ``folder`` that ``kept`` does not keep
+    and that nothing was written to since ``cutoff`` (none where ``cutoff`` is None: kept forever)."""
+    if cutoff is None:
+        return
+    for sub in children(folder):
+        if sub.is_dir() and not kept(sub):
+            mtime = newest_mtime(sub)
+            if mtime < cutoff.timestamp():
+                yield sub, mtime

@@ -57,7 +57,7 @@ import re
 import shutil
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -118,8 +118,28 @@ _RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 _LOOKUP_CHUNK = 500
 
 
+class _Item:
+    """A plan's line as ``--json`` prints it: its fields, paths as text, instants to the second, ages to a tenth of a
+    day (a field marked ``json=False`` is left out)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for spec in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            value = getattr(self, spec.name)
+            if not spec.metadata.get("json", True):
+                continue
+            if isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, datetime):
+                value = value.isoformat(timespec="seconds")
+            elif spec.name == "age_days":
+                value = round(value, 1)
+            out[spec.name] = value
+        return out
+
+
 @dataclass(frozen=True)
-class RunItem:
+class RunItem(_Item):
     """A finished run the plan deletes, with its event log file's bytes (0 where the instance keeps no file)."""
 
     run_id: str
@@ -129,22 +149,12 @@ class RunItem:
     age_days: float
     bytes: int
     reason: str
-    shard: Path | None = None  # its event log file inside the data folder, removed with it
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "job_name": self.job_name,
-            "status": self.status,
-            "ended_at": self.ended_at.isoformat(timespec="seconds"),
-            "age_days": round(self.age_days, 1),
-            "bytes": self.bytes,
-            "reason": self.reason,
-        }
+    # Its event log file inside the data folder, removed with it.
+    shard: Path | None = field(default=None, metadata={"json": False})
 
 
 @dataclass(frozen=True)
-class PathItem:
+class PathItem(_Item):
     """A file or folder the plan deletes."""
 
     kind: str
@@ -153,32 +163,15 @@ class PathItem:
     age_days: float
     reason: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "path": str(self.path),
-            "bytes": self.bytes,
-            "age_days": round(self.age_days, 1),
-            "reason": self.reason,
-        }
-
 
 @dataclass(frozen=True)
-class KeptRun:
+class KeptRun(_Item):
     """A finished run old enough to go that the plan keeps, and why."""
 
     run_id: str
     job_name: str
     age_days: float
     reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "job_name": self.job_name,
-            "age_days": round(self.age_days, 1),
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True)

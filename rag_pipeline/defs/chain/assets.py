@@ -8,7 +8,7 @@ and leaves the other channels' rows as they are.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import dagster as dg
@@ -58,6 +58,32 @@ IO_MANAGER_KEY = "parquet_io_manager"
 QDRANT_POOL = "qdrant"
 
 
+class _Step:
+    """One run of a chain step: the cells its run covers (the raw asset's run config), its inputs' rows in those
+    cells, and its output as ``{week: frame}`` with the metadata every step records."""
+
+    def __init__(self, context: dg.AssetExecutionContext, raw_asset: str) -> None:
+        self.started = time.perf_counter()
+        self.context = context
+        self.coverage = run_coverage(context, raw_asset)
+
+    def rows(self, frames: dict[str, pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
+        """An input's rows in the cells the run covers."""
+        return covered_rows(concat_partitions(frames, columns), self.coverage)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def metadata(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` between the run's partition count and its seconds."""
+        return {"partitions": len(self.context.partition_keys), **values, "elapsed_seconds": round(self.elapsed(), 3)}
+
+    def output(self, frame: pd.DataFrame, columns: Sequence[str], values: dict[str, Any]) -> dg.Output:
+        """``frame`` split into the run's weeks (only its cells: the IO manager keeps the others' rows)."""
+        weeks = split_partitions(frame, self.context.partition_keys, columns)
+        return dg.Output(CoveredFrames(weeks, self.coverage), metadata=self.metadata(values))
+
+
 def build_source_chain(keys: ChainKeys, partitions_def: dg.PartitionsDefinition) -> list[dg.AssetsDefinition]:
     """The five downstream assets of one source's raw documents asset."""
     common: dict[str, Any] = dict(
@@ -104,22 +130,20 @@ def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
     def parent_chunks(
         context: dg.AssetExecutionContext, chunking: ChunkingResource, documents: dict[str, pd.DataFrame]
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        started = time.perf_counter()
-        coverage = run_coverage(context, keys.raw)
-        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
+        step = _Step(context, keys.raw)
+        docs = step.rows(documents, DOCUMENT_COLUMNS)
         parents, _ = chunk_documents(docs, chunking.chunker())
         label_like_documents(parents, docs)
         empty = int((parents["text"].str.strip() == "").sum())
-        yield dg.Output(
-            CoveredFrames(split_partitions(parents, context.partition_keys, PARENT_COLUMNS), coverage),
-            metadata={
-                "partitions": len(context.partition_keys),
+        yield step.output(
+            parents,
+            PARENT_COLUMNS,
+            {
                 "documents": len(docs),
                 "parent_chunks": len(parents),
                 "dagster/row_count": len(parents),
                 "tokens": int(parents["token_count"].sum()) if len(parents) else 0,
                 **length_stats(parents["token_count"], "tokens"),
-                "elapsed_seconds": round(time.perf_counter() - started, 3),
             },
         )
         yield dg.AssetCheckResult(check_name="parents_have_text", passed=empty == 0, metadata={"empty_parents": empty})
@@ -164,9 +188,8 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
         documents: dict[str, pd.DataFrame],
         parents: dict[str, pd.DataFrame],
     ) -> Iterator[dg.Output | dg.AssetCheckResult]:
-        started = time.perf_counter()
-        coverage = run_coverage(context, keys.raw)
-        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
+        step = _Step(context, keys.raw)
+        docs = step.rows(documents, DOCUMENT_COLUMNS)
         # A data folder's first index chooses its language (and with it the dense model, whose tokenizer
         # bounds the children) from the documents about to be chunked, where nobody chose one.
         choice = dense_embedder.choose_language(lambda: docs["text"].tolist())
@@ -175,7 +198,7 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
         chunker = chunking.chunker(dense_embedder.encoder())
         _, children = chunk_documents(docs, chunker)
         label_like_documents(children, docs)
-        parent_ids = set(covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage)["chunk_id"])
+        parent_ids = set(step.rows(parents, PARENT_COLUMNS)["chunk_id"])
         orphans = int((~children["parent_id"].isin(parent_ids)).sum())
         empty = int((children["text"].str.strip() == "").sum())
         if chunker.stats.clamped_children:
@@ -183,17 +206,16 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
                 f"{chunker.stats.clamped_children} child chunks were shortened to fit the dense model's limit of "
                 f"{chunker.stats.model_limit} tokens (shortest: {chunker.stats.shortest_clamped} cl100k tokens)"
             )
-        yield dg.Output(
-            CoveredFrames(split_partitions(children, context.partition_keys, CHILD_COLUMNS), coverage),
-            metadata={
-                "partitions": len(context.partition_keys),
+        yield step.output(
+            children,
+            CHILD_COLUMNS,
+            {
                 "child_chunks": len(children),
                 "dagster/row_count": len(children),
                 "tokens": int(children["token_count"].sum()) if len(children) else 0,
                 **length_stats(children["token_count"], "tokens"),
                 "clamped_to_model_limit": chunker.stats.clamped_children,
                 "model_token_limit": chunker.stats.model_limit or 0,
-                "elapsed_seconds": round(time.perf_counter() - started, 3),
             },
         )
         yield dg.AssetCheckResult(
@@ -227,10 +249,9 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         children: dict[str, pd.DataFrame],
         documents: dict[str, pd.DataFrame],
     ) -> dg.Output:
-        started = time.perf_counter()
-        coverage = run_coverage(context, keys.raw)
-        frame = covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage)
-        docs = covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage)
+        step = _Step(context, keys.raw)
+        frame = step.rows(children, CHILD_COLUMNS)
+        docs = step.rows(documents, DOCUMENT_COLUMNS)
         encoder = dense_embedder.encoder()
         cache = dense_embedder.cache()
         usage_before = usage_snapshot(encoder)
@@ -249,12 +270,12 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
             dense[column] = frame[column].to_numpy()
         label_like_documents(titles, docs)
         dense = pd.concat([dense, titles], ignore_index=True) if len(titles) else dense
-        elapsed = time.perf_counter() - started
+        elapsed = step.elapsed()
         computed = stats.computed + title_stats.computed
-        return dg.Output(
-            CoveredFrames(split_partitions(dense, context.partition_keys, DENSE_COLUMNS), coverage),
-            metadata={
-                "partitions": len(context.partition_keys),
+        return step.output(
+            dense,
+            DENSE_COLUMNS,
+            {
                 "model": encoder.model_id,
                 "backend": encoder_backend(encoder),
                 "dimension": encoder.dimension,
@@ -265,7 +286,6 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
                 "embeddings_cached": stats.cached + title_stats.cached,
                 "chunks_per_second": round(stats.computed / elapsed, 2) if stats.computed else 0.0,
                 **usage,
-                "elapsed_seconds": round(elapsed, 3),
             },
         )
 
@@ -292,15 +312,14 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
         children: dict[str, pd.DataFrame],
         parents: dict[str, pd.DataFrame],
     ) -> dg.Output:
-        started = time.perf_counter()
-        coverage = run_coverage(context, keys.raw)
-        frame = covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage)
+        step = _Step(context, keys.raw)
+        frame = step.rows(children, CHILD_COLUMNS)
         encoder = bm25.encoder()
         whole_threads = scores_whole_threads(encoder.params.tokenizer, source)
         if whole_threads:
             # CJK chat: each child carries its thread's vector (vectors/sparse.py, THREAD_LEVEL_*).
             encoder = Bm25Encoder(encoder.params.model_copy(update={"avg_len": THREAD_AVG_LEN}))
-            parent_frame = covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage)
+            parent_frame = step.rows(parents, PARENT_COLUMNS)
             texts = dict(zip(parent_frame["chunk_id"], parent_frame["text"], strict=True))
             sparse = sparse_children(frame, encoder, texts)
         else:
@@ -312,10 +331,10 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
         for column in (PARTITION_COLUMN, *BOOKKEEPING):
             sparse[column] = frame[column].to_numpy()
         terms = sparse["indices"].map(len) if len(sparse) else pd.Series(dtype=int)
-        return dg.Output(
-            CoveredFrames(split_partitions(sparse, context.partition_keys, SPARSE_COLUMNS), coverage),
-            metadata={
-                "partitions": len(context.partition_keys),
+        return step.output(
+            sparse,
+            SPARSE_COLUMNS,
+            {
                 "vectors": len(sparse),
                 "dagster/row_count": len(sparse),
                 "cjk_child_chunks": cjk,
@@ -323,7 +342,6 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
                 # What each vector scores: the child chunk, or (CJK chat) its whole thread.
                 "scored_text": "thread" if whole_threads else "child chunk",
                 **length_stats(terms, "terms"),
-                "elapsed_seconds": round(time.perf_counter() - started, 3),
             },
         )
 
@@ -363,14 +381,13 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
         dense: dict[str, pd.DataFrame],
         sparse: dict[str, pd.DataFrame],
     ) -> dg.MaterializeResult:
-        started = time.perf_counter()
-        coverage = run_coverage(context, keys.raw)
+        step = _Step(context, keys.raw)
         inputs = IndexInputs(
-            documents=covered_rows(concat_partitions(documents, DOCUMENT_COLUMNS), coverage),
-            parents=covered_rows(concat_partitions(parents, PARENT_COLUMNS), coverage),
-            children=covered_rows(concat_partitions(children, CHILD_COLUMNS), coverage),
-            dense=covered_rows(concat_partitions(dense, DENSE_COLUMNS), coverage),
-            sparse=covered_rows(concat_partitions(sparse, SPARSE_COLUMNS), coverage),
+            documents=step.rows(documents, DOCUMENT_COLUMNS),
+            parents=step.rows(parents, PARENT_COLUMNS),
+            children=step.rows(children, CHILD_COLUMNS),
+            dense=step.rows(dense, DENSE_COLUMNS),
+            sparse=step.rows(sparse, SPARSE_COLUMNS),
         )
         dimension = len(inputs.dense["vector"].iloc[0]) if len(inputs.dense) else dense_embedder.encoder().dimension
         with qdrant.open() as store:
@@ -402,20 +419,20 @@ def qdrant_points_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
                 f"(e.g. {report.skipped_document_ids[:3]})"
             )
         return dg.MaterializeResult(
-            metadata={
-                "partitions": len(context.partition_keys),
-                "engine": qdrant.engine,
-                "documents_written": report.documents_written,
-                "documents_skipped_older": report.documents_skipped_older,
-                "points_written": report.points_upserted,
-                "points_removed": report.points_removed,
-                "dense_search": store.dense_search.describe(),
-                "title_vectors": TITLE_VECTOR in store.dense_vector_names(),
-                "optimize_seconds": round(optimize_seconds, 3),
-                "collection_children_points": children_total,
-                "collection_parents_points": parents_total,
-                "elapsed_seconds": round(time.perf_counter() - started, 3),
-            }
+            metadata=step.metadata(
+                {
+                    "engine": qdrant.engine,
+                    "documents_written": report.documents_written,
+                    "documents_skipped_older": report.documents_skipped_older,
+                    "points_written": report.points_upserted,
+                    "points_removed": report.points_removed,
+                    "dense_search": store.dense_search.describe(),
+                    "title_vectors": TITLE_VECTOR in store.dense_vector_names(),
+                    "optimize_seconds": round(optimize_seconds, 3),
+                    "collection_children_points": children_total,
+                    "collection_parents_points": parents_total,
+                }
+            )
         )
 
     return qdrant_points

@@ -8,6 +8,7 @@ skipped, and how a container is reconciled; the API and offline resources live i
 """
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +26,35 @@ from rag_pipeline.defs.executors import QDRANT_QUEUE, step_tags
 from rag_pipeline.defs.sync.reconciliation import live_definitions, reconcile_containers, reconciliation_output
 from rag_pipeline.pipeline.keys import ChainKeys
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
-from rag_pipeline.settings import Settings
+from rag_pipeline.settings import ApiLimits, Settings
+from rag_pipeline.sources.problems import RecordProblem
 
 # The resources every reconciliation writes the index with.
 INDEX_RESOURCES = ("qdrant", "dense_embedder", "chunking", "bm25")
+
+_log = logging.getLogger(__name__)
+
+
+def api_limits(limits: ApiLimits | None) -> dict[str, int | None]:
+    """The bounds of every read a live API resource takes from the settings (timeouts, page cap, per-partition
+    budgets; ``RAG_API_*``), as its config fields."""
+    limits = limits or ApiLimits()
+    return {
+        "timeout_seconds": limits.timeout_seconds,
+        "page_cap": limits.page_cap,
+        "requests_per_partition": limits.requests_per_partition,
+        "seconds_per_partition": limits.seconds_per_partition,
+    }
+
+
+def report_listing_problems(label: str, found: Sequence[RecordProblem], problems: list[RecordProblem] | None) -> None:
+    """Listings a discovery refused (an invalid id): into ``problems`` (the sync's report of what it skipped) when
+    given, else to the log."""
+    if problems is not None:
+        problems.extend(found)
+    else:
+        for problem in found:
+            _log.warning("%s: skipped %s", label, problem)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """Everything Confluence adds to the code location, built from the settings: what differs from any live source
 (discovery, reconciliation, the raw asset's words); the shape is :mod:`rag_pipeline.defs.chain.live_spec`'s."""
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -11,7 +10,15 @@ from pydantic import Field
 from rag_pipeline.connectors.confluence.api import ConfluenceApiReader
 from rag_pipeline.connectors.confluence.reconcile import plan_space
 from rag_pipeline.connectors.confluence.settings import ConfluenceApiSettings, ConfluenceSettings
-from rag_pipeline.defs.chain.live_spec import Discovered, LiveSource, Reconciliation, Skipped, live_source_spec
+from rag_pipeline.defs.chain.live_spec import (
+    Discovered,
+    LiveSource,
+    Reconciliation,
+    Skipped,
+    api_limits,
+    live_source_spec,
+    report_listing_problems,
+)
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.confluence.resources import CONFLUENCE_API_POOL, ConfluenceDumpResource, ConfluenceResource
 from rag_pipeline.index.store import IndexedDocument
@@ -19,12 +26,9 @@ from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
-_log = logging.getLogger(__name__)
-
 
 def confluence_api_resource(api: ConfluenceApiSettings, limits: ApiLimits | None = None) -> ConfluenceResource:
     """The live Confluence connector; secrets stay EnvVars (Cloud: CONFLUENCE_API_TOKEN, DC: CONFLUENCE_PAT)."""
-    limits = limits or ApiLimits()
     return ConfluenceResource(
         url=api.url,
         cloud=api.cloud,
@@ -36,10 +40,7 @@ def confluence_api_resource(api: ConfluenceApiSettings, limits: ApiLimits | None
         overlap_minutes=api.overlap_minutes,
         space_allow=list(api.space_allow),
         space_deny=list(api.space_deny),
-        timeout_seconds=limits.timeout_seconds,
-        page_cap=limits.page_cap,
-        requests_per_partition=limits.requests_per_partition,
-        seconds_per_partition=limits.seconds_per_partition,
+        **api_limits(limits),
     )
 
 
@@ -48,11 +49,7 @@ def select_spaces(
 ) -> list[tuple[str, str]]:
     """(key, key) of the named spaces (default: every space the API user can view)."""
     discovery = confluence.process_config_and_initialize().reader().discover()
-    if problems is not None:
-        problems.extend(discovery.problems)
-    else:
-        for problem in discovery.problems:
-            _log.warning("Confluence: skipped %s", problem)
+    report_listing_problems("Confluence", discovery.problems, problems)
     known = {s.key for s in discovery.spaces}
     wanted = list(keys) or sorted(known)
     missing = [k for k in wanted if k not in known]

@@ -1,7 +1,6 @@
 """Everything Jira adds to the code location, built from the settings: what differs from any live source
 (discovery, reconciliation, the raw asset's words); the shape is :mod:`rag_pipeline.defs.chain.live_spec`'s."""
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 
 import dagster as dg
@@ -10,7 +9,15 @@ from pydantic import Field
 from rag_pipeline.connectors.jira.api import JiraApiReader
 from rag_pipeline.connectors.jira.reconcile import plan_project
 from rag_pipeline.connectors.jira.settings import JiraApiSettings, JiraSettings
-from rag_pipeline.defs.chain.live_spec import Discovered, LiveSource, Reconciliation, Skipped, live_source_spec
+from rag_pipeline.defs.chain.live_spec import (
+    Discovered,
+    LiveSource,
+    Reconciliation,
+    Skipped,
+    api_limits,
+    live_source_spec,
+    report_listing_problems,
+)
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraCsvResource, JiraDumpResource, JiraResource
 from rag_pipeline.index.store import IndexedDocument
@@ -18,14 +25,12 @@ from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
 from rag_pipeline.sources.problems import RecordProblem, SourceError
 
-_log = logging.getLogger(__name__)
 Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 
 def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> JiraResource:
     """The live Jira connector; secrets stay EnvVars (Cloud: JIRA_API_TOKEN, Server/DC: JIRA_PAT). ``limits`` bound
     every read (timeouts, page cap, per-partition budgets)."""
-    limits = limits or ApiLimits()
     return JiraResource(
         url=api.url,
         cloud=api.cloud,
@@ -35,10 +40,7 @@ def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> 
         site=api.site,
         page_size=api.page_size,
         overlap_minutes=api.overlap_minutes,
-        timeout_seconds=limits.timeout_seconds,
-        page_cap=limits.page_cap,
-        requests_per_partition=limits.requests_per_partition,
-        seconds_per_partition=limits.seconds_per_partition,
+        **api_limits(limits),
     )
 
 
@@ -48,11 +50,7 @@ def select_projects(
     """(key, key) of the named projects (default: every project the API user can browse, reporting on stderr
     listings with an invalid key)."""
     discovery = jira.process_config_and_initialize().reader().discover()
-    if problems is not None:
-        problems.extend(discovery.problems)
-    else:
-        for problem in discovery.problems:
-            _log.warning("Jira: skipped %s", problem)
+    report_listing_problems("Jira", discovery.problems, problems)
     discovered = discovery.projects
     by_key = {p.key: p for p in discovered}
     wanted = [k.upper() for k in keys] or [p.key for p in discovered]

@@ -10,7 +10,15 @@ from pydantic import Field
 from rag_pipeline.connectors.slack.api import SlackApiReader
 from rag_pipeline.connectors.slack.reconcile import plan_channel
 from rag_pipeline.connectors.slack.settings import SlackApiSettings, SlackSettings
-from rag_pipeline.defs.chain.live_spec import Discovered, LiveSource, Reconciliation, Skipped, live_source_spec
+from rag_pipeline.defs.chain.live_spec import (
+    Discovered,
+    LiveSource,
+    Reconciliation,
+    Skipped,
+    api_limits,
+    live_source_spec,
+    report_listing_problems,
+)
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackExportResource, SlackResource
 from rag_pipeline.index.store import IndexedDocument
@@ -24,16 +32,12 @@ Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 def slack_api_resource(api: SlackApiSettings, limits: ApiLimits | None = None) -> SlackResource:
     """The live Slack connector; the token stays an EnvVar, resolved only inside a run."""
-    limits = limits or ApiLimits()
     return SlackResource(
         token=dg.EnvVar("SLACK_BOT_TOKEN"),
         base_url=api.base_url,
         page_size=api.page_size,
         lookback_days=api.lookback_days,
-        timeout_seconds=limits.timeout_seconds,
-        page_cap=limits.page_cap,
-        requests_per_partition=limits.requests_per_partition,
-        seconds_per_partition=limits.seconds_per_partition,
+        **api_limits(limits),
     )
 
 
@@ -44,11 +48,7 @@ def select_channels(
     stderr the public ones it is not in and listings with an invalid id)."""
     # Outside a run the token is still an unresolved EnvVar; initializing resolves it.
     discovery = slack.process_config_and_initialize().reader().discover()
-    if problems is not None:
-        problems.extend(discovery.problems)
-    else:
-        for problem in discovery.problems:
-            _log.warning("Slack: skipped %s", problem)
+    report_listing_problems("Slack", discovery.problems, problems)
     if not names and discovery.not_member:
         _log.warning(
             "Slack: skipped %d channel(s) the bot is not a member of (invite it to sync them): %s",

@@ -28,6 +28,7 @@ from rag_pipeline.pipeline.retained import (
     Expired,
     RetentionScope,
     children,
+    folders_older_than,
     newest_mtime,
 )
 from rag_pipeline.retrieval.rerank.features import FEATURE_NAMES, FEATURES_VERSION, candidate_features
@@ -498,17 +499,13 @@ class RerankerVersions:
     label = "learned reranker versions not CURRENT"
 
     def expired(self, scope: RetentionScope) -> Iterator[Expired]:
-        cutoff = scope.report_cutoff
-        reranker = scope.settings.paths.reranker
-        current_file = reranker / "CURRENT"
-        if cutoff is None or not current_file.is_file():
+        current_file = scope.settings.paths.reranker / "CURRENT"
+        if not current_file.is_file():
             return
         current = current_file.read_text().strip()
-        for version in children(reranker):
-            if version.is_dir() and version.name != current:
-                mtime = newest_mtime(version)
-                if mtime < cutoff.timestamp():
-                    yield Expired(version, f"reranker version {version.name} (CURRENT is {current})", mtime)
+        versions = folders_older_than(scope.settings.paths.reranker, scope.report_cutoff, lambda v: v.name == current)
+        for version, mtime in versions:
+            yield Expired(version, f"reranker version {version.name} (CURRENT is {current})", mtime)
 
 
 class RerankerFits:
@@ -519,14 +516,9 @@ class RerankerFits:
     label = "cached reranker fits"
 
     def expired(self, scope: RetentionScope) -> Iterator[Expired]:
-        cutoff = scope.report_cutoff
-        if cutoff is None:
-            return
-        for fit in children(scope.settings.paths.reports / FITS_FOLDER):
-            if fit.is_dir() and not fit.name.endswith(".tmp"):
-                mtime = newest_mtime(fit)
-                if mtime < cutoff.timestamp():
-                    yield Expired(fit, f"fit cache entry not written for {scope.report_age}", mtime)
+        fits = scope.settings.paths.reports / FITS_FOLDER
+        for fit, mtime in folders_older_than(fits, scope.report_cutoff, lambda f: f.name.endswith(".tmp")):
+            yield Expired(fit, f"fit cache entry not written for {scope.report_age}", mtime)
 
 
 class RerankerFitSaves:
