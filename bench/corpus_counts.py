@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from rag_pipeline.defs.builders import source_specs
 from rag_pipeline.defs.chain.resources import ChunkingResource
+from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.settings import Settings
 from rag_pipeline.stages import chunk_documents, documents_frame
 from rag_pipeline.vectors.dense.load import load_dense_encoder

@@ -24,12 +24,13 @@ from scipy import stats
 
 from bench.common import EVAL_SETS, RESULTS, parser, run_record, write_json
 from rag_pipeline.composition import dense_encoder_of, open_index, retriever, search_models
-from rag_pipeline.defs.builders import evaluation_resource, mined_sources, source_specs
 from rag_pipeline.defs.evaluation.mining import workspace_corpus
+from rag_pipeline.defs.parts import evaluation_resource, source_specs
 from rag_pipeline.directory.lookup import DirectoryLookup
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import EvalResult, evaluate_queries
 from rag_pipeline.evaluation.mining.mine import mine_workspace
+from rag_pipeline.pipeline.sources import document_sources as mined_sources
 from rag_pipeline.retrieval.results import MODES
 from rag_pipeline.settings import Settings
 

@@ -66,8 +66,8 @@ def vector_set_stats(points: np.ndarray, queries: np.ndarray | None, probes: int
 def real_vectors(points: int, seed: int) -> tuple[np.ndarray, np.ndarray, object]:
     """A seeded sample of the bundled child chunks (distinct texts, in random order: any prefix is a sample too)
     and the dev sets' questions, embedded like the index does; and the encoder."""
-    from rag_pipeline.defs.builders import source_specs
     from rag_pipeline.defs.chain.resources import ChunkingResource
+    from rag_pipeline.defs.parts import source_specs
     from rag_pipeline.settings import Settings
     from rag_pipeline.stages import chunk_documents, documents_frame
     from rag_pipeline.vectors.cache import EmbeddingCache, embed_with_cache
