@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.days import day_of, day_start
+from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
@@ -59,19 +60,43 @@ Settings = TypeVar("Settings", bound=AtlassianSyncSettings)
 
 @dataclass(frozen=True)
 class ProductWords:
-    """How a connector's messages name its product and what to change: ``container`` ("project"), the Dagster
-    ``pool`` of its API calls, the variable of its ``url``, the ``credentials`` advice for a 401, the
-    ``permission`` advice for a 403, what the API user must be able to do to ``see`` a container, and the
-    ``site_hint`` for a whole site not found."""
+    """How a connector's messages name its product and what to change. ``name`` ("Jira") also names its variables
+    (``JIRA_URL``...) and its Dagster pool (``jira_api``); ``container``: what it reads one at a time ("project");
+    ``server``: its self-hosted edition ("Server/Data Center"); ``see``: what the API user must be able to do to a
+    container ("browse"); ``grant``: the advice for a 403; ``context``: an example of the site URL's context path
+    (for a whole site not found)."""
 
-    product: str
+    name: str
     container: str
-    pool: str
-    url_variable: str
-    credentials: str
-    permission: str
+    server: str
     see: str
-    site_hint: str
+    grant: str
+    context: str = ""
+
+    @property
+    def variables(self) -> str:
+        return self.name.upper()
+
+    @property
+    def credentials(self) -> str:
+        v = self.variables
+        return f"check {v}_USERNAME and {v}_API_TOKEN (Cloud) or {v}_PAT ({self.server})"
+
+    @property
+    def site_hint(self) -> str:
+        v = self.variables
+        return f"check {v}_URL and its context path{self.context}, and set {v}_CLOUD=0 for {self.server}"
+
+
+@dataclass
+class ContainerRead:
+    """What a read of one container (a project, a space) for a set of days found: its documents, the day each
+    belongs to, what could not be read, and how many comment pages it took."""
+
+    documents: list[Document] = field(default_factory=list)
+    partition_day: dict[str, str] = field(default_factory=dict)
+    problems: list[RecordProblem] = field(default_factory=list)
+    comment_pages: int = 0
 
 
 def _response(exc: BaseException) -> Any:
@@ -98,11 +123,11 @@ def describe_atlassian_error(
 ) -> str:
     """One actionable sentence for a failed call (never includes credentials). ``special(status, target, path,
     message)`` words a failure the product has its own advice for (None: the common words)."""
-    name, target = words.product, where or "the site"
+    name, target = words.name, where or "the site"
     if isinstance(exc, requests.exceptions.RetryError):
         return (
             f"{name} kept failing to {what} for {target} (rate limited or server errors) after every retry: lower "
-            f"concurrency (pool {words.pool}) or raise max_retries"
+            f"concurrency (pool {name.lower()}_api) or raise max_retries"
         )
     request = getattr(exc, "request", None)
     at = f" at {endpoint_of(request.path_url)}" if request is not None and request.path_url else ""
@@ -114,7 +139,7 @@ def describe_atlassian_error(
     if isinstance(exc, requests.exceptions.ConnectionError):
         return (
             f"{name} could not be reached to {what} for {target}{at} ({type(exc).__name__}): check "
-            f"{words.url_variable} and the network"
+            f"{words.variables}_URL and the network"
         )
     status, response = http_status(exc), _response(exc)
     sent = getattr(response, "request", None)
@@ -126,7 +151,7 @@ def describe_atlassian_error(
     if status == 401:
         return f"{name} 401: the credentials were rejected: {words.credentials}"
     if status == 403:
-        return f"{name} 403: the API user may not {what} on {target} ({message}): {words.permission}"
+        return f"{name} 403: the API user may not {what} on {target} ({message}): {words.grant}"
     if status == 404:
         found_at = f" at {path}" if path else ""
         return (
@@ -278,7 +303,7 @@ class AtlassianReader(Generic[Settings]):
     def _budgeted(self, container: str, days: int) -> Iterator[None]:
         """Spend every request made inside from one container's :class:`ReadBudget` (per day covered)."""
         s = self.settings
-        where = f"{self.words.product} {self.words.container} {container}"
+        where = f"{self.words.name} {self.words.container} {container}"
         self._budget = ReadBudget.per_day(where, days, s.requests_per_partition, s.seconds_per_partition)
         try:
             yield
@@ -302,7 +327,7 @@ class AtlassianReader(Generic[Settings]):
         """A discovery listing's container key and name (the key where it has none), or None (and a problem) when
         the key cannot be a partition key."""
         name = display_name(raw.get("name"), "", max_name)
-        label = f"{self.words.product} {self.words.container}"
+        label = f"{self.words.name} {self.words.container}"
         try:
             key = check_container_id(raw.get("key"), f"{label} key of {name or '?'!r}")
         except InvalidIdentifier as exc:

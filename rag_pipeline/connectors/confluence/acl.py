@@ -25,30 +25,28 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag_pipeline.connectors.atlassian.groups import describe_site_group, site_group_builder
 from rag_pipeline.sources.document import Acl
 
 PREFIX = "confluence"
 
 
-def space_group(site: str, space_key: str) -> str:
-    """ACL group of everyone who may view a space."""
-    return f"{PREFIX}:{site}:space:{space_key}"
-
-
-def confluence_group(site: str, name: str) -> str:
-    """ACL group of the members of one Confluence group."""
-    return f"{PREFIX}:{site}:group:{name}"
-
-
-def restricted_group(site: str, page_id: str) -> str:
-    """ACL group of those who pass every view restriction down to ``page_id`` (its restricted chain)."""
-    return f"{PREFIX}:{site}:restricted:{page_id}"
+# ACL group of everyone who may view a space (its key the name).
+space_group = site_group_builder(PREFIX, "space")
+# ACL group of the members of one Confluence group.
+confluence_group = site_group_builder(PREFIX, "group")
+# ACL group of those who pass every view restriction down to a page (its id the name): its restricted chain.
+restricted_group = site_group_builder(PREFIX, "restricted")
+_DESCRIBED = {
+    "space": "people who may view Confluence space {name} on {site}",
+    "group": "Confluence group {name} on {site}",
+    "restricted": "people who pass every view restriction down to Confluence page {name} on {site}",
+}
 
 
 def describe_group(parts: Sequence[str]) -> str | None:
     """A Confluence ACL group (split on ``:``) in words, for ``explain``; None when it is not one."""
-    if len(parts) < 4 or parts[0] != PREFIX:
-        return None
+    return describe_site_group(parts, PREFIX, _DESCRIBED)
     site, kind, name = parts[1], parts[2], ":".join(parts[3:])
     if kind == "space":
         return f"people who may view Confluence space {name} on {site}"

@@ -32,6 +32,7 @@ from pydantic import Field
 from rag_pipeline.connectors.atlassian.reader import (
     AtlassianReader,
     AtlassianSyncSettings,
+    ContainerRead,
     DayWindow,
     NewestVersions,
     ProductWords,
@@ -68,14 +69,12 @@ MAX_SPACE_NAME_LENGTH = 200
 # CQL's date format: minute precision, in the API user's time zone.
 CQL_TIME = "%Y/%m/%d %H:%M"
 WORDS = ProductWords(
-    product="Confluence",
+    name="Confluence",
     container="space",
-    pool="confluence_api",
-    url_variable="CONFLUENCE_URL",
-    credentials="check CONFLUENCE_USERNAME and CONFLUENCE_API_TOKEN (Cloud) or CONFLUENCE_PAT (Data Center)",
-    permission="grant it view permission",
+    server="Data Center",
     see="view",
-    site_hint="check CONFLUENCE_URL and its context path, e.g. https://acme.atlassian.net/wiki",
+    grant="grant it view permission",
+    context=", e.g. https://acme.atlassian.net/wiki",
 )
 
 
@@ -133,14 +132,10 @@ class SpaceDiscovery:
 
 
 @dataclass
-class SpaceRead:
+class SpaceRead(ContainerRead):
     """Pages of one space for a set of days, and where each belongs (the shape of Jira's ``ProjectRead``)."""
 
-    documents: list[Document] = field(default_factory=list)
-    partition_day: dict[str, str] = field(default_factory=dict)
-    problems: list[RecordProblem] = field(default_factory=list)
     pages_fetched: int = 0
-    comment_pages: int = 0
 
 
 @dataclass(frozen=True)

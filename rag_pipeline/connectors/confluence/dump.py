@@ -26,13 +26,13 @@ ancestors may come on any line).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.atlassian.dump_lines import json_object, located_lines
 from rag_pipeline.connectors.confluence.acl import ReadRestriction, SpaceGrants, document_acl, read_restriction
 from rag_pipeline.connectors.confluence.acl import space_grants as parse_space_grants
 from rag_pipeline.connectors.confluence.document import (
@@ -94,25 +94,11 @@ class ConfluenceDumpReader:
 
     def records(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(location, object) of every line holding a JSON object; every other line is a problem."""
-        for number, raw in self._lines(problems):
-            if not raw.strip():
-                continue
-            hint = _ID_HINT.search(raw)
-            location = f"{self.path}:{number}" + (f" (id {hint.group(1).decode()})" if hint else "")
-            try:
-                record = json.loads(raw.decode("utf-8-sig", errors="replace"))
-            except RecursionError:
-                problems.append(RecordProblem(location, "not read: JSON nested too deeply to parse"))
-                continue
-            except Exception as exc:  # not JSON, MemoryError...: this line's problem, not the dump's end
-                problems.append(RecordProblem(location, f"not a Confluence content object: {describe(exc)}"))
-                continue
-            if not isinstance(record, dict):
-                problems.append(
-                    RecordProblem(location, f"not a Confluence content object: a JSON {type(record).__name__}")
-                )
-                continue
-            yield location, record
+        for location, raw in located_lines(self.path, self._lines(problems), _ID_HINT, " (id {})"):
+            text = raw.decode("utf-8-sig", errors="replace")
+            record = json_object(text, location, "a Confluence content object", problems)
+            if record is not None:
+                yield location, record
 
     def contents(self) -> DumpContents:
         """Every record of the dump sorted by kind; a page id seen twice keeps its newest version."""

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rag_pipeline.connectors.atlassian.groups import describe_site_group
+
+_DESCRIBED = {
+    "project": "people who may browse Jira project {name} on {site}",
+    "security": "Jira security level {name} on {site}",
+    "group": "Jira group {name} on {site}",
+}
+
 
 def describe_group(parts: Sequence[str]) -> str | None:
     """``jira:<site>:<kind>:<name>`` (project, security level, group, project role) in words."""
-    if len(parts) < 4:
-        return None
-    site, kind, name = parts[1], parts[2], ":".join(parts[3:])
-    if kind == "project":
-        return f"people who may browse Jira project {name} on {site}"
-    if kind == "security":
-        return f"Jira security level {name} on {site}"
-    if kind == "group":
-        return f"Jira group {name} on {site}"
-    if kind == "role" and len(parts) >= 5:
-        return f"project role {':'.join(parts[4:])} in Jira project {parts[3]} on {site}"
-    return None
+    if len(parts) >= 5 and parts[2] == "role":
+        return f"project role {':'.join(parts[4:])} in Jira project {parts[3]} on {parts[1]}"
+    return describe_site_group(parts, "jira", _DESCRIBED)

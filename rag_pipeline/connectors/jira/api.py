@@ -27,6 +27,7 @@ from pydantic import Field
 from rag_pipeline.connectors.atlassian.reader import (
     AtlassianReader,
     AtlassianSyncSettings,
+    ContainerRead,
     DayWindow,
     NewestVersions,
     ProductWords,
@@ -71,14 +72,7 @@ MAX_PROJECT_NAME_LENGTH = 80
 # JQL's date format: minute precision, in the API user's time zone.
 JQL_TIME = "%Y-%m-%d %H:%M"
 WORDS = ProductWords(
-    product="Jira",
-    container="project",
-    pool="jira_api",
-    url_variable="JIRA_URL",
-    credentials="check JIRA_USERNAME and JIRA_API_TOKEN (Cloud) or JIRA_PAT (Server/Data Center)",
-    permission="grant it Browse projects there",
-    see="browse",
-    site_hint="check JIRA_URL and its context path, and set JIRA_CLOUD=0 for Server/Data Center",
+    name="Jira", container="project", server="Server/Data Center", see="browse", grant="grant it Browse projects there"
 )
 
 
@@ -150,14 +144,10 @@ class ProjectDiscovery:
 
 
 @dataclass
-class ProjectRead:
+class ProjectRead(ContainerRead):
     """Issues of one project for a set of days, and where each belongs."""
 
-    documents: list[Document] = field(default_factory=list)
-    partition_day: dict[str, str] = field(default_factory=dict)
-    problems: list[RecordProblem] = field(default_factory=list)
     issues_fetched: int = 0
-    comment_pages: int = 0
 
 
 class JiraApiReader(AtlassianReader[JiraSyncSettings]):

@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rag_pipeline.connectors.atlassian.dump_lines import json_object, located_lines
+from rag_pipeline.connectors.atlassian.groups import site_group_builder
 from rag_pipeline.connectors.jira.markup import jira_body_to_text
 from rag_pipeline.sources.document import BELONGS_TO, FAMILY, Acl, Document, content_hash, utc_instant
 from rag_pipeline.sources.identifiers import check_container_id
@@ -34,19 +36,12 @@ from rag_pipeline.text.clean import clean_text, clean_title, drop_invisible, loo
 SOURCE = "jira"
 
 
-def project_group(site: str, project_key: str) -> str:
-    """ACL group of everyone with browse permission on a project."""
-    return f"jira:{site}:project:{project_key}"
-
-
-def jira_group(site: str, name: str) -> str:
-    """ACL group of a concrete Jira group."""
-    return f"jira:{site}:group:{name}"
-
-
-def security_level_group(site: str, level_id: str) -> str:
-    """ACL group of an issue security level."""
-    return f"jira:{site}:security:{level_id}"
+# ACL group of everyone with browse permission on a project (its key the name).
+project_group = site_group_builder(SOURCE, "project")
+# ACL group of a concrete Jira group.
+jira_group = site_group_builder(SOURCE, "group")
+# ACL group of an issue security level (its id the name).
+security_level_group = site_group_builder(SOURCE, "security")
 
 
 def issue_document_id(site: str, issue_id: str) -> str:
@@ -448,11 +443,7 @@ class JiraDumpReader:
 
     def _issues(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(location, issue object) of every line holding one; every other line is a problem."""
-        for number, raw in self._lines(problems):
-            if not raw.strip():
-                continue
-            hint = _KEY_HINT.search(raw)
-            location = f"{self.path}:{number}" + (f" ({hint.group(1).decode()})" if hint else "")
+        for location, raw in located_lines(self.path, self._lines(problems), _KEY_HINT, " ({})"):
             try:
                 text = raw.decode("utf-8-sig")
             except UnicodeDecodeError as exc:
@@ -460,21 +451,9 @@ class JiraDumpReader:
                     RecordProblem(location, f"invalid UTF-8 at byte {exc.start:,} of the line; read with U+FFFD")
                 )
                 text = raw.decode("utf-8-sig", errors="replace")
-            try:
-                issue = json.loads(text)
-            except RecursionError:
-                problems.append(RecordProblem(location, "not read: JSON nested too deeply to parse"))
-                continue
-            except ValueError as exc:
-                problems.append(RecordProblem(location, f"not a Jira issue object: {describe(exc)}"))
-                continue
-            except Exception as exc:  # MemoryError and the like: still this line's problem, not the dump's end
-                problems.append(RecordProblem(location, f"not read: {describe(exc)}"))
-                continue
-            if not isinstance(issue, dict):
-                problems.append(RecordProblem(location, f"not a Jira issue object: a JSON {type(issue).__name__}"))
-                continue
-            yield location, issue
+            issue = json_object(text, location, "a Jira issue object", problems)
+            if issue is not None:
+                yield location, issue
 
     def issues(self, problems: list[RecordProblem]) -> Iterator[tuple[str, dict[str, Any]]]:
         """(location, issue object) of every line holding one, bad lines added to ``problems``."""
