@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import dagster as dg
 
@@ -35,16 +35,25 @@ INDEX_RESOURCES = ("qdrant", "dense_embedder", "chunking", "bm25")
 _log = logging.getLogger(__name__)
 
 
-def api_limits(limits: ApiLimits | None) -> dict[str, int | None]:
+class ApiLimitFields(TypedDict):
+    """The read bounds every live API resource has as config fields."""
+
+    timeout_seconds: int
+    page_cap: int
+    requests_per_partition: int
+    seconds_per_partition: int
+
+
+def api_limits(limits: ApiLimits | None) -> ApiLimitFields:
     """The bounds of every read a live API resource takes from the settings (timeouts, page cap, per-partition
     budgets; ``RAG_API_*``), as its config fields."""
     limits = limits or ApiLimits()
-    return {
-        "timeout_seconds": limits.timeout_seconds,
-        "page_cap": limits.page_cap,
-        "requests_per_partition": limits.requests_per_partition,
-        "seconds_per_partition": limits.seconds_per_partition,
-    }
+    return ApiLimitFields(
+        timeout_seconds=limits.timeout_seconds,
+        page_cap=limits.page_cap,
+        requests_per_partition=limits.requests_per_partition,
+        seconds_per_partition=limits.seconds_per_partition,
+    )
 
 
 def report_listing_problems(label: str, found: Sequence[RecordProblem], problems: list[RecordProblem] | None) -> None:
