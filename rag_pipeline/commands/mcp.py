@@ -35,9 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.directory.lookup import DirectoryLookup
+    from rag_pipeline.mcp.app import build_mcp_server
+    from rag_pipeline.mcp.backends import LocalTools
     from rag_pipeline.serving.access import AccessQueries
     from rag_pipeline.serving.identity import IdentityError, Reader, resolve_reader
-    from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
     from rag_pipeline.serving.service import SearchService
 
     user, email = args.user or settings.serve.mcp_user, args.email or settings.serve.mcp_email
@@ -90,7 +91,7 @@ def _running_service_tools(
     reader: it holds the embedded index, which this process would otherwise wait for (issue 54). None otherwise."""
     import logging
 
-    from rag_pipeline.serving.remote_tools import FallbackTools, RefusedBesideService, RemoteTools
+    from rag_pipeline.mcp.remote import FallbackTools, RefusedBesideService, RemoteTools
     from rag_pipeline.serving.service_record import live_service
 
     running = live_service(settings.data_dir)

@@ -25,12 +25,13 @@ from rag_pipeline.http.guard import MCP_PATH, Guard
 from rag_pipeline.http.limits import BodyLimit, allowed_hosts
 from rag_pipeline.http.routes import access, chat, documents, feedback, health, metrics, models, search, tools
 from rag_pipeline.http.state import ADMIN_HEADER, HttpState
+from rag_pipeline.mcp.app import build_mcp_server
+from rag_pipeline.mcp.backends import LocalTools
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import EMAIL_HEADER, GROUPS_HEADER, USER_ID_HEADER, DirectoryLookup, Reader
 from rag_pipeline.serving.ingest_api import ingest_router
 from rag_pipeline.serving.ingest_runs import IngestLauncher
-from rag_pipeline.serving.mcp_tools import LocalTools, build_mcp_server
 from rag_pipeline.serving.metrics import ServiceMetrics
 from rag_pipeline.serving.oidc import OidcVerifier
 from rag_pipeline.serving.service import SearchService

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 import httpx
 
+from rag_pipeline.mcp.backends import ToolBackend, tool_search_result
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
-from rag_pipeline.serving.mcp_tools import ToolBackend, tool_result
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 log = logging.getLogger(__name__)
+ResultT = TypeVar("ResultT")
 
 
 class ServiceGone(IndexUnavailable):
@@ -61,12 +62,7 @@ class RemoteTools:
         response = self._call("POST", "/v1/search", json=body)
         if response.status_code != 200:
             raise self._refused(response)
-        payload = response.json()
-        return {
-            "mode": payload["mode"],
-            "warnings": payload.get("warnings", []),
-            "results": [tool_result(r) for r in payload["results"]],
-        }
+        return tool_search_result(response.json())
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
         response = self._call("GET", f"/v1/documents/{quote(document_id, safe='')}")
@@ -151,53 +147,36 @@ class FallbackTools:
         self.primary = None
         return self._backend()
 
-    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+    def _on(self, call: Callable[[ToolBackend], ResultT]) -> ResultT:
+        """``call`` on the running service, or on the index here once the service is gone."""
         try:
-            return self._backend().search(request, reader)
+            return call(self._backend())
         except ServiceGone as exc:
-            return self._switch(exc).search(request, reader)
+            return call(self._switch(exc))
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        return self._on(lambda tools: tools.search(request, reader))
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
-        try:
-            return self._backend().document(document_id, reader)
-        except ServiceGone as exc:
-            return self._switch(exc).document(document_id, reader)
+        return self._on(lambda tools: tools.document(document_id, reader))
 
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
-        try:
-            return self._backend().whois(reader, person)
-        except ServiceGone as exc:
-            return self._switch(exc).whois(reader, person)
+        return self._on(lambda tools: tools.whois(reader, person))
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
-        try:
-            return self._backend().tree(reader, prefix)
-        except ServiceGone as exc:
-            return self._switch(exc).tree(reader, prefix)
+        return self._on(lambda tools: tools.tree(reader, prefix))
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
-        try:
-            return self._backend().explain(document_id, reader, person)
-        except ServiceGone as exc:
-            return self._switch(exc).explain(document_id, reader, person)
+        return self._on(lambda tools: tools.explain(document_id, reader, person))
 
     def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
-        try:
-            return self._backend().search_tools(request, reader)
-        except ServiceGone as exc:
-            return self._switch(exc).search_tools(request, reader)
+        return self._on(lambda tools: tools.search_tools(request, reader))
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
-        try:
-            return self._backend().tool_outcome(name, request, reader)
-        except ServiceGone as exc:
-            return self._switch(exc).tool_outcome(name, request, reader)
+        return self._on(lambda tools: tools.tool_outcome(name, request, reader))
 
     def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
-        try:
-            return self._backend().feedback(request, reader)
-        except ServiceGone as exc:
-            return self._switch(exc).feedback(request, reader)
+        return self._on(lambda tools: tools.feedback(request, reader))
 
 
 class RefusedBesideService:

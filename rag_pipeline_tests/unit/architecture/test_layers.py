@@ -14,7 +14,7 @@ from pathlib import Path
 from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
 PACKAGE = PACKAGE_DIR
-UPPER = {"commands", "runs", "defs", "http", "cli", "definitions"}
+UPPER = {"commands", "runs", "defs", "http", "mcp", "cli", "definitions"}
 DOMAIN = {"connectors", "sources", "text", "vectors", "index", "retrieval", "evaluation", "reconciliation",
           "directory", "answers", "scheduling", "notify", "serving", "composition", "stages", "settings",
           "env_values", "machine", "pipeline"}  # fmt: skip

@@ -1,0 +1,109 @@
+"""Where the MCP tools' calls run: :class:`ToolBackend`, answered by this process's search service
+(:class:`LocalTools`) or by a running service over HTTP (:mod:`rag_pipeline.mcp.remote`)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rag_pipeline.retrieval.tree import tree_json
+from rag_pipeline.serving.access import AccessQueries
+from rag_pipeline.serving.identity import Reader
+from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.service import SearchService
+
+# A tool result lands in a model's context window: a passage, not the whole chunk.
+SNIPPET_CHARS = 1200
+
+
+class ToolBackend(Protocol):
+    """Where the tools' calls run: this process's :class:`SearchService` (:class:`LocalTools`), or a running
+    ``rag-pipeline serve`` of the same folder over HTTP (:class:`~rag_pipeline.mcp.remote.RemoteTools`, for the
+    stdio server)."""
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]: ...
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None: ...
+
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]: ...
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
+
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]: ...
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        """The tool's record after counting the call; None when no indexed tool has that name."""
+        ...
+
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        """The judgement as kept; None when the document is missing or the reader may not read it;
+        :class:`~rag_pipeline.serving.feedback.FeedbackDisabled` when feedback is off."""
+        ...
+
+
+def tool_result(result: dict[str, Any]) -> dict[str, Any]:
+    """One search result as a tool returns it (``result`` as the HTTP API writes it)."""
+    return {
+        "document_id": result["document_id"],
+        "title": result["title"],
+        "url": result["url"],
+        "source": result["source"],
+        "container": result["container"],
+        "updated": result["updated"],
+        "authors": result["authors"],
+        "score": round(float(result["score"]), 6),
+        "passage": (result.get("child_text") or "")[:SNIPPET_CHARS],
+    }
+
+
+def tool_search_result(body: dict[str, Any]) -> dict[str, Any]:
+    """A search's body (the use case's, :func:`~rag_pipeline.serving.search.search_body`) as a tool returns it."""
+    return {
+        "mode": body["mode"],
+        "warnings": body.get("warnings", []),
+        "results": [tool_result(r) for r in body["results"]],
+    }
+
+
+class LocalTools:
+    """The tools over this process's :class:`SearchService`, and ``whois``/``explain`` over ``access``."""
+
+    def __init__(self, service: SearchService, access: AccessQueries) -> None:
+        self.service = service
+        self.access = access
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        served = self.service.search(request, reader.principal)
+        return tool_search_result(
+            {
+                "mode": served.response.mode,
+                "warnings": served.response.warnings,
+                "results": [r.to_dict() for r in served.response.results],
+            }
+        )
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        found = self.service.get_document(document_id, reader.principal)
+        return None if found is None else found.to_dict()
+
+    def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self.access.whois(reader, person)
+
+    def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        return tree_json(self.service.tree(reader.principal, prefix))
+
+    def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
+        return self.access.explain(document_id, reader, person)
+
+    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+        return self.service.search_tools(request, reader.principal).to_dict()
+
+    def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
+        try:
+            return self.service.record_tool_outcome(name, request)
+        except KeyError:
+            return None
+
+    def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
+        return self.service.record_feedback(request, reader.principal)
