@@ -1,4 +1,5 @@
-"""The reader kernel of the Atlassian connectors: what a Jira and a Confluence REST reader do alike.
+"""The reader kernel of the Atlassian connectors: what a Jira and a Confluence REST reader do alike (what a read
+covers and finds: :mod:`~rag_pipeline.connectors.atlassian.reads`).
 
 Both read an Atlassian site through atlassian-python-api, one container (a project, a space) and a set of UTC days at
 a time: every request is made under the container's :class:`~rag_pipeline.sources.paging.ReadBudget` and its failure
@@ -10,10 +11,10 @@ each connector's reader adds its own endpoints and documents.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -22,19 +23,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import requests
 from pydantic import BaseModel, Field
 
+from rag_pipeline.connectors.atlassian.reads import ListedContainer, query_bounds
 from rag_pipeline.sources.api_stats import ApiStats
-from rag_pipeline.sources.days import day_of, day_start
-from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identifiers import InvalidIdentifier, check_container_id, display_name
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP, PageGuard, ReadBudget, budgeted_call
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-
-# Every real zone is within UTC-12..UTC+14: a window this much wider holds the day in any zone.
-ZONE_PAD = timedelta(hours=14)
-# The longest repeated wall-clock span of a DST change (one hour everywhere but Troll's two).
-DST_PAD = timedelta(hours=2)
-
-Item = TypeVar("Item")
+from rag_pipeline.sources.selection import kept
 
 
 class AtlassianSyncSettings(BaseModel):
@@ -53,6 +47,13 @@ class AtlassianSyncSettings(BaseModel):
     seconds_per_partition: float | None = Field(
         3_600, gt=0, description="Seconds a container's read may take per day it covers (None: unbounded)"
     )
+
+    def _wanted(self, container: ListedContainer, allow: Sequence[str], deny: Sequence[str]) -> bool:
+        """Whether discovery keeps a listed container: not archived unless asked for, then the allow/deny filters
+        (deny wins over allow)."""
+        if container.archived and not self.include_archived:
+            return False
+        return kept(container.key, allow, deny)
 
 
 Settings = TypeVar("Settings", bound=AtlassianSyncSettings)
@@ -86,17 +87,6 @@ class ProductWords:
     def site_hint(self) -> str:
         v = self.variables
         return f"check {v}_URL and its context path{self.context}, and set {v}_CLOUD=0 for {self.server}"
-
-
-@dataclass
-class ContainerRead:
-    """What a read of one container (a project, a space) for a set of days found: its documents, the day each
-    belongs to, what could not be read, and how many comment pages it took."""
-
-    documents: list[Document] = field(default_factory=list)
-    partition_day: dict[str, str] = field(default_factory=dict)
-    problems: list[RecordProblem] = field(default_factory=list)
-    comment_pages: int = 0
 
 
 def _response(exc: BaseException) -> Any:
@@ -170,86 +160,6 @@ def zone_named(profile: object) -> ZoneInfo | None:
         return None
 
 
-def _wall_clock(instant: datetime, zone: ZoneInfo | None, widen: timedelta, fmt: str) -> str:
-    """``instant`` as the user's wall clock; a wall clock that occurs twice (clocks going back) is moved by
-    ``widen`` so either reading the server picks still covers the instant."""
-    clock = zone or UTC
-    wall = instant.astimezone(clock).replace(tzinfo=None)
-    if len({wall.replace(tzinfo=clock, fold=fold).utcoffset() for fold in (0, 1)}) > 1:
-        wall += widen
-    return wall.strftime(fmt)
-
-
-def query_bounds(start: datetime, end: datetime, zone: ZoneInfo | None, fmt: str) -> tuple[str, str]:
-    """[start, end) as a query's wall-clock bounds in ``zone`` (``fmt``: minutes at most): the start floored and
-    the end ceiled to whole minutes, both widened by 14 hours when the zone is unknown (None); the caller filters
-    the instants it gets exactly."""
-    if zone is None:
-        start, end = start - ZONE_PAD, end + ZONE_PAD
-    end_ceiled = end + timedelta(minutes=1) if end.second or end.microsecond else end
-    return _wall_clock(start, zone, -DST_PAD, fmt), _wall_clock(end_ceiled, zone, DST_PAD, fmt)
-
-
-@dataclass(frozen=True)
-class DayWindow:
-    """The UTC days (YYYY-MM-DD, sorted) a read covers and the instants it asks for: from ``overlap_minutes``
-    before the first day (search is eventually consistent; a change found there goes to the first day) to the
-    end of the last."""
-
-    days: tuple[str, ...]
-    start: datetime
-    end: datetime
-
-    @classmethod
-    def covering(cls, days: Iterable[str], overlap_minutes: int) -> DayWindow | None:
-        """The window of ``days`` (None when there are none)."""
-        wanted = tuple(sorted(set(days)))
-        if not wanted:
-            return None
-        first = datetime.fromtimestamp(day_start(wanted[0]), tz=UTC)
-        end = datetime.fromtimestamp(day_start(wanted[-1]), tz=UTC) + timedelta(days=1)
-        return cls(wanted, first - timedelta(minutes=overlap_minutes), end)
-
-    def holds(self, instant: datetime) -> bool:
-        return self.start <= instant < self.end
-
-    def day_of(self, instant: datetime) -> str | None:
-        """The day a change at ``instant`` belongs to: its own day when read, the first day for the overlap before
-        it, None for a day between the ones read."""
-        day = day_of(instant.timestamp())
-        if day in self._day_set:
-            return day
-        return self.days[0] if day < self.days[0] else None
-
-    @cached_property
-    def _day_set(self) -> frozenset[str]:
-        return frozenset(self.days)
-
-
-class NewestVersions(Generic[Item]):
-    """The newest version of each item a window's read found (pages ordered by modification can repeat an item
-    changed while paging; ties keep the later one), and the day each belongs to."""
-
-    def __init__(self, window: DayWindow) -> None:
-        self.window = window
-        self._latest: dict[str, tuple[datetime, Item]] = {}
-
-    def offer(self, item_id: str, updated: datetime, item: Item) -> None:
-        """Keep ``item`` when it changed inside the window and is not older than the version kept."""
-        if not self.window.holds(updated):
-            return
-        previous = self._latest.get(item_id)
-        if previous is None or previous[0] <= updated:
-            self._latest[item_id] = (updated, item)
-
-    def by_day(self) -> Iterator[tuple[str, Item]]:
-        """(day, item) of every item kept that belongs to a day read."""
-        for updated, item in self._latest.values():
-            day = self.window.day_of(updated)
-            if day is not None:
-                yield day, item
-
-
 class AtlassianReader(Generic[Settings]):
     """What a Jira and a Confluence reader share: the client and its call statistics, the site's name, calls with
     one error type per connector, and the read budget of the container being read. One instance per run."""
@@ -257,6 +167,8 @@ class AtlassianReader(Generic[Settings]):
     words: ClassVar[ProductWords]
     access_error: ClassVar[type[SourceError]]
     timeout_error: ClassVar[type[SourceError]]
+    # The query language's date format (minute precision, in the API user's zone).
+    query_time: ClassVar[str]
     # What a failed call raises: requests' errors, and for clients whose library wraps them, its own.
     transport_errors: ClassVar[tuple[type[Exception], ...]] = (requests.exceptions.RequestException,)
 
@@ -282,8 +194,29 @@ class AtlassianReader(Generic[Settings]):
         return self.settings.site or urlsplit(self.base_url).netloc
 
     def describe_error(self, exc: Exception, what: str, where: str | None) -> str:
-        """One actionable sentence for a failed call (the connector adds its own special cases)."""
+        """One actionable sentence for a failed call (never includes credentials)."""
+        return describe_atlassian_error(exc, what, where, self.words, self.endpoint_of, self.special_error)
+
+    def endpoint_of(self, path: str) -> str:
+        """A request path's endpoint (ids and keys replaced), as error messages name it."""
         raise NotImplementedError
+
+    def special_error(self, status: int | None, target: str, path: str, message: str) -> str | None:
+        """The connector's own words for a failure (None: the common ones); see :func:`describe_atlassian_error`."""
+        return None
+
+    def _profile(self) -> Any:
+        """The API user's profile (its ``timeZone``); None where it cannot be read and that is no failure."""
+        raise NotImplementedError
+
+    @cached_property
+    def user_zone(self) -> ZoneInfo | None:
+        """The API user's time zone, in which the query language reads dates (None: unknown)."""
+        return zone_named(self._profile())
+
+    def _query_bounds(self, start: datetime, end: datetime) -> tuple[str, str]:
+        """[start, end) as the query language's wall-clock bounds in the API user's zone (:func:`query_bounds`)."""
+        return query_bounds(start, end, self.user_zone, self.query_time)
 
     def _call(
         self, what: str, where: str | None, fn: Callable[..., Any], *args: Any, missing_ok: bool = False, **kwargs: Any

@@ -19,27 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo
 
 import requests
 from atlassian import Confluence
 from atlassian.errors import ApiError
 from pydantic import Field
 
-from rag_pipeline.connectors.atlassian.reader import (
-    AtlassianReader,
-    AtlassianSyncSettings,
-    ContainerRead,
-    DayWindow,
-    NewestVersions,
-    ProductWords,
-    describe_atlassian_error,
-    query_bounds,
-    zone_named,
-)
+from rag_pipeline.connectors.atlassian.reader import AtlassianReader, AtlassianSyncSettings, ProductWords
+from rag_pipeline.connectors.atlassian.reads import ContainerRead, DayWindow, ListedContainer, NewestVersions
 from rag_pipeline.connectors.confluence.acl import (
     ReadRestriction,
     SpaceGrants,
@@ -56,7 +45,6 @@ from rag_pipeline.connectors.confluence.document import (
 )
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.sources.selection import kept
 
 # What content_to_document reads, plus the first comments (to skip the comment call for pages without any).
 PAGE_EXPAND = (
@@ -90,23 +78,17 @@ class ConfluenceSyncSettings(AtlassianSyncSettings):
     include_personal: bool = Field(True, description="Discover personal spaces (~user) too")
 
     def wants(self, space: ConfluenceSpace) -> bool:
-        """Whether discovery keeps a space (deny wins over allow)."""
-        if space.archived and not self.include_archived:
-            return False
+        """Whether discovery keeps a space (personal ones as set; deny wins over allow)."""
         if space.personal and not self.include_personal:
             return False
-        return kept(space.key, self.space_allow, self.space_deny)
+        return self._wanted(space, self.space_allow, self.space_deny)
 
 
 @dataclass(frozen=True)
-class ConfluenceSpace:
+class ConfluenceSpace(ListedContainer):
     """A space as the listing shows it."""
 
-    key: str
-    id: str
-    name: str
     personal: bool = False
-    archived: bool = False
 
 
 class ConfluenceAccessError(SourceError):
@@ -115,11 +97,6 @@ class ConfluenceAccessError(SourceError):
 
 class ConfluenceTimeoutError(ConfluenceAccessError):
     """A call got no complete answer within the timeout or deadline, after every retry."""
-
-
-def describe_confluence_error(exc: BaseException, what: str, where: str | None = None) -> str:
-    """One actionable sentence for a failed Confluence call (never includes credentials)."""
-    return describe_atlassian_error(exc, what, where, WORDS, endpoint_of)
 
 
 @dataclass
@@ -153,6 +130,7 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
     """Reads a Confluence site through the client; one instance per run (it caches zones, grants, restrictions)."""
 
     words = WORDS
+    query_time = CQL_TIME
     access_error = ConfluenceAccessError
     timeout_error = ConfluenceTimeoutError
     # The library raises its ApiError (carrying the response in its cause) for some failed calls.
@@ -168,8 +146,8 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
         self._restrictions: dict[str, ReadRestriction] = {}
         self._grants: dict[str, SpaceGrants] = {}
 
-    def describe_error(self, exc: Exception, what: str, where: str | None) -> str:
-        return describe_confluence_error(exc, what, where)
+    def endpoint_of(self, path: str) -> str:
+        return endpoint_of(path)
 
     def document_id(self, page_id: str) -> str:
         return page_document_id(self.site, page_id)
@@ -207,11 +185,10 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
             page = self._call(what, where, self.client.get, url, absolute=True) or {}
 
     # --- site ---------------------------------------------------------------------------------------
-    @cached_property
-    def user_zone(self) -> ZoneInfo | None:
-        """The API user's time zone, in which CQL dates are read (None: unknown)."""
+    def _profile(self) -> Any:
+        # An unreadable profile leaves the zone unknown (the window widens) rather than failing the read.
         try:
-            return zone_named(self._call("read the API user's profile", None, self.client.get, "rest/api/user/current"))
+            return self._call("read the API user's profile", None, self.client.get, "rest/api/user/current")
         except ConfluenceAccessError:
             return None
 
@@ -237,7 +214,7 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
                 continue
             key, name = listed
             archived = raw.get("status") == "archived"
-            space = ConfluenceSpace(key, str(raw.get("id", "")), name, personal, archived)
+            space = ConfluenceSpace(key, str(raw.get("id", "")), name, archived=archived, personal=personal)
             if self.settings.wants(space):
                 out.spaces.append(space)
         return out
@@ -284,7 +261,7 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
     def window_cql(self, space_key: str, start: datetime, end: datetime) -> str:
         """The CQL of pages and blog posts of a space modified in [start, end) (widened to whole minutes, and by
         14 hours each side when the user's zone is unknown)."""
-        after, before = query_bounds(start, end, self.user_zone, CQL_TIME)
+        after, before = self._query_bounds(start, end)
         return (
             f'space = "{space_key}" and type in (page, blogpost) and lastModified >= "{after}" and lastModified < '
             f'"{before}" order by created asc'
@@ -313,8 +290,7 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
             for day, content in newest.by_day():
                 doc = self._document(content, out)
                 if doc is not None:
-                    out.documents.append(doc)
-                    out.partition_day[doc.id] = day
+                    out.place(doc, day)
         self._log(
             f"{space_key}: {len(out.documents)} pages modified on {len(window.days)} day(s) ({out.pages_fetched} "
             f"listed, {out.comment_pages} comment pages, {len(out.problems)} problems)"

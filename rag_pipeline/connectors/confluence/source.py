@@ -9,7 +9,8 @@ from typing import Any
 from rag_pipeline.connectors.confluence import mining
 from rag_pipeline.connectors.confluence.acl import describe_group
 from rag_pipeline.connectors.confluence.settings import ConfluenceSettings
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, MiningFacts, RetrievalFacts, Source
+from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
 def page_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,9 +88,5 @@ CONFLUENCE = Source(
         describe_group=describe_group,
         restricted_part="a restricted page of a Confluence space",
     ),
-    mining=MiningFacts(
-        handles=mining.handles,
-        references=mining.references,
-        author_account=mining.author_account,
-    ),
+    mining=mining_facts(mining),
 )

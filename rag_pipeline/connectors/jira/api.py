@@ -17,24 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from atlassian import Jira
 from pydantic import Field
 
-from rag_pipeline.connectors.atlassian.reader import (
-    AtlassianReader,
-    AtlassianSyncSettings,
-    ContainerRead,
-    DayWindow,
-    NewestVersions,
-    ProductWords,
-    describe_atlassian_error,
-    query_bounds,
-    zone_named,
-)
+from rag_pipeline.connectors.atlassian.reader import AtlassianReader, AtlassianSyncSettings, ProductWords
+from rag_pipeline.connectors.atlassian.reads import ContainerRead, DayWindow, ListedContainer, NewestVersions
 from rag_pipeline.connectors.jira.client import endpoint_of
 from rag_pipeline.connectors.jira.dump import (
     issue_document_id,
@@ -47,7 +36,6 @@ from rag_pipeline.connectors.jira.dump import (
 )
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.sources.problems import RecordProblem, SourceError
-from rag_pipeline.sources.selection import kept
 
 # What issue_to_document reads; anything else would only cost bandwidth.
 ISSUE_FIELDS = (
@@ -93,19 +81,12 @@ class JiraSyncSettings(AtlassianSyncSettings):
 
     def wants(self, project: JiraProject) -> bool:
         """Whether discovery keeps a project (deny wins over allow)."""
-        if project.archived and not self.include_archived:
-            return False
-        return kept(project.key, self.project_allow, self.project_deny)
+        return self._wanted(project, self.project_allow, self.project_deny)
 
 
 @dataclass(frozen=True)
-class JiraProject:
+class JiraProject(ListedContainer):
     """A project as the listing shows it."""
-
-    key: str
-    id: str
-    name: str
-    archived: bool = False
 
 
 class JiraAccessError(SourceError):
@@ -115,23 +96,6 @@ class JiraAccessError(SourceError):
 class JiraTimeoutError(JiraAccessError):
     """A call got no complete answer within the timeout or deadline, after every retry (a silent or trickling
     server); told apart so the run's metadata can name the timeout as what stopped the project."""
-
-
-def _jira_special(status: int | None, target: str, path: str, message: str) -> str | None:
-    """Jira's own advice: Cloud's removed search endpoint, and a project JQL cannot see."""
-    if status == 410:
-        return (
-            f"Jira 410: the endpoint {path or '?'} was removed ({message}); Jira Cloud search must use "
-            "/rest/api/3/search/jql: set cloud=true (JIRA_CLOUD=1)"
-        )
-    if status == 400 and "does not exist for the field 'project'" in message:
-        return f"Jira 400: {target} does not exist or the API user cannot browse it ({message})"
-    return None
-
-
-def describe_jira_error(exc: Exception, what: str, where: str | None = None) -> str:
-    """One actionable sentence for a failed Jira call (never includes credentials)."""
-    return describe_atlassian_error(exc, what, where, WORDS, endpoint_of, _jira_special)
 
 
 @dataclass
@@ -154,6 +118,7 @@ class JiraApiReader(AtlassianReader[JiraSyncSettings]):
     """Reads a Jira site through the client; one instance per run (it caches the zone and ACLs)."""
 
     words = WORDS
+    query_time = JQL_TIME
     access_error = JiraAccessError
     timeout_error = JiraTimeoutError
 
@@ -171,8 +136,19 @@ class JiraApiReader(AtlassianReader[JiraSyncSettings]):
         # What the permission-scheme resolution left out or could not read, per project (reported by each read).
         self.acl_problems: dict[str, list[RecordProblem]] = {}
 
-    def describe_error(self, exc: Exception, what: str, where: str | None) -> str:
-        return describe_jira_error(exc, what, where)
+    def endpoint_of(self, path: str) -> str:
+        return endpoint_of(path)
+
+    def special_error(self, status: int | None, target: str, path: str, message: str) -> str | None:
+        """Jira's own advice: Cloud's removed search endpoint, and a project JQL cannot see."""
+        if status == 410:
+            return (
+                f"Jira 410: the endpoint {path or '?'} was removed ({message}); Jira Cloud search must use "
+                "/rest/api/3/search/jql: set cloud=true (JIRA_CLOUD=1)"
+            )
+        if status == 400 and "does not exist for the field 'project'" in message:
+            return f"Jira 400: {target} does not exist or the API user cannot browse it ({message})"
+        return None
 
     @property
     def api_version(self) -> str:
@@ -214,10 +190,8 @@ class JiraApiReader(AtlassianReader[JiraSyncSettings]):
                 return
 
     # --- site -----------------------------------------------------------------------------------
-    @cached_property
-    def user_zone(self) -> ZoneInfo | None:
-        """The API user's time zone, in which Jira reads JQL dates (None: unknown)."""
-        return zone_named(self._get("read the API user's profile", None, "myself"))
+    def _profile(self) -> Any:
+        return self._get("read the API user's profile", None, "myself")
 
     def discover_projects(self) -> list[JiraProject]:
         """Projects the API user can browse, minus archived ones and the allow/deny filters (see :meth:`discover`
@@ -305,7 +279,7 @@ class JiraApiReader(AtlassianReader[JiraSyncSettings]):
             start = next_start
 
     def _window_jql(self, project: str, start: datetime, end: datetime) -> str:
-        after, before = query_bounds(start, end, self.user_zone, JQL_TIME)
+        after, before = self._query_bounds(start, end)
         return f'project = "{project}" AND updated >= "{after}" AND updated < "{before}" ORDER BY updated ASC, key ASC'
 
     # --- issues -----------------------------------------------------------------------------------
@@ -337,8 +311,7 @@ class JiraApiReader(AtlassianReader[JiraSyncSettings]):
         for day, issue in newest.by_day():
             # The issue and its restricted comments (each its own document) go to the same partition.
             for doc in self._document(issue, out):
-                out.documents.append(doc)
-                out.partition_day[doc.id] = day
+                out.place(doc, day)
         if self.settings.resolve_permission_groups and out.documents:
             out.problems.extend(self.acl_problems.get(project, ()))
         self._log(

@@ -10,7 +10,8 @@ from rag_pipeline.connectors.jira import mining
 from rag_pipeline.connectors.jira.access import describe_group
 from rag_pipeline.connectors.jira.resolution import RESOLUTION_FEATURES, UNRESOLVED
 from rag_pipeline.connectors.jira.settings import JiraSettings
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, MiningFacts, RetrievalFacts, Source
+from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
 def issue_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,11 +96,7 @@ JIRA = Source(
         query_words=r"\bjira\b|지라",
     ),
     access=AccessFacts(describe_group=describe_group, restricted_part="a restricted Jira comment"),
-    mining=MiningFacts(
-        handles=mining.handles,
-        references=mining.references,
-        author_account=mining.author_account,
-        query_text=mining.query_text,
-        miners=("rag_pipeline.connectors.jira.mining:issue_links_miner",),
+    mining=mining_facts(
+        mining, query_text=mining.query_text, miners=("rag_pipeline.connectors.jira.mining:issue_links_miner",)
     ),
 )

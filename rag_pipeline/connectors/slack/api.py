@@ -136,6 +136,9 @@ def _shut(sock: socket.socket) -> None:
 
 
 class _WatchedHTTPConnection(http.client.HTTPConnection):
+    """A connection whose socket the deadline watches once it is connected (for HTTPS, once the TLS handshake,
+    bounded by the per-read timeout only, has wrapped it)."""
+
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline = deadline
@@ -145,15 +148,9 @@ class _WatchedHTTPConnection(http.client.HTTPConnection):
         self._deadline.watch(self.sock)
 
 
-class _WatchedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
-
-    def connect(self) -> None:
-        # The TLS handshake is bounded by the per-read timeout only; the deadline watches the wrapped socket.
-        super().connect()
-        self._deadline.watch(self.sock)
+# The same watch on HTTPS: the MRO runs HTTPSConnection's connect (the handshake) inside the watched one.
+class _WatchedHTTPSConnection(_WatchedHTTPConnection, http.client.HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPHandler(urllib.request.HTTPHandler):

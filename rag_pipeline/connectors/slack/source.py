@@ -8,7 +8,8 @@ from typing import Any
 from rag_pipeline.connectors.slack import mining
 from rag_pipeline.connectors.slack.access import describe_group, guest_note, thread_channel
 from rag_pipeline.connectors.slack.settings import SlackSettings
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, MiningFacts, RetrievalFacts, Source
+from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
 def describe_identity(identity: Mapping[str, Any]) -> str:
@@ -58,11 +59,6 @@ SLACK = Source(
         guest_note=guest_note,
         refresh_acls="rag_pipeline.connectors.slack.acl_refresh:refresh_channel_acls",
     ),
-    mining=MiningFacts(
-        handles=mining.handles,
-        references=mining.references,
-        author_account=mining.author_account,
-        miners=("rag_pipeline.connectors.slack.mining:thread_miner",),
-    ),
+    mining=mining_facts(mining, miners=("rag_pipeline.connectors.slack.mining:thread_miner",)),
     sync_metadata_aliases={"threads_updated": "documents_updated"},  # the name the Slack contract started with
 )

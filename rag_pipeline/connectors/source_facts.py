@@ -1,0 +1,40 @@
+"""What the built-in connectors' ``source.py`` modules share when they declare their :class:`Source`.
+
+Each connector keeps the functions the eval-set miners call in its own ``mining`` module under the same three names;
+:func:`mining_facts` reads them from it, so a registration cannot wire one connector's handles to another's author
+lookup. Shared code: it names no source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from rag_pipeline.sources.registry import MiningFacts
+
+
+class MiningModule(Protocol):
+    """A connector's ``mining`` module: how other documents name one of its documents, and who wrote it."""
+
+    def handles(self, record: Mapping[str, Any]) -> Sequence[str]: ...
+
+    def references(self, text: str) -> Sequence[tuple[int, int, str]]: ...
+
+    def author_account(self, record: Mapping[str, Any]) -> str | None: ...
+
+
+def mining_facts(
+    module: MiningModule,
+    *,
+    query_text: Callable[[Mapping[str, Any]], str] | None = None,
+    miners: tuple[str, ...] = (),
+) -> MiningFacts:
+    """The :class:`MiningFacts` of a connector whose ``mining`` module is ``module``, plus its question text and
+    its own miners where it has them."""
+    return MiningFacts(
+        handles=module.handles,
+        references=module.references,
+        author_account=module.author_account,
+        query_text=query_text,
+        miners=miners,
+    )
