@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from bench import common
-from rag_pipeline.serving.oidc import OidcVerifier
+from rag_pipeline.http.oidc import OidcVerifier
 from rag_pipeline.serving.tokens import TokenStore
 from rag_pipeline_tests.kit.emulators.oidc_issuer import AUDIENCE, OidcIssuer
 

@@ -38,10 +38,6 @@ from rag_pipeline.commands.errors import DEBUG_HINT, INTERRUPTED, USAGE, explain
 from rag_pipeline.settings import Settings, load_env_file
 from rag_pipeline.sources.registry import source_names
 
-# The commands that only read what `demo`, `index` or `sync` wrote: given a data folder that does not exist, they
-# stop with one line naming it instead of creating it (with an empty cache in it) and then failing on the index.
-READS_DATA_FOLDER = frozenset({"search", "ask", "tree", "tools", "whois", "explain", "audit", "evaluate", "status"})
-
 EPILOG = """\
 exit status:
   0  success
@@ -142,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         load_env_file()  # ./.env or $RAG_ENV_FILE, under what the environment already sets
         # The one read of the environment; every command gets its configuration from here.
         settings = Settings.from_env().with_data_dir(getattr(args, "data_dir", None))
-        if args.command in READS_DATA_FOLDER:
+        # A command that only reads what `demo`, `index` or `sync` wrote (its parser sets reads_data_folder), given a
+        # data folder that does not exist, stops with one line naming it instead of creating it (with an empty cache
+        # in it) and then failing on the index.
+        if getattr(args, "reads_data_folder", False):
             existing_data_folder(settings.data_dir, data_folder_given_by(getattr(args, "data_dir", None)))
         return int(args.func(args, settings))
     except SystemExit as exc:

@@ -274,7 +274,7 @@ class ServeSettings(_Frozen):
     otlp_endpoint: str | None = None
     otel_service_name: str = "rag-pipeline"
     # RAG_SERVE_AUTH: "token" (the shared RAG_SERVE_TOKEN, identity from X-User-* headers) or "oidc": a bearer JWT
-    # from the identity provider, verified (serving/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
+    # from the identity provider, verified (http/oidc.py); its RAG_OIDC_EMAIL_CLAIM names the caller and no
     # identity header is believed.
     auth: Literal["token", "oidc"] = "token"
     oidc_issuer: str | None = None  # RAG_OIDC_ISSUER

@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ask.add_argument("--model", default=None, help="the answer model (default: RAG_ANSWER_MODEL)")
     ask.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     ask.add_argument("--json", action="store_true", help="print {question, answer, sources, usage} as JSON")
-    ask.set_defaults(func=run, all_documents=False)
+    ask.set_defaults(func=run, reads_data_folder=True, all_documents=False)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

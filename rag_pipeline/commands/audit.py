@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     audit.add_argument("--no-count", action="store_true", help="do not open the index to count documents")
     audit.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     audit.add_argument("--json", action="store_true", help="print the changes as a JSON list")
-    audit.set_defaults(func=run)
+    audit.set_defaults(func=run, reads_data_folder=True)
 
 
 def parse_since(text: str, now: datetime | None = None) -> float:

@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     evaluate.add_argument("--no-eval", action="store_true", help="mine and write the sets only")
     evaluate.add_argument("--json", action="store_true", help="print the mining summary and figures as JSON")
-    evaluate.set_defaults(func=run)
+    evaluate.set_defaults(func=run, reads_data_folder=True)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

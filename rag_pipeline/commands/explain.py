@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--user", required=True, help="the person: email or account id (slack:U123, jira:...)")
     parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     parser.add_argument("--json", action="store_true", help='print {"visible", "because", "synced"} as JSON')
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, reads_data_folder=True)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

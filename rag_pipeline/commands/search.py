@@ -321,4 +321,4 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "service behind a trusted proxy), RAG_SERVE_TOKEN as the bearer token",
     )
     search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
-    search.set_defaults(func=run)
+    search.set_defaults(func=run, reads_data_folder=True)

@@ -47,7 +47,7 @@ def configure_service_logging() -> None:
     """The service's own events (hand-overs, unexpected errors) at INFO on stderr, libraries at WARNING. Set
     before the MCP SDK is loaded: it configures the root logger itself when nobody has (at its own level,
     through its own handler). Nothing the service logs holds a query or a token."""
-    from rag_pipeline.serving.request_id import RequestIdFilter
+    from rag_pipeline.http.request_id import RequestIdFilter
 
     logging.basicConfig(
         level=logging.WARNING,

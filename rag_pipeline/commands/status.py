@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     status.add_argument("--source", choices=source_names(), action="append", help="only this source (repeatable)")
     status.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
-    status.set_defaults(func=run)
+    status.set_defaults(func=run, reads_data_folder=True)
 
 
 def _age(seconds: float | None) -> str:

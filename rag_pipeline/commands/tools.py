@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tools.add_argument("--outcome", default=None, metavar="NAME=ok|failed", help="record one call of tool NAME")
     tools.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     tools.add_argument("--json", action="store_true", help="print JSON")
-    tools.set_defaults(func=run)
+    tools.set_defaults(func=run, reads_data_folder=True)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

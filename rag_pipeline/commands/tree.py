@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tree.add_argument("--groups", default=None, help="the reader's groups, comma-separated, instead of --user's")
     tree.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     tree.add_argument("--json", action="store_true", help="print the tree as JSON")
-    tree.set_defaults(func=run, all_documents=False)
+    tree.set_defaults(func=run, reads_data_folder=True, all_documents=False)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     whois.add_argument("person", help="email or account id (slack:U123, jira:5b10...)")
     whois.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
     whois.add_argument("--json", action="store_true", help="print the person as JSON")
-    whois.set_defaults(func=run)
+    whois.set_defaults(func=run, reads_data_folder=True)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -23,17 +23,17 @@ from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.http.errors import install_error_handlers
 from rag_pipeline.http.guard import MCP_PATH, Guard
 from rag_pipeline.http.limits import BodyLimit, allowed_hosts
+from rag_pipeline.http.metrics import ServiceMetrics
+from rag_pipeline.http.oidc import OidcVerifier
 from rag_pipeline.http.routes import access, chat, documents, feedback, health, metrics, models, search, tools
+from rag_pipeline.http.routes import ingest as ingest_routes
 from rag_pipeline.http.state import ADMIN_HEADER, HttpState
 from rag_pipeline.mcp.app import build_mcp_server
 from rag_pipeline.mcp.backends import LocalTools
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import EMAIL_HEADER, GROUPS_HEADER, USER_ID_HEADER, DirectoryLookup, Reader
-from rag_pipeline.serving.ingest_api import ingest_router
 from rag_pipeline.serving.ingest_runs import IngestLauncher
-from rag_pipeline.serving.metrics import ServiceMetrics
-from rag_pipeline.serving.oidc import OidcVerifier
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.tokens import TokenStore
 from rag_pipeline.settings import ServeSettings
@@ -105,6 +105,7 @@ def create_app(
         agent_rounds=agent_rounds,
         token=settings.token.get_secret_value().encode() if settings.token is not None else None,
         verifier=_verifier(settings),
+        ingest=ingest,
     )
     ingest_token = settings.ingest_token.get_secret_value().encode() if settings.ingest_token is not None else None
 
@@ -152,7 +153,8 @@ def create_app(
     for module in ROUTERS:
         app.include_router(module.router)
     if ingest is not None and ingest_token is not None:
-        app.include_router(ingest_router(ingest))
+        # Only where the service has an ingestion token (without one its paths answer 404 from the guard).
+        app.include_router(ingest_routes.router)
     app.mount(MCP_PATH, mcp_app)
     app.add_middleware(BodyLimit)
     tracing.instrument(app)  # outermost: the request's span covers the limits and the authentication too

@@ -16,15 +16,15 @@ from starlette.routing import BaseRoute, Match
 
 from rag_pipeline.http.errors import error
 from rag_pipeline.http.limits import MAX_BODY_BYTES, BodyTooLarge, host_of
+from rag_pipeline.http.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
+from rag_pipeline.http.rate_limit import PersonRateLimit
+from rag_pipeline.http.request_id import CURRENT as CURRENT_REQUEST_ID
+from rag_pipeline.http.request_id import HEADER as REQUEST_ID_HEADER
+from rag_pipeline.http.request_id import request_id_from
+from rag_pipeline.http.routes.ingest import is_ingest_path
+from rag_pipeline.http.routes.ingest import refusal as ingest_refusal
 from rag_pipeline.http.state import ADMIN_HEADER, TOKEN_SCOPES_KEY, HttpState
 from rag_pipeline.serving.identity import EMAIL_HEADER, GROUPS_HEADER, USER_ID_HEADER, IdentityError
-from rag_pipeline.serving.ingest_api import is_ingest_path
-from rag_pipeline.serving.ingest_api import refusal as ingest_refusal
-from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
-from rag_pipeline.serving.rate_limit import PersonRateLimit
-from rag_pipeline.serving.request_id import CURRENT as CURRENT_REQUEST_ID
-from rag_pipeline.serving.request_id import HEADER as REQUEST_ID_HEADER
-from rag_pipeline.serving.request_id import request_id_from
 from rag_pipeline.serving.tokens import TokenRefused, TokenStore, looks_like_token
 from rag_pipeline.serving.tracing import CURRENT_TRACE, trace_id_from
 

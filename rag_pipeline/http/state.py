@@ -15,12 +15,13 @@ from fastapi import Header, Request
 from rag_pipeline.answers.ask import DEFAULT_LIMITS, ContextLimits
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.http.errors import RequestRefused
+from rag_pipeline.http.metrics import ServiceMetrics
+from rag_pipeline.http.oidc import OidcVerifier
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import DirectoryLookup, Reader, resolve_reader
-from rag_pipeline.serving.metrics import ServiceMetrics
-from rag_pipeline.serving.oidc import OidcVerifier
+from rag_pipeline.serving.ingest_runs import IngestLauncher
 from rag_pipeline.serving.search import ServedSearch
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.tracing import Tracing
@@ -53,6 +54,7 @@ class HttpState:
     agent_rounds: int | None = None
     token: bytes | None = None  # RAG_SERVE_TOKEN
     verifier: OidcVerifier | None = None  # RAG_SERVE_AUTH=oidc
+    ingest: IngestLauncher | None = None  # the ingestion API's jobs (RAG_INGEST_TOKEN)
 
     @property
     def tracing(self) -> Tracing:

@@ -1,4 +1,4 @@
-"""What the ingestion API does (serving/ingest_api.py): report the scheduler's state and start syncs, by running
+"""What the ingestion API does (http/routes/ingest.py): report the scheduler's state and start syncs, by running
 the project's own commands as child processes, so that the service never loads Dagster.
 
 A sync is ``rag-pipeline sync --source NAME --json``: the same planner the daemon's sync sensor uses (each container

@@ -18,13 +18,16 @@ import secrets
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag_pipeline.http.errors import RequestRefused
+from rag_pipeline.http.state import HttpState, http_state
 from rag_pipeline.serving.ingest_runs import IngestBusy, IngestLauncher
 
 PATHS = ("/v1/ingest", "/v1/scheduler/")
+router = APIRouter()
 
 
 def is_ingest_path(path: str) -> bool:
@@ -54,42 +57,47 @@ def _error(status: int, message: str, field: str | None, **extra: Any) -> JSONRe
     return JSONResponse({"error": message, "field": field, **extra}, status_code=status)
 
 
-def ingest_router(launcher: IngestLauncher) -> APIRouter:
-    """The routes over ``launcher`` (authentication is done before them, by the service's middleware)."""
-    router = APIRouter()
+def _launcher(state: HttpState = Depends(http_state)) -> IngestLauncher:
+    # The app includes this router only with a launcher and a token; the guard has checked the token.
+    if state.ingest is None:
+        raise RequestRefused(404, None, "the ingestion API is off: set RAG_INGEST_TOKEN on the service")
+    return state.ingest
 
-    def started(sources: list[str]) -> JSONResponse:
-        try:
-            job = launcher.start(sources)
-        except IngestBusy as busy:
-            return _error(409, str(busy), None, job=busy.job.as_dict())
-        except ValueError as exc:
-            return _error(422, str(exc), "source")
-        return JSONResponse({"job": job.as_dict()}, status_code=202, headers={"Location": f"/v1/ingest/{job.id}"})
 
-    @router.post("/v1/ingest")
-    def ingest(request: IngestRequest) -> JSONResponse:
-        return started([request.source])
+def _started(launcher: IngestLauncher, sources: list[str]) -> JSONResponse:
+    try:
+        job = launcher.start(sources)
+    except IngestBusy as busy:
+        return _error(409, str(busy), None, job=busy.job.as_dict())
+    except ValueError as exc:
+        return _error(422, str(exc), "source")
+    return JSONResponse({"job": job.as_dict()}, status_code=202, headers={"Location": f"/v1/ingest/{job.id}"})
 
-    @router.post("/v1/ingest/all")
-    def ingest_all() -> JSONResponse:
-        if not launcher.live_sources:
-            return _error(422, "no live source is configured (SLACK_BOT_TOKEN, JIRA_URL)", "source")
-        return started(list(launcher.live_sources))
 
-    @router.get("/v1/ingest/{job_id}")
-    def ingest_job(job_id: str) -> JSONResponse:
-        job = launcher.job(job_id) if len(job_id) <= 64 else None
-        if job is None:
-            return _error(404, f"no ingestion job {job_id[:64]!r}", "job_id")
-        return JSONResponse({"job": job.as_dict()})
+@router.post("/v1/ingest")
+def ingest(request: IngestRequest, launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
+    return _started(launcher, [request.source])
 
-    @router.get("/v1/scheduler/status")
-    async def scheduler_status() -> JSONResponse:
-        try:
-            status = await anyio.to_thread.run_sync(launcher.scheduler_status)
-        except RuntimeError as exc:
-            return _error(503, f"the scheduler's state could not be read: {exc}", None)
-        return JSONResponse({"scheduler": status, "jobs": [j.as_dict() for j in launcher.jobs()]})
 
-    return router
+@router.post("/v1/ingest/all")
+def ingest_all(launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
+    if not launcher.live_sources:
+        return _error(422, "no live source is configured (SLACK_BOT_TOKEN, JIRA_URL)", "source")
+    return _started(launcher, list(launcher.live_sources))
+
+
+@router.get("/v1/ingest/{job_id}")
+def ingest_job(job_id: str, launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
+    job = launcher.job(job_id) if len(job_id) <= 64 else None
+    if job is None:
+        return _error(404, f"no ingestion job {job_id[:64]!r}", "job_id")
+    return JSONResponse({"job": job.as_dict()})
+
+
+@router.get("/v1/scheduler/status")
+async def scheduler_status(launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
+    try:
+        status = await anyio.to_thread.run_sync(launcher.scheduler_status)
+    except RuntimeError as exc:
+        return _error(503, f"the scheduler's state could not be read: {exc}", None)
+    return JSONResponse({"scheduler": status, "jobs": [j.as_dict() for j in launcher.jobs()]})

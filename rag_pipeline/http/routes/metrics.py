@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
+from rag_pipeline.http.metrics import CONTENT_TYPE
 from rag_pipeline.http.state import HttpState, http_state
-from rag_pipeline.serving.metrics import CONTENT_TYPE
 
 router = APIRouter()
 

@@ -70,11 +70,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from rag_pipeline.cli import build_parser
 from rag_pipeline.http.app import create_app
 from rag_pipeline.http.guard import flat_routes
+from rag_pipeline.http.metrics import ServiceMetrics
 from rag_pipeline.index.opening import StoreLocation
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.runs.ingest_metrics import METRICS as INGEST_METRICS
-from rag_pipeline.serving.metrics import ServiceMetrics
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.settings import ServeSettings
 from rag_pipeline.sources.registry import source_names

@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from rag_pipeline.serving.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
+from rag_pipeline.http.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
 from rag_pipeline_tests.kit.emulators.http import LocalHttpService
 from rag_pipeline_tests.kit.emulators.oidc_issuer import AUDIENCE, OidcIssuer
 

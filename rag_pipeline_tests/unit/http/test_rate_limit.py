@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_pipeline.serving.rate_limit import PersonRateLimit
+from rag_pipeline.http.rate_limit import PersonRateLimit
 
 
 def test_a_person_over_the_budget_waits_until_the_window_moves_and_others_are_unaffected() -> None:
