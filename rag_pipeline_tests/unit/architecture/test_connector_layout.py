@@ -20,6 +20,10 @@ PACKAGE = PACKAGE_DIR
 # Slack as a *notification channel* (posting run failures), not as a source of documents: it reuses the Slack
 # connector's client builder and error wording.
 NOT_A_SOURCE = {"notify/slack_notice.py", "defs/notifications.py"}
+# Folders under connectors/ that are no source: kernels several connectors share (the Atlassian REST client, settings
+# and reader Jira and Confluence both import, so neither imports the other). Like any shared module a kernel names no
+# source (the first test), and it registers none.
+SHARED_KERNELS = {"atlassian"}
 # "tools" is also an English word: the ``tools`` subcommand and the JSON field listing the tools found.
 WORDS = {("commands/tools.py", "'tools'"), ("retrieval/tool_search.py", "'tools'")}
 
@@ -91,6 +95,12 @@ def test_the_check_catches_a_spelled_name_an_id_and_an_import(tmp_path: Path) ->
         "3: 'slack'",
         "4: 'jira:site:project:OPS'",
     ]
+
+
+def test_every_connector_folder_is_a_source_or_a_shared_kernel() -> None:
+    folders = {p.name for p in (PACKAGE / "connectors").iterdir() if (p / "__init__.py").is_file()}
+    assert folders - set(registered_sources()) == SHARED_KERNELS
+    assert not [k for k in SHARED_KERNELS if (PACKAGE / "connectors" / k / "source.py").exists()]
 
 
 @pytest.mark.parametrize("reference", BUILT_IN)
