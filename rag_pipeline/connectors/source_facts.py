@@ -1,16 +1,40 @@
 """What the built-in connectors' ``source.py`` modules share when they declare their :class:`Source`.
 
-Each connector keeps the functions the eval-set miners call in its own ``mining`` module under the same three names;
-:func:`mining_facts` reads them from it, so a registration cannot wire one connector's handles to another's author
-lookup. Shared code: it names no source.
+A built-in connector's Dagster spec sits where the layout puts it (``rag_pipeline.defs.<name>.spec:<name>_spec``,
+imported by the Dagster layer only), so :func:`built_in_fields` derives it from the name. Each connector keeps the
+functions the eval-set miners call in its own ``mining`` module under the same three names; :func:`mining_facts`
+reads them from it, so a registration cannot wire one connector's handles to another's author lookup. Shared code:
+it names no source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
-from rag_pipeline.sources.registry import MiningFacts
+from rag_pipeline.sources.registry import MiningFacts, SourceSettings
+
+
+class BuiltInFields(TypedDict):
+    """The :class:`Source` fields a built-in connector states first: who it is and where its parts are."""
+
+    name: str
+    title: str
+    containers_label: str
+    settings: type[SourceSettings]
+    dagster_spec: str
+
+
+def built_in_fields(name: str, title: str, containers_label: str, settings: type[SourceSettings]) -> BuiltInFields:
+    """A built-in connector's name, title, containers' label and settings section, plus its Dagster spec at the
+    layout's place (``Source(**built_in_fields(...), ...)``)."""
+    return BuiltInFields(
+        name=name,
+        title=title,
+        containers_label=containers_label,
+        settings=settings,
+        dagster_spec=f"rag_pipeline.defs.{name}.spec:{name}_spec",
+    )
 
 
 class MiningModule(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 from rag_pipeline.connectors.confluence import mining
 from rag_pipeline.connectors.confluence.acl import describe_group
 from rag_pipeline.connectors.confluence.settings import ConfluenceSettings
-from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
 from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
@@ -36,11 +36,7 @@ def describe_identity(identity: Mapping[str, Any]) -> str:
 
 
 CONFLUENCE = Source(
-    name="confluence",
-    title="Confluence",
-    containers_label="spaces",
-    settings=ConfluenceSettings,
-    dagster_spec="rag_pipeline.defs.confluence.spec:confluence_spec",
+    **built_in_fields("confluence", "Confluence", "spaces", ConfluenceSettings),
     index_options=(
         IndexOption(
             "--confluence-dump",

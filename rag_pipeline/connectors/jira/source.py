@@ -10,7 +10,7 @@ from rag_pipeline.connectors.jira import mining
 from rag_pipeline.connectors.jira.access import describe_group
 from rag_pipeline.connectors.jira.resolution import RESOLUTION_FEATURES, UNRESOLVED
 from rag_pipeline.connectors.jira.settings import JiraSettings
-from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
 from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
@@ -37,11 +37,7 @@ def describe_identity(identity: Mapping[str, Any]) -> str:
 
 
 JIRA = Source(
-    name="jira",
-    title="Jira",
-    containers_label="projects",
-    settings=JiraSettings,
-    dagster_spec="rag_pipeline.defs.jira.spec:jira_spec",
+    **built_in_fields("jira", "Jira", "projects", JiraSettings),
     index_options=(
         IndexOption("--jira-dump", "dump", "Jira REST issues as JSON lines, .gz or not (RAG_JIRA_DUMP)", "path", True),
         IndexOption(

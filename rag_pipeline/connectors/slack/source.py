@@ -8,7 +8,7 @@ from typing import Any
 from rag_pipeline.connectors.slack import mining
 from rag_pipeline.connectors.slack.access import describe_group, guest_note, thread_channel
 from rag_pipeline.connectors.slack.settings import SlackSettings
-from rag_pipeline.connectors.source_facts import mining_facts
+from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
 from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
 
 
@@ -19,11 +19,7 @@ def describe_identity(identity: Mapping[str, Any]) -> str:
 
 
 SLACK = Source(
-    name="slack",
-    title="Slack",
-    containers_label="channels",
-    settings=SlackSettings,
-    dagster_spec="rag_pipeline.defs.slack.spec:slack_spec",
+    **built_in_fields("slack", "Slack", "channels", SlackSettings),
     index_options=(
         IndexOption("--slack-export", "export", "Slack export folder or zip (RAG_SLACK_EXPORT)", "path", True),
         IndexOption("--slack-team", "team", "workspace team id where the export names none (SLACK_TEAM_ID)"),

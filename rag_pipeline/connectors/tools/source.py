@@ -3,16 +3,13 @@ search."""
 
 from __future__ import annotations
 
+from rag_pipeline.connectors.source_facts import built_in_fields
 from rag_pipeline.connectors.tools.catalog import tool_payload
 from rag_pipeline.connectors.tools.settings import ToolsSettings
 from rag_pipeline.sources.registry import IndexOption, Source
 
 TOOLS = Source(
-    name="tools",
-    title="Tools",
-    containers_label="catalogs",
-    settings=ToolsSettings,
-    dagster_spec="rag_pipeline.defs.tools.spec:tools_spec",
+    **built_in_fields("tools", "Tools", "catalogs", ToolsSettings),
     index_options=(
         IndexOption(
             "--tools-catalog",
