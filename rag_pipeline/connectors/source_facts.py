@@ -62,3 +62,16 @@ def mining_facts(
         query_text=query_text,
         miners=miners,
     )
+
+
+def metadata_handles(record: Mapping[str, Any], field: str, handle: Callable[[str], str]) -> list[str]:
+    """The handle of a document whose metadata names it in ``field`` (a page id, an issue key); none without."""
+    value = record["metadata"].get(field)
+    return [handle(str(value))] if value else []
+
+
+def metadata_account(record: Mapping[str, Any], source: str, field: str) -> str | None:
+    """``<source>:<account id>`` of the person a document's metadata names in ``field`` (who wrote it), as the
+    principal directory keys accounts; None where it names nobody."""
+    account = record["metadata"].get(field)
+    return f"{source}:{account}" if isinstance(account, str) and account else None

@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rag_pipeline.connectors.source_facts import metadata_account, metadata_handles
+
 SOURCE = "confluence"
 # .../pages/viewpage.action?pageId=123, .../wiki/spaces/DOCS/pages/123/Title, .../pages/123
 _PAGE = re.compile(r"https?://[^\s<>|]*?(?:pageId=|/pages/)(\d{2,})[^\s<>|]*")
@@ -16,8 +18,7 @@ def page_handle(page_id: str) -> str:
 
 
 def handles(record: Mapping[str, Any]) -> Sequence[str]:
-    page_id = record["metadata"].get("page_id")
-    return [page_handle(str(page_id))] if page_id else []
+    return metadata_handles(record, "page_id", page_handle)
 
 
 def references(text: str) -> Sequence[tuple[int, int, str]]:
@@ -25,5 +26,4 @@ def references(text: str) -> Sequence[tuple[int, int, str]]:
 
 
 def author_account(record: Mapping[str, Any]) -> str | None:
-    account = record["metadata"].get("author_account")
-    return f"{SOURCE}:{account}" if isinstance(account, str) and account else None
+    return metadata_account(record, SOURCE, "author_account")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from rag_pipeline.connectors.source_facts import metadata_account, metadata_handles
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.links import MIN_QUERY_WORDS, clipped, question_text
 from rag_pipeline.evaluation.mining.model import Candidate, MinerScope, Skipped
@@ -32,8 +33,7 @@ def key_handle(key: str) -> str:
 
 
 def handles(record: Mapping[str, Any]) -> Sequence[str]:
-    key = record["metadata"].get("key")
-    return [key_handle(str(key))] if key else []
+    return metadata_handles(record, "key", key_handle)
 
 
 def references(text: str) -> Sequence[tuple[int, int, str]]:
@@ -43,8 +43,7 @@ def references(text: str) -> Sequence[tuple[int, int, str]]:
 
 
 def author_account(record: Mapping[str, Any]) -> str | None:
-    account = record["metadata"].get("reporter_account")
-    return f"{SOURCE}:{account}" if isinstance(account, str) and account else None
+    return metadata_account(record, SOURCE, "reporter_account")
 
 
 def query_text(record: Mapping[str, Any]) -> str:

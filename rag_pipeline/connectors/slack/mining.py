@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from rag_pipeline.connectors.source_facts import metadata_account
 from rag_pipeline.evaluation.mining.corpus import Corpus
 from rag_pipeline.evaluation.mining.links import MIN_QUERY_WORDS, clipped
 from rag_pipeline.evaluation.mining.model import Candidate, MinerScope, Skipped
@@ -38,8 +39,7 @@ def references(text: str) -> Sequence[tuple[int, int, str]]:
 
 def author_account(record: Mapping[str, Any]) -> str | None:
     """The user who opened the thread (none where its root was deleted)."""
-    user = record["metadata"].get("root_user")
-    return f"{SOURCE}:{user}" if isinstance(user, str) and user else None
+    return metadata_account(record, SOURCE, "root_user")
 
 
 class ThreadMiner:
