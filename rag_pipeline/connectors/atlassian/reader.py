@@ -11,6 +11,7 @@ each connector's reader adds its own endpoints and documents.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class AtlassianSyncSettings(BaseModel):
         return kept(container.key, allow, deny)
 
 
-Settings = TypeVar("Settings", bound=AtlassianSyncSettings)
+SyncSettings = TypeVar("SyncSettings", bound=AtlassianSyncSettings)
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,18 @@ class ProductWords:
     context: str = ""
 
     @property
-    def variables(self) -> str:
+    def prefix(self) -> str:
+        """What its environment variables start with (``JIRA``)."""
         return self.name.upper()
 
     @property
     def credentials(self) -> str:
-        v = self.variables
+        v = self.prefix
         return f"check {v}_USERNAME and {v}_API_TOKEN (Cloud) or {v}_PAT ({self.server})"
 
     @property
     def site_hint(self) -> str:
-        v = self.variables
+        v = self.prefix
         return f"check {v}_URL and its context path{self.context}, and set {v}_CLOUD=0 for {self.server}"
 
 
@@ -129,7 +131,7 @@ def describe_atlassian_error(
     if isinstance(exc, requests.exceptions.ConnectionError):
         return (
             f"{name} could not be reached to {what} for {target}{at} ({type(exc).__name__}): check "
-            f"{words.variables}_URL and the network"
+            f"{words.prefix}_URL and the network"
         )
     status, response = http_status(exc), _response(exc)
     sent = getattr(response, "request", None)
@@ -160,7 +162,7 @@ def zone_named(profile: object) -> ZoneInfo | None:
         return None
 
 
-class AtlassianReader(Generic[Settings]):
+class AtlassianReader(ABC, Generic[SyncSettings]):
     """What a Jira and a Confluence reader share: the client and its call statistics, the site's name, calls with
     one error type per connector, and the read budget of the container being read. One instance per run."""
 
@@ -172,7 +174,7 @@ class AtlassianReader(Generic[Settings]):
     # What a failed call raises: requests' errors, and for clients whose library wraps them, its own.
     transport_errors: ClassVar[tuple[type[Exception], ...]] = (requests.exceptions.RequestException,)
 
-    def __init__(self, client: Any, settings: Settings, log: Callable[[str], None] | None) -> None:
+    def __init__(self, client: Any, settings: SyncSettings, log: Callable[[str], None] | None) -> None:
         self.client = client
         self.settings = settings
         self._log = log or (lambda _msg: None)
@@ -197,17 +199,17 @@ class AtlassianReader(Generic[Settings]):
         """One actionable sentence for a failed call (never includes credentials)."""
         return describe_atlassian_error(exc, what, where, self.words, self.endpoint_of, self.special_error)
 
+    @abstractmethod
     def endpoint_of(self, path: str) -> str:
         """A request path's endpoint (ids and keys replaced), as error messages name it."""
-        raise NotImplementedError
 
     def special_error(self, status: int | None, target: str, path: str, message: str) -> str | None:
         """The connector's own words for a failure (None: the common ones); see :func:`describe_atlassian_error`."""
         return None
 
+    @abstractmethod
     def _profile(self) -> Any:
         """The API user's profile (its ``timeZone``); None where it cannot be read and that is no failure."""
-        raise NotImplementedError
 
     @cached_property
     def user_zone(self) -> ZoneInfo | None:
