@@ -96,7 +96,7 @@ class DayWindow:
     def holds(self, instant: datetime) -> bool:
         return self.start <= instant < self.end
 
-    def day_of(self, instant: datetime) -> str | None:
+    def partition_day(self, instant: datetime) -> str | None:
         """The day a change at ``instant`` belongs to: its own day when read, the first day for the overlap before
         it, None for a day between the ones read."""
         day = day_of(instant.timestamp())
@@ -128,6 +128,6 @@ class NewestVersions(Generic[Item]):
     def by_day(self) -> Iterator[tuple[str, Item]]:
         """(day, item) of every item kept that belongs to a day read."""
         for updated, item in self._latest.values():
-            day = self.window.day_of(updated)
+            day = self.window.partition_day(updated)
             if day is not None:
                 yield day, item
