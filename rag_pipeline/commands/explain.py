@@ -10,9 +10,6 @@ import argparse
 import json
 
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.directory.explain import explain
-from rag_pipeline.directory.people import UnknownPerson
-from rag_pipeline.index.store import SearchFilter
 from rag_pipeline.settings import Settings
 
 
@@ -34,23 +31,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.composition import open_index
-    from rag_pipeline.runs.directory import directory_store, person_of
+    from rag_pipeline.composition import access_queries
+    from rag_pipeline.serving.access import OPERATOR, AccessRefused
 
     try:
-        person = person_of(settings, args.user)
-    except UnknownPerson as exc:
+        answer = access_queries(settings, with_index=True).explain(args.document_id, OPERATOR, args.user)
+    except AccessRefused as exc:
+        if exc.field == "document_id":
+            raise CommandError(
+                f"no document {args.document_id!r} in the index (ids look like slack:T:C:ts, jira:site:id)"
+            ) from None
         raise CommandError(str(exc)) from None
-    with open_index(settings) as store:
-        indexed = store.indexed_documents(SearchFilter(document_ids=(args.document_id,)))
-    found = indexed.get(args.document_id)
-    if found is None or found.acl is None:
-        raise CommandError(f"no document {args.document_id!r} in the index (ids look like slack:T:C:ts, jira:site:id)")
-    explanation = explain(person, args.document_id, found.acl, directory_store(settings))
     if args.json:
-        print(json.dumps({"person": person.name, **explanation.as_json()}, indent=2))
+        print(json.dumps(answer, indent=2))
         return 0
-    print(f"{'visible' if explanation.visible else 'hidden'}: {args.document_id} for {person.name}")
-    for reason in explanation.because:
+    print(f"{'visible' if answer['visible'] else 'hidden'}: {args.document_id} for {answer['person']}")
+    because: list[str] = answer["because"]  # type: ignore[assignment]
+    for reason in because:
         print(f"  because {reason}")
     return 0

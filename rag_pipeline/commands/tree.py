@@ -29,14 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.commands.search import principal_from_args
-    from rag_pipeline.composition import open_index
-    from rag_pipeline.retrieval.tree import reader_tree, tree_json
+    from rag_pipeline.composition import one_shot_index
+    from rag_pipeline.retrieval.tree import tree_json
 
     if not args.user and not args.groups:
         raise CommandError("tree lists what a reader may search: give --user (email or account id) or --groups")
     reader = principal_from_args(args, settings)
-    with open_index(settings) as store:
-        sources = tree_json(reader_tree(store, reader, args.prefix))
+    sources = tree_json(one_shot_index(settings).tree(reader, args.prefix))
     if args.json:
         print(json.dumps({"prefix": args.prefix, "sources": sources}, indent=2, ensure_ascii=False))
         return 0

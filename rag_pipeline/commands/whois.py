@@ -7,7 +7,6 @@ import argparse
 import json
 
 from rag_pipeline.commands.errors import CommandError
-from rag_pipeline.directory.people import UnknownPerson
 from rag_pipeline.settings import Settings
 
 
@@ -28,17 +27,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.runs.directory import person_of
+    from rag_pipeline.composition import access_queries
+    from rag_pipeline.serving.access import OPERATOR, AccessRefused
 
     try:
-        person = person_of(settings, args.person)
-    except UnknownPerson as exc:
+        described = access_queries(settings).whois(OPERATOR, args.person)
+    except AccessRefused as exc:
         raise CommandError(str(exc)) from None
-    described = person.describe()
     if args.json:
         print(json.dumps(described, indent=2))
         return 0
-    print(f"{described['person']}  {', '.join(person.emails) or '(no email)'}")
+    emails: list[str] = described["emails"]  # type: ignore[assignment]
+    print(f"{described['person']}  {', '.join(emails) or '(no email)'}")
     for account in described["accounts"]:  # type: ignore[attr-defined]
         name = f" {account['name']}" if account["name"] else ""
         print(f"  {account['source']} {account['scope']} {account['id']}{name}: {account['status']}")

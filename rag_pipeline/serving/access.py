@@ -1,4 +1,5 @@
-"""``whois`` and ``explain`` for callers of the service (HTTP and MCP), with the same answers as the CLI's.
+"""The ``whois`` and ``explain`` use cases, for callers of the service (HTTP and MCP) and the CLI's operator
+(:data:`OPERATOR`) alike.
 
 A caller asks about themselves; an admin (a personal token with the ``admin`` scope, or an identity listed in
 ``RAG_SERVE_ADMINS``) may name another person. About oneself, a document one may not read is answered like a
@@ -15,10 +16,14 @@ from rag_pipeline.directory.explain import explain
 from rag_pipeline.directory.people import Links, Person, UnknownPerson, find_person
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.index.store import IndexedAcl
+from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.serving.identity import Reader
 
 # The query parameter (HTTP) and tool argument (MCP) naming another person.
 PERSON_FIELD = "person"
+# Whoever runs `rag-pipeline whois`/`explain` on the machine that holds the data folder: asks about other people
+# as an admin does (the folder is theirs), and is nobody the directory knows.
+OPERATOR = Reader(principal=Principal(user_id=None), email=None, groups_from="none", admin=True)
 
 
 class AccessRefused(Exception):
@@ -50,8 +55,8 @@ class AccessQueries:
             raise AccessRefused(404, field, "this service has no principal directory to look people up in")
         try:
             return find_person(self.store, identifier, Links.read(self.links_path))
-        except UnknownPerson:
-            raise AccessRefused(404, field, f"the directory knows no person {identifier!r}") from None
+        except UnknownPerson as exc:  # the same words on every face
+            raise AccessRefused(404, field, str(exc)) from None
 
     def _target(self, reader: Reader, person: str | None) -> Person:
         """The person asked about: ``person`` (admins only) or the caller."""
