@@ -31,17 +31,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.composition import bm25_encoder, open_index
-    from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+    from rag_pipeline.composition import one_shot_index
     from rag_pipeline.retrieval.principal import Principal
     from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-    from rag_pipeline.retrieval.tool_search import (
-        ToolSearch,
-        outcome_record,
-        read_catalog,
-        tool_search_config,
-        tool_search_settings,
-    )
+    from rag_pipeline.retrieval.tool_search import ToolSearch, outcome_record, tool_search_config, tool_search_settings
+    from rag_pipeline.serving.schemas import ToolSearchRequest
     from rag_pipeline.sources.registry import tool_catalog_source
 
     if (args.query is None) == (args.outcome is None):
@@ -50,26 +44,24 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise CommandError(f"--top-k must be at least 1, got {args.top_k}")
     tools = tool_search_settings(settings.source(tool_catalog_source()))
     outcomes = ToolOutcomes(settings.paths.tool_outcomes)
+    dense = None if args.mode == "bm25" or args.outcome is not None else (lambda: dense_encoder_of(settings))
+    index = one_shot_index(settings, dense=dense)
     try:
         if args.outcome is not None:
             name, _, result = args.outcome.rpartition("=")
             if not name or result not in ("ok", "failed"):
                 raise CommandError(f"--outcome must be NAME=ok or NAME=failed, got {args.outcome!r}")
-            with open_index(settings) as store:
-                known = {entry.name for entry in read_catalog(store).values()}
-            if name not in known:
+            if name not in index.tool_names():
                 raise CommandError(f"--outcome: no indexed tool is named {name!r}")
             stats = outcomes.record(name, result == "ok")
             recorded = outcome_record(name, stats)
             print(json.dumps(recorded) if args.json else f"{name}: {stats.successes} of {stats.calls} calls worked")
             return 0
-        search = ToolSearch(tool_search_config(tools))
-        dense = None if args.mode == "bm25" else (lambda: dense_encoder_of(settings))
-        with open_index(settings) as store:
-            retriever = build_retriever(store, SearchModels(settings.dense_model, bm25_encoder(settings), dense=dense))
-            # Tools are public: any reader sees the same catalog, so the command needs no --user.
-            found = search.search(retriever, Principal(user_id="rag-pipeline-cli"), args.query, outcomes.stats(),
-                                  mode=args.mode, top_k=args.top_k)  # fmt: skip
+        # The command line's arguments are checked by argparse; the service's limits are for remote callers.
+        request = ToolSearchRequest.model_construct(query=args.query, mode=args.mode, top_k=args.top_k)
+        # Tools are public: any reader sees the same catalog, so the command needs no --user.
+        reader = Principal(user_id="rag-pipeline-cli")
+        found = index.search_tools(ToolSearch(tool_search_config(tools)), request, reader, outcomes)
     finally:
         outcomes.close()
     payload = found.to_dict()

@@ -18,9 +18,11 @@ from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
+from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
+from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchResponse, read_catalog
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
 from rag_pipeline.serving.documents import ServedDocument, document_parents, served_document
-from rag_pipeline.serving.schemas import SearchRequest
+from rag_pipeline.serving.schemas import SearchRequest, ToolSearchRequest
 from rag_pipeline.serving.search import ServedSearch, nothing_under_path, search_index, within_path
 
 OpenStore = Callable[[], AbstractContextManager[VectorStore]]
@@ -53,6 +55,22 @@ class OneShotIndex:
         """The document if it exists and ``reader`` may read it; None otherwise (not told apart)."""
         with self.open_store() as store:
             return served_document(document_id, document_parents(store, document_id), reader)
+
+    def search_tools(
+        self, tool_search: ToolSearch, request: ToolSearchRequest, reader: Principal, outcomes: ToolOutcomes
+    ) -> ToolSearchResponse:
+        """The tools for a task, as the service's ``search_tools`` finds them (usage and success from
+        ``outcomes``)."""
+        with self.open_store() as store:
+            retriever = build_retriever(store, self.models, self.config)
+            return tool_search.search(
+                retriever, reader, request.query, outcomes.stats(), mode=request.mode, top_k=request.top_k
+            )
+
+    def tool_names(self) -> set[str]:
+        """The names of the indexed tools."""
+        with self.open_store() as store:
+            return {entry.name for entry in read_catalog(store).values()}
 
     def tree(self, reader: Principal, prefix: str | None = None) -> list[ContainerNode]:
         """The sources and containers ``reader`` may read a document in, under ``prefix``."""
