@@ -2,15 +2,17 @@
 
 Dagster's public API covers almost everything here; these few names have no public equivalent in Dagster 1.13
 (pinned in pyproject.toml). Importing them from this module alone means an upgrade that moves or changes one
-breaks here, at import, and in ``rag_pipeline_tests/unit/test_dagster_private.py``, which checks each name still
-behaves as the code below assumes.
+breaks here, at import, and in ``rag_pipeline_tests/unit/defs/test_dagster_private.py``, which checks each name still
+behaves as the code below assumes. It lives with the runners, its main users; the Dagster wiring (``defs/``) imports
+it too (the runners never import the wiring but through ``runs/code_location.py``).
 
-- cron iterators: the sync sensor plans from the cron ticks around now (``defs/sync/sensor.py``);
+- cron iterators: the sync sensor and ``status`` plan from the cron ticks around now (``runs/sync_runs.py``'s
+  ``cron_window``);
 - run failure data: recovery tells a crashed run from a failed one (``runs/recovery.py``, ``runs/execution.py``);
 - the in-process executor's concurrency context, the run id factory and captured interrupts: the runners watch
   pool slots and Ctrl-C while a run executes in this process (``runs/execution.py``);
 - the SQLite event log's table and storage class: the event storage that waits for a busy database
-  (``runs/event_storage.py``);
+  (``runs/event_storage.py``) and retention's per-run event log files (``runs/retention.py``);
 - the type of an unresolved asset job (only for type checking, ``defs/chain/source_spec.py``).
 """
 
