@@ -8,7 +8,7 @@ and leaves the other channels' rows as they are.
 """
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
@@ -103,29 +103,50 @@ def build_source_chain(keys: ChainKeys, partitions_def: dg.PartitionsDefinition)
     return [factory(keys, common) for factory in factories]
 
 
+def _frames_asset(
+    common: dict[str, Any],
+    *,
+    name: str,
+    ins: dict[str, str],
+    kinds: set[str],
+    description: str,
+    op_tags: dict[str, str] | None = None,
+    checks: Sequence[tuple[str, str]] = (),
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """The decorator of a chain step that writes ``{week: frame}`` through the parquet IO manager: its inputs by
+    parameter (``ins``: parameter -> asset), an embedding-queue step unless ``op_tags`` says otherwise, and blocking
+    checks (``checks``: name, description) evaluated for the run's partitions, as Dagster plans them (else they stay
+    planned)."""
+    return dg.asset(
+        name=name,
+        ins={parameter: dg.AssetIn(asset) for parameter, asset in ins.items()},
+        io_manager_key=IO_MANAGER_KEY,
+        kinds=kinds,
+        op_tags=op_tags or step_tags(EMBED_QUEUE),
+        description=description,
+        check_specs=[
+            dg.AssetCheckSpec(
+                check, asset=name, blocking=True, description=words, partitions_def=common["partitions_def"]
+            )
+            for check, words in checks
+        ]
+        or None,
+        **common,
+    )
+
+
 def parent_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefinition:
     """Parent chunks: the text a search result returns."""
     source = keys.source
 
-    @dg.asset(
+    @_frames_asset(
+        common,
         name=keys.parents,
-        ins={"documents": dg.AssetIn(keys.raw)},
-        io_manager_key=IO_MANAGER_KEY,
+        ins={"documents": keys.raw},
         kinds={"tiktoken", "parquet"},
-        op_tags=step_tags(EMBED_QUEUE),
         description=f"Parent chunks of {source} documents (cl100k tokens; default 2000 with 200 overlap): "
         "the text a search result returns.",
-        check_specs=[
-            dg.AssetCheckSpec(
-                "parents_have_text",
-                asset=keys.parents,
-                blocking=True,
-                description="No parent chunk is empty",
-                # Evaluations are recorded for the run's partition, as Dagster plans them (else they stay planned).
-                partitions_def=common["partitions_def"],
-            )
-        ],
-        **common,
+        checks=[("parents_have_text", "No parent chunk is empty")],
     )
     def parent_chunks(
         context: dg.AssetExecutionContext, chunking: ChunkingResource, documents: dict[str, pd.DataFrame]
@@ -155,31 +176,17 @@ def child_chunks_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDefi
     """Child chunks, each pointing at its parent: the units that are embedded and matched."""
     source = keys.source
 
-    @dg.asset(
+    @_frames_asset(
+        common,
         name=keys.children,
-        ins={"documents": dg.AssetIn(keys.raw), "parents": dg.AssetIn(keys.parents)},
-        io_manager_key=IO_MANAGER_KEY,
+        ins={"documents": keys.raw, "parents": keys.parents},
         kinds={"tiktoken", "parquet"},
-        op_tags=step_tags(EMBED_QUEUE),
         description=f"Child chunks of {source} documents (default 400 cl100k tokens, 50 overlap, shortened to fit the "
         "dense model's input limit), each pointing at its parent: the units that are embedded and matched.",
-        check_specs=[
-            dg.AssetCheckSpec(
-                "children_have_text",
-                asset=keys.children,
-                blocking=True,
-                description="No child chunk is empty",
-                partitions_def=common["partitions_def"],
-            ),
-            dg.AssetCheckSpec(
-                "children_have_parents",
-                asset=keys.children,
-                blocking=True,
-                partitions_def=common["partitions_def"],
-                description="Every child's parent_id exists among the parent chunks",
-            ),
+        checks=[
+            ("children_have_text", "No child chunk is empty"),
+            ("children_have_parents", "Every child's parent_id exists among the parent chunks"),
         ],
-        **common,
     )
     def child_chunks(
         context: dg.AssetExecutionContext,
@@ -232,16 +239,15 @@ def dense_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDef
     """Dense embeddings of the child chunks and of the document titles, through the embedding cache."""
     source = keys.source
 
-    @dg.asset(
+    @_frames_asset(
+        common,
         name=keys.dense,
-        ins={"children": dg.AssetIn(keys.children), "documents": dg.AssetIn(keys.raw)},
-        io_manager_key=IO_MANAGER_KEY,
+        ins={"children": keys.children, "documents": keys.raw},
         kinds={"pytorch", "parquet"},
         op_tags=step_tags(EMBED_QUEUE, embedding=True),
         description=f"Dense embeddings of {source} child chunks (local model by default), plus one per document "
         "title (the title vector hybrid search can prefetch), via the persistent embedding cache keyed by "
         "(model, sha256 of text).",
-        **common,
     )
     def dense_vectors(
         context: dg.AssetExecutionContext,
@@ -296,15 +302,13 @@ def sparse_vectors_asset(keys: ChainKeys, common: dict[str, Any]) -> dg.AssetsDe
     """BM25 term-frequency weights of the child chunks."""
     source = keys.source
 
-    @dg.asset(
+    @_frames_asset(
+        common,
         name=keys.sparse,
-        ins={"children": dg.AssetIn(keys.children), "parents": dg.AssetIn(keys.parents)},
-        io_manager_key=IO_MANAGER_KEY,
+        ins={"children": keys.children, "parents": keys.parents},
         kinds={"bm25", "parquet"},
-        op_tags=step_tags(EMBED_QUEUE),
         description=f"BM25 term-frequency weights of {source} child chunks (hashed term ids; IDF is applied by "
         "Qdrant at query time, so nothing is refit as partitions arrive).",
-        **common,
     )
     def sparse_vectors(
         context: dg.AssetExecutionContext,
