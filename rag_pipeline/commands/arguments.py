@@ -91,24 +91,28 @@ def iso_instant(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def existing_file(value: str | Path) -> Path:
-    """A path to a file that exists (checked before anything is loaded or opened)."""
+def _existing(value: str | Path, kind: str, is_kind: Callable[[Path], bool]) -> Path:
     path = Path(value)
     if not path.exists():
-        raise argparse.ArgumentTypeError(f"{path}: no such file")
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{path} is not a file")
+        raise argparse.ArgumentTypeError(f"{path}: no such {kind}")
+    if not is_kind(path):
+        raise argparse.ArgumentTypeError(f"{path} is not a {kind}")
     return path
+
+
+def existing_file(value: str | Path) -> Path:
+    """A path to a file that exists (checked before anything is loaded or opened)."""
+    return _existing(value, "file", Path.is_file)
 
 
 def existing_folder(value: str | Path) -> Path:
     """A path to a folder that exists."""
-    path = Path(value)
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"{path}: no such folder")
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{path} is not a folder")
-    return path
+    return _existing(value, "folder", Path.is_dir)
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir``, as every command that reads or writes the data folder takes it."""
+    parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
 
 
 def writable_folder(path: Path, what: str, given_by: str) -> Path:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from rag_pipeline.commands.arguments import positive_int
+from rag_pipeline.commands.arguments import add_data_dir, positive_int
 from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.composition import dense_encoder_of, reranker_of
 from rag_pipeline.settings import Settings
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="how the context is searched (default: %(default)s)")  # fmt: skip
     ask.add_argument("--documents", type=positive_int, default=None, help="documents in the context (default: 5)")
     ask.add_argument("--model", default=None, help="the answer model (default: RAG_ANSWER_MODEL)")
-    ask.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(ask)
     ask.add_argument("--json", action="store_true", help="print {question, answer, sources, usage} as JSON")
     ask.set_defaults(func=run, reads_data_folder=True, all_documents=False)
 

@@ -8,6 +8,7 @@ import json
 import sys
 from datetime import UTC, datetime
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.settings import Settings
 
@@ -25,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--since", default="7d", help="how far back: days or hours (7d, 12h) or an ISO date/time (default: 7d)"
     )
     audit.add_argument("--no-count", action="store_true", help="do not open the index to count documents")
-    audit.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(audit)
     audit.add_argument("--json", action="store_true", help="print the changes as a JSON list")
     audit.set_defaults(func=run, reads_data_folder=True)
 

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.index import add_source_options, settings_from_arguments
 from rag_pipeline.directory.sync import DirectorySync
 from rag_pipeline.settings import Settings
@@ -26,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     directory.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     directory.add_argument("--offline", action="store_true", help="read the offline files even where an API is set")
     add_source_options(directory, lambda option: option.directory)
-    directory.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(directory)
     directory.add_argument("--json", action="store_true", help="print what each sync did as JSON")
     directory.set_defaults(func=run)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rag_pipeline.commands.arguments import iso_day, positive_int
+from rag_pipeline.commands.arguments import add_data_dir, iso_day, positive_int
 from rag_pipeline.commands.demo import print_evaluation
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.progress import task_bars
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog="example: rag-pipeline evaluate --data-dir acme --miners links,jira_links --max-queries 300 "
         "--save-eval-set eval_sets/acme",
     )
-    evaluate.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(evaluate)
     evaluate.add_argument(
         "--miners",
         default=None,

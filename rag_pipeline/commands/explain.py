@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.settings import Settings
 
@@ -25,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("document_id", help="document id as results show it (slack:T:C:ts, jira:site:id)")
     parser.add_argument("--user", required=True, help="the person: email or account id (slack:U123, jira:...)")
-    parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(parser)
     parser.add_argument("--json", action="store_true", help='print {"visible", "because", "synced"} as JSON')
     parser.set_defaults(func=run, reads_data_folder=True)
 

@@ -22,7 +22,7 @@ from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rag_pipeline.commands.arguments import existing_input, non_negative_int, writable_folder
+from rag_pipeline.commands.arguments import add_data_dir, existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.composition import dense_encoder_of
@@ -40,7 +40,7 @@ from rag_pipeline.vectors.sparse import cjk_tokenizer_advice
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """The options ``index`` and ``demo`` share."""
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(parser)
     parser.add_argument("--source", action="append", choices=source_names(), help="only this source (repeatable)")
     parser.add_argument("--full-refresh", action="store_true", help="re-materialize stretches already indexed")
     parser.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.serve import configure_service_logging
 from rag_pipeline.composition import search_service
@@ -29,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mcp.add_argument("--user", default=None, help="reader's user id (a Slack user id or Jira account id)")
     mcp.add_argument("--email", default=None, help="reader's email")
     mcp.add_argument("--groups", default=None, help="reader's groups, comma-separated (e.g. slack:T0UBUNTU:members)")
-    mcp.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(mcp)
     mcp.set_defaults(func=run)
 
 

@@ -20,7 +20,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
-from rag_pipeline.commands.arguments import at_least
+from rag_pipeline.commands.arguments import add_data_dir, at_least
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.serve import is_loopback
 from rag_pipeline.settings import Settings
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--once", action="store_true", help="print the figures once in Prometheus's text format and exit (cron, a "
         "node_exporter textfile collector, a quick look)",
     )  # fmt: skip
-    metrics.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(metrics)
     metrics.add_argument(
         "--cache-seconds",
         type=_seconds,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.scheduling.pause import current_pause, pause, resume
 from rag_pipeline.settings import Settings
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "prints the pause in force. Exit 0.",
     )
     paused.add_argument("--reason", default="", help="why, shown in the sensors' skip reason and in `status`")
-    paused.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(paused)
     paused.add_argument("--json", action="store_true", help="print the pause as JSON")
     paused.set_defaults(func=run_pause)
     resumed = sub.add_parser(
@@ -29,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Removes the pause switch: the next tick of each sync sensor plans the catch-up from its "
         "watermarks. RAG_INGESTION_PAUSED=1 (a setting) is lifted only by unsetting it. Exit 0.",
     )
-    resumed.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(resumed)
     resumed.set_defaults(func=run_resume)
 
 

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rag_pipeline.commands.arguments import non_negative_int
+from rag_pipeline.commands.arguments import add_data_dir, non_negative_int
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.settings import Settings
 
@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="delete evaluation reports, old reranker versions and fits older than N days (default: "
         "$RAG_RETENTION_REPORT_DAYS or 90; 0: keep them)",
     )
-    prune.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(prune)
     prune.add_argument("--json", action="store_true", help="print the plan (and what was deleted) as JSON")
     prune.set_defaults(func=run)
 

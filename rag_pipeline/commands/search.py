@@ -8,7 +8,14 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rag_pipeline.commands.arguments import author_name, iso_instant, positive_int, probability, query_text
+from rag_pipeline.commands.arguments import (
+    add_data_dir,
+    author_name,
+    iso_instant,
+    positive_int,
+    probability,
+    query_text,
+)
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
 from rag_pipeline.composition import dense_encoder_of, one_shot_index, reranker_of
 from rag_pipeline.retrieval.principal import Principal
@@ -320,5 +327,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "opening the index here; --user is sent as X-User-Id, --groups as X-User-Groups (honoured only by a "
         "service behind a trusted proxy), RAG_SERVE_TOKEN as the bearer token",
     )
-    search.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(search)
     search.set_defaults(func=run, reads_data_folder=True)

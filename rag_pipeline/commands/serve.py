@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from rag_pipeline.commands.arguments import at_least
+from rag_pipeline.commands.arguments import add_data_dir, at_least
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.composition import search_service
 from rag_pipeline.serving.service_record import ServiceRecord, clear_service, live_service, record_service
@@ -75,7 +75,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     serve.add_argument("--port", type=at_least(1), default=8000, help="port to listen on (default: %(default)s)")
-    serve.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(serve)
     serve.add_argument(
         "--access-log", action="store_true", help="log every request's method, path and status (never the body)"
     )

@@ -13,6 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.defs.parts import source_specs
@@ -36,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "its cron and next tick. Nothing is contacted.",
     )
     status.add_argument("--source", choices=source_names(), action="append", help="only this source (repeatable)")
-    status.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(status)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=run, reads_data_folder=True)
 

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rag_pipeline.commands.arguments import iso_day, writable_folder
+from rag_pipeline.commands.arguments import add_data_dir, iso_day, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError, find_connection_failure, redact_url
 from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.runs.skipped import Skipped, print_skipped, report_path
@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             help=api.containers_help,
         )
     sync.add_argument("--no-reconcile", action="store_true", help="skip removing documents deleted at the source")
-    sync.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(sync)
     sync.add_argument("--json", action="store_true", help="print the summary as JSON")
     sync.set_defaults(func=run)
 

@@ -14,6 +14,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.directory.people import UnknownPerson
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     revoke = actions.add_parser("revoke", help="revoke a token by its id (from list)")
     revoke.add_argument("id", help="the token's id (the 8 characters after rag_)")
     for action in (create, *(actions.choices[n] for n in ("list", "revoke"))):
-        action.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+        add_data_dir(action)
         action.add_argument("--json", action="store_true", help="print JSON")
     token.set_defaults(func=run)
 

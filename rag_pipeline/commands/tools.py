@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.composition import dense_encoder_of
 from rag_pipeline.settings import Settings
@@ -25,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tools.add_argument("--top-k", type=int, default=None, help="tools besides the critical ones (default 5)")
     tools.add_argument("--mode", choices=("multi-signal", "vector", "bm25", "hybrid"), default="multi-signal")
     tools.add_argument("--outcome", default=None, metavar="NAME=ok|failed", help="record one call of tool NAME")
-    tools.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(tools)
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.set_defaults(func=run, reads_data_folder=True)
 

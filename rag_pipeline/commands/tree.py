@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.settings import Settings
 
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tree.add_argument("prefix", nargs="?", default=None, help="a path's beginning: slack, slack/#eng, jira/OPS")
     tree.add_argument("--user", default=None, help="the reader: an email or account id (through the directory)")
     tree.add_argument("--groups", default=None, help="the reader's groups, comma-separated, instead of --user's")
-    tree.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(tree)
     tree.add_argument("--json", action="store_true", help="print the tree as JSON")
     tree.set_defaults(func=run, reads_data_folder=True, all_documents=False)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.settings import Settings
 
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "each, their private-channel memberships, and when each source's directory was synced.",
     )
     whois.add_argument("person", help="email or account id (slack:U123, jira:5b10...)")
-    whois.add_argument("--data-dir", default=None, help="data folder (default: $RAG_DATA_DIR or ./.rag_data)")
+    add_data_dir(whois)
     whois.add_argument("--json", action="store_true", help="print the person as JSON")
     whois.set_defaults(func=run, reads_data_folder=True)
 
