@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         # data folder that does not exist, stops with one line naming it instead of creating it (with an empty cache
         # in it) and then failing on the index.
         if getattr(args, "reads_data_folder", False):
-            existing_data_folder(settings.data_dir, data_folder_given_by(getattr(args, "data_dir", None)))
+            existing_data_folder(
+                settings.data_dir, data_folder_given_by(getattr(args, "data_dir", None), settings.data_dir_from_env)
+            )
         return int(args.func(args, settings))
     except SystemExit as exc:
         if not isinstance(exc.code, str):

@@ -315,6 +315,8 @@ class Settings(_Frozen):
     """Everything configurable, with the defaults of the offline demo."""
 
     data_dir: Path
+    # Whether RAG_DATA_DIR named the data folder (else the default, or --data-dir later): errors say which.
+    data_dir_from_env: bool = False
     eval_dir: Path
     dagster_home: Path | None = None
     partition_start: str = DEFAULT_PARTITION_START
@@ -600,6 +602,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
     raw_sync_cron = env.cron("RAG_RAW_SYNC_CRON", DEFAULT_RAW_SYNC_CRON)
     return Settings(
         data_dir=env.path("RAG_DATA_DIR", Path(".rag_data").resolve()),
+        data_dir_from_env=bool(env.get("RAG_DATA_DIR")),
         # In a checkout the eval sets sit next to the package.
         eval_dir=env.path("RAG_EVAL_DIR", PACKAGE_DIR.parent / "eval_sets"),
         dagster_home=Path(home).resolve() if home else None,

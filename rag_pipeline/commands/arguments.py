@@ -8,7 +8,6 @@ They also accept values already converted, so a check can run again on parsed ar
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -139,11 +138,11 @@ def existing_input(path: Path, what: str, given_by: str) -> Path:
     return path
 
 
-def data_folder_given_by(option: str | None) -> str:
+def data_folder_given_by(option: str | None, from_env: bool) -> str:
     """Where the data folder came from, as an error names it: the option, the variable, or the default."""
     if option is not None:
         return "--data-dir"
-    if os.environ.get("RAG_DATA_DIR"):
+    if from_env:
         return "RAG_DATA_DIR"
     return "the default; set --data-dir or RAG_DATA_DIR"
 
