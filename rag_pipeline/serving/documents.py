@@ -5,7 +5,7 @@ index opened for the call."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rag_pipeline.index.store import VectorStore
@@ -26,16 +26,8 @@ class ServedDocument:
     text: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "document_id": self.document_id,
-            "source": self.source,
-            "container": self.container,
-            "title": self.title,
-            "url": self.url,
-            "updated": self.updated,
-            "authors": self.authors,
-            "text": self.text,
-        }
+        """The document as the HTTP API, the MCP tools and the agent return it (its fields, in order)."""
+        return asdict(self)
 
 
 def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
