@@ -129,21 +129,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# The request's fields the command line spells the same (`--top-k` is top_k, `--min-score` min_score, ...).
+_REQUEST_ARGUMENTS = ("query", "mode", "top_k", "source", "container", "author", "since", "until", "min_score")
+
+
 def search_request(args: argparse.Namespace) -> SearchRequest:
     """The command line's search as the use case's request. Its arguments are validated by their argparse types;
     the service's limits (top_k at most 100, the query's length) are for remote callers, not a local reader."""
-    return SearchRequest.model_construct(
-        query=args.query,
-        mode=args.mode,
-        top_k=args.top_k,
-        source=args.source,
-        container=args.container,
-        author=args.author,
-        path=getattr(args, "path", None),
-        since=args.since,
-        until=args.until,
-        min_score=args.min_score,
-    )
+    given = {name: getattr(args, name) for name in _REQUEST_ARGUMENTS}
+    return SearchRequest.model_construct(path=getattr(args, "path", None), **given)
 
 
 def _search_here(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
