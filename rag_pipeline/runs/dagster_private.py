@@ -2,7 +2,7 @@
 
 Dagster's public API covers almost everything here; these few names have no public equivalent in Dagster 1.13
 (pinned in pyproject.toml). Importing them from this module alone means an upgrade that moves or changes one
-breaks here, at import, and in ``rag_pipeline_tests/unit/defs/test_dagster_private.py``, which checks each name still
+breaks here, at import, and in ``rag_pipeline_tests/unit/runs/test_dagster_private.py``, which checks each name still
 behaves as the code below assumes. It lives with the runners, its main users; the Dagster wiring (``defs/``) imports
 it too (the runners never import the wiring but through ``runs/code_location.py``).
 

@@ -26,13 +26,14 @@ from rag_pipeline.http.errors import RequestRefused
 from rag_pipeline.http.state import HttpState, http_state
 from rag_pipeline.serving.ingest_runs import IngestBusy, IngestLauncher
 
-PATHS = ("/v1/ingest", "/v1/scheduler/")
+# The routes' prefixes (a path like /v1/ingestion is not one of them).
+PREFIXES = ("/v1/ingest/", "/v1/scheduler/")
 router = APIRouter()
 
 
 def is_ingest_path(path: str) -> bool:
     """Whether ``path`` is one of these routes (which the readers' authentication leaves to :func:`refusal`)."""
-    return path == "/v1/ingest" or path.startswith(PATHS)
+    return path == "/v1/ingest" or path.startswith(PREFIXES)
 
 
 def refusal(path: str, authorization: str, token: bytes | None) -> tuple[int, str] | None:
