@@ -48,6 +48,7 @@ def _finished(client: TestClient, job_id: str) -> dict[str, Any]:
 def test_the_paths_and_the_token_check() -> None:
     assert is_ingest_path("/v1/ingest") and is_ingest_path("/v1/ingest/all") and is_ingest_path("/v1/scheduler/status")
     assert not is_ingest_path("/v1/search") and not is_ingest_path("/v1/scheduler")
+    assert not is_ingest_path("/v1/ingestion") and not is_ingest_path("/v1/ingest-all")  # a prefix, not a word
     off = refusal("/v1/ingest", f"Bearer {INGEST}", None)  # no token configured: off, whatever is sent
     assert off is not None and off[0] == 404 and "RAG_INGEST_TOKEN" in off[1]
     assert refusal("/v1/ingest", f"Bearer {INGEST}", INGEST.encode()) is None
