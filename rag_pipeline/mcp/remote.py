@@ -57,20 +57,23 @@ class RemoteTools:
             message = response.text[:200]
         return IndexUnavailable(f"the search service answered {response.status_code}: {message}")
 
-    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
-        body = request.model_dump(mode="json", exclude_none=True)
-        response = self._call("POST", "/v1/search", json=body)
-        if response.status_code != 200:
-            raise self._refused(response)
-        return tool_search_result(response.json())
-
-    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
-        response = self._call("GET", f"/v1/documents/{quote(document_id, safe='')}")
-        if response.status_code == 404:
+    def _answer(self, response: httpx.Response, *, missing: bool = False) -> Any:
+        """The answer's JSON; None for a 404 where ``missing`` allows one (not found, or not the caller's to read:
+        the service does not tell them apart); any other status is refused with the service's own message."""
+        if missing and response.status_code == 404:
             return None
         if response.status_code != 200:
             raise self._refused(response)
-        found: dict[str, Any] = response.json()
+        return response.json()
+
+    def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+        body = request.model_dump(mode="json", exclude_none=True)
+        return tool_search_result(self._answer(self._call("POST", "/v1/search", json=body)))
+
+    def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self._answer(
+            self._call("GET", f"/v1/documents/{quote(document_id, safe='')}"), missing=True
+        )
         return found
 
     def _access(self, path: str, person: str | None) -> dict[str, Any]:
@@ -78,9 +81,7 @@ class RemoteTools:
         if response.status_code in (403, 404):
             error = response.json()
             raise AccessRefused(response.status_code, str(error.get("field")), str(error.get("error")))
-        if response.status_code != 200:
-            raise self._refused(response)
-        found: dict[str, Any] = response.json()
+        found: dict[str, Any] = self._answer(response)
         return found
 
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]:
@@ -88,39 +89,29 @@ class RemoteTools:
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
         response = self._call("GET", "/v1/tree", params={"prefix": prefix} if prefix is not None else None)
-        if response.status_code != 200:
-            raise self._refused(response)
-        sources: list[dict[str, Any]] = response.json()["sources"]
+        sources: list[dict[str, Any]] = self._answer(response)["sources"]
         return sources
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
 
     def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
-        response = self._call("POST", "/v1/tools/search", json=request.model_dump(mode="json", exclude_none=True))
-        if response.status_code != 200:
-            raise self._refused(response)
-        found: dict[str, Any] = response.json()
+        body = request.model_dump(mode="json", exclude_none=True)
+        found: dict[str, Any] = self._answer(self._call("POST", "/v1/tools/search", json=body))
         return found
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
-        response = self._call("POST", f"/v1/tools/{quote(name, safe='')}/outcome", json=request.model_dump(mode="json"))
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise self._refused(response)
-        recorded: dict[str, Any] = response.json()
+        path = f"/v1/tools/{quote(name, safe='')}/outcome"
+        recorded: dict[str, Any] | None = self._answer(
+            self._call("POST", path, json=request.model_dump(mode="json")), missing=True
+        )
         return recorded
 
     def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
         response = self._call("POST", "/v1/feedback", json=request.model_dump(mode="json"))
-        if response.status_code == 404 and response.json().get("field") == "document_id":
-            return None
-        if response.status_code == 404:
+        if response.status_code == 404 and response.json().get("field") != "document_id":
             raise FeedbackDisabled(str(response.json().get("error")))
-        if response.status_code != 200:
-            raise self._refused(response)
-        recorded: dict[str, Any] = response.json()
+        recorded: dict[str, Any] | None = self._answer(response, missing=True)
         return recorded
 
     def close(self) -> None:
