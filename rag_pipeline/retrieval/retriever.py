@@ -56,6 +56,7 @@ from rag_pipeline.retrieval.sparse_query import (
     sparse_query,
 )
 from rag_pipeline.sources.registry import tool_sources
+from rag_pipeline.text.clean import query_form
 from rag_pipeline.vectors.cache import EmbeddingCache
 from rag_pipeline.vectors.dense.base import DenseEncoder
 from rag_pipeline.vectors.sparse import Bm25Encoder, SparseVector
@@ -267,6 +268,9 @@ class Retriever:
         all of them."""
         if principal is None:
             raise ValueError("a search needs a principal (user id + groups); evaluation passes the all-documents one")
+        # Every face ends here (service, MCP, CLI, chat, the evaluation): one place to read the query in the index's
+        # form, so NFD Korean typed on a Mac finds what NFC finds.
+        query = query_form(query)
         if not query.strip():
             raise ValueError("query is empty")
         if top_k < 1:

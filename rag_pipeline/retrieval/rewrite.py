@@ -22,6 +22,7 @@ from typing import Any
 
 from rag_pipeline.retrieval.sqlite_cache import SqliteCache
 from rag_pipeline.sources.registry import source_names
+from rag_pipeline.text.clean import query_form
 
 PROMPT_VERSION = "1"
 MAX_SUB_QUERIES = 4
@@ -217,6 +218,7 @@ class QueryRewriter:
 
         now = now or datetime.now(UTC)
         started = time.perf_counter()
+        question = query_form(question)  # one cached plan whatever Unicode form the question was typed in
         key = self._key(question, now.astimezone(UTC).date())
         reply = self.cache.get(key)
         cached = reply is not None

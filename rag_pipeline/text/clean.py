@@ -74,6 +74,14 @@ def clean_text(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip()
 
 
+def query_form(text: str) -> str:
+    """A query in the form the index's text is written in (:func:`clean_text` is NFC): composed Hangul syllables
+    (conjoining jamo sequences composed) and accented letters, whatever form the caller typed — macOS file names,
+    some IMEs and copy-paste from them give NFD, which matched nothing by keyword. Width forms are folded by the
+    BM25 tokenizer and the encoders for queries and documents alike."""
+    return unicodedata.normalize("NFC", text)
+
+
 def clean_title(text: str) -> str:
     """One display line: NFC, without control or invisible format characters (bidi overrides included),
     whitespace runs (line breaks too) collapsed to one space."""
