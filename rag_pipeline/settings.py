@@ -368,6 +368,9 @@ class Settings(_Frozen):
     # The answer model's sampling temperature and reply budget (RAG_ANSWER_TEMPERATURE, RAG_ANSWER_MAX_TOKENS).
     answer_temperature: float = 0.0
     answer_max_tokens: int = 800
+    # RAG_ANSWER_LANGUAGE: the language of the sentences the project writes in an answer (nothing found, the answer
+    # model failed): auto (the question's: Korean, Japanese, else English), en, ko or ja.
+    answer_language: str = "auto"
     # The evaluation's dense and hybrid arms on exact dense search rather than the index's HNSW.
     eval_exact_dense: bool = False
     # Processes the evaluation's search arms run in (RAG_EVAL_WORKERS): 0 is one per core, at most 4; each other
@@ -629,6 +632,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         answer_context_chars=env.int("RAG_ANSWER_CONTEXT_CHARS", 1500, minimum=100) or 1500,
         answer_temperature=env.float("RAG_ANSWER_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0),
         answer_max_tokens=env.int("RAG_ANSWER_MAX_TOKENS", 800, minimum=16) or 800,
+        answer_language=env.choice("RAG_ANSWER_LANGUAGE", ("auto", "en", "ko", "ja"), "auto"),
         eval_exact_dense=env.flag("RAG_EVAL_EXACT_DENSE", False),
         eval_workers=env.int("RAG_EVAL_WORKERS", 0, minimum=0) or 0,
         mined_max_queries=env.int("RAG_MINED_MAX_QUERIES", 1000, minimum=1) or 1000,

@@ -21,10 +21,11 @@ from typing import Any
 from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import ContextDocument, capped, one_line
 from rag_pipeline.answers.generate import Answer, AnswerModel, Usage, model_failure, unanswered
+from rag_pipeline.answers.wording import searched_documents
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.sources.registry import document_sources
 
-AGENT_PROMPT = """You answer questions for the people of a company from their Slack threads and Jira issues.
+AGENT_PROMPT = """You answer questions for the people of a company from what they wrote in {sources}.
 You cannot see any document until you call a tool: use search_documents (several times if the first search is not
 enough, with other words or filters), get_document for a whole document, and list_containers to see which channels
 and projects exist. Answer only from documents the tools returned; if they do not answer the question, say you
@@ -35,9 +36,16 @@ don't know. Each document a tool returns has a number [N]: cite the document beh
 def agent_tools() -> list[dict[str, Any]]:
     """The tools offered to the model; ``source`` may name any registered document source."""
     return [
-        {**tool, "function": {**tool["function"], "parameters": _with_sources(tool["function"]["parameters"])}}
+        {
+            **tool,
+            "function": {**_described(tool["function"]), "parameters": _with_sources(tool["function"]["parameters"])},
+        }
         for tool in _TOOLS
     ]
+
+
+def _described(function: dict[str, Any]) -> dict[str, Any]:
+    return {**function, "description": function["description"].format(sources=searched_documents())}
 
 
 def _with_sources(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +61,7 @@ _TOOLS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "search_documents",
-            "description": "Search the Slack threads and Jira issues the user may read; returns numbered documents.",
+            "description": "Search the documents the user may read ({sources}); returns numbered documents.",
             "parameters": {
                 "type": "object",
                 "properties": {
@@ -219,7 +227,7 @@ def run_agent(
     question = next((text for role, text in reversed(turns) if role == "user"), "")
     if not question:
         raise ValueError("the conversation has no user message")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_PROMPT}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_PROMPT.format(sources=searched_documents())}]
     messages += [{"role": role, "content": text} for role, text in turns if role in ("user", "assistant")]
     usage, documents, calls = Usage(), _Documents(max_chars), []
     notices: list[str] = []

@@ -15,9 +15,11 @@ from typing import Any
 
 from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import ContextDocument, format_context
+from rag_pipeline.answers.wording import reader_language, say, searched_documents
 
-NO_DOCUMENTS_ANSWER = "No documents were found that you may read for this question, so there is nothing to answer from."
-SYSTEM_PROMPT = """You answer questions for the people of a company from their Slack threads and Jira issues.
+# The English one (every language's: wording.MESSAGES["no_documents"]).
+NO_DOCUMENTS_ANSWER = say("no_documents", "en")
+SYSTEM_PROMPT = """You answer questions for the people of a company from what they wrote in {sources}.
 Answer only from the documents below; if they do not answer the question, say you don't know.
 Cite the document behind every statement with its number in square brackets, like [1] or [2][3].
 Never cite a number that is not a document below. Answer in the language of the question, briefly.
@@ -94,7 +96,13 @@ class AnswerModel:
     """A chat model behind the ``openai`` client (``client`` for tests; else one built from the environment)."""
 
     def __init__(
-        self, model: str, client: Any = None, timeout: float = 60.0, max_tokens: int = 800, temperature: float = 0.0
+        self,
+        model: str,
+        client: Any = None,
+        timeout: float = 60.0,
+        max_tokens: int = 800,
+        temperature: float = 0.0,
+        language: str | None = None,
     ) -> None:
         if client is None:
             from openai import OpenAI
@@ -104,6 +112,8 @@ class AnswerModel:
         self.client = client
         self.max_tokens = max_tokens
         self.temperature = temperature
+        # The language of the sentences the project writes itself (RAG_ANSWER_LANGUAGE); None: the question's.
+        self.language = language
 
     def complete(self, messages: list[dict[str, str]], usage: Usage) -> str:
         message = self.reply(messages, usage)
@@ -151,7 +161,10 @@ def unanswered(model: str, context: list[ContextDocument], reason: str, usage: U
 
 def answer_messages(question: str, context: Sequence[ContextDocument]) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": SYSTEM_PROMPT.format(context=format_context(context))},
+        {
+            "role": "system",
+            "content": SYSTEM_PROMPT.format(sources=searched_documents(), context=format_context(context)),
+        },
         {"role": "user", "content": question},
     ]
 
@@ -168,7 +181,7 @@ def write_answer(
     """The answer to ``question`` from ``context`` (no call when the context is empty)."""
     usage = usage or Usage()
     if not context:
-        return Answer(NO_DOCUMENTS_ANSWER, model.model, [], usage=usage)
+        return Answer(say("no_documents", reader_language(question, model.language)), model.model, [], usage=usage)
     return _finish(model.complete(answer_messages(question, context), usage), model.model, context, usage)
 
 
@@ -178,8 +191,9 @@ def stream_answer(
     """The answer's text as it comes (strings), then the finished :class:`Answer`."""
     usage = usage or Usage()
     if not context:
-        yield NO_DOCUMENTS_ANSWER
-        yield Answer(NO_DOCUMENTS_ANSWER, model.model, [], usage=usage)
+        nothing = say("no_documents", reader_language(question, model.language))
+        yield nothing
+        yield Answer(nothing, model.model, [], usage=usage)
         return
     parts = []
     for piece in model.stream(answer_messages(question, context), usage):

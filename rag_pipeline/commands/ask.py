@@ -56,7 +56,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     principal = principal_from_args(args, settings)
     limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
     cache = EmbeddingCache(settings.paths.embedding_cache)
-    model = AnswerModel(model_name, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature)
+    model = AnswerModel(
+        model_name,
+        max_tokens=settings.answer_max_tokens,
+        temperature=settings.answer_temperature,
+        language=settings.answer_language,
+    )
     # The models load before the index is opened (the embedded index admits one process at a time); the searches
     # are the service's use cases with the service's defaults, so that `ask` and the chat endpoint search alike.
     dense = None if args.mode == "bm25" else load_or_defer(lambda: dense_encoder_of(settings))

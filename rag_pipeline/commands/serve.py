@@ -113,7 +113,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     directory = DirectoryLookup(settings.paths.directory, settings.identity_links_file)
     answers = (
         AnswerModel(
-            settings.answer_model, max_tokens=settings.answer_max_tokens, temperature=settings.answer_temperature
+            settings.answer_model,
+            max_tokens=settings.answer_max_tokens,
+            temperature=settings.answer_temperature,
+            language=settings.answer_language,
         )
         if settings.answer_model
         else None

@@ -7,11 +7,13 @@ from __future__ import annotations
 from rag_pipeline.mcp.backends import ToolBackend
 from rag_pipeline.mcp.server import ReaderOf, ToolServer
 from rag_pipeline.mcp.tools import TOOLS
+from rag_pipeline.sources.registry import document_sources, searched_sources_phrase
 
 
 def tool_description(tool: object) -> str:
-    """A tool's description as a model reads it: its docstring on one line."""
-    return " ".join((getattr(tool, "__doc__", None) or "").split())
+    """A tool's description as a model reads it: its docstring on one line, naming the registered sources."""
+    text = " ".join((getattr(tool, "__doc__", None) or "").split())
+    return text.format(sources=searched_sources_phrase(), source_names=", ".join(document_sources()))
 
 
 def build_mcp_server(backend: ToolBackend, reader_of: ReaderOf) -> ToolServer:

@@ -12,11 +12,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from rag_pipeline.mcp.backends import ToolBackend
 from rag_pipeline.serving.identity import IdentityError, Reader
+from rag_pipeline.sources.registry import searched_sources_phrase
 
 ReaderOf = Callable[["Context[Any, Any]"], Reader]
 
 INSTRUCTIONS = (
-    "Search the team's Slack threads and Jira issues the caller may read. search_documents returns the best "
+    "Search what the team wrote in {sources}, as far as the caller may read it. search_documents returns the best "
     "documents with their best passage; get_document returns one document's full text."
 )
 
@@ -27,7 +28,8 @@ class ToolServer(MCPServer[Any]):
     def __init__(self, backend: ToolBackend, reader_of: ReaderOf) -> None:
         # The SDK logs each failed call at INFO with its message; WARNING keeps the service's log to what needs an
         # operator (and far from anything a caller wrote).
-        super().__init__(name="rag-pipeline", log_level="WARNING", instructions=INSTRUCTIONS)
+        instructions = INSTRUCTIONS.format(sources=searched_sources_phrase())
+        super().__init__(name="rag-pipeline", log_level="WARNING", instructions=instructions)
         self.backend = backend
         self.reader_of = reader_of
 

@@ -3,7 +3,7 @@ arguments into the application layer's request model, call the server's backend 
 what the caller may be told into a :class:`ToolError` (a failed tool call, never a traceback).
 
 :data:`TOOLS` is what :func:`rag_pipeline.mcp.server.build_mcp_server` registers; a function's docstring is the
-description a model reads.
+description a model reads (``{sources}`` and ``{source_names}`` filled from the source registry).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ async def search_documents(
     min_score: float | None = None,
     path: str | None = None,
 ) -> dict[str, Any]:
-    """Search Slack threads and Jira issues the caller may read. mode: routed (default: hybrid with issue keys,
-    links and ids looked up exactly first), hybrid, vector, bm25 or reranked. source: slack or jira. since/until:
-    ISO dates of last activity. min_score: 0-1, drop results less likely relevant than this (each result's
+    """Search the documents the caller may read ({sources}). mode: routed (default: hybrid with issue keys, links
+    and ids looked up exactly first), hybrid, vector, bm25 or reranked. source: one of {source_names}. since/until: ISO
+    dates of last activity. min_score: 0-1, drop results less likely relevant than this (each result's
     relevance)."""
     backend, reader = wiring(ctx)
     arguments = {"query": query, "top_k": min(top_k, MAX_TOOL_TOP_K) if top_k >= 1 else top_k, "source": source,

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rag_pipeline.retrieval.sqlite_cache import SqliteCache
-from rag_pipeline.sources.registry import source_names
+from rag_pipeline.sources.registry import searched_sources_phrase, source_names
 from rag_pipeline.text.clean import query_form
 
 PROMPT_VERSION = "1"
 MAX_SUB_QUERIES = 4
 MAX_EXPANSIONS = 12
 SYSTEM_PROMPT = (
-    "You plan searches over a company's Slack threads and Jira issues. Today is {today} (UTC).\n"
+    "You plan searches over what a company wrote in {titles}. Today is {today} (UTC).\n"
     "Reply with one JSON object and nothing else, with these keys:\n"
     '"refined_query": the question as a short search query;\n'
     '"sub_queries": at most 4 narrower queries when the question asks several things, else [];\n'
@@ -232,7 +232,9 @@ class QueryRewriter:
                         {
                             "role": "system",
                             "content": SYSTEM_PROMPT.format(
-                                today=now.astimezone(UTC).date(), sources=_sources_phrase()
+                                today=now.astimezone(UTC).date(),
+                                sources=_sources_phrase(),
+                                titles=searched_sources_phrase(),
                             ),
                         },
                         {"role": "user", "content": question},

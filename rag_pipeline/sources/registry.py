@@ -285,6 +285,16 @@ def document_sources() -> tuple[str, ...]:
     return tuple(name for name, source in registered_sources().items() if source.kind == "documents")
 
 
+def searched_sources_phrase() -> str:
+    """What the search covers, as prompts and tool descriptions name it: every registered document source by its
+    title ("Slack, Jira and Confluence"), plugins included, never a fixed list."""
+    sources = registered_sources()
+    titles = [sources[name].title for name in document_sources()]
+    if len(titles) <= 1:
+        return "".join(titles) or "the indexed sources"
+    return f"{', '.join(titles[:-1])} and {titles[-1]}"
+
+
 def describe_group(group: str) -> str | None:
     """An ACL group in the words of the source that owns it (its first part); None where none does."""
     parts = group.split(":")

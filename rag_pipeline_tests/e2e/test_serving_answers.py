@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rag_pipeline.answers.generate import NO_DOCUMENTS_ANSWER
+from rag_pipeline.answers.wording import say
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
 
@@ -240,3 +241,21 @@ def test_ask_answers_from_the_command_line(serving_index: Path, fake: OpenAIFake
     off = subprocess.run(S.rag_pipeline_command("ask", "when?", "--user", "U3"), env=S.service_env(copy),
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert off.returncode == 2 and "RAG_ANSWER_MODEL" in off.stderr
+
+
+def test_a_korean_question_with_nothing_readable_is_told_so_in_korean(service: S.ServiceProcess) -> None:
+    """The sentence the service writes itself follows the question's language (issue 65): whole, streamed, and the
+    search's answer; the model is never called for it."""
+    korean = say("no_documents", "ko")
+    question = [{"role": "user", "content": "프린터 드라이버는 어떻게 설치하나요?"}]
+    whole = client(service, "U0STRANGER").chat.completions.create(model="gpt-4o-mini", messages=question)
+    assert whole.choices[0].message.content == korean and korean.startswith("검색된 문서가 없습니다")
+    stream = client(service, "U0STRANGER").chat.completions.create(model="gpt-4o-mini", messages=question, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == korean
+    body = {"query": "프린터 드라이버는 어떻게 설치하나요?", "answer": True}
+    found = httpx.post(f"{service.url}/v1/search", json=body, headers={**AUTH, "X-User-Id": "U0STRANGER"}, timeout=60)
+    assert found.status_code == 200 and found.json()["answer"] == korean
+    english = client(service, "U0STRANGER").chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "how do I install the printer driver?"}]
+    )
+    assert english.choices[0].message.content == NO_DOCUMENTS_ANSWER

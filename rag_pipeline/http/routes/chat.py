@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from rag_pipeline.answers.agent import run_agent
 from rag_pipeline.answers.ask import Asked, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
+from rag_pipeline.answers.wording import reader_language, say
 from rag_pipeline.http.errors import RequestRefused, llm_failure
 from rag_pipeline.http.state import HttpState, caller, http_state
 from rag_pipeline.retrieval.results import SearchResult
@@ -60,18 +61,19 @@ def _rag_fields(asked: Asked) -> dict[str, Any]:
     }
 
 
-def _answer_text(answer: Answer) -> str:
-    """The answer; when the model failed, a notice naming why and the documents found, so a chat client that shows
-    only the message still gets them."""
+def _answer_text(asked: Asked, fixed_language: str | None) -> str:
+    """The answer; when the model failed, a notice naming why and the documents found, in the question's language,
+    so a chat client that shows only the message still gets them."""
+    answer = asked.answer
     if not answer.failure:
         return answer.text
+    language = reader_language(asked.question, fixed_language)
     found = "\n".join(f"[{s.number}] {s.title}" + (f" ({s.url})" if s.url else "") for s in answer.sources)
-    return f"No answer: {answer.failure}. " + (
-        f"The documents found for the question:\n{found}" if found else "No documents were found either."
-    )
+    listed = f"{say('documents_found', language)}\n{found}" if found else say("no_documents_either", language)
+    return f"{say('no_answer', language, reason=answer.failure)} {listed}"
 
 
-def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any]:
+def _completion(completion_id: str, created: int, asked: Asked, fixed_language: str | None) -> dict[str, Any]:
     answer = asked.answer
     return {
         "id": completion_id,
@@ -79,7 +81,11 @@ def _completion(completion_id: str, created: int, asked: Asked) -> dict[str, Any
         "created": created,
         "model": answer.model,
         "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": _answer_text(answer)}, "finish_reason": "stop"}
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": _answer_text(asked, fixed_language)},
+                "finish_reason": "stop",
+            }
         ],
         "usage": _usage(answer),
         **_rag_fields(asked),
@@ -108,7 +114,7 @@ async def agent_completion(
     asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
     extra = {"tool_calls": [c.as_dict() for c in agent.tool_calls]}
     if not request.stream:
-        body = _completion(completion_id, created, asked)
+        body = _completion(completion_id, created, asked, model.language)
         body["rag"].update(extra)
         return JSONResponse(body)
     base = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model.model}
@@ -116,7 +122,7 @@ async def agent_completion(
     def events() -> Iterator[str]:
         yield _event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                           "finish_reason": None}]})  # fmt: skip
-        yield _event({**base, "choices": [{"index": 0, "delta": {"content": _answer_text(agent.answer)},
+        yield _event({**base, "choices": [{"index": 0, "delta": {"content": _answer_text(asked, model.language)},
                                           "finish_reason": None}]})  # fmt: skip
         final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], **_rag_fields(asked)}
         final["rag"].update(extra)
@@ -154,7 +160,7 @@ async def chat_completions(
             raise llm_failure(exc) from None
         state.observe_answer(ROUTE, asked.answer, asked.answer_seconds)
         tracing.ended_stage("generate", asked.answer_seconds, model=model.model)
-        return JSONResponse(_completion(completion_id, created, asked))
+        return JSONResponse(_completion(completion_id, created, asked, model.language))
     pieces = ask_streaming(model, search, request.turns(), limits)
     try:
         # The question is condensed, searched and the first words written before the response starts, so a
@@ -177,7 +183,7 @@ async def chat_completions(
                     state.observe_answer(ROUTE, piece.answer, piece.answer_seconds)
                     tracing.ended_stage("generate", piece.answer_seconds, model=model.model)
                     if piece.answer.failure:  # the notice, after any words the model wrote before it failed
-                        notice = ("\n\n" if piece.answer.text else "") + _answer_text(piece.answer)
+                        notice = ("\n\n" if piece.answer.text else "") + _answer_text(piece, model.language)
                         yield _event({**base, "choices": [{"index": 0, "delta": {"content": notice},
                                                           "finish_reason": None}]})  # fmt: skip
                     final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}

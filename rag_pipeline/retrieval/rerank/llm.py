@@ -19,10 +19,11 @@ from typing import Any
 
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.retrieval.sqlite_cache import SqliteCache
+from rag_pipeline.sources.registry import searched_sources_phrase
 
 MAX_CANDIDATE_CHARS = 1500
 SYSTEM_PROMPT = (
-    "You grade search results for an internal search engine over Slack threads and Jira issues. Given a query "
+    "You grade search results for an internal search engine over what a company wrote in {sources}. Given a query "
     "and one candidate document, rate how well the candidate answers or directly addresses the query on a 0-10 "
     'scale (10: answers it, 0: unrelated). Reply with JSON only: {"score": <integer 0-10>}.'
 )
@@ -92,7 +93,8 @@ class LlmReranker:
             temperature=0,
             response_format={"type": "json_object"},
             messages=[
-                {"role": "system", "content": SYSTEM_PROMPT},
+                # replace, not format: the prompt's JSON example has braces of its own.
+                {"role": "system", "content": SYSTEM_PROMPT.replace("{sources}", searched_sources_phrase())},
                 {"role": "user", "content": f"Query: {query}\n\nCandidate:\n{text}"},
             ],
         )
