@@ -26,13 +26,15 @@ SLACK_PERMALINK = re.compile(r"https?://[^\s/]+/archives/[A-Z0-9]+/p\d{16}")
 JIRA_BROWSE = re.compile(r"https?://[^\s/]+(?:/[^\s/]+)*/browse/([A-Z][A-Z0-9]{1,9}-\d+)")
 # A question about a named thing is short; past this many words, identifiers in it are references.
 REFERENCE_WORDS = 24
-# (pattern, days back from now): the newest hint wins when several are given.
+# (pattern, days back from now): the newest hint wins when several are given. English, Korean and Japanese.
 DATE_HINTS = (
-    (re.compile(r"\btoday\b|오늘", re.IGNORECASE), 1),
-    (re.compile(r"\byesterday\b|어제", re.IGNORECASE), 2),
-    (re.compile(r"\b(?:this|past|last) week\b|이번\s?주|지난\s?주", re.IGNORECASE), 14),
-    (re.compile(r"\b(?:this|past|last) month\b|이번\s?달|지난\s?달", re.IGNORECASE), 62),
-    (re.compile(r"\b(?:this|past|last) year\b|올해|작년", re.IGNORECASE), 730),
+    (re.compile(r"\btoday\b|오늘|今日|本日", re.IGNORECASE), 1),
+    # "the day before yesterday" holds "yesterday" (一昨日 holds 昨日): the longer phrase is kept apart.
+    (re.compile(r"(?<!before )\byesterday\b|어제|(?<!一)昨日", re.IGNORECASE), 2),
+    (re.compile(r"\bday before yesterday\b|그저께|그제(?!서)|一昨日|おととい", re.IGNORECASE), 3),
+    (re.compile(r"\b(?:this|past|last) week\b|이번\s?주|지난\s?주|저번\s?주|今週|先週", re.IGNORECASE), 14),
+    (re.compile(r"\b(?:this|past|last) month\b|이번\s?달|지난\s?달|저번\s?달|今月|先月", re.IGNORECASE), 62),
+    (re.compile(r"\b(?:this|past|last) year\b|올해|작년|今年|去年|昨年", re.IGNORECASE), 730),
 )
 
 

@@ -79,7 +79,7 @@ CONFLUENCE = Source(
     describe_identity=describe_identity,
     # No fusion of its own (none was learned: the shared default) and no reranker indicator column: one would
     # change the feature list every shipped reranker was trained on (docs/notes/confluence.md).
-    retrieval=RetrievalFacts(query_words=r"\bconfluence\b|컨플루언스"),
+    retrieval=RetrievalFacts(query_words=r"\bconfluence\b|컨플루언스|위키|コンフルエンス"),
     access=AccessFacts(
         describe_group=describe_group,
         restricted_part="a restricted page of a Confluence space",

@@ -89,7 +89,7 @@ JIRA = Source(
         fusion={"k": 10, "title_dense_weight": 0.5, "document_title_weight": 0.5},
         rerank_features=RESOLUTION_FEATURES,
         rerank_indicator=True,
-        query_words=r"\bjira\b|지라",
+        query_words=r"\bjira\b|지라|ジラ",
     ),
     access=AccessFacts(describe_group=describe_group, restricted_part="a restricted Jira comment"),
     mining=mining_facts(

@@ -47,7 +47,7 @@ SLACK = Source(
         cjk_fusion={"k": 10, "document_title_weight": 1.0},
         rerank_indicator=True,
         thread_level_bm25=True,
-        query_words=r"\bslack\b|슬랙",
+        query_words=r"\bslack\b|슬랙|スラック",
     ),
     access=AccessFacts(
         describe_group=describe_group,

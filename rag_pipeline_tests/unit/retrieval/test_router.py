@@ -56,6 +56,27 @@ def routed(store) -> Retriever:
     return Retriever(store, BM25, dense=TopicEncoder())
 
 
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [("오늘 배포 장애", 1), ("어제 회의록", 2), ("그저께 올린 링크", 3), ("그제 얘기한 버그", 3),
+     ("이번 주 릴리스", 14), ("저번주 장애 보고", 14), ("지난달 계약서", 62), ("작년 예산", 730),
+     ("올해 목표", 730), ("今日の障害", 1), ("昨日のリリース", 2), ("一昨日のバグ", 3), ("先週の会議", 14),
+     ("先月の請求", 62), ("去年の予算", 730), ("the day before yesterday", 3), ("what broke yesterday", 2),
+     ("그제서야 알았다", None), ("프린터 드라이버", None)],
+)  # fmt: skip
+def test_korean_and_japanese_date_words_narrow_the_window(question: str, days: int | None) -> None:
+    assert plan_route(question).since_days == days
+
+
+@pytest.mark.parametrize(
+    ("question", "source"),
+    [("슬랙에서 민수가 올린 링크", "slack"), ("지라 티켓 상태", "jira"), ("위키에 있는 온보딩 문서", "confluence"),
+     ("컨플루언스 페이지", "confluence"), ("スラックで共有されたリンク", "slack"), ("프린터 드라이버", None)],
+)  # fmt: skip
+def test_korean_and_japanese_product_words_pick_the_source(question: str, source: str | None) -> None:
+    assert plan_route(question).source == source
+
+
 def test_routed_puts_the_named_document_first_only_for_a_reader_of_it(routed: Retriever) -> None:
     hybrid = [r.document_id for r in routed.search("kernel panic OPS-7", "hybrid", EVERYONE, top_k=5).results]
     assert hybrid[0] != "browse/OPS-7"  # fusion ranks the key like any text
