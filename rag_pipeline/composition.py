@@ -18,7 +18,7 @@ from typing import Any
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.index.index_info import check_dense_model, check_sparse_terms
 from rag_pipeline.index.opening import StoreLocation, open_vector_store
-from rag_pipeline.index.store import CollectionNames, DenseSearch, IndexedAcl, SearchFilter, VectorStore
+from rag_pipeline.index.store import CollectionNames, DenseSearch, VectorStore
 from rag_pipeline.index.store_lock import process_label
 from rag_pipeline.retrieval.calibration import CalibrationFile
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -179,21 +179,12 @@ def one_shot_index(
     return OneShotIndex(lambda: open_index(settings), models, chosen, default_min_score=settings.min_score)
 
 
-def access_queries(settings: Settings, *, with_index: bool = False) -> AccessQueries:
-    """``whois`` and ``explain`` over the configured directory and links; ``with_index`` reads documents' ACLs from
-    the index opened for each question (``explain``), else there is no index to ask (``whois``: the directory
-    alone, so it never waits for a service holding the index)."""
+def access_queries(settings: Settings) -> AccessQueries:
+    """``whois`` and ``explain`` over the configured directory and links; a document's ACL is read from the index
+    opened for that question alone (``whois`` never asks, so it never waits for a service holding the index)."""
     directory = settings.paths.directory
     if not DirectoryStore(directory).exists():
         raise AccessRefused(
             404, "person", f"no directory at {directory}: run `rag-pipeline index` (or `sync`, or `directory`) first"
         )
-
-    def document_acl(document_id: str) -> IndexedAcl | None:
-        if not with_index:
-            return None
-        with open_index(settings) as store:
-            found = store.indexed_documents(SearchFilter(document_ids=(document_id,))).get(document_id)
-        return None if found is None else found.acl
-
-    return AccessQueries(directory, settings.identity_links_file, document_acl)
+    return AccessQueries(directory, settings.identity_links_file, one_shot_index(settings).document_acl)

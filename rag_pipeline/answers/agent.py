@@ -21,9 +21,8 @@ from typing import Any
 from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import ContextDocument, capped, one_line
 from rag_pipeline.answers.generate import Answer, AnswerModel, Usage, model_failure, unanswered
-from rag_pipeline.answers.wording import searched_documents
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.sources.registry import document_sources
+from rag_pipeline.sources.registry import document_sources, searched_sources_phrase
 
 AGENT_PROMPT = """You answer questions for the people of a company from what they wrote in {sources}.
 You cannot see any document until you call a tool: use search_documents (several times if the first search is not
@@ -45,7 +44,7 @@ def agent_tools() -> list[dict[str, Any]]:
 
 
 def _described(function: dict[str, Any]) -> dict[str, Any]:
-    return {**function, "description": function["description"].format(sources=searched_documents())}
+    return {**function, "description": function["description"].format(sources=searched_sources_phrase())}
 
 
 def _with_sources(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +226,9 @@ def run_agent(
     question = next((text for role, text in reversed(turns) if role == "user"), "")
     if not question:
         raise ValueError("the conversation has no user message")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": AGENT_PROMPT.format(sources=searched_documents())}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": AGENT_PROMPT.format(sources=searched_sources_phrase())}
+    ]
     messages += [{"role": role, "content": text} for role, text in turns if role in ("user", "assistant")]
     usage, documents, calls = Usage(), _Documents(max_chars), []
     notices: list[str] = []

@@ -15,7 +15,8 @@ from typing import Any
 
 from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import ContextDocument, format_context
-from rag_pipeline.answers.wording import reader_language, say, searched_documents
+from rag_pipeline.answers.wording import reader_language, say
+from rag_pipeline.sources.registry import searched_sources_phrase
 
 # The English one (every language's: wording.MESSAGES["no_documents"]).
 NO_DOCUMENTS_ANSWER = say("no_documents", "en")
@@ -163,7 +164,7 @@ def answer_messages(question: str, context: Sequence[ContextDocument]) -> list[d
     return [
         {
             "role": "system",
-            "content": SYSTEM_PROMPT.format(sources=searched_documents(), context=format_context(context)),
+            "content": SYSTEM_PROMPT.format(sources=searched_sources_phrase(), context=format_context(context)),
         },
         {"role": "user", "content": question},
     ]

@@ -1,6 +1,6 @@
 """What a reader reads in an answer, in the question's language: one catalogue of the sentences the project writes
-itself (the model writes the rest, told to answer in the question's language), and the words prompts and tool
-descriptions use for what is searched, from the source registry rather than a fixed list.
+itself (the model writes the rest, told to answer in the question's language). What prompts and tool descriptions
+call the searched documents comes from the source registry (``searched_sources_phrase``), never a fixed list.
 
 The language is the question's script: Hangul is Korean, kana is Japanese, anything else English (Han alone is read
 as Japanese only with kana beside it: Chinese questions get English, the model's answer still follows them).
@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 from typing import Literal, get_args
-
-from rag_pipeline.sources.registry import searched_sources_phrase
 
 ReaderLanguage = Literal["en", "ko", "ja"]
 READER_LANGUAGES: tuple[str, ...] = get_args(ReaderLanguage)
@@ -60,9 +58,3 @@ def reader_language(question: str, fixed: str | None = None) -> ReaderLanguage:
 def say(key: str, language: ReaderLanguage, **values: str) -> str:
     """The catalogue's sentence ``key`` in ``language``, with ``values`` filled in."""
     return MESSAGES[key][language].format(**values)
-
-
-def searched_documents() -> str:
-    """What the search covers, for prompts and tool descriptions (the registry's titles: "Slack, Jira and
-    Confluence")."""
-    return searched_sources_phrase()

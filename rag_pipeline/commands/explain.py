@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.serving.access import OPERATOR, AccessRefused
 
     try:
-        answer = access_queries(settings, with_index=True).explain(args.document_id, OPERATOR, args.user)
+        answer = access_queries(settings).explain(args.document_id, OPERATOR, args.user)
     except AccessRefused as exc:
         if exc.field == "document_id":
             raise CommandError(

@@ -17,7 +17,7 @@ def utc_day(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d")
 
 
-def utc_instant(seconds: float, timespec: str = "seconds") -> str:
+def iso_z(seconds: float, timespec: str = "seconds") -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 

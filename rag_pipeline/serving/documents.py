@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rag_pipeline.index.store import VectorStore
+from rag_pipeline.index.store import IndexedAcl, VectorStore
 from rag_pipeline.retrieval.principal import Principal
 
 
@@ -33,6 +33,14 @@ class ServedDocument:
 def read_document(store: VectorStore, document_id: str, reader: Principal) -> ServedDocument | None:
     """A whole document from ``store`` as ``reader`` may see it (the CLI's ``ask``; the service caches the parts)."""
     return served_document(document_id, document_parents(store, document_id), reader)
+
+
+def indexed_acl(store: VectorStore, document_id: str) -> IndexedAcl | None:
+    """The document's indexed ACL (what searches filter on), read from its first parent point; None when it is not
+    indexed. For ``explain``, which decides itself what the caller may be told."""
+    refs = store.document_points(store.names.parents, [document_id])
+    parents = store.retrieve(store.names.parents, [r.id for r in refs[:1]]) if refs else []
+    return IndexedAcl.from_payload(parents[0].payload.get("acl")) if parents else None
 
 
 def document_parents(store: VectorStore, document_id: str) -> list[Any]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag_pipeline.serving.daily_log import DailyJsonLines, read_daily_lines, utc_instant
+from rag_pipeline.serving.daily_log import DailyJsonLines, iso_z, read_daily_lines
 
 _PREFIX = "feedback-"
 
@@ -32,7 +32,7 @@ class FeedbackStore:
     def record(self, reader_ids: Sequence[str], query: str, document_id: str, grade: int) -> dict[str, Any]:
         """Store one judgement (an OSError is the caller's: a reader whose feedback was not kept is told so)."""
         now = self.lines.clock()
-        entry = {"at": utc_instant(now), "reader": list(reader_ids), "query": query, "document": document_id,
+        entry = {"at": iso_z(now), "reader": list(reader_ids), "query": query, "document": document_id,
                  "grade": grade}  # fmt: skip
         self.lines.append(entry, now)
         return entry

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from rag_pipeline.index.store import VectorStore
+from rag_pipeline.index.store import IndexedAcl, VectorStore
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import RetrieverConfig
@@ -21,7 +21,7 @@ from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchResponse, read_catalog
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
-from rag_pipeline.serving.documents import ServedDocument, document_parents, served_document
+from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
 from rag_pipeline.serving.schemas import SearchRequest, ToolSearchRequest
 from rag_pipeline.serving.search import ServedSearch, nothing_under_path, search_index, within_path
 
@@ -55,6 +55,11 @@ class OneShotIndex:
         """The document if it exists and ``reader`` may read it; None otherwise (not told apart)."""
         with self.open_store() as store:
             return served_document(document_id, document_parents(store, document_id), reader)
+
+    def document_acl(self, document_id: str) -> IndexedAcl | None:
+        """The document's indexed ACL, None when it is not indexed (``explain``)."""
+        with self.open_store() as store:
+            return indexed_acl(store, document_id)
 
     def search_tools(
         self, tool_search: ToolSearch, request: ToolSearchRequest, reader: Principal, outcomes: ToolOutcomes

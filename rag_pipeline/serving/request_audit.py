@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rag_pipeline.serving.daily_log import DailyJsonLines, utc_instant
+from rag_pipeline.serving.daily_log import DailyJsonLines, iso_z
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class RequestAudit:
     def record(self, reader_ids: Sequence[str], kind: str, document_ids: Sequence[str]) -> None:
         """One request's line. A failed write is logged (once until writes work again), never the caller's error."""
         now = self.lines.clock()
-        entry = {"at": utc_instant(now, "milliseconds"), "reader": list(reader_ids), "kind": kind,
+        entry = {"at": iso_z(now, "milliseconds"), "reader": list(reader_ids), "kind": kind,
                  "documents": list(document_ids)}  # fmt: skip
         try:
             self.lines.append(entry, now)

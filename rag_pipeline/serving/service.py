@@ -33,7 +33,7 @@ from rag_pipeline.retrieval.tool_search import (
     outcome_record,
 )
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
-from rag_pipeline.serving.documents import ServedDocument, document_parents, served_document
+from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
 from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
@@ -274,10 +274,7 @@ class SearchService:
         """The document's indexed ACL (what searches filter on), None when it is not indexed. For ``explain``,
         which decides itself what the caller may be told."""
         with self._turn() as (retriever, _waited):
-            store = retriever.store
-            refs = store.document_points(store.names.parents, [document_id])
-            parents = store.retrieve(store.names.parents, [r.id for r in refs[:1]]) if refs else []
-        return IndexedAcl.from_payload(parents[0].payload.get("acl")) if parents else None
+            return indexed_acl(retriever.store, document_id)
 
     def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None:
         """The document if it exists and ``reader`` may read it; None otherwise (the two are not told apart, so
