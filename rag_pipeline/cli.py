@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env().with_data_dir(getattr(args, "data_dir", None))
         # A command that only reads what `demo`, `index` or `sync` wrote (its parser sets reads_data_folder), given a
         # data folder that does not exist, stops with one line naming it instead of creating it (with an empty cache
-        # in it) and then failing on the index.
-        if getattr(args, "reads_data_folder", False):
+        # in it) and then failing on the index. A search sent to a service (--server) reads no local folder.
+        if getattr(args, "reads_data_folder", False) and not getattr(args, "server", None):
             existing_data_folder(
                 settings.data_dir, data_folder_given_by(getattr(args, "data_dir", None), settings.data_dir_from_env)
             )

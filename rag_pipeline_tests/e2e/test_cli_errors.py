@@ -123,6 +123,18 @@ def test_read_only_commands_refuse_a_missing_data_folder_without_creating_it(
     assert not missing.exists()
 
 
+def test_a_search_sent_to_a_service_needs_no_local_data_folder(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`search --server` reads nothing local: a missing data folder must not stop it (CI found this on a clean clone)."""
+    for name in [k for k in os.environ if k.startswith(_CONFIG_PREFIXES)]:
+        monkeypatch.delenv(name)
+    missing = tmp_path / "missing"
+    url = f"http://127.0.0.1:{_closed_port()}"
+    code = main(["search", "wifi", "--server", url, "--user", "U1", "--data-dir", str(missing)])
+    line = _one_error_line(capsys.readouterr().err)
+    assert code != 0 and line.startswith(f"error: cannot reach the search service at {url}"), line
+    assert not missing.exists()
+
+
 def test_a_data_folder_given_as_a_file_to_a_read_only_command(tmp_path: Path, capsys) -> None:
     file = tmp_path / "data"
     file.write_text("")
