@@ -331,13 +331,17 @@ class Retriever:
         skip = (*exclude, *(d.document_id for d in exact))
         inner = route.strategy
         windowed = replace(flt, updated_from=route.since()) if route.since_days and not flt.updated_from else None
-        docs = self._documents(inner, query, top_k, windowed, skip, response) if windowed else []
+        # Inside the window the date words were said: searched for, they match every thread that says "어제".
+        docs = self._documents(inner, route.text or query, top_k, windowed, skip, response) if windowed else []
         if not docs:
             if windowed is not None:
                 response.warnings.append("the question's date hint left no document: searched without it")
             docs = self._documents(inner, query, top_k, flt, skip, response)
         if route.source is not None:  # stable: the named source's documents first, each side in its order
             docs = sorted(docs, key=lambda d: d.source != route.source)
+        if route.container is not None:  # the named channel's documents first (its name is in the title)
+            self._hydrate(docs)
+            docs = sorted(docs, key=lambda d: not route.names_container(d.title, d.container))
         # response.mode stays "routed" unless the dense model failed (then "bm25", a degraded search).
         return exact + docs
 

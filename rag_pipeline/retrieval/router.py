@@ -6,8 +6,10 @@ search it. The ``routed`` mode (retriever.py) follows the route:
   like every search) and put first, where fusion would otherwise rank it like any text;
 - **source hints**: a question that names one product ("in Jira", "슬랙에서") prefers that source's documents,
   without hiding the others (only the product names count: "issue" and "thread" are everyday words in both);
-- **date hints**: "yesterday", "last week", "지난주" … narrow the search to documents active since then, unless that
-  leaves nothing;
+- **date hints**: "yesterday", "last week", "지난주", a named weekday ("금요일에", "先週の月曜日") … narrow the
+  search to documents active since then, unless that leaves nothing; the date words themselves are not searched for
+  ("어제" is in every thread that says yesterday, whatever it is about);
+- **container hints**: "#general", "갤럭시-문의 채널", "開発チャンネル" prefer that channel's documents;
 - **strategy**: hybrid for questions; BM25 for a query that is only identifiers and codes (nothing to embed).
 """
 
@@ -35,6 +37,27 @@ DATE_HINTS = (
     (re.compile(r"\b(?:this|past|last) week\b|이번\s?주|지난\s?주|저번\s?주|今週|先週", re.IGNORECASE), 14),
     (re.compile(r"\b(?:this|past|last) month\b|이번\s?달|지난\s?달|저번\s?달|今月|先月", re.IGNORECASE), 62),
     (re.compile(r"\b(?:this|past|last) year\b|올해|작년|今年|去年|昨年", re.IGNORECASE), 730),
+)
+# Named weekdays, Monday first (datetime.weekday()): "금요일에", "金曜日", "on Friday"; "월욜" is how chat writes it.
+WEEKDAYS = tuple(
+    re.compile(rf"\b{english}\b|{korean}(?:요일|욜)|{japanese}曜日?", re.IGNORECASE)
+    for english, korean, japanese in (
+        ("monday", "월", "月"), ("tuesday", "화", "火"), ("wednesday", "수", "水"), ("thursday", "목", "木"),
+        ("friday", "금", "金"), ("saturday", "토", "土"), ("sunday", "일", "日"),
+    )
+)  # fmt: skip
+# A weekday of the week before ("지난주 금요일", "先週の金曜日", "last week's Friday"), not the latest one.
+WEEK_BEFORE = re.compile(r"\blast week'?s?\b|지난\s?주|저번\s?주|先週", re.IGNORECASE)
+# "last Friday" (English): the latest Friday before today, a week back when today is one.
+LAST_WEEKDAY = re.compile(r"\blast\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.IGNORECASE)
+# The particle or preposition that ties a date word to the sentence goes with it when the words are taken out.
+DATE_PARTICLE = r"(?:부터|까지|에는|에서|에|의|から|まで|は|に|の)?"
+DATE_LEAD = r"(?:\b(?:on|since|from|until|in|last)\s+)?"
+# "#general", "갤럭시-문의 채널", "開発チャンネル", "the general channel": a channel's name (no spaces inside).
+CONTAINER_HINTS = (
+    re.compile(r"(?<![\w&#])#([\w][\w.-]*)"),
+    re.compile(r"(?<![\w#])([\w][\w.-]*)\s?(?:채널|チャンネル)"),
+    re.compile(r"\b(?:in|on)\s+(?:the\s+)?([\w][\w.-]*)\s+channel\b", re.IGNORECASE),
 )
 
 
@@ -67,6 +90,8 @@ class Route:
     source: str | None = None
     since_days: int | None = None
     reasons: list[str] = field(default_factory=list)
+    container: str | None = None  # a channel the question names ("#general"), preferred like a named source
+    text: str | None = None  # what to search for when it differs from the question: the date words taken out
 
     @property
     def has_identifiers(self) -> bool:
@@ -86,12 +111,55 @@ class Route:
             "document_ids": len(self.document_ids),
             "source": self.source,
             "since_days": self.since_days,
+            "container": self.container,
             "reasons": self.reasons,
         }
 
+    def names_container(self, title: str, container: str) -> bool:
+        """Whether a document (its title, "#channel: …", and container id) is in the container the question names."""
+        if self.container is None:
+            return False
+        wanted = self.container.lower()
+        head, sep, _ = title.partition(":")
+        return container.lower() == wanted or (bool(sep) and head.strip().lower() == f"#{wanted}")
 
-def plan_route(query: str) -> Route:
-    """The route the question's words ask for."""
+
+def _weekday_days(query: str, now: datetime) -> int | None:
+    """The days back a named weekday reaches ("금요일" on a Monday: 3 days, so a window of 4), None without one."""
+    today = now.astimezone(UTC).weekday()
+    reaches = []
+    for weekday, pattern in enumerate(WEEKDAYS):
+        if not pattern.search(query):
+            continue
+        back = (today - weekday) % 7
+        if WEEK_BEFORE.search(query):
+            back += 7
+        elif back == 0 and LAST_WEEKDAY.search(query):
+            back = 7
+        reaches.append(back + 1)
+    return max(reaches, default=None)  # "월요일부터 수요일까지": from the earliest day named
+
+
+def _without_date_words(query: str) -> str | None:
+    """The question with its date words (and the particle that ties each) taken out, None when nothing is left to
+    search for or nothing was taken out."""
+    text = query
+    for pattern in (*(p for p, _ in DATE_HINTS), *WEEKDAYS, WEEK_BEFORE):
+        text = re.sub(rf"{DATE_LEAD}(?:{pattern.pattern}){DATE_PARTICLE}", " ", text, flags=re.IGNORECASE)
+    text = " ".join(text.split())
+    if text == " ".join(query.split()) or not re.search(r"\w", text):
+        return None
+    return text
+
+
+def _container(query: str) -> str | None:
+    """The one channel a question names, None for none or several."""
+    names = {m.group(1).lower() for pattern in CONTAINER_HINTS for m in pattern.finditer(query)}
+    return next(iter(names)) if len(names) == 1 else None
+
+
+def plan_route(query: str, now: datetime | None = None) -> Route:
+    """The route the question's words ask for (a named weekday counts back from ``now``, default: the clock)."""
     reasons: list[str] = []
     urls = tuple(dict.fromkeys(u.split("?", 1)[0].split("#", 1)[0].rstrip(".,;") for u in URL.findall(query)))
     linked_keys = {m for u in urls for m in JIRA_BROWSE.findall(u)}
@@ -116,8 +184,15 @@ def plan_route(query: str) -> Route:
     source = named[0] if len(named) == 1 else None
     if source:
         reasons.append(f"names {source}")
-    since_days = min((days for pattern, days in DATE_HINTS if pattern.search(query)), default=None)
+    hinted = [days for pattern, days in DATE_HINTS if pattern.search(query)]
+    weekday = _weekday_days(query, now or datetime.now(UTC))
+    since_days = min([*hinted, *([weekday] if weekday is not None else [])], default=None)
+    text = None
     if since_days is not None:
         reasons.append(f"date hint: last {since_days} days")
+        text = _without_date_words(query)
+    container = _container(outside_urls)
+    if container:
+        reasons.append(f"names channel {container}")
     strategy = "bm25" if (keys or exact_urls or ids) and not words else "hybrid"
-    return Route(strategy, keys, exact_urls, ids, source, since_days, reasons)
+    return Route(strategy, keys, exact_urls, ids, source, since_days, reasons, container, text)

@@ -4,6 +4,7 @@ may read it; the named source first; a date hint that would leave nothing droppe
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,69 @@ def test_routed_prefers_the_named_source_and_drops_a_date_hint_that_leaves_nothi
     # Every document was last active in 2024: "yesterday" would leave nothing, so it is searched without it.
     dated = routed.search("kernel panic yesterday", "routed", EVERYONE, top_k=5)
     assert dated.results and any("date hint left no document" in w for w in dated.warnings)
+
+
+MONDAY = datetime(2026, 12, 7, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "days"),
+    [("금요일에 올린 링크", 4), ("월요일 회의록", 1), ("지난주 금요일 회의", 11), ("저번주 월요일에 배포", 8),
+     ("토욜에 장애", 3), ("金曜日の障害", 4), ("先週の金曜日のリリース", 11), ("日曜に配布", 2),
+     ("what broke on friday", 4), ("last friday's deploy", 4), ("last monday", 8), ("monday standup", 1),
+     ("월요일부터 수요일까지 장애", 6), ("어제랑 금요일", 2), ("매일 요약", None), ("일요 예배", None)],
+)  # fmt: skip
+def test_named_weekdays_count_back_from_today(question: str, days: int | None) -> None:
+    """A named weekday reaches back to its latest day (today counts); "지난주"/"先週" reach the week before."""
+    assert plan_route(question, MONDAY).since_days == days
+
+
+@pytest.mark.parametrize(
+    ("question", "text"),
+    [("어제 밤에 사진 찍고 싶어", "밤에 사진 찍고 싶어"), ("지난주 금요일에 민수가 올린 링크", "민수가 올린 링크"),
+     ("先週の金曜日の障害", "障害"), ("what happened to the deploy on friday", "what happened to the deploy"),
+     ("since last week the wifi drops", "the wifi drops"), ("월요일부터 수요일까지 장애", "장애"),
+     ("오늘", None), ("프린터 드라이버", None)],
+)  # fmt: skip
+def test_the_date_words_are_not_searched_for(question: str, text: str | None) -> None:
+    """Inside its window a question is searched without its date words (and their particles); nothing left, or
+    no date words, leaves the question as it is."""
+    assert plan_route(question, MONDAY).text == text
+
+
+@pytest.mark.parametrize(
+    ("question", "container"),
+    [("#general 에서 배포 공지", "general"), ("갤럭시-문의 채널에서 배터리", "갤럭시-문의"),
+     ("開発チャンネルのリンク", "開発"), ("the link in the ops-alerts channel", "ops-alerts"),
+     ("#a and #b", None), ("C# compiler error", None), ("프린터 드라이버", None)],
+)  # fmt: skip
+def test_a_named_channel_is_the_routes_container(question: str, container: str | None) -> None:
+    assert plan_route(question).container == container
+
+
+def _dated(points, updated: str):
+    for point in (*points.parents, *points.children):
+        point.payload["updated"] = updated
+    return points
+
+
+def test_routed_searches_the_window_without_the_date_words_and_prefers_the_named_channel(store) -> None:
+    recent = datetime.now(UTC).isoformat()
+    write_documents(
+        store,
+        [
+            _dated(document("lunch", [["yesterday yesterday lunch menu yesterday"]], title="#random: lunch"), recent),
+            _dated(document("wifi", [["wifi drops every minute"]], title="#ops: wifi drops"), recent),
+            _dated(document("wifi2", [["wifi drops again and again"]], title="#help: wifi again"), recent),
+        ],
+    )
+    retriever = Retriever(store, BM25, dense=TopicEncoder())
+    # The words as said: BM25 finds the thread that says "yesterday" most.
+    assert retriever.search("yesterday wifi", "bm25", EVERYONE, top_k=3).results[0].document_id == "lunch"
+    routed = retriever.search("yesterday wifi", "routed", EVERYONE, top_k=3)
+    assert routed.route is not None and routed.route["since_days"] == 2
+    assert routed.results[0].document_id in {"wifi", "wifi2"} and routed.results[-1].document_id == "lunch"
+    # A named channel's thread comes first, the others still follow.
+    for channel, first in (("help", "wifi2"), ("ops", "wifi")):
+        named = retriever.search(f"wifi drops in the {channel} channel", "routed", EVERYONE, top_k=3).results
+        assert named[0].document_id == first and len(named) == 3, channel
