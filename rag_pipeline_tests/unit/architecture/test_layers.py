@@ -17,7 +17,7 @@ PACKAGE = PACKAGE_DIR
 UPPER = {"commands", "runs", "defs", "http", "mcp", "cli", "definitions"}
 DOMAIN = {"connectors", "sources", "text", "vectors", "index", "retrieval", "evaluation", "reconciliation",
           "directory", "answers", "scheduling", "notify", "serving", "composition", "stages", "settings",
-          "env_values", "machine", "pipeline"}  # fmt: skip
+          "env_values", "setting_catalog", "machine", "pipeline"}  # fmt: skip
 
 
 # The one runners' module that loads the code location's definitions, to execute its assets in this process.
