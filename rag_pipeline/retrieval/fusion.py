@@ -82,6 +82,11 @@ OTHER_SOURCES = "*"
 # learned setting is registered with it (``Source.retrieval.fusion`` / ``cjk_fusion``; why each was chosen is
 # beside it in ``rag_pipeline/connectors/<name>/source.py``).
 SHARED_FUSION = SourceFusion(k=60, title_dense_weight=0.5)
+# The same in a CJK or Korean index, where the multilingual dense list is the weaker one and the documents' title
+# vectors carry the question (docs/notes/korean.md, "Fusion"): a search naming no source (the service's default)
+# fused as English scored hybrid 0.517 on the Korean help-desk threads against 0.706 with the CJK lists, below
+# BM25 alone (0.537) (bench/router_korean.py, eval sets without a ``sources`` header).
+SHARED_CJK_FUSION = SourceFusion(k=10, document_title_weight=1.0)
 
 
 def learned_fusion(language: str = "english") -> dict[str, SourceFusion]:
@@ -94,5 +99,5 @@ def learned_fusion(language: str = "english") -> dict[str, SourceFusion]:
         chosen = (facts.cjk_fusion or facts.fusion) if cjk else facts.fusion
         if chosen is not None:
             out[name] = SourceFusion.model_validate(dict(chosen))
-    out[OTHER_SOURCES] = SHARED_FUSION
+    out[OTHER_SOURCES] = SHARED_CJK_FUSION if cjk else SHARED_FUSION
     return out
