@@ -13,6 +13,7 @@ import dagster as dg
 from rag_pipeline.commands import (
     ask,
     audit,
+    backup,
     bench,
     demo,
     directory,
@@ -22,6 +23,7 @@ from rag_pipeline.commands import (
     metrics,
     pause,
     prune,
+    restore,
     search,
     serve,
     status,
@@ -78,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         pause,
         status,
         prune,
+        backup,
+        restore,
         metrics,
         worker,
     ):

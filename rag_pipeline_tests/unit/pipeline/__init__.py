@@ -1,0 +1,1 @@
+"""Tests of the Dagster-free names and data-folder operations (``rag_pipeline/pipeline/``)."""
