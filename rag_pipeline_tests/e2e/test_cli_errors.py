@@ -124,7 +124,7 @@ def test_read_only_commands_refuse_a_missing_data_folder_without_creating_it(
 
 
 def test_a_search_sent_to_a_service_needs_no_local_data_folder(tmp_path: Path, capsys, monkeypatch) -> None:
-    """`search --server` reads nothing local: a missing data folder must not stop it (CI found this on a clean clone)."""
+    """`search --server` reads nothing local: a missing data folder must not stop it (CI found it on a clean clone)."""
     for name in [k for k in os.environ if k.startswith(_CONFIG_PREFIXES)]:
         monkeypatch.delenv(name)
     missing = tmp_path / "missing"
