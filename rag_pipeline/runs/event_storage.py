@@ -24,15 +24,13 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
-from rag_pipeline.runs.dagster_private import (
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    SqlEventLogStorageTable,
-    SqliteEventLogStorage,
-)
+from rag_pipeline.runs.dagster_private import SQLITE_BUSY_TIMEOUT_SECONDS, SqlEventLogStorageTable
+from rag_pipeline.runs.pool_claims import SerializedPoolClaimsStorage
 
 
-class BatchingSqliteEventLogStorage(SqliteEventLogStorage):
-    """``SqliteEventLogStorage`` with cached engines and batched asset materialization writes."""
+class BatchingSqliteEventLogStorage(SerializedPoolClaimsStorage):
+    """``SqliteEventLogStorage`` with cached engines and batched asset materialization writes, whose pool slots
+    hold their limit across processes (:mod:`rag_pipeline.runs.pool_claims`)."""
 
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: dict[str, Engine] = {}  # before super(): its __init__ already connects
