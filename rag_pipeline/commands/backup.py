@@ -7,25 +7,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
 
 from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
+from rag_pipeline.commands.progress import task_bars
 from rag_pipeline.pipeline.backup import BackupCorrupt, BackupError, describe_sizes
 from rag_pipeline.settings import Settings
 
@@ -74,27 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     backup.set_defaults(func=run, reads_data_folder=True)
 
 
-@contextmanager
-def byte_bars(console: Console, disable: bool = False) -> Iterator[Callable[[str, int, int], None]]:
-    """Yields ``progress(part, bytes_done, bytes_total)``: one bar per part, in bytes (the project's
-    ``task_bars`` counts items)."""
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=disable or not console.is_terminal,
-    ) as bars:
-        tasks: dict[str, TaskID] = {}
-
-        def progress(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bars.add_task(name, total=total)
-            bars.update(tasks[name], completed=done, total=total)
-
-        yield progress
+def byte_bars(console: Console, disable: bool = False) -> AbstractContextManager[Callable[[str, int, int], None]]:
+    """One bar per part of a backup or restore, in bytes."""
+    return task_bars(console, disable=disable, in_bytes=True)
 
 
 def dagster_home(settings: Settings) -> Path:

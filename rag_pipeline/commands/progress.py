@@ -8,24 +8,33 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 
 
 @contextmanager
-def task_bars(console: Console, disable: bool = False) -> Iterator[Callable[[str, int, int], None]]:
-    """Yields ``progress(name, done, total)``: the first call for a name adds its bar."""
+def task_bars(
+    console: Console, disable: bool = False, in_bytes: bool = False
+) -> Iterator[Callable[[str, int, int], None]]:
+    """Yields ``progress(name, done, total)``: the first call for a name adds its bar. ``in_bytes`` counts bytes
+    (sizes and a transfer speed) instead of items."""
+    counts: tuple[ProgressColumn, ...] = (
+        (DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn())
+        if in_bytes
+        else (MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    )
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        *counts,
         console=console,
         disable=disable or not console.is_terminal,
     ) as bars:
