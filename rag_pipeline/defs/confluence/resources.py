@@ -21,11 +21,10 @@ from rag_pipeline.connectors.confluence.identity import (
     confluence_sites,
     resolve_confluence_identity,
 )
-from rag_pipeline.defs.chain.live_read import read_containers
+from rag_pipeline.defs.api_resource_kit import atlassian_client_options, read_live, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
-from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
 from rag_pipeline.sources.source_read import SourceRead
 
@@ -52,30 +51,11 @@ class ConfluenceResource(dg.ConfigurableResource):
     seconds_per_partition: int | None = Field(default=3_600, description="Seconds a space's read may take per day")
 
     def sync_settings(self) -> ConfluenceSyncSettings:
-        return ConfluenceSyncSettings(
-            cloud=self.cloud,
-            site=self.site,
-            page_size=self.page_size,
-            overlap_minutes=self.overlap_minutes,
-            space_allow=tuple(self.space_allow),
-            space_deny=tuple(self.space_deny),
-            page_cap=self.page_cap,
-            requests_per_partition=self.requests_per_partition,
-            seconds_per_partition=self.seconds_per_partition,
-        )
+        return sync_settings_of(self, ConfluenceSyncSettings)
 
     def reader(self, log: Callable[[str], None] | None = None) -> ConfluenceApiReader:
         """A fresh reader (its own caches and call counters) for one run."""
-        client = build_confluence_client(
-            self.url,
-            username=self.username,
-            api_token=self.api_token,
-            personal_access_token=self.personal_access_token,
-            cloud=self.cloud,
-            stats=ApiStats(),
-            max_retries=self.max_retries,
-            timeout=self.timeout_seconds,
-        )
+        client = build_confluence_client(self.url, **atlassian_client_options(self))
         return ConfluenceApiReader(client, self.sync_settings(), log)
 
     def read_directory(
@@ -90,23 +70,16 @@ class ConfluenceResource(dg.ConfigurableResource):
     def read_partitions(
         self, days_by_space: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        reader = self.reader(log)
-        out, guards_tripped, totals = read_containers(
+        return read_live(
+            self.reader(log),
             days_by_space,
-            reader.read_days,
             (ConfluenceAccessError,),
             ("pages_fetched", "comment_pages"),
             ConfluenceTimeoutError,
+            overlap_minutes=self.overlap_minutes,
+            page_size=self.page_size,
+            confluence_mode="cloud" if self.cloud else "data center",
         )
-        out.metadata = {
-            **reader.stats.as_metadata(),
-            **totals,
-            "overlap_minutes": self.overlap_minutes,
-            "page_size": self.page_size,
-            "confluence_mode": "cloud" if self.cloud else "data center",
-            "guards_tripped": guards_tripped,
-        }
-        return out
 
 
 class ConfluenceDumpResource(dg.ConfigurableResource):

@@ -24,11 +24,10 @@ from rag_pipeline.connectors.jira.settings import (
     BUNDLED_JIRA_DUMP,
     DEFAULT_JIRA_CSV_DATE_FORMAT,
 )
-from rag_pipeline.defs.chain.live_read import read_containers
+from rag_pipeline.defs.api_resource_kit import atlassian_client_options, read_live, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
-from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
 from rag_pipeline.sources.source_read import SourceRead
 
@@ -86,21 +85,7 @@ class JiraResource(JiraSourceResource):
     )
 
     def sync_settings(self) -> JiraSyncSettings:
-        return JiraSyncSettings(
-            cloud=self.cloud,
-            site=self.site,
-            page_size=self.page_size,
-            id_page_size=self.id_page_size,
-            comment_page_size=self.comment_page_size,
-            overlap_minutes=self.overlap_minutes,
-            project_allow=tuple(self.project_allow),
-            project_deny=tuple(self.project_deny),
-            include_archived=self.include_archived,
-            resolve_permission_groups=self.resolve_permission_groups,
-            page_cap=self.page_cap,
-            requests_per_partition=self.requests_per_partition,
-            seconds_per_partition=self.seconds_per_partition,
-        )
+        return sync_settings_of(self, JiraSyncSettings)
 
     def read_directory(
         self, log: Callable[[str], None] | None = None, previous: DirectoryStore | None = None
@@ -110,35 +95,22 @@ class JiraResource(JiraSourceResource):
 
     def reader(self, log: Callable[[str], None] | None = None) -> JiraApiReader:
         """A fresh reader (with its own caches and call counters) for one run."""
-        client = build_jira_client(
-            self.url,
-            username=self.username,
-            api_token=self.api_token,
-            personal_access_token=self.personal_access_token,
-            cloud=self.cloud,
-            stats=ApiStats(),
-            max_retries=self.max_retries,
-            backoff_seconds=self.backoff_seconds,
-            timeout=self.timeout_seconds,
-        )
+        client = build_jira_client(self.url, **atlassian_client_options(self, self.backoff_seconds))
         return JiraApiReader(client, self.sync_settings(), log)
 
     def read_partitions(
         self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        reader = self.reader(log)
-        out, guards_tripped, totals = read_containers(
-            days_by_project, reader.read_days, (JiraAccessError,), ("issues_fetched", "comment_pages"), JiraTimeoutError
+        return read_live(
+            self.reader(log),
+            days_by_project,
+            (JiraAccessError,),
+            ("issues_fetched", "comment_pages"),
+            JiraTimeoutError,
+            overlap_minutes=self.overlap_minutes,
+            page_size=self.page_size,
+            jira_mode="cloud" if self.cloud else "server",
         )
-        out.metadata = {
-            **reader.stats.as_metadata(),
-            **totals,
-            "overlap_minutes": self.overlap_minutes,
-            "page_size": self.page_size,
-            "jira_mode": "cloud" if self.cloud else "server",
-            "guards_tripped": guards_tripped,
-        }
-        return out
 
 
 class JiraDumpResource(JiraSourceResource):

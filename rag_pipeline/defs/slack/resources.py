@@ -19,7 +19,7 @@ from rag_pipeline.connectors.slack.api import (
 )
 from rag_pipeline.connectors.slack.export import SlackExportReader, SlackRead
 from rag_pipeline.connectors.slack.identity import SlackIdentity, resolve_slack_identity
-from rag_pipeline.defs.chain.live_read import read_containers
+from rag_pipeline.defs.api_resource_kit import read_live, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
@@ -68,15 +68,9 @@ class SlackResource(SlackSourceResource):
     )
 
     def sync_settings(self) -> SlackSyncSettings:
-        return SlackSyncSettings(
-            page_size=self.page_size,
-            lookback_days=self.lookback_days,
-            rescan_thread_replies=self.rescan_thread_replies,
-            include_private=self.include_private,
-            include_archived=self.include_archived,
-            channel_allow=tuple(self.channel_allow),
-            channel_deny=tuple(self.channel_deny),
-            page_cap=self.page_cap,
+        return sync_settings_of(
+            self,
+            SlackSyncSettings,
             requests_per_day=self.requests_per_partition,
             seconds_per_day=self.seconds_per_partition,
         )
@@ -104,20 +98,15 @@ class SlackResource(SlackSourceResource):
     def read_partitions(
         self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        reader = self.reader(log)
-        out, guards_tripped, totals = read_containers(
-            days_by_channel, reader.read_days, (SlackAccessError,), ("threads_fetched",)
+        return read_live(
+            self.reader(log),
+            days_by_channel,
+            (SlackAccessError,),
+            ("threads_fetched",),
+            lookback_days=self.lookback_days,
+            page_size=self.page_size,
+            page_cap=self.page_cap,
         )
-        stats = reader.stats
-        out.metadata = {
-            **stats.as_metadata(),
-            **totals,
-            "lookback_days": self.lookback_days,
-            "page_size": self.page_size,
-            "page_cap": self.page_cap,
-            "guards_tripped": guards_tripped,
-        }
-        return out
 
 
 class SlackExportResource(SlackSourceResource):
