@@ -18,6 +18,7 @@ from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.index.store_lock import FolderLock, LockHolder
+from rag_pipeline.pipeline.layout import read_layout
 from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.settings import Settings
 from rag_pipeline.sources.registry import source_names
@@ -29,12 +30,14 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     status = sub.add_parser(
         "status",
-        help="show each live source's sync: watermarks, lag, last runs, next tick, days still to fetch",
+        help="show the data folder's layout (a migration pending?) and each live source's sync: watermarks, lag, "
+        "last runs, next tick, days still to fetch",
         description="Reads the Dagster instance (DAGSTER_HOME, else <data dir>/dagster_home) the way the sync sensors "
         "do: per Slack channel / Jira project, the watermark (last instant known to be fully synced), how far behind "
         "it is, the newest source timestamp and sync lag of its last run, its last successful and last failed run "
         "(with the error's first line), what the sensor would request now and the days still to fetch; per source, "
-        "its cron and next tick. Nothing is contacted.",
+        "its cron and next tick; first, the data folder's layout version and whether an upgrade's migration is "
+        "pending. Nothing is contacted.",
     )
     status.add_argument("--source", choices=source_names(), action="append", help="only this source (repeatable)")
     add_data_dir(status)
@@ -63,19 +66,27 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.runs.sync_status import source_status
 
     holder = _index_holder(settings)
+    try:
+        layout = read_layout(settings.data_dir)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     wanted = [s for s in (args.source or source_names()) if s in settings.live_sources]
-    if not wanted and holder is not None:
-        # Without a live source there is no sync to describe, but who holds the index is still worth telling.
-        if args.json:
-            print(json.dumps({"index_holder": asdict(holder), "sources": []}, indent=2))
-        else:
-            print(f"index: {holder.held_by()}\nno live source is configured: nothing is synced on a schedule")
-        return 0
     if not wanted:
-        raise CommandError(
-            "no live source is configured (set SLACK_BOT_TOKEN, or JIRA_URL with its credentials); "
-            "status describes the scheduled sync of live sources"
-        )
+        # Without a live source there is no sync to describe; the folder's layout (an upgrade pending?) and who
+        # holds the index are still worth telling.
+        if args.json:
+            described: dict[str, object] = {"layout": layout.as_dict(), "sources": []}
+            described["index_holder"] = asdict(holder) if holder else None
+            print(json.dumps(described, indent=2))
+        else:
+            print(layout.describe())
+            if holder is not None:
+                print(f"index: {holder.held_by()}")
+            print(
+                "no live source is configured (set SLACK_BOT_TOKEN, or JIRA_URL or CONFLUENCE_URL with its "
+                "credentials): nothing is synced on a schedule"
+            )
+        return 0
     ensure_dagster_home(settings)
     specs = source_specs(settings)
     now = datetime.now(UTC)
@@ -97,6 +108,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             json.dumps(
                 {
                     "now": now.isoformat(timespec="seconds"),
+                    "layout": layout.as_dict(),
                     "ingestion_paused": asdict(pause) if pause else None,
                     "index_holder": asdict(holder) if holder else None,
                     "sources": [s.as_dict() for s in statuses],
@@ -106,6 +118,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     console = Console()
+    console.print(layout.describe(), highlight=False)
     if pause is not None:
         console.print(f"scheduled sync: {pause.describe()}", highlight=False)
     if holder is not None:

@@ -24,13 +24,14 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from rag_pipeline.pipeline.layout import WEEKLY_MARKER, read_layout, record_layout
 from rag_pipeline.pipeline.parquet import write_frame
 from rag_pipeline.pipeline.retained import Expired, RetentionScope, children
 from rag_pipeline.scheduling.coverage import CONTAINER_COLUMN, DAY_COLUMN, week_start, weeks_between
 
 log = logging.getLogger(__name__)
 
-LAYOUT_FILE = ".layout"
+LAYOUT_FILE = WEEKLY_MARKER  # the parquet folder's marker (pipeline/layout.py reads it too)
 LAYOUT = "weekly"
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -73,9 +74,12 @@ def upgrade_data_folder(parquet_dir: Path, instance: dg.DagsterInstance | None) 
     do). Safe to re-run: a folder already converted is marked and skipped, and a conversion stopped half-way
     leaves old files that the next run converts (merged into the weekly files it had written)."""
     marker = parquet_dir / LAYOUT_FILE
-    if not parquet_dir.is_dir():
-        return None
-    if marker.exists() and marker.read_text().strip() == LAYOUT:
+    data_dir = parquet_dir.parent
+    was = read_layout(data_dir)  # before the conversion changes what the files say
+    if was.newer_than_this_version:
+        raise ValueError(was.describe())
+    if not parquet_dir.is_dir() or (marker.exists() and marker.read_text().strip() == LAYOUT):
+        record_layout(data_dir, was=was)  # a new folder, or one converted before its layout was recorded
         return None
     report = MigrationReport()
     for asset_dir in sorted(p for p in parquet_dir.iterdir() if p.is_dir()):
@@ -124,7 +128,9 @@ def upgrade_data_folder(parquet_dir: Path, instance: dg.DagsterInstance | None) 
             report.weeks_recorded += len(weeks)
     marker.write_text(LAYOUT + "\n")
     if not report.assets:
+        record_layout(data_dir, was=was)
         return None
+    record_layout(data_dir, report.as_dict(), was=was)  # the folder's layout history keeps what the upgrade did
     log.warning(report.describe())
     return report
 

@@ -206,7 +206,7 @@ def _previous_version(tmp_path: Path) -> Path:
 
 @pytest.mark.slow  # two small indexes, one by each version (~1 min)
 def test_a_folder_built_by_the_previous_version_upgrades_in_place(
-    tmp_path: Path, slack_export: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, slack_export: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rag_pipeline.cli import main
 
@@ -224,6 +224,31 @@ def test_a_folder_built_by_the_previous_version_upgrades_in_place(
     assert built["embeddings_computed"] > 0
     # The previous layout: one file per (day, channel).
     assert list((data / "parquet" / "slack_threads").glob("*/*.parquet"))
+    queries = ("deploy", "postgres upgrade", "lunch")
+
+    def results(version: Path | None) -> list[list[tuple[str, float]]]:
+        """Each query's document ids and scores as that version's `search` gives them."""
+        found = []
+        for query in queries:
+            argv = ["search", query, "--all-documents", "--json", "--data-dir", str(data)]
+            done = subprocess.run(
+                [sys.executable, "-c", "import sys; from rag_pipeline.cli import main; sys.exit(main(sys.argv[1:]))",
+                 *argv], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                env={**env, "PYTHONPATH": str(version)} if version else {**env, "PYTHONPATH": str(REPO_ROOT)},
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-2000:]
+            found.append([(r["document_id"], round(r["score"], 5)) for r in json.loads(done.stdout)["results"]])
+        return found
+
+    # This version reads the folder as it is before upgrading it; the previous one found the same documents.
+    before = results(None)
+    assert [{d for d, _ in found} for found in results(previous)] == [{d for d, _ in found} for found in before]
+    # `status` says which layout the folder holds and that a migration is pending.
+    assert main(["status", "--json", "--data-dir", str(data)]) == 0
+    layout = json.loads(capsys.readouterr().out)["layout"]
+    assert (
+        layout["version"] == 1 and layout["known_from"] == "files" and [m["target"] for m in layout["pending"]] == [2]
+    )
 
     monkeypatch.setenv("RAG_SLACK_EXPORT", str(slack_export))
     monkeypatch.setenv("SLACK_TEAM_ID", TEAM)
@@ -239,8 +264,15 @@ def test_a_folder_built_by_the_previous_version_upgrades_in_place(
     threads = data / "parquet" / "slack_threads"
     assert not list(threads.glob("*/*.parquet")) and list(threads.glob("*.parquet"))
     assert set(pd.concat(pd.read_parquet(p) for p in threads.glob("*.parquet"))["_container"]) >= {"C0PUB"}
-    capsys_free = main(["search", "deploy", "--json", "--data-dir", str(data)])
-    assert capsys_free == 0
+    # Searches answer exactly as before the upgrade, and the folder records its layout and what the upgrade did.
+    assert results(None) == before
+    assert main(["status", "--json", "--data-dir", str(data)]) == 0
+    layout = json.loads(capsys.readouterr().out)["layout"]
+    assert layout["version"] == 2 and layout["known_from"] == "record" and layout["pending"] == []
+    (step,) = layout["history"]
+    assert (step["from"], step["to"]) == (1, 2) and step["report"]["files_converted"] == summary["migration"][
+        "files_converted"
+    ]
     # Every week of the history is materialized (by the upgrade's record or the new run).
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(summary["dagster_home"])) as instance:
         materialized = instance.get_materialized_partitions(dg.AssetKey("slack_qdrant_points"))
