@@ -15,32 +15,27 @@ from rag_pipeline.defs.chain.live_spec import (
     LiveSource,
     Reconciliation,
     Skipped,
-    api_limits,
     live_source_spec,
     report_listing_problems,
 )
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.confluence.resources import CONFLUENCE_API_POOL, ConfluenceDumpResource, ConfluenceResource
+from rag_pipeline.defs.source_spec_kit import atlassian_api_resource, require_listed
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
-from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.problems import RecordProblem
 
 
 def confluence_api_resource(api: ConfluenceApiSettings, limits: ApiLimits | None = None) -> ConfluenceResource:
-    """The live Confluence connector; secrets stay EnvVars (Cloud: CONFLUENCE_API_TOKEN, DC: CONFLUENCE_PAT)."""
-    return ConfluenceResource(
-        url=api.url,
-        cloud=api.cloud,
-        username=api.username,
-        api_token=dg.EnvVar("CONFLUENCE_API_TOKEN") if api.api_token_set else None,
-        personal_access_token=dg.EnvVar("CONFLUENCE_PAT") if api.pat_set else None,
-        site=api.site,
-        page_size=api.page_size,
-        overlap_minutes=api.overlap_minutes,
+    """The live Confluence connector (secrets: CONFLUENCE_API_TOKEN, CONFLUENCE_PAT), with its space filters."""
+    return atlassian_api_resource(
+        ConfluenceResource,
+        api,
+        limits,
+        "CONFLUENCE",
         space_allow=list(api.space_allow),
         space_deny=list(api.space_deny),
-        **api_limits(limits),
     )
 
 
@@ -52,12 +47,13 @@ def select_spaces(
     report_listing_problems("Confluence", discovery.problems, problems)
     known = {s.key for s in discovery.spaces}
     wanted = list(keys) or sorted(known)
-    missing = [k for k in wanted if k not in known]
-    if missing:
-        raise SourceError(
-            f"Confluence space(s) {', '.join(missing)} not found among the spaces the API user can view "
-            f"({', '.join(sorted(known)) or 'none'}); grant it View on the space, or check the allow/deny lists"
-        )
+    require_listed(
+        wanted,
+        known,
+        known,
+        "Confluence space(s) {} not found among the spaces the API user can view",
+        "grant it View on the space, or check the allow/deny lists",
+    )
     return [(k, k) for k in wanted]
 
 

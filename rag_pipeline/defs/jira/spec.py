@@ -14,34 +14,23 @@ from rag_pipeline.defs.chain.live_spec import (
     LiveSource,
     Reconciliation,
     Skipped,
-    api_limits,
     live_source_spec,
     report_listing_problems,
 )
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.jira.resources import JIRA_API_POOL, JiraCsvResource, JiraDumpResource, JiraResource
+from rag_pipeline.defs.source_spec_kit import atlassian_api_resource, require_listed
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
-from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.problems import RecordProblem
 
 Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
 
 
 def jira_api_resource(api: JiraApiSettings, limits: ApiLimits | None = None) -> JiraResource:
-    """The live Jira connector; secrets stay EnvVars (Cloud: JIRA_API_TOKEN, Server/DC: JIRA_PAT). ``limits`` bound
-    every read (timeouts, page cap, per-partition budgets)."""
-    return JiraResource(
-        url=api.url,
-        cloud=api.cloud,
-        username=api.username,
-        api_token=dg.EnvVar("JIRA_API_TOKEN") if api.api_token_set else None,
-        personal_access_token=dg.EnvVar("JIRA_PAT") if api.pat_set else None,
-        site=api.site,
-        page_size=api.page_size,
-        overlap_minutes=api.overlap_minutes,
-        **api_limits(limits),
-    )
+    """The live Jira connector (secrets: JIRA_API_TOKEN, JIRA_PAT); ``limits`` bound every read."""
+    return atlassian_api_resource(JiraResource, api, limits, "JIRA")
 
 
 def select_projects(
@@ -51,16 +40,15 @@ def select_projects(
     listings with an invalid key)."""
     discovery = jira.process_config_and_initialize().reader().discover()
     report_listing_problems("Jira", discovery.problems, problems)
-    discovered = discovery.projects
-    by_key = {p.key: p for p in discovered}
-    wanted = [k.upper() for k in keys] or [p.key for p in discovered]
-    missing = [k for k in wanted if k not in by_key]
-    if missing:
-        known = ", ".join(sorted(by_key)) or "none"
-        raise SourceError(
-            f"Jira project(s) {', '.join(missing)} not found among the projects the API user can browse ({known}); "
-            "grant it Browse projects, or check the allow/deny lists and include_archived"
-        )
+    by_key = {p.key for p in discovery.projects}
+    wanted = [k.upper() for k in keys] or [p.key for p in discovery.projects]
+    require_listed(
+        wanted,
+        by_key,
+        by_key,
+        "Jira project(s) {} not found among the projects the API user can browse",
+        "grant it Browse projects, or check the allow/deny lists and include_archived",
+    )
     return [(k, k) for k in wanted]
 
 

@@ -21,10 +21,11 @@ from rag_pipeline.defs.chain.live_spec import (
 )
 from rag_pipeline.defs.chain.source_spec import SourceSpec
 from rag_pipeline.defs.slack.resources import SLACK_API_POOL, SlackExportResource, SlackResource
+from rag_pipeline.defs.source_spec_kit import require_listed
 from rag_pipeline.index.store import IndexedDocument
 from rag_pipeline.reconciliation.reconcile import ReconcilePlan
 from rag_pipeline.settings import ApiLimits, Settings
-from rag_pipeline.sources.problems import RecordProblem, SourceError
+from rag_pipeline.sources.problems import RecordProblem
 
 _log = logging.getLogger(__name__)
 Planner = Callable[[str, Mapping[str, IndexedDocument]], ReconcilePlan]
@@ -60,13 +61,13 @@ def select_channels(
     discovered = [*discovery.channels, *discovery.not_member]
     by_key = {c.name: c for c in discovered} | {c.id: c for c in discovered}
     wanted = [n.lstrip("#") for n in names] or [c.id for c in discovery.channels]
-    missing = [n for n in wanted if n not in by_key]
-    if missing:
-        known = ", ".join(sorted(c.name for c in discovered)) or "none"
-        raise SourceError(
-            f"Slack channel(s) {', '.join(missing)} not found among the channels the bot can read ({known}); "
-            "invite the bot to a private channel, or check the allow/deny lists"
-        )
+    require_listed(
+        wanted,
+        by_key,
+        (c.name for c in discovered),
+        "Slack channel(s) {} not found among the channels the bot can read",
+        "invite the bot to a private channel, or check the allow/deny lists",
+    )
     return [(by_key[n].id, by_key[n].name) for n in wanted]
 
 
