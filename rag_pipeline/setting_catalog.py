@@ -100,6 +100,89 @@ GROUPS: tuple[str, ...] = (
 )
 
 
+def _atlassian_api(prefix: str, product: str, page_size: str) -> tuple[Setting, ...]:
+    """The live REST API of an Atlassian product (``<prefix>_URL`` and its companions)."""
+    pat = f"{prefix}_PAT"
+    return (
+        Setting(
+            f"{prefix}_URL", "URL", "", _WRITING, f"{product} site; set, the live REST API replaces the dump", _LIVE
+        ),
+        Setting(f"{prefix}_USERNAME", "text", "", _WRITING, "Cloud: the account's e-mail (with the API token)", _LIVE),
+        Setting(f"{prefix}_API_TOKEN", "text", "", _WRITING, "Cloud: the API token (an EnvVar)", _LIVE, secret=True),
+        Setting(
+            pat, "text", "", _WRITING, "Server/Data Center: personal access token, sent as Bearer", _LIVE, secret=True
+        ),
+        Setting(
+            f"{prefix}_CLOUD",
+            "flag",
+            "1",
+            _WRITING,
+            "Cloud or Server/Data Center REST",
+            _LIVE,
+            default_note=f"`0` when only {pat} is set",
+        ),
+        Setting(
+            f"{prefix}_SITE",
+            "text",
+            "",
+            _WRITING,
+            "site name in document ids and ACL groups (also of a dump that names none)",
+            _LIVE,
+            default_note="the URL's host",
+        ),
+        Setting(f"{prefix}_PAGE_SIZE", "whole number", page_size, _WRITING, "items per search page", _LIVE),
+        Setting(
+            f"{prefix}_OVERLAP_MINUTES", "whole number", "15", _WRITING, "minutes re-read before each window", _LIVE
+        ),
+    )
+
+
+def _source_sync(
+    prefix: str,
+    label: str,
+    read_by: tuple[Process, ...] = _SYNCING,
+    requests_per_minute: str = "",
+    requests_note: str = "none",
+) -> tuple[Setting, ...]:
+    """The scheduled sync of one registered source (``RAG_<prefix>_SYNC_ENABLED``, ``<prefix>_SYNC_CRON``, ...)."""
+    return (
+        Setting(
+            f"RAG_{prefix}_SYNC_ENABLED",
+            "flag",
+            "1",
+            read_by,
+            f"{label}: `0` defines none of its sensors and schedules",
+            _SYNC,
+        ),
+        Setting(
+            f"{prefix}_SYNC_CRON",
+            "cron",
+            "",
+            read_by,
+            f"{label}: sync cron (UTC)",
+            _SYNC,
+            default_note="`RAG_RAW_SYNC_CRON`",
+        ),
+        Setting(
+            f"{prefix}_INITIAL_HISTORY_DAYS",
+            "whole number",
+            "90",
+            read_by,
+            f"{label}: history a new channel/project/space starts with",
+            _SYNC,
+        ),
+        Setting(
+            f"{prefix}_REQUESTS_PER_MINUTE",
+            "whole number",
+            requests_per_minute,
+            read_by,
+            f"{label}: the request budget each tick plans within",
+            _SYNC,
+            default_note=requests_note,
+        ),
+    )
+
+
 SETTINGS: tuple[Setting, ...] = (
     # --- data folder and files -----------------------------------------------------------------------------------
     Setting(
@@ -557,70 +640,8 @@ SETTINGS: tuple[Setting, ...] = (
         "SLACK_PAGE_SIZE", "whole number", "200", _WRITING, "`limit` per page (15 for non-Marketplace apps)", _LIVE
     ),
     Setting("SLACK_LOOKBACK_DAYS", "whole number", "30", _WRITING, "days of roots re-listed for late replies", _LIVE),
-    Setting("JIRA_URL", "URL", "", _WRITING, "Jira site; set, the live REST API replaces the dump", _LIVE),
-    Setting("JIRA_USERNAME", "text", "", _WRITING, "Cloud: the account's e-mail (with the API token)", _LIVE),
-    Setting("JIRA_API_TOKEN", "text", "", _WRITING, "Cloud: the API token (an EnvVar)", _LIVE, secret=True),
-    Setting(
-        "JIRA_PAT",
-        "text",
-        "",
-        _WRITING,
-        "Server/Data Center: personal access token, sent as Bearer",
-        _LIVE,
-        secret=True,
-    ),
-    Setting(
-        "JIRA_CLOUD",
-        "flag",
-        "1",
-        _WRITING,
-        "Cloud or Server/Data Center REST",
-        _LIVE,
-        default_note="`0` when only JIRA_PAT is set",
-    ),
-    Setting(
-        "JIRA_SITE",
-        "text",
-        "",
-        _WRITING,
-        "site name in document ids and ACL groups (also of a dump that names none)",
-        _LIVE,
-        default_note="the URL's host",
-    ),
-    Setting("JIRA_PAGE_SIZE", "whole number", "100", _WRITING, "items per search page", _LIVE),
-    Setting("JIRA_OVERLAP_MINUTES", "whole number", "15", _WRITING, "minutes re-read before each window", _LIVE),
-    Setting("CONFLUENCE_URL", "URL", "", _WRITING, "Confluence site; set, the live REST API replaces the dump", _LIVE),
-    Setting("CONFLUENCE_USERNAME", "text", "", _WRITING, "Cloud: the account's e-mail (with the API token)", _LIVE),
-    Setting("CONFLUENCE_API_TOKEN", "text", "", _WRITING, "Cloud: the API token (an EnvVar)", _LIVE, secret=True),
-    Setting(
-        "CONFLUENCE_PAT",
-        "text",
-        "",
-        _WRITING,
-        "Server/Data Center: personal access token, sent as Bearer",
-        _LIVE,
-        secret=True,
-    ),
-    Setting(
-        "CONFLUENCE_CLOUD",
-        "flag",
-        "1",
-        _WRITING,
-        "Cloud or Server/Data Center REST",
-        _LIVE,
-        default_note="`0` when only CONFLUENCE_PAT is set",
-    ),
-    Setting(
-        "CONFLUENCE_SITE",
-        "text",
-        "",
-        _WRITING,
-        "site name in document ids and ACL groups (also of a dump that names none)",
-        _LIVE,
-        default_note="the URL's host",
-    ),
-    Setting("CONFLUENCE_PAGE_SIZE", "whole number", "50", _WRITING, "items per search page", _LIVE),
-    Setting("CONFLUENCE_OVERLAP_MINUTES", "whole number", "15", _WRITING, "minutes re-read before each window", _LIVE),
+    *_atlassian_api("JIRA", "Jira", page_size="100"),
+    *_atlassian_api("CONFLUENCE", "Confluence", page_size="50"),
     Setting("CONFLUENCE_SPACE_ALLOW", "list", "", _WRITING, "space keys or regular expressions to keep", _LIVE),
     Setting(
         "CONFLUENCE_SPACE_DENY", "list", "", _WRITING, "space keys or regular expressions to skip (deny wins)", _LIVE
@@ -665,120 +686,12 @@ SETTINGS: tuple[Setting, ...] = (
         "`1`: every sync sensor and reconciliation schedule skips its ticks",
         _SYNC,
     ),
-    Setting(
-        "RAG_SLACK_SYNC_ENABLED", "flag", "1", _SYNCING, "Slack: `0` defines none of its sensors and schedules", _SYNC
-    ),
-    Setting(
-        "SLACK_SYNC_CRON", "cron", "", _SYNCING, "Slack: sync cron (UTC)", _SYNC, default_note="`RAG_RAW_SYNC_CRON`"
-    ),
-    Setting(
-        "SLACK_INITIAL_HISTORY_DAYS",
-        "whole number",
-        "90",
-        _SYNCING,
-        "Slack: history a new channel/project/space starts with",
-        _SYNC,
-    ),
-    Setting(
-        "SLACK_REQUESTS_PER_MINUTE",
-        "whole number",
-        "50",
-        _SYNCING,
-        "Slack: the request budget each tick plans within",
-        _SYNC,
-        default_note="`1` when SLACK_PAGE_SIZE is 15 or less",
-    ),
-    Setting(
-        "RAG_JIRA_SYNC_ENABLED", "flag", "1", _SYNCING, "Jira: `0` defines none of its sensors and schedules", _SYNC
-    ),
-    Setting("JIRA_SYNC_CRON", "cron", "", _SYNCING, "Jira: sync cron (UTC)", _SYNC, default_note="`RAG_RAW_SYNC_CRON`"),
-    Setting(
-        "JIRA_INITIAL_HISTORY_DAYS",
-        "whole number",
-        "90",
-        _SYNCING,
-        "Jira: history a new channel/project/space starts with",
-        _SYNC,
-    ),
-    Setting(
-        "JIRA_REQUESTS_PER_MINUTE",
-        "whole number",
-        "",
-        _SYNCING,
-        "Jira: the request budget each tick plans within",
-        _SYNC,
-        default_note="none",
-    ),
-    Setting(
-        "RAG_CONFLUENCE_SYNC_ENABLED",
-        "flag",
-        "1",
-        _SYNCING,
-        "Confluence: `0` defines none of its sensors and schedules",
-        _SYNC,
-    ),
-    Setting(
-        "CONFLUENCE_SYNC_CRON",
-        "cron",
-        "",
-        _SYNCING,
-        "Confluence: sync cron (UTC)",
-        _SYNC,
-        default_note="`RAG_RAW_SYNC_CRON`",
-    ),
-    Setting(
-        "CONFLUENCE_INITIAL_HISTORY_DAYS",
-        "whole number",
-        "90",
-        _SYNCING,
-        "Confluence: history a new channel/project/space starts with",
-        _SYNC,
-    ),
-    Setting(
-        "CONFLUENCE_REQUESTS_PER_MINUTE",
-        "whole number",
-        "",
-        _SYNCING,
-        "Confluence: the request budget each tick plans within",
-        _SYNC,
-        default_note="none",
-    ),
+    *_source_sync("SLACK", "Slack", requests_per_minute="50", requests_note="`1` when SLACK_PAGE_SIZE is 15 or less"),
+    *_source_sync("JIRA", "Jira"),
+    *_source_sync("CONFLUENCE", "Confluence"),
     # Read because the sync variables are read for every registered source; the tools source has no live API, so
     # it is never synced and these change nothing (no deployment passes them).
-    Setting(
-        "RAG_TOOLS_SYNC_ENABLED",
-        "flag",
-        "1",
-        _NOBODY,
-        "tools (no effect: never synced): `0` defines none of its sensors and schedules",
-        _SYNC,
-    ),
-    Setting(
-        "TOOLS_SYNC_CRON",
-        "cron",
-        "",
-        _NOBODY,
-        "tools (no effect: never synced): sync cron (UTC)",
-        _SYNC,
-        default_note="`RAG_RAW_SYNC_CRON`",
-    ),
-    Setting(
-        "TOOLS_INITIAL_HISTORY_DAYS",
-        "whole number",
-        "90",
-        _NOBODY,
-        "tools (no effect: never synced): history a new channel/project/space starts with",
-        _SYNC,
-    ),
-    Setting(
-        "TOOLS_REQUESTS_PER_MINUTE",
-        "whole number",
-        "",
-        _NOBODY,
-        "tools (no effect: never synced): the request budget each tick plans within",
-        _SYNC,
-        default_note="none",
-    ),
+    *_source_sync("TOOLS", "tools (no effect: never synced)", read_by=_NOBODY),
     # --- notifications, retention and audit ----------------------------------------------------------------------
     Setting(
         "RAG_NOTIFY_SLACK_CHANNEL",
