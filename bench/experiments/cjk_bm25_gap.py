@@ -50,9 +50,7 @@ class Variant:
     df_over_children: bool = False
 
 
-def bm25(
-    docs: Sequence[Counter[str]], children: np.ndarray, queries: Sequence[list[str]], v: Variant
-) -> np.ndarray:
+def bm25(docs: Sequence[Counter[str]], children: np.ndarray, queries: Sequence[list[str]], v: Variant) -> np.ndarray:
     """Queries × threads BM25 scores."""
     lengths = np.array([sum(d.values()) for d in docs], dtype=float)
     avg = v.avg_len or float(lengths.mean())
@@ -77,7 +75,7 @@ def bm25(
 def ndcg(scores: np.ndarray, relevant: Sequence[int]) -> np.ndarray:
     values = []
     for row, rel in zip(scores, relevant, strict=True):
-        rank = int((row > row[rel]).sum()) + int((row[: rel] == row[rel]).sum())  # ties: earlier index first
+        rank = int((row > row[rel]).sum()) + int((row[:rel] == row[rel]).sum())  # ties: earlier index first
         values.append(1 / math.log2(rank + 2) if rank < 10 else 0.0)
     return np.array(values)
 

@@ -133,9 +133,16 @@ def collect() -> None:
                         "dense": store.search_dense(vector, 216, flt, fields=("document_id",)),
                         "bm25": store.search_sparse(retriever.sparse_query(q.query), 216, flt, fields=("document_id",)),
                         # the title list alone: the dense and BM25 lists weighed next to nothing
-                        "titles": store.search_hybrid(vector, retriever.sparse_query(q.query), 216, 216, flt,
-                                                      Fusion(k=1, weights=(1e-9, 1e-9, 1.0)),
-                                                      [DensePrefetch(vector, TITLE_VECTOR)], fields=("document_id",)),
+                        "titles": store.search_hybrid(
+                            vector,
+                            retriever.sparse_query(q.query),
+                            216,
+                            216,
+                            flt,
+                            Fusion(k=1, weights=(1e-9, 1e-9, 1.0)),
+                            [DensePrefetch(vector, TITLE_VECTOR)],
+                            fields=("document_id",),
+                        ),
                     }
             for e in examples:
                 e.features = None

@@ -98,11 +98,13 @@ def row(values: np.ndarray, anchor_values: np.ndarray, hybrid_values: np.ndarray
 
 def splits() -> list[tuple[str, str, str, Callable[[dict[str, Any]], tuple[list[str], list[str]]]]]:
     """(name, tuning corpus, scored corpus, query ids of (tuning, scored) from the scored corpus's data)."""
+
     def halves(which: int) -> Callable[[dict[str, Any]], tuple[list[str], list[str]]]:
         def cut(data: dict[str, Any]) -> tuple[list[str], list[str]]:
             ids = [q["id"] for q in data["queries"]]
             tune = [q for q in ids if half_of(data["text"][q]) != which]
             return tune, [q for q in ids if half_of(data["text"][q]) == which]
+
         return cut
 
     def whole(data: dict[str, Any]) -> tuple[list[str], list[str]]:

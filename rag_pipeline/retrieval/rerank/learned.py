@@ -241,9 +241,10 @@ def hybrid_fallback(metadata: dict[str, Any], encoder: Bm25Encoder, reason: str)
     """The guard's model: it scores candidates by their hybrid rank, so a reranked search returns the hybrid order.
     Saved and loaded like any model (no boosters; ``fallback`` in its metadata)."""
     meta = {**metadata, "bag": 0, "fallback": HYBRID_ORDER, "fallback_reason": reason}
-    meta["version"] = f"hybrid-order-{FEATURES_VERSION}-" + hashlib.sha256(
-        json.dumps(sorted(meta.get("training_query_ids", []))).encode()
-    ).hexdigest()[:12]
+    meta["version"] = (
+        f"hybrid-order-{FEATURES_VERSION}-"
+        + hashlib.sha256(json.dumps(sorted(meta.get("training_query_ids", []))).encode()).hexdigest()[:12]
+    )
     return MultiSignalReranker(metadata=meta, encoder=encoder)
 
 
