@@ -105,7 +105,7 @@ WORKDIR /home/rag
 # Warm the conversion cache as the user that runs the services, with the cache folder set as at run time: each
 # container then loads the OpenVINO model in a second instead of converting it (~10 s, and torch in memory).
 # RAG_DENSE_BACKEND=openvino makes a failed conversion fail the build instead of falling back to torch quietly.
-RUN RAG_DENSE_BACKEND=openvino python -c "from rag_pipeline.settings import Settings; settings = Settings.from_env(); [print(language, settings.with_language(language).load_dense_encoder().encode_documents(['warm-up']).shape) for language in '${WARM_LANGUAGES}'.split()]"
+RUN RAG_DENSE_BACKEND=openvino python -c "from rag_pipeline.settings import Settings; from rag_pipeline.vectors.dense.load import load_dense_encoder; settings = Settings.from_env(); [print(language, load_dense_encoder((s := settings.with_language(language)).dense_model, s.dense_backend, s.dense_device, s.model_cache).encode_documents(['warm-up']).shape) for language in '${WARM_LANGUAGES}'.split()]"
 
 # 8000: the search service; 3000: the Dagster webserver; 4000: the user-code gRPC server.
 EXPOSE 8000 3000 4000
