@@ -35,6 +35,12 @@ MESSAGES: dict[str, dict[ReaderLanguage, str]] = {
         "ko": "질문에 대해 찾은 문서:",
         "ja": "質問に対して見つかった文書:",
     },
+    # A search (the MCP tool's result) that found nothing the reader may read.
+    "no_results": {
+        "en": "No documents were found that you may read for this search.",
+        "ko": "검색된 문서가 없습니다.",
+        "ja": "該当する文書が見つかりませんでした。",
+    },
     "no_documents_either": {
         "en": "No documents were found either.",
         "ko": "검색된 문서도 없습니다.",

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ValidationError
 
+from rag_pipeline.answers.wording import reader_language, say
 from rag_pipeline.mcp.server import wiring
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
@@ -78,8 +79,9 @@ async def search_documents(
     request = validated(SearchRequest, arguments)
     started = time.perf_counter()
     found = await run_call(lambda: backend.search(request, reader))
-    # The design's tool-result shape: the query echoed, how many results, the mode that ran, the time taken.
-    return {
+    # The design's tool-result shape: the query echoed, how many results, the mode that ran, the time taken; and,
+    # for nothing found, the sentence an agent can pass on to its reader in the question's language.
+    result = {
         "query": request.query,
         "mode": found["mode"],
         "count": len(found["results"]),
@@ -87,6 +89,9 @@ async def search_documents(
         "warnings": found.get("warnings", []),
         "results": found["results"],
     }
+    if not found["results"]:
+        result["message"] = say("no_results", reader_language(request.query))
+    return result
 
 
 async def list_containers(ctx: Context[Any, Any], prefix: str | None = None) -> dict[str, Any]:

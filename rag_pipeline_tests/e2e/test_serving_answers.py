@@ -241,6 +241,14 @@ def test_ask_answers_from_the_command_line(serving_index: Path, fake: OpenAIFake
     off = subprocess.run(S.rag_pipeline_command("ask", "when?", "--user", "U3"), env=S.service_env(copy),
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert off.returncode == 2 and "RAG_ANSWER_MODEL" in off.stderr
+    # A Korean question with nothing the reader may read is told so in Korean, without a model call (issue 65).
+    calls = len(fake.requests)
+    korean = subprocess.run(
+        S.rag_pipeline_command("ask", "프린터 드라이버는 어떻게 설치하나요?", "--user", "U0STRANGER", "--json"),
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert korean.returncode == 0, korean.stderr
+    assert json.loads(korean.stdout)["answer"] == say("no_documents", "ko") and len(fake.requests) == calls
 
 
 def test_a_korean_question_with_nothing_readable_is_told_so_in_korean(service: S.ServiceProcess) -> None:

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
+from rag_pipeline.answers.wording import say
 from rag_pipeline.mcp.app import build_mcp_server, tool_description
 from rag_pipeline.mcp.backends import SNIPPET_CHARS, tool_result, tool_search_result
 from rag_pipeline.mcp.remote import FallbackTools, RefusedBesideService, ServiceGone
@@ -34,7 +35,9 @@ class RecordingBackend:
 
     def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
         self.calls.append(("search", request, reader))
-        return tool_search_result({"mode": request.mode, "results": [RESULT]})
+        # "nothing" finds nothing (in any language): the reader may read no document about it.
+        found = [] if "nothing" in request.query or "프린터" in request.query else [RESULT]
+        return tool_search_result({"mode": request.mode, "results": found})
 
     def document(self, document_id: str, reader: Reader) -> dict[str, Any] | None:
         self.calls.append(("document", document_id, reader))
@@ -114,6 +117,14 @@ def test_a_search_is_validated_clamped_and_run_as_the_servers_reader(server: Too
     assert _refused(server, "search_documents", query="kernel", since="yesterday-ish").startswith("since")
     assert _refused(server, "search_documents", query=" ").startswith("query")
     assert _refused(server, "search_documents", query="kernel", top_k=0).startswith("top_k")
+
+
+def test_a_search_that_finds_nothing_says_so_in_the_questions_language(server: ToolServer) -> None:
+    """Issue 65: the sentence an agent passes on to its reader follows the question (검색된 문서가 없습니다)."""
+    korean = _call(server, "search_documents", query="프린터 드라이버 설치")
+    assert korean["count"] == 0 and korean["message"] == say("no_results", "ko") == "검색된 문서가 없습니다."
+    assert _call(server, "search_documents", query="nothing here")["message"] == say("no_results", "en")
+    assert "message" not in _call(server, "search_documents", query="kernel panic")
 
 
 def test_tool_errors_say_what_went_wrong_without_a_traceback(server: ToolServer) -> None:
