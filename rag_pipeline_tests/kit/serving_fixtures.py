@@ -117,9 +117,10 @@ def rag_pipeline_command(*args: str) -> list[str]:
 
 
 def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("RAG_", "QDRANT_", "SLACK_", "JIRA_", "CONFLUENCE_"))
-    }
+    # DAGSTER_HOME too: a runner in the test process sets it (runs/instance.py) for the folder it ran on, and a
+    # child given another data folder would put its Dagster instance (a restore, a sync) in that first folder.
+    prefixes = ("RAG_", "QDRANT_", "SLACK_", "JIRA_", "CONFLUENCE_", "DAGSTER_HOME")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env.update(RAG_DATA_DIR=str(data_dir), RAG_STORE_WAIT_SECONDS="60", **extra)
     return env
 
