@@ -61,10 +61,12 @@ def build_identifier_set(data_dir: Path) -> Path:
     return write_eval_set(IDENTIFIER_DIR, meta, queries)
 
 
-def bench_set(path: Path, data_dir: Path) -> dict[str, Any]:
+def bench_set(path: Path, data_dir: Path, out: Path | None = None) -> dict[str, Any]:
+    """``hybrid`` and ``routed`` on one eval set (the per-query rows kept in ``out`` when given)."""
+    kept = ["--out", str(out)] if out is not None else []
     done = subprocess.run(
         [sys.executable, "-m", "rag_pipeline.cli", "bench", "--eval-set", str(path), "--arms", "hybrid", "routed",
-         "--baseline", "hybrid", "--json", "--data-dir", str(data_dir)],
+         "--baseline", "hybrid", "--json", "--data-dir", str(data_dir), *kept],
         capture_output=True, text=True, cwd=ROOT, check=False,
     )  # fmt: skip
     if done.returncode != 0:

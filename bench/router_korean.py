@@ -35,6 +35,7 @@ import pandas as pd
 
 from bench import common
 from bench.common import RESULTS, ROOT, parser, run_record, write_json
+from bench.router import bench_set
 from rag_pipeline.evaluation.eval_set import EvalQuery, EvalSetMeta, load_eval_set, load_eval_set_meta, write_eval_set
 
 KO_HELPDESK = ROOT / "eval_sets" / "ko_helpdesk"
@@ -135,28 +136,13 @@ def build_routed_set(export: Path, moved: dict[str, str], today: date, folder: P
 
 
 def score(path: Path, data_dir: Path, out: Path) -> dict[str, Any]:
-    done = common.rag_pipeline(
-        "bench", "--eval-set", str(path), "--arms", "hybrid", "routed", "--baseline", "hybrid", "--json",
-        "--data-dir", str(data_dir), "--out", str(out),
-    )  # fmt: skip
-    report = json.loads(done.stdout)
+    """bench.router's figures for one form, and how many questions routed ranks better or worse than hybrid."""
+    figures = bench_set(path, data_dir, out)
     per_query = pd.concat(pd.read_parquet(p) for p in out.rglob("per_query.parquet"))
     wide = per_query.pivot_table(index="query_id", columns="arm", values="ndcg@10")
-    return {
-        "queries": report["queries"],
-        "arms": {
-            arm: {
-                "ndcg@10": round(figures["ndcg@10"], 4),
-                "ci95": [round(v, 4) for v in figures["ci95"]["ndcg@10"]],
-                "p_vs_hybrid": figures["p_vs_baseline"],
-                "p50_ms": round(figures["p50_ms"], 1),
-            }
-            for arm, figures in report["arms"].items()
-        },
-        "routed_better": int((wide["routed"] > wide["hybrid"] + 1e-9).sum()),
-        "routed_worse": int((wide["routed"] < wide["hybrid"] - 1e-9).sum()),
-        "machine": report["machine"],
-    }
+    figures["routed_better"] = int((wide["routed"] > wide["hybrid"] + 1e-9).sum())
+    figures["routed_worse"] = int((wide["routed"] < wide["hybrid"] - 1e-9).sum())
+    return figures
 
 
 def main() -> int:
