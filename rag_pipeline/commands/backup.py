@@ -18,7 +18,8 @@ from rich.console import Console
 from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import FAILURE, USAGE, CommandError
 from rag_pipeline.commands.progress import task_bars
-from rag_pipeline.pipeline.backup import BackupCorrupt, BackupError, describe_sizes
+from rag_pipeline.pipeline.backup import BackupCorrupt, BackupError
+from rag_pipeline.pipeline.retained import human_bytes
 from rag_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -150,10 +151,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({**body, "replaced_previous": result.replaced_previous}, indent=2))
         return 0
     out = Console()
-    parts = ", ".join(f"{part} {describe_sizes(size)}" for part, size in manifest.part_bytes().items())
+    parts = ", ".join(f"{part} {human_bytes(size)}" for part, size in manifest.part_bytes().items())
     out.print(
         f"backed up {manifest.data_dir} to {result.path} in {result.seconds:.1f} s: {len(manifest.files)} files, "
-        f"{describe_sizes(manifest.total_bytes)} ({parts})",
+        f"{human_bytes(manifest.total_bytes)} ({parts})",
         highlight=False,
     )
     if manifest.index_engine == "qdrant-edge":

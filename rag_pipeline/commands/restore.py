@@ -18,7 +18,8 @@ from rag_pipeline.commands.backup import (
     print_watermarks,
     read_watermarks,
 )
-from rag_pipeline.pipeline.backup import BackupError, describe_sizes
+from rag_pipeline.pipeline.backup import BackupError
+from rag_pipeline.pipeline.retained import human_bytes
 from rag_pipeline.settings import Settings
 
 DESCRIPTION = """\
@@ -69,9 +70,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if args.json:
             print(json.dumps({"backup": str(source), "verified": True, **summary(manifest)}, indent=2))
         else:
-            print(
-                f"{source}: {len(manifest.files)} files, {describe_sizes(manifest.total_bytes)}, all match the manifest"
-            )
+            print(f"{source}: {len(manifest.files)} files, {human_bytes(manifest.total_bytes)}, all match the manifest")
         return 0
 
     index = index_part(settings, "rag-pipeline restore")
@@ -113,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     out = Console()
     out.print(
         f"restored {source} (taken {manifest.created_at}) into {settings.data_dir} in {result.seconds:.1f} s: "
-        f"{result.files} files, {describe_sizes(result.bytes)}, every one matching the manifest",
+        f"{result.files} files, {human_bytes(result.bytes)}, every one matching the manifest",
         highlight=False,
     )
     if result.replaced:

@@ -588,16 +588,6 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def describe_sizes(count: int) -> str:
-    """``1.2 MB`` (decimal units, as ``du --si``)."""
-    size = float(count)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} TB"
-
-
 def summary(manifest: Manifest) -> dict[str, Any]:
     """The manifest without its file list, for ``--json`` and the terminal."""
     return {

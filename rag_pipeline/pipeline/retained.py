@@ -135,3 +135,13 @@ def folders_older_than(
             mtime = newest_mtime(sub)
             if mtime < cutoff.timestamp():
                 yield sub, mtime
+
+
+def human_bytes(size: int) -> str:
+    """``1.5 MiB``: binary units, one decimal above bytes."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - the loop returns at GiB

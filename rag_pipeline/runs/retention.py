@@ -67,7 +67,7 @@ import dagster as dg
 
 from rag_pipeline.evaluation.report_store import ReportHistory
 from rag_pipeline.pipeline.parquet import ParquetWrites
-from rag_pipeline.pipeline.retained import RetainedArtifact, RetentionScope, children, days, newest_mtime
+from rag_pipeline.pipeline.retained import RetainedArtifact, RetentionScope, children, days, human_bytes, newest_mtime
 from rag_pipeline.retrieval.rerank.learned import RerankerFits, RerankerFitSaves, RerankerVersions
 from rag_pipeline.runs.backfill import index_runs
 from rag_pipeline.runs.code_location import source_specs
@@ -247,16 +247,6 @@ class RetentionResult:
             "kinds": {k: {"count": t.count, "bytes": t.bytes} for k, t in self.kinds.items()},
             "skipped": list(self.skipped),
         }
-
-
-def human_bytes(size: int) -> str:
-    """``1.5 MiB``: binary units, one decimal above bytes."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - the loop returns at GiB
 
 
 # --- paths ------------------------------------------------------------------------------------------------------
