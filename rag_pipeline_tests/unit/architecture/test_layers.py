@@ -27,7 +27,13 @@ RUNS_CODE_LOCATION = "runs/code_location.py"
 def imported(source: str) -> Iterator[tuple[int, str]]:
     """(line, module) of every import in ``source``, wherever it stands (a function's body included); ``from a
     import b`` names ``a`` and ``a.b`` (``b`` may be a module)."""
-    for node in ast.walk(ast.parse(source)):
+    try:
+        tree = ast.parse(source)
+    except SystemError:
+        # CPython 3.11.7's "AST constructor recursion depth mismatch" (gh-106905, fixed in 3.11.8) after a deep
+        # stack earlier in the process: the same source parses on a second try.
+        tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             yield node.lineno, node.module
             for alias in node.names:
