@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 
 class SettingsError(ValueError):
     """A configuration variable has a value that cannot be used; the message names it."""
 
+
+Number = TypeVar("Number", int, float)
 
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,\-?LW#]+$")
 _CRON_ALIASES = {"@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
@@ -33,29 +35,32 @@ class EnvValues:
         value = self.env.get(name)
         return value.strip() if value and value.strip() else None
 
-    def int(self, name: str, default: int | None, minimum: int = 0) -> int | None:
+    def _parsed(self, name: str, parse: Callable[[str], Number], what: str) -> Number | None:
+        """The variable read by ``parse`` (None when unset); a value it refuses is a :class:`SettingsError` saying
+        ``what`` the variable must be."""
         raw = self.get(name)
         if raw is None:
-            return default
+            return None
         try:
-            value = int(raw)
+            return parse(raw)
         except ValueError:
-            raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+            raise SettingsError(f"{name} must be {what}, got {raw!r}") from None
+
+    def int(self, name: str, default: int | None, minimum: int = 0) -> int | None:
+        value = self._parsed(name, int, "a whole number")
+        if value is None:
+            return default
         if value < minimum:
             raise SettingsError(f"{name} must be at least {minimum}, got {value}")
         return value
 
     def float(self, name: str, default: float, minimum: float, maximum: float) -> float:
         """A number within [``minimum``, ``maximum``] (``default`` when unset)."""
-        raw = self.get(name)
-        if raw is None:
+        value = self._parsed(name, float, "a number")
+        if value is None:
             return default
-        try:
-            value = float(raw)
-        except ValueError:
-            raise SettingsError(f"{name} must be a number, got {raw!r}") from None
         if not minimum <= value <= maximum:
-            raise SettingsError(f"{name} must be between {minimum:g} and {maximum:g}, got {raw}")
+            raise SettingsError(f"{name} must be between {minimum:g} and {maximum:g}, got {self.get(name)}")
         return value
 
     def flag(self, name: str, default: bool) -> bool:
