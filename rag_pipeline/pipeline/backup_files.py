@@ -18,7 +18,7 @@ import errno
 import hashlib
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -122,19 +122,29 @@ def _copy_hashing(
 ) -> int:
     """Bytes ``start``..``end`` copied and hashed; returns how many could not be read (the file was truncated
     meanwhile: they read as zeros, as a hole would)."""
-    src.seek(start)
     dst.seek(start)
-    remaining = end - start
-    while remaining > 0:
-        data = src.read(min(CHUNK, remaining))
-        if not data:
-            break
+    read = 0
+    for data in _read_range(src, start, end, on_bytes):
         dst.write(data)
         hasher.update(data)
-        remaining -= len(data)
+        read += len(data)
+    return end - start - read
+
+
+def _read_range(handle: BinaryIO, start: int, end: int, on_bytes: BytesFn | None) -> Iterator[bytes]:
+    """Bytes ``start``..``end`` of ``handle`` in pieces of at most ``CHUNK``, each counted to ``on_bytes``; fewer when
+    the file ends sooner (it was truncated meanwhile)."""
+    handle.seek(start)
+    remaining = end - start
+    while remaining > 0:
+        data = handle.read(min(CHUNK, remaining))
+        if not data:
+            return
+        yield data
+        # Counted once the caller has used the piece, as a copy reports what it wrote.
         if on_bytes is not None:
             on_bytes(len(data))
-    return remaining
+        remaining -= len(data)
 
 
 def _copy_in_kernel(src: int, dst: int, start: int, end: int, on_bytes: BytesFn | None) -> None:
@@ -165,17 +175,11 @@ def hash_file(path: Path, on_bytes: BytesFn | None = None, *, sync: bool = False
         position = 0
         for start, end in _extents(handle.fileno(), size):
             _hash_zeros(hasher, start - position)
-            handle.seek(start)
-            remaining = end - start
-            while remaining > 0:
-                data = handle.read(min(CHUNK, remaining))
-                if not data:
-                    break
+            read = 0
+            for data in _read_range(handle, start, end, on_bytes):
                 hasher.update(data)
-                remaining -= len(data)
-                if on_bytes is not None:
-                    on_bytes(len(data))
-            _hash_zeros(hasher, remaining)
+                read += len(data)
+            _hash_zeros(hasher, end - start - read)
             position = end
         _hash_zeros(hasher, size - position)
     return Copied(size, hasher.hexdigest())
