@@ -98,22 +98,23 @@ def _start_attempt(connection: Any, deadline: float) -> threading.Timer:
     return timer
 
 
-class _DeadlinePool(HTTPConnectionPool):
+class _Deadline:
+    """Mixed into a urllib3 connection pool (before it): every request attempt starts a fresh ``deadline`` timer."""
+
     deadline: float = 30.0
 
     def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
         _cancel_timer()
         _TIMERS.timer = _start_attempt(conn, self.deadline)
-        return super()._make_request(conn, *args, **kwargs)
+        return super()._make_request(conn, *args, **kwargs)  # type: ignore[misc]
 
 
-class _DeadlineHTTPSPool(HTTPSConnectionPool):
-    deadline: float = 30.0
+class _DeadlinePool(_Deadline, HTTPConnectionPool):
+    pass
 
-    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
-        _cancel_timer()
-        _TIMERS.timer = _start_attempt(conn, self.deadline)
-        return super()._make_request(conn, *args, **kwargs)
+
+class _DeadlineHTTPSPool(_Deadline, HTTPSConnectionPool):
+    pass
 
 
 class _Timers(threading.local):
