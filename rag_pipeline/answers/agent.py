@@ -8,6 +8,11 @@ document, a bad argument) is reported to the model as the tool's result, never r
 are numbered in the order they first appear; the answer cites those numbers, and a citation of a number no tool
 returned is dropped and reported, as in the one-search answer. A model that answers without calling any tool still
 answers, with a notice.
+
+A model that fails on its first round (an API error, a time-out: nothing was searched yet) does not leave the
+reader with nothing: the question is searched as the plain answer route searches it (``fallback``) and the
+documents come back with the reason, unanswered. A model that fails later keeps what its tools found. Where the
+server returns the model's reasoning (``reasoning_content``), every round's is kept on the answer.
 """
 
 from __future__ import annotations
@@ -19,8 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_pipeline.answers.citations import parse_citations
-from rag_pipeline.answers.context import ContextDocument, capped, one_line
-from rag_pipeline.answers.generate import Answer, AnswerModel, Usage, model_failure, unanswered
+from rag_pipeline.answers.context import DEFAULT_CONTEXT_DOCUMENTS, ContextDocument, build_context, capped, one_line
+from rag_pipeline.answers.generate import (
+    Answer,
+    AnswerModel,
+    Usage,
+    joined_reasoning,
+    model_failure,
+    reasoning_of,
+    unanswered,
+)
 from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.sources.registry import document_sources, searched_sources_phrase
 
@@ -128,6 +141,8 @@ class AgentAnswer:
     tool_calls: list[ToolCall]
     seconds: float
     results: list[SearchResult] = field(default_factory=list)
+    # The model failed before any tool ran and the question was searched as the plain answer route does.
+    fell_back: bool = False
 
 
 class _Documents:
@@ -213,15 +228,25 @@ def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents
     raise ValueError(f"no tool named {name!r}")
 
 
+FALLBACK_NOTICE = "the question was searched as a plain answer searches it, since the model failed before any tool ran"
+
+
 def run_agent(
     model: AnswerModel,
     tools: AgentTools,
     turns: Sequence[tuple[str, str]],
     max_iterations: int = 4,
     max_chars: int = 1500,
+    *,
+    fallback: Callable[[str], list[SearchResult]] | None = None,
+    fallback_documents: int = DEFAULT_CONTEXT_DOCUMENTS,
 ) -> AgentAnswer:
     """The conversation ``turns`` ((role, text), oldest first) answered by ``model`` using ``tools`` as it decides,
-    at most ``max_iterations`` rounds of tool calls; then an answer without tools."""
+    at most ``max_iterations`` rounds of tool calls; then an answer without tools. When the model fails before any
+    tool ran, ``fallback`` (the plain answer's search) searches the question and its top ``fallback_documents``
+    come back unanswered, with the reason."""
+    if max_iterations < 1:
+        raise ValueError("max_iterations: at least 1")
     started = time.perf_counter()
     question = next((text for role, text in reversed(turns) if role == "user"), "")
     if not question:
@@ -232,16 +257,18 @@ def run_agent(
     messages += [{"role": role, "content": text} for role, text in turns if role in ("user", "assistant")]
     usage, documents, calls = Usage(), _Documents(max_chars), []
     notices: list[str] = []
+    reasoning: list[str | None] = []
     text = ""
     try:
         for iteration in range(max_iterations + 1):
             last = iteration == max_iterations
             message = model.reply(messages, usage, tools=agent_tools(), tool_choice="none" if last else "auto")
+            reasoning.append(reasoning_of(message))
             requested = list(message.tool_calls or []) if not last else []
             if not requested:
                 text = message.content or ""
                 if last and iteration > 0:
-                    notices.append(f"the model used all {max_iterations} tool rounds (RAG_AGENT_MAX_ITERATIONS)")
+                    notices.append(f"the model used all {max_iterations} tool rounds (max_iterations)")
                 break
             messages.append({"role": "assistant", "content": message.content,
                              "tool_calls": [c.model_dump() for c in requested]})  # fmt: skip
@@ -257,14 +284,24 @@ def run_agent(
                 messages.append({"role": "tool", "tool_call_id": requested_call.id,
                                  "content": json.dumps(result, ensure_ascii=False)})  # fmt: skip
     except Exception as exc:  # the model's client error or timeout: what the tools found so far, and why
+        reason = model_failure(exc)
+        if not calls and fallback is not None:
+            results = fallback(question)
+            context = build_context(results, fallback_documents, max_chars)
+            answer = unanswered(model.model, context, reason, usage)
+            answer.notices = [*notices, FALLBACK_NOTICE]
+            answer.reasoning = joined_reasoning(reasoning)
+            return AgentAnswer(question, answer, calls, time.perf_counter() - started, results, fell_back=True)
         context = sorted(documents.by_id.values(), key=lambda d: d.number)
-        answer = unanswered(model.model, context, model_failure(exc), usage)
+        answer = unanswered(model.model, context, reason, usage)
         answer.notices = notices
+        answer.reasoning = joined_reasoning(reasoning)
         return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)
     if not calls:
         notices.append("the model answered without searching: no document backs this answer")
     context = sorted(documents.by_id.values(), key=lambda d: d.number)
     citations = parse_citations(text, [d.number for d in context])
     answer = Answer(text=text, model=model.model, context=context, sources=[context[n - 1] for n in citations.valid],
-                    invalid_citations=citations.invalid, usage=usage, notices=notices)  # fmt: skip
+                    invalid_citations=citations.invalid, usage=usage, notices=notices,
+                    reasoning=joined_reasoning(reasoning))  # fmt: skip
     return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)

@@ -88,6 +88,9 @@ class Answer:
     failure: str | None = None
     # Steps that degraded on the way without failing the answer (a follow-up searched as typed).
     notices: list[str] = field(default_factory=list)
+    # The model's own reasoning text, where an OpenAI-compatible server returns one (``reasoning_content``, as
+    # DeepSeek's and vLLM's reasoning models do); None for models that return none (OpenAI's own never do).
+    reasoning: str | None = None
 
     def sources_json(self) -> list[dict[str, object]]:
         return [doc.as_source() for doc in self.sources]
@@ -117,8 +120,7 @@ class AnswerModel:
         self.language = language
 
     def complete(self, messages: list[dict[str, str]], usage: Usage) -> str:
-        message = self.reply(messages, usage)
-        return message.content or (getattr(message, "refusal", None) or "")
+        return reply_text(self.reply(messages, usage))
 
     def reply(self, messages: Sequence[dict[str, Any]], usage: Usage, **tools: Any) -> Any:
         """One chat completion's message (``tools``/``tool_choice`` for a model that may call them), its usage
@@ -146,6 +148,32 @@ class AnswerModel:
             usage.add(self.model, None)
 
 
+def reply_text(message: Any) -> str:
+    """A reply's text: its content, else its refusal, else nothing."""
+    return str(message.content or (getattr(message, "refusal", None) or ""))
+
+
+# Where OpenAI-compatible servers put a reasoning model's thinking: ``reasoning_content`` (DeepSeek, vLLM, SGLang)
+# or ``reasoning`` (OpenRouter, Ollama's compatible API). The openai client keeps both as the message's extra fields.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def reasoning_of(message: Any) -> str | None:
+    """The reasoning text a reply carries beside its content, None when it carries none."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = extra[name] if name in extra else getattr(message, name, None)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def joined_reasoning(parts: Sequence[str | None]) -> str | None:
+    """Several replies' reasoning as one text (each round's on its own paragraph), None when none had any."""
+    kept = [part for part in parts if part]
+    return "\n\n".join(kept) if kept else None
+
+
 def model_failure(exc: BaseException, role: str = "answer") -> str:
     """A model call's failure in words a caller may see: the kind and HTTP status, never a traceback or a prompt."""
     kind = type(exc).__name__
@@ -170,10 +198,13 @@ def answer_messages(question: str, context: Sequence[ContextDocument]) -> list[d
     ]
 
 
-def _finish(text: str, model: str, context: list[ContextDocument], usage: Usage) -> Answer:
+def _finish(
+    text: str, model: str, context: list[ContextDocument], usage: Usage, reasoning: str | None = None
+) -> Answer:
     citations = parse_citations(text, (d.number for d in context))
     by_number = {d.number: d for d in context}
-    return Answer(text, model, context, [by_number[n] for n in citations.valid], citations.invalid, usage)
+    return Answer(text, model, context, [by_number[n] for n in citations.valid], citations.invalid, usage,
+                  reasoning=reasoning)  # fmt: skip
 
 
 def write_answer(
@@ -183,7 +214,8 @@ def write_answer(
     usage = usage or Usage()
     if not context:
         return Answer(say("no_documents", reader_language(question, model.language)), model.model, [], usage=usage)
-    return _finish(model.complete(answer_messages(question, context), usage), model.model, context, usage)
+    message = model.reply(answer_messages(question, context), usage)
+    return _finish(reply_text(message), model.model, context, usage, reasoning_of(message))
 
 
 def stream_answer(

@@ -31,18 +31,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="how the context is searched (default: %(default)s)")  # fmt: skip
     ask.add_argument("--documents", type=positive_int, default=None, help="documents in the context (default: 5)")
     ask.add_argument("--model", default=None, help="the answer model (default: RAG_ANSWER_MODEL)")
+    ask.add_argument("--max-iterations", type=positive_int, default=None, dest="max_iterations",
+                     help="with RAG_AGENT: the model's tool rounds at most (1 to RAG_AGENT_MAX_ITERATIONS, its "
+                     "default)")  # fmt: skip
     add_data_dir(ask)
     ask.add_argument("--json", action="store_true", help="print {question, answer, sources, usage} as JSON")
     ask.set_defaults(func=run, reads_data_folder=True, all_documents=False)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from rag_pipeline.answers.agent import run_agent
     from rag_pipeline.answers.ask import Asked, ContextLimits, ask
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.commands.search import principal_from_args
     from rag_pipeline.composition import one_shot_index
-    from rag_pipeline.serving.answers import question_search, reader_tools
+    from rag_pipeline.serving.answers import RoundsRefused, agent_answer, agent_rounds, question_search, reader_tools
     from rag_pipeline.vectors.cache import EmbeddingCache
     from rag_pipeline.vectors.dense.load import load_or_defer
 
@@ -53,6 +55,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         raise CommandError("ask answers as a reader: give --user (email or account id) or --groups")
     if not args.question.strip():
         raise CommandError("the question is empty")
+    try:
+        rounds = agent_rounds(args.max_iterations, settings.agent_max_iterations if settings.agent else None)
+    except RoundsRefused as refused:
+        raise CommandError(str(refused).replace("max_iterations", "--max-iterations", 1)) from None
     principal = principal_from_args(args, settings)
     limits = ContextLimits(args.documents or settings.answer_documents, settings.answer_context_chars)
     cache = EmbeddingCache(settings.paths.embedding_cache)
@@ -69,13 +75,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     tool_calls: list[dict[str, Any]] | None = None
     try:
-        if settings.agent:
+        search = question_search(index, principal, args.mode, limits.documents)
+        if rounds is not None:
             tools = reader_tools(index, principal, args.mode)
-            agent = run_agent(model, tools, [("user", args.question)], settings.agent_max_iterations, limits.max_chars)
+            agent = agent_answer(model, tools, [("user", args.question)], rounds, limits, search)
             asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
             tool_calls = [c.as_dict() for c in agent.tool_calls]
         else:
-            search = question_search(index, principal, args.mode, limits.documents)
             asked = ask(model, search, [("user", args.question)], limits)
     except CommandError:
         raise
@@ -91,7 +97,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "answer": None if answer.failure else answer.text,
         "answer_error": answer.failure,
         "notices": answer.notices,
-        **({"tool_calls": tool_calls} if tool_calls is not None else {}),
+        "reasoning": answer.reasoning,
+        **({"tool_calls": tool_calls, "max_iterations": rounds} if tool_calls is not None else {}),
         "sources": answer.sources_json(),
         "invalid_citations": list(answer.invalid_citations),
         "usage": answer.usage.as_dict(),
@@ -104,6 +111,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return status
     for notice in answer.notices:
         print(f"note: {notice}", file=sys.stderr)
+    if answer.reasoning:
+        print(f"reasoning: {answer.reasoning}", file=sys.stderr)
     if answer.failure:
         print(f"no answer: {answer.failure}; the documents found are listed below", file=sys.stderr)
     else:

@@ -3,6 +3,10 @@ agent's (the model calls the reader's tools: :func:`~rag_pipeline.answers.agent.
 :class:`Searcher`: the service's shared index (HTTP chat, ``/v1/search`` with ``answer``) or an index opened per
 call (the CLI's ``ask``). The tools and the searches an answer runs are set up here once, so ``ask`` and the chat
 endpoint search alike: same request model, same defaults, same reader.
+
+An agent's answer (:func:`agent_answer`) is given the plain answer's search as its fallback, so a model that fails
+before its first tool call still returns the documents a plain answer would have been written from; a request may
+ask for fewer rounds than the setting allows (:func:`agent_rounds`), never more.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rag_pipeline.answers.agent import AgentTools
-from rag_pipeline.answers.generate import Answer
+from rag_pipeline.answers.agent import AgentAnswer, AgentTools, run_agent
+from rag_pipeline.answers.ask import ContextLimits
+from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.rewrite import PlanOutcome
@@ -85,12 +90,45 @@ def reader_tools(
     return AgentTools(search, document, tree)
 
 
+class RoundsRefused(ValueError):
+    """A request's ``max_iterations`` this deployment will not run: over the bound, or the agent is off."""
+
+    field = "max_iterations"
+
+
+def agent_rounds(requested: int | None, bound: int | None) -> int | None:
+    """The tool rounds an answer may take: the request's ``max_iterations`` where it gives one (1 up to ``bound``,
+    RAG_AGENT_MAX_ITERATIONS), else the bound; None when the agent is off (``bound`` None) and none was asked."""
+    if requested is None:
+        return bound
+    if bound is None:
+        raise RoundsRefused("max_iterations: the answers here search once (RAG_AGENT is off); leave it out")
+    if not 1 <= requested <= bound:
+        raise RoundsRefused(f"max_iterations: a whole number from 1 to {bound} (RAG_AGENT_MAX_ITERATIONS)")
+    return requested
+
+
+def agent_answer(
+    model: AnswerModel,
+    tools: AgentTools,
+    turns: list[tuple[str, str]],
+    rounds: int,
+    limits: ContextLimits,
+    fallback: Callable[[str], list[SearchResult]],
+) -> AgentAnswer:
+    """The agent's answer to ``turns`` in at most ``rounds`` tool rounds; a model that fails before any tool ran
+    gets the plain answer's search (``fallback``, :func:`question_search`) and its top documents as the sources."""
+    return run_agent(model, tools, turns, rounds, limits.max_chars, fallback=fallback,
+                     fallback_documents=limits.documents)  # fmt: skip
+
+
 def answer_fields(answer: Answer) -> dict[str, Any]:
     """What an answer adds to a search's body (``/v1/search`` with ``"answer": true``)."""
     return {
         "answer": None if answer.failure else answer.text,
         "answer_error": answer.failure,
         "notices": answer.notices,
+        "reasoning": answer.reasoning,
         "sources": answer.sources_json(),
         "answer_metadata": {
             "model": answer.model,

@@ -151,6 +151,10 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1, description="one answer per request")
+    max_iterations: int | None = Field(
+        None, ge=1, description="the agent's tool rounds at most for this answer (RAG_AGENT; up to "
+        "RAG_AGENT_MAX_ITERATIONS)"
+    )  # fmt: skip
 
     @field_validator("messages")
     @classmethod

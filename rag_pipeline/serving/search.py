@@ -10,7 +10,7 @@ body. The faces only translate: arguments or JSON in, this module's body (or a s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
@@ -122,12 +122,27 @@ def stage_timing_ms(response: SearchResponse, waited: float) -> dict[str, float]
     return {k: round(v * 1000, 2) for k, v in timing.items()}
 
 
+SearchStatus = Literal["success", "no_results", "degraded"]
+
+
+def search_status(requested_mode: str, mode: str, results_count: int) -> SearchStatus:
+    """The search envelope's ``status`` (the design's): ``no_results`` when nothing the reader may read was found,
+    ``degraded`` when results came from another mode than the one asked for (the dense model failed: BM25; no
+    reranker: hybrid; the warnings say why), else ``success``."""
+    if results_count == 0:
+        return "no_results"
+    return "degraded" if mode != requested_mode else "success"
+
+
 def search_body(request: SearchRequest, served: ServedSearch, reader: dict[str, Any] | None = None) -> dict[str, Any]:
     """A search's answer as the HTTP API and the CLI's ``--json`` write it; ``reader`` describes who searched (the
     service names the resolved caller)."""
     response = served.response
+    count = len(response.results)
     body: dict[str, Any] = {
         "query": request.query,
+        "status": search_status(response.requested_mode, response.mode, count),
+        "results_count": count,
         "mode": response.mode,
         "requested_mode": response.requested_mode,
         "reranker": served.reranker,

@@ -132,3 +132,134 @@ def test_ask_lets_the_model_search_from_the_command_line(serving_index: Path, fa
     payload = json.loads(done.stdout)
     assert payload["answer"].startswith("The upgrade is planned for Friday [1]")
     assert [c["name"] for c in payload["tool_calls"]] == ["search_documents"] and payload["sources"]
+
+
+def test_a_model_failing_on_its_first_round_still_gives_the_plain_answers_documents(
+    service: Any, fake: OpenAIFake
+) -> None:
+    """The agent's fallback: the model's first call fails (HTTP 500 through the client's retries), so the question
+    is searched as the plain chat answer searches it, and the documents come back with the reason, as the reader's
+    own (Bob never gets #secret), whole and streamed."""
+    fake.inject("500", path="chat/completions", times=1000)
+    try:
+        whole = ask(service, "U2", "postgres upgrade friday salary budget")
+        chunks = list(ask(service, "U2", "postgres upgrade friday salary budget", stream=True))
+    finally:
+        fake.clear_faults()
+    extra = whole.model_extra or {}
+    rag = extra["rag"]
+    assert rag["answer_error"] == "the answer model failed (HTTP 500)" and rag["fell_back"] is True
+    assert rag["tool_calls"] == [] and any("searched as a plain answer" in n for n in rag["notices"])
+    found = [s["document_id"] for s in extra["sources"]]
+    assert found and S.SECRET_THREAD not in found
+    content = whole.choices[0].message.content
+    assert content.startswith("No answer: the answer model failed (HTTP 500).") and "[1]" in content
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    final = [c.model_extra for c in chunks if c.model_extra and c.model_extra.get("rag")][-1]
+    assert text.startswith("No answer: the answer model failed (HTTP 500).") and final["rag"]["fell_back"] is True
+    assert [s["document_id"] for s in final["sources"]] == found
+
+
+def test_a_model_failing_after_its_tools_ran_keeps_what_they_found(service: Any, fake: OpenAIFake) -> None:
+    def search_then_fail(body: dict[str, Any]) -> list[tuple[str, Any]] | None:
+        if "FAILLATER" not in _question(body) or _tool_results(body):
+            return None
+        fake.inject("500", path="chat/completions", times=1000)  # every call after this round's fails
+        return [("search_documents", {"query": "postgres upgrade friday", "top_k": 2})]
+
+    fake.respond_with_tools(search_then_fail)
+    try:
+        reply = ask(service, "U3", "FAILLATER when is the postgres upgrade?")
+    finally:
+        fake.clear_faults()
+    extra = reply.model_extra or {}
+    [call] = extra["rag"]["tool_calls"]
+    assert extra["rag"]["answer_error"] == "the answer model failed (HTTP 500)" and extra["rag"]["fell_back"] is False
+    assert [s["document_id"] for s in extra["sources"]] == call["document_ids"] and call["document_ids"]
+
+
+def test_a_request_asks_for_fewer_rounds_never_more(service: Any) -> None:
+    client = openai.OpenAI(base_url=f"{service.url}/v1", api_key=TOKEN, max_retries=0,
+                           default_headers={"X-User-Id": "U3"})  # fmt: skip
+    question = [{"role": "user", "content": "FOREVER postgres?"}]
+    one = client.chat.completions.create(model="gpt-4o-mini", messages=question, extra_body={"max_iterations": 1})
+    rag = (one.model_extra or {})["rag"]
+    assert len(rag["tool_calls"]) == 1 and rag["max_iterations"] == 1
+    assert any("all 1 tool rounds" in n for n in rag["notices"])
+    default = client.chat.completions.create(model="gpt-4o-mini", messages=question)
+    assert (default.model_extra or {})["rag"]["max_iterations"] == 2  # RAG_AGENT_MAX_ITERATIONS
+    for value in (3, 0, "2"):  # over the setting's bound, under 1, not a whole number
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            client.chat.completions.create(model="gpt-4o-mini", messages=question, extra_body={"max_iterations": value})
+        body = refused.value.response.json()
+        assert body["field"] == "max_iterations" and body["error"]["param"] == "max_iterations", body
+        assert value != 3 or "from 1 to 2" in body["error"]["message"]
+
+
+def test_the_models_reasoning_comes_back_where_it_gives_one(service: Any, fake: OpenAIFake) -> None:
+    """A reasoning model (``reasoning_content`` on each reply): every round's reasoning, in order, on the message
+    where OpenAI-compatible clients look for it and in ``rag``; a model without any gives none."""
+
+    def reasoning(body: dict[str, Any]) -> str | None:
+        if "REASONING" not in _question(body):
+            return None
+        return f"round {len(_tool_results(body))}: " + ("search first" if not _tool_results(body) else "answer now")
+
+    fake.reason_with(reasoning)
+    reply = ask(service, "U3", "ONESEARCH REASONING when is the postgres upgrade?")
+    expected = "round 0: search first\n\nround 1: answer now"
+    assert (reply.choices[0].message.model_extra or {})["reasoning_content"] == expected
+    assert (reply.model_extra or {})["rag"]["reasoning"] == expected
+    chunks = list(ask(service, "U3", "ONESEARCH REASONING when?", stream=True))
+    streamed = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
+                       if c.choices)  # fmt: skip
+    assert streamed == expected
+    plain = ask(service, "U3", "ONESEARCH when is the postgres upgrade?")
+    assert (plain.model_extra or {})["rag"]["reasoning"] is None
+    assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
+
+
+def test_ask_refuses_more_rounds_than_the_setting_allows(serving_index: Path, fake: OpenAIFake) -> None:
+    env = S.service_env(serving_index, RAG_ANSWER_MODEL="gpt-4o-mini", OPENAI_API_KEY=API_KEY,
+                        OPENAI_BASE_URL=fake.base_url, RAG_AGENT="1", RAG_AGENT_MAX_ITERATIONS="2")  # fmt: skip
+    calls = len(fake.requests)
+    over = subprocess.run(S.rag_pipeline_command("ask", "when?", "--user", "U3", "--max-iterations", "3"),
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert over.returncode == 2 and "--max-iterations: a whole number from 1 to 2" in over.stderr, over.stderr
+    env.pop("RAG_AGENT")
+    off = subprocess.run(S.rag_pipeline_command("ask", "when?", "--user", "U3", "--max-iterations", "1"),
+                         env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert off.returncode == 2 and "RAG_AGENT is off" in off.stderr, off.stderr
+    assert len(fake.requests) == calls  # refused before any model call
+
+
+@pytest.mark.slow  # two CLI processes loading the dense model (~15 s each)
+def test_ask_falls_back_to_the_plain_search_and_shows_the_reasoning(
+    serving_index: Path, fake: OpenAIFake, tmp_path: Path
+) -> None:
+    copy = tmp_path / "data"
+    S.copy_index(serving_index, copy)
+    env = S.service_env(copy, RAG_ANSWER_MODEL="gpt-4o-mini", OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=fake.base_url,
+                        RAG_AGENT="1", RAG_AGENT_MAX_ITERATIONS="2")  # fmt: skip
+    fake.inject("500", path="chat/completions", times=1000)
+    try:
+        failed = subprocess.run(
+            S.rag_pipeline_command("ask", "postgres upgrade friday", "--user", "bob@serve.test", "--json"),
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        fake.clear_faults()
+    assert failed.returncode == 1, failed.stderr  # the documents, and a status that says the model failed
+    payload = json.loads(failed.stdout)
+    assert payload["answer"] is None and payload["answer_error"] == "the answer model failed (HTTP 500)"
+    assert payload["tool_calls"] == [] and any("searched as a plain answer" in n for n in payload["notices"])
+    assert payload["sources"] and S.SECRET_THREAD not in {s["document_id"] for s in payload["sources"]}
+
+    fake.reason_with(lambda body: "REASONED" if "FOREVER" in _question(body) else None)
+    bounded = subprocess.run(
+        S.rag_pipeline_command("ask", "FOREVER postgres?", "--user", "carol@serve.test", "--max-iterations", "1"),
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bounded.returncode == 0, bounded.stderr
+    assert bounded.stdout.startswith("The upgrade is planned for Friday [1]")
+    assert "all 1 tool rounds" in bounded.stderr and "reasoning: REASONED\n\nREASONED" in bounded.stderr

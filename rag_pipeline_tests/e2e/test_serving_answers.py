@@ -133,6 +133,8 @@ def test_search_with_an_answer_and_what_is_refused(service: S.ServiceProcess, fa
         (chat({"messages": question, "n": 2}), 422, "n"),
         (chat({"messages": [{"role": "user", "content": "x" * 8001}]}), 422, "messages"),
         (chat({"messages": question}, **{"X-User-Groups": S.MEMBERS}), 400, "X-User-Groups"),
+        # Rounds are the agent's (RAG_AGENT), which this service does not run: refused, not silently ignored.
+        (chat({"messages": question, "max_iterations": 2}), 422, "max_iterations"),
     ]
     for response, status, field in cases:
         assert response.status_code == status and response.json()["field"] == field, response.text

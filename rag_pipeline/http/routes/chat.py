@@ -13,14 +13,13 @@ import anyio.to_thread
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from rag_pipeline.answers.agent import run_agent
 from rag_pipeline.answers.ask import Asked, ask, ask_streaming
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.answers.wording import reader_language, say
 from rag_pipeline.http.errors import RequestRefused, llm_failure
 from rag_pipeline.http.state import HttpState, caller, http_state
 from rag_pipeline.retrieval.results import SearchResult
-from rag_pipeline.serving.answers import question_search, reader_tools
+from rag_pipeline.serving.answers import RoundsRefused, agent_answer, agent_rounds, question_search, reader_tools
 from rag_pipeline.serving.identity import IdentityError, Reader
 from rag_pipeline.serving.schemas import ChatRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
@@ -52,6 +51,7 @@ def _rag_fields(asked: Asked) -> dict[str, Any]:
         "rag": {
             "answer_error": answer.failure,
             "notices": answer.notices,
+            "reasoning": answer.reasoning,
             "question": asked.question,
             "context_documents": len(answer.context),
             "invalid_citations": list(answer.invalid_citations),
@@ -73,6 +73,15 @@ def _answer_text(asked: Asked, fixed_language: str | None) -> str:
     return f"{say('no_answer', language, reason=answer.failure)} {listed}"
 
 
+def _message(asked: Asked, fixed_language: str | None) -> dict[str, Any]:
+    """The assistant's message; the model's reasoning as ``reasoning_content`` where it gave one (the field
+    OpenAI-compatible reasoning servers use, so their clients find it where they look)."""
+    message: dict[str, Any] = {"role": "assistant", "content": _answer_text(asked, fixed_language)}
+    if asked.answer.reasoning:
+        message["reasoning_content"] = asked.answer.reasoning
+    return message
+
+
 def _completion(completion_id: str, created: int, asked: Asked, fixed_language: str | None) -> dict[str, Any]:
     answer = asked.answer
     return {
@@ -83,7 +92,7 @@ def _completion(completion_id: str, created: int, asked: Asked, fixed_language: 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": _answer_text(asked, fixed_language)},
+                "message": _message(asked, fixed_language),
                 "finish_reason": "stop",
             }
         ],
@@ -101,18 +110,25 @@ def chat_search(state: HttpState, reader: Reader) -> Callable[[str], list[Search
 
 
 async def agent_completion(
-    state: HttpState, request: ChatRequest, reader: Reader, model: AnswerModel, completion_id: str, created: int
+    state: HttpState,
+    request: ChatRequest,
+    reader: Reader,
+    model: AnswerModel,
+    ids: tuple[str, int],
+    rounds: int,
 ) -> Response:
-    """The answer of a model that calls the tools itself (RAG_AGENT); streamed as one piece when asked to."""
+    """The answer of a model that calls the tools itself (RAG_AGENT) in at most ``rounds`` rounds; streamed as one
+    piece when asked to. A model failing before its first tool call leaves the chat answer's documents."""
+    completion_id, created = ids
     tools = reader_tools(state.service, reader.principal, observe=state.observed)
-    limits = state.answer_limits
+    limits, fallback = state.answer_limits, chat_search(state, reader)
     agent = await anyio.to_thread.run_sync(
-        lambda: run_agent(model, tools, request.turns(), state.agent_rounds or 1, limits.max_chars),
-        limiter=state.search_threads,
+        lambda: agent_answer(model, tools, request.turns(), rounds, limits, fallback), limiter=state.search_threads
     )
     state.observe_answer(ROUTE, agent.answer, agent.seconds)
     asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
-    extra = {"tool_calls": [c.as_dict() for c in agent.tool_calls]}
+    extra = {"tool_calls": [c.as_dict() for c in agent.tool_calls], "max_iterations": rounds,
+             "fell_back": agent.fell_back}  # fmt: skip
     if not request.stream:
         body = _completion(completion_id, created, asked, model.language)
         body["rag"].update(extra)
@@ -122,8 +138,9 @@ async def agent_completion(
     def events() -> Iterator[str]:
         yield _event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                           "finish_reason": None}]})  # fmt: skip
-        yield _event({**base, "choices": [{"index": 0, "delta": {"content": _answer_text(asked, model.language)},
-                                          "finish_reason": None}]})  # fmt: skip
+        delta = _message(asked, model.language)
+        del delta["role"]
+        yield _event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
         final = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], **_rag_fields(asked)}
         final["rag"].update(extra)
         yield _event(final)
@@ -140,11 +157,15 @@ def _failed(state: HttpState, started: float) -> None:
 async def chat_completions(
     request: ChatRequest, reader: Reader = Depends(caller), state: HttpState = Depends(http_state)
 ) -> Response:
+    try:
+        rounds = agent_rounds(request.max_iterations, state.agent_rounds)
+    except RoundsRefused as refused:
+        raise RequestRefused(422, refused.field, str(refused)) from None
     model = state.answer_model(request.model)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    if state.agent_rounds:
-        return await agent_completion(state, request, reader, model, completion_id, created)
+    if rounds is not None:
+        return await agent_completion(state, request, reader, model, (completion_id, created), rounds)
     search = chat_search(state, reader)
     limits, tracing = state.answer_limits, state.tracing
     started = time.perf_counter()

