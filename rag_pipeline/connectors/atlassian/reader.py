@@ -174,12 +174,16 @@ class AtlassianReader(ABC, Generic[SyncSettings]):
     # What a failed call raises: requests' errors, and for clients whose library wraps them, its own.
     transport_errors: ClassVar[tuple[type[Exception], ...]] = (requests.exceptions.RequestException,)
 
-    def __init__(self, client: Any, settings: SyncSettings, log: Callable[[str], None] | None) -> None:
+    def __init__(self, client: Any, settings: SyncSettings, log: Callable[[str], None] | None = None) -> None:
         self.client = client
         self.settings = settings
         self._log = log or (lambda _msg: None)
         # The budget of the container being read (None outside a budgeted read): every request spends from it.
         self._budget: ReadBudget | None = None
+        self._start_caches()
+
+    def _start_caches(self) -> None:
+        """Set up what the product's reader caches for this run (its instance's lifetime); none by default."""
 
     @property
     def stats(self) -> ApiStats:

@@ -129,6 +129,7 @@ class ListedPage:
 class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
     """Reads a Confluence site through the client; one instance per run (it caches zones, grants, restrictions)."""
 
+    client: Confluence
     words = WORDS
     query_time = CQL_TIME
     access_error = ConfluenceAccessError
@@ -136,13 +137,7 @@ class ConfluenceApiReader(AtlassianReader[ConfluenceSyncSettings]):
     # The library raises its ApiError (carrying the response in its cause) for some failed calls.
     transport_errors = (requests.exceptions.RequestException, ApiError)
 
-    def __init__(
-        self,
-        client: Confluence,
-        settings: ConfluenceSyncSettings | None = None,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(client, settings or ConfluenceSyncSettings(), log)
+    def _start_caches(self) -> None:
         self._restrictions: dict[str, ReadRestriction] = {}
         self._grants: dict[str, SpaceGrants] = {}
 

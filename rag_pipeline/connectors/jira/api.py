@@ -14,7 +14,7 @@ identical documents for the same issues.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -117,18 +117,13 @@ class ProjectRead(ContainerRead):
 class JiraApiReader(AtlassianReader[JiraSyncSettings]):
     """Reads a Jira site through the client; one instance per run (it caches the zone and ACLs)."""
 
+    client: Jira
     words = WORDS
     query_time = JQL_TIME
     access_error = JiraAccessError
     timeout_error = JiraTimeoutError
 
-    def __init__(
-        self,
-        client: Jira,
-        settings: JiraSyncSettings | None = None,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(client, settings or JiraSyncSettings(), log)
+    def _start_caches(self) -> None:
         # Project ACLs resolved in this run; an unreadable permission scheme is never cached (the next read asks
         # again), only remembered for the read in progress (_acl_failures) so its issues do not each ask.
         self._acls: dict[str, Acl] = {}
