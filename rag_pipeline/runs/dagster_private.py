@@ -13,6 +13,8 @@ it too (the runners never import the wiring but through ``runs/code_location.py`
   pool slots and Ctrl-C while a run executes in this process (``runs/execution.py``);
 - the SQLite event log's table and storage class: the event storage that waits for a busy database
   (``runs/event_storage.py``) and retention's per-run event log files (``runs/retention.py``);
+- the SQL event log base class, which both the SQLite and the PostgreSQL event logs derive from: the pool-slot
+  lock wraps its claim and free methods once for both (``runs/pool_claims.py``);
 - the type of an unresolved asset job (only for type checking, ``defs/chain/source_spec.py``).
 """
 
@@ -21,6 +23,7 @@ from dagster._core.events import JobFailureData, RunFailureReason
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._core.executor import in_process as in_process_executor
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteEventLogStorage
 from dagster._core.utils import make_new_run_id
 from dagster._utils.interrupts import pop_captured_interrupt
@@ -35,6 +38,7 @@ __all__ = [
     "InstanceConcurrencyContext",
     "JobFailureData",
     "RunFailureReason",
+    "SqlEventLogStorage",
     "SqlEventLogStorageTable",
     "SqliteEventLogStorage",
     "UnresolvedAssetJobDefinition",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import dagster as dg
@@ -15,7 +14,7 @@ import pytest
 from rag_pipeline_tests.kit import pipeline
 from rag_pipeline_tests.kit.data import jira_issue, write_jira_dump
 from rag_pipeline_tests.kit.paths import REPO_ROOT
-from rag_pipeline_tests.kit.postgres_server import PostgresServer, postgres_bindir, running_postgres
+from rag_pipeline_tests.kit.postgres_server import PostgresServer, server_for_tests
 
 ROOT = REPO_ROOT
 CHAIN = pipeline.chain("jira")
@@ -23,18 +22,8 @@ CHAIN = pipeline.chain("jira")
 
 @pytest.fixture(scope="module")
 def postgres():
-    if postgres_bindir() is None:
-        # `make test` installs the package, so CI never gets here; elsewhere say what is missing.
-        if os.environ.get("RAG_REQUIRE_POSTGRES"):
-            pytest.fail("RAG_REQUIRE_POSTGRES is set but no PostgreSQL server binaries were found")
-        pytest.skip("PostgreSQL server binaries not found (Debian package `postgresql`)")
-    # Not under pytest's tmp_path: its parents are private to root, and the server runs as `postgres`.
-    root = Path(tempfile.mkdtemp(prefix="rag_pg_"))
-    try:
-        with running_postgres(root) as server:
-            yield server
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    with server_for_tests() as server:
+        yield server
 
 
 @pytest.fixture
@@ -66,7 +55,8 @@ def test_partition_chain_on_the_postgres_instance(
 ) -> None:
     instance = postgres_instance
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    # The project's subclass, whose pool-slot claims hold the limit (rag_pipeline/runs/pool_claims_postgres.py).
+    assert type(instance.event_log_storage).__name__ == "SerializedPoolClaimsPostgresStorage"
     assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
     assert instance.run_retries_enabled and instance.run_retries_max_retries == 1
     assert instance.get_concurrency_config().pool_config.default_pool_limit == 1

@@ -11,10 +11,13 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -93,3 +96,21 @@ def running_postgres(root: Path) -> Iterator[PostgresServer]:
         yield server
     finally:
         subprocess.run([*run, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+
+
+@contextmanager
+def server_for_tests() -> Iterator[PostgresServer]:
+    """A throwaway server for a test module; without the binaries the test is skipped, or fails where
+    ``RAG_REQUIRE_POSTGRES`` is set."""
+    if postgres_bindir() is None:
+        # `make test` installs the package, so CI never gets here; elsewhere say what is missing.
+        if os.environ.get("RAG_REQUIRE_POSTGRES"):
+            pytest.fail("RAG_REQUIRE_POSTGRES is set but no PostgreSQL server binaries were found")
+        pytest.skip("PostgreSQL server binaries not found (Debian package `postgresql`)")
+    # Not under pytest's tmp_path: its parents are private to root, and the server runs as `postgres`.
+    root = Path(tempfile.mkdtemp(prefix="rag_pg_"))
+    try:
+        with running_postgres(root) as server:
+            yield server
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

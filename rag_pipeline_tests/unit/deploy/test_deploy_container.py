@@ -562,7 +562,10 @@ def test_the_dagster_instance_loads_and_keeps_the_postgres_instance_limits() -> 
         result = process_config(cls.config_type(), data.get("config") or {})  # type: ignore[attr-defined]
         assert result.success, (key, result.errors)
     postgres, _ = dagster_instance_config(str(DEPLOY), POSTGRES_INSTANCE_FILE.name)
-    for key in ("storage", "concurrency", "run_retries", "run_monitoring", "telemetry"):
+    for key in (
+        *("run_storage", "event_log_storage", "schedule_storage"),
+        *("concurrency", "run_retries", "run_monitoring", "telemetry"),
+    ):
         assert settings[key] == postgres[key], f"{key} differs from deploy/dagster.postgres.yaml"
 
 

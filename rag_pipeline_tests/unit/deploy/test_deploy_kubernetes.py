@@ -581,7 +581,7 @@ def test_the_instance_keeps_the_limits_of_the_postgresql_instance() -> None:
     assert instance["telemetry"] == reference["telemetry"]
     assert (
         instance["run_storage"]["config"]["postgres_db"]["scheme"]
-        == reference["storage"]["postgres"]["postgres_db"]["scheme"]
+        == reference["run_storage"]["config"]["postgres_db"]["scheme"]
     )
 
 
