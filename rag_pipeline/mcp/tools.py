@@ -22,6 +22,7 @@ from rag_pipeline.mcp.server import wiring
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.search import search_status
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 # A tool result lands in a model's context window: fewer results than the HTTP API's.
@@ -81,10 +82,13 @@ async def search_documents(
     found = await run_call(lambda: backend.search(request, reader))
     # The design's tool-result shape: the query echoed, how many results, the mode that ran, the time taken; and,
     # for nothing found, the sentence an agent can pass on to its reader in the question's language.
+    count = len(found["results"])
     result = {
         "query": request.query,
+        "status": search_status(request.mode, found["mode"], count),
+        "results_count": count,
         "mode": found["mode"],
-        "count": len(found["results"]),
+        "count": count,  # the same as results_count, kept for the clients that read it
         "execution_time_ms": round((time.perf_counter() - started) * 1000, 1),
         "warnings": found.get("warnings", []),
         "results": found["results"],

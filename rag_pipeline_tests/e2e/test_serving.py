@@ -391,6 +391,7 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
             bad = await client.call_tool("search_documents", {"query": "xy", "top_k": 0})
             threshold = await client.call_tool("search_documents", {"query": "xy", "min_score": 1.5})
             short = await client.call_tool("search_documents", {"query": "x"})
+            nothing = await client.call_tool("search_documents", {"query": "salary budget", "source": "jira"})
             return {
                 "threshold": threshold.content[0].text if threshold.is_error else "",
                 "short": short.content[0].text if short.is_error else "",
@@ -401,6 +402,10 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
                 "document_error": document.is_error,
                 "document": document.content[0].text if document.content else "",
                 "bad": bad.content[0].text if bad.is_error else "",
+                "bad_details": (bad.structured_content or {}).get("error_details"),
+                "document_details": (document.structured_content or {}).get("error_details"),
+                "envelope": {k: (found.structured_content or {}).get(k) for k in ("status", "results_count", "count")},
+                "nothing": {k: (nothing.structured_content or {}).get(k) for k in ("status", "results_count")},
             }
 
     member = asyncio.run(session({**AUTH, "X-User-Id": "U1"}))
@@ -413,6 +418,17 @@ def test_mcp_over_http_uses_the_callers_headers_and_no_argument_widens_the_reade
     assert outsider["document_error"] and "not found" in outsider["document"]
     assert "top_k" in outsider["bad"]
     assert "min_score" in outsider["threshold"] and "at least 2 characters" in outsider["short"]
+    # Issue 67: a failed call carries the exception's type beside the MCP error flag; the search envelope its
+    # status and results_count, over MCP and HTTP alike.
+    assert outsider["bad_details"] == {"type": "ValidationError", "tool": "search_documents", "field": "top_k"}
+    assert outsider["document_details"] == {"type": "ToolError", "tool": "get_document", "field": None}
+    count = len(outsider["found"])
+    assert count and outsider["envelope"] == {"status": "success", "results_count": count, "count": count}
+    assert outsider["nothing"] == {"status": "no_results", "results_count": 0}  # Bob reads no Jira project
+    for query, source, status in (("salary budget postgres", None, "success"), ("salary budget", "jira", "no_results")):
+        body = {"query": query, "top_k": 10, **({"source": [source]} if source else {})}
+        found = _search(guarded, body, {**AUTH, "X-User-Id": "U2"}).json()
+        assert found["status"] == status and found["results_count"] == len(found["results"]), found
 
 
 def test_a_write_gets_the_index_within_a_second_and_queries_wait_for_it_without_failing(

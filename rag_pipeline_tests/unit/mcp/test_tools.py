@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import json
+
 import anyio
 import pytest
-from mcp.server.mcpserver.exceptions import ToolError
 
 from rag_pipeline.answers.wording import say
 from rag_pipeline.mcp.app import build_mcp_server, tool_description
@@ -74,16 +75,25 @@ def _call(server: ToolServer, name: str, **arguments: Any) -> dict[str, Any]:
     return structured.get("result", structured)
 
 
-def _refused(server: ToolServer, tool: str, **arguments: Any) -> str:
+def _failed(server: ToolServer, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A failed call's structured content (``error``, ``error_details``), after checking the MCP error flag and
+    that the text content is the SDK's message with the same words."""
+
     async def call() -> Any:
         return await server.call_tool(tool, arguments)
 
-    with pytest.raises(ToolError) as refused:
-        anyio.run(call)
-    message = str(refused.value)
-    prefix = f"Error executing tool {tool}: "  # the SDK's; the rest is the tool's own words
-    assert message.startswith(prefix), message
-    return message.removeprefix(prefix)
+    result = anyio.run(call)
+    assert result.is_error, result
+    structured: dict[str, Any] = result.structured_content
+    message = result.content[0].text
+    prefix = f"Error executing tool {tool}"  # the SDK's; the rest is the tool's own words
+    own = message.removeprefix(prefix).removeprefix(": ") or "the tool failed"  # a crash: the SDK's words only
+    assert message.startswith(prefix) and own == structured["error"], message
+    return structured
+
+
+def _refused(server: ToolServer, tool: str, **arguments: Any) -> str:
+    return str(_failed(server, tool, **arguments)["error"])
 
 
 @pytest.fixture
@@ -137,6 +147,42 @@ def test_tool_errors_say_what_went_wrong_without_a_traceback(server: ToolServer)
     assert _refused(server, "record_tool_outcome", name="nope", success=True) == "name: no indexed tool is named 'nope'"
     assert _refused(server, "rate_document", query="kernel", document_id="d1", grade=7).startswith("grade")
     assert _call(server, "rate_document", query="kernel", document_id="d1", grade=2)["grade"] == 2
+
+
+def test_a_failed_call_carries_the_exception_type_beside_the_error_flag(server: ToolServer) -> None:
+    """The design's structured ``error_details``: the type of the exception behind the failure, the tool and the
+    argument at fault, so an agent tells a bad argument from a busy index without parsing the message."""
+
+    class Busy(RecordingBackend):
+        def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
+            raise IndexUnavailable("lent to a writer")
+
+    busy = build_mcp_server(Busy(), lambda _ctx: READER)
+    details = {
+        "bad argument": _failed(server, "search_documents", query="kernel", top_k=0)["error_details"],
+        "bad date": _failed(server, "search_documents", query="kernel", since="yesterday-ish")["error_details"],
+        "wrong type": _failed(server, "search_documents", query=["a", "list"])["error_details"],
+        "not found": _failed(server, "get_document", document_id="d2")["error_details"],
+        "busy index": _failed(busy, "search_documents", query="kernel")["error_details"],
+        "refused": _failed(server, "whoami", person="someone")["error_details"],
+    }
+    assert details == {
+        "bad argument": {"type": "ValidationError", "tool": "search_documents", "field": "top_k"},
+        "bad date": {"type": "ValidationError", "tool": "search_documents", "field": "since"},
+        "wrong type": {"type": "ValidationError", "tool": "search_documents", "field": "query"},
+        "not found": {"type": "ToolError", "tool": "get_document", "field": None},
+        "busy index": {"type": "IndexUnavailable", "tool": "search_documents", "field": None},
+        "refused": {"type": "AccessRefused", "tool": "whoami", "field": "person"},
+    }
+
+
+def test_an_unexpected_failure_names_its_type_but_never_its_message(backend: RecordingBackend) -> None:
+    def broken(_ctx: Any) -> Reader:
+        raise RuntimeError("secret path /srv/data/token.txt")
+
+    failed = _failed(build_mcp_server(backend, broken), "search_documents", query="kernel")
+    assert failed["error_details"] == {"type": "RuntimeError", "tool": "search_documents", "field": None}
+    assert failed["error"] == "the tool failed" and "secret" not in json.dumps(failed)
 
 
 def test_an_identity_the_service_refuses_is_a_tool_error(backend: RecordingBackend) -> None:
