@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -32,21 +33,19 @@ class ServiceMetrics:
         self.registry = CollectorRegistry()
         if caches:
             self.registry.register(_CacheRequests(caches))
-        self.requests = Counter(
-            "rag_requests", "Requests answered, by route and HTTP status", ["route", "status"], registry=self.registry
-        )
-        self.stage_seconds = Histogram(
+        # Every metric lives in this service's registry; stage-like timings share the stage buckets.
+        counter = partial(Counter, registry=self.registry)
+        gauge = partial(Gauge, registry=self.registry)
+        timing = partial(Histogram, registry=self.registry, buckets=_STAGE_BUCKETS)
+        self.requests = counter("rag_requests", "Requests answered, by route and HTTP status", ["route", "status"])
+        self.stage_seconds = timing(
             "rag_stage_seconds",
             "Seconds per query stage (embed, retrieve, rerank, total) by search mode",
             ["stage", "mode"],
-            buckets=_STAGE_BUCKETS,
-            registry=self.registry,
         )
-        self.store_wait_seconds = Histogram(
+        self.store_wait_seconds = timing(
             "rag_store_wait_seconds",
             "Seconds a query waited before it ran: for a free slot (one per core), or for the index a writer held",
-            buckets=_STAGE_BUCKETS,
-            registry=self.registry,
         )
         self.results = Histogram(
             "rag_results",
@@ -54,71 +53,48 @@ class ServiceMetrics:
             buckets=(0, 1, 3, 5, 10, 20, 50, 100),
             registry=self.registry,
         )
-        index_age = Gauge(
-            "rag_index_age_seconds",
-            "Seconds since the service last opened the index (it reopens after every write)",
-            registry=self.registry,
+        index_age = gauge(
+            "rag_index_age_seconds", "Seconds since the service last opened the index (it reopens after every write)"
         )
         index_age.set_function(lambda: _age(index_opened_at()))
         # Index freshness: when the pipeline last wrote documents (the index records it with every write).
-        written = Gauge(
+        written = gauge(
             "rag_index_written_timestamp_seconds",
             "Unix time of the pipeline's last write to the index (read again at most every 30 s)",
-            registry=self.registry,
         )
         written.set_function(lambda: _epoch(index_written()))
         self.registry.register(
             _Counted("rag_index_hand_overs", "Times the service handed the index to a writer", hand_overs)
         )
-        opening = Gauge(
+        opening = gauge(
             "rag_index_open_seconds",
             "Seconds the last (re)opening of the index took (shards loaded, retriever prepared)",
-            registry=self.registry,
         )
         opening.set_function(open_seconds)
-        self.answers = Counter(
+        self.answers = counter(
             "rag_answers",
             "Answers written, by outcome (answered, no_documents, failed) and route",
             ["outcome", "route"],
-            registry=self.registry,
         )
-        self.answer_tokens = Counter(
-            "rag_answer_tokens",
-            "LLM tokens answers used, by kind (prompt, completion)",
-            ["kind"],
-            registry=self.registry,
+        self.answer_tokens = counter(
+            "rag_answer_tokens", "LLM tokens answers used, by kind (prompt, completion)", ["kind"]
         )
-        self.answer_cost = Counter(
-            "rag_answer_cost_usd", "What answers cost in USD (models with a known price)", registry=self.registry
+        self.answer_cost = counter("rag_answer_cost_usd", "What answers cost in USD (models with a known price)")
+        self.invalid_citations = counter(
+            "rag_answer_invalid_citations", "Citations to a number the context did not hold (dropped from the sources)"
         )
-        self.invalid_citations = Counter(
-            "rag_answer_invalid_citations",
-            "Citations to a number the context did not hold (dropped from the sources)",
-            registry=self.registry,
-        )
-        self.rewrites = Counter(
-            "rag_rewrites",
-            "Query rewrites, by outcome (planned, cached, fallback)",
-            ["outcome"],
-            registry=self.registry,
-        )
-        self.rewrite_seconds = Histogram(
+        self.rewrites = counter("rag_rewrites", "Query rewrites, by outcome (planned, cached, fallback)", ["outcome"])
+        self.rewrite_seconds = timing(
             "rag_rewrite_seconds",
             "Seconds to plan a query rewrite (the LLM call, or the plan cache), by outcome (planned, cached, fallback)",
             ["outcome"],
-            buckets=_STAGE_BUCKETS,
-            registry=self.registry,
         )
-        self.degraded = Counter(
+        self.degraded = counter(
             "rag_degraded_searches",
             "Searches served by a lesser mode than asked (the dense model or the reranker failed), by both modes",
             ["requested", "served"],
-            registry=self.registry,
         )
-        self.answer_seconds = Histogram(
-            "rag_answer_seconds", "Seconds to write an answer (LLM calls only)", buckets=_STAGE_BUCKETS,
-            registry=self.registry,
-        )  # fmt: skip
+        self.answer_seconds = timing("rag_answer_seconds", "Seconds to write an answer (LLM calls only)")
 
     def observe_rewrite(self, outcome: str, seconds: float | None = None) -> None:
         self.rewrites.labels(outcome=outcome).inc()
