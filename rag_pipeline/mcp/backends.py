@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from rag_pipeline.retrieval.tree import tree_json
+from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import Reader
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
@@ -27,6 +28,11 @@ class ToolBackend(Protocol):
     def whois(self, reader: Reader, person: str | None) -> dict[str, Any]: ...
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]: ...
+
+    def tree_view(self, reader: Reader, prefix: str | None, view: TreeView) -> dict[str, Any]:
+        """``GET /v1/tree``'s body less its reader: ``prefix`` and ``sources`` (the containers under the prefix),
+        and the page of the deeper tree ``view`` asks for."""
+        ...
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
 
@@ -92,6 +98,10 @@ class LocalTools:
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
         return tree_json(self.service.tree(reader.principal, prefix))
+
+    def tree_view(self, reader: Reader, prefix: str | None, view: TreeView) -> dict[str, Any]:
+        nodes, page = self.service.tree_view(reader.principal, prefix, view)
+        return {"prefix": prefix, "sources": tree_json(nodes), **page.to_dict()}
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self.access.explain(document_id, reader, person)

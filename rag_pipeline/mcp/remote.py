@@ -18,6 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from rag_pipeline.mcp.backends import ToolBackend, tool_search_result
+from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
@@ -92,6 +93,14 @@ class RemoteTools:
         sources: list[dict[str, Any]] = self._answer(response)["sources"]
         return sources
 
+    def tree_view(self, reader: Reader, prefix: str | None, view: TreeView) -> dict[str, Any]:
+        params = {"prefix": prefix, **view.model_dump()}
+        body: dict[str, Any] = self._answer(
+            self._call("GET", "/v1/tree", params={k: v for k, v in params.items() if v is not None})
+        )
+        body.pop("reader", None)
+        return body
+
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
 
@@ -157,6 +166,9 @@ class FallbackTools:
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
         return self._on(lambda tools: tools.tree(reader, prefix))
 
+    def tree_view(self, reader: Reader, prefix: str | None, view: TreeView) -> dict[str, Any]:
+        return self._on(lambda tools: tools.tree_view(reader, prefix, view))
+
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._on(lambda tools: tools.explain(document_id, reader, person))
 
@@ -195,6 +207,9 @@ class RefusedBesideService:
         self._refuse()
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        self._refuse()
+
+    def tree_view(self, reader: Reader, prefix: str | None, view: TreeView) -> dict[str, Any]:
         self._refuse()
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:

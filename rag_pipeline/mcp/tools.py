@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from rag_pipeline.answers.wording import reader_language, say
 from rag_pipeline.mcp.server import wiring
+from rag_pipeline.retrieval.tree_view import DEFAULT_TREE_DEPTH, DEFAULT_TREE_LIMIT, TreeView
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
@@ -98,15 +99,25 @@ async def search_documents(
     return result
 
 
-async def list_containers(ctx: Context[Any, Any], prefix: str | None = None) -> dict[str, Any]:
+async def list_containers(
+    ctx: Context[Any, Any],
+    prefix: str | None = None,
+    root_path: str | None = None,
+    max_depth: int = DEFAULT_TREE_DEPTH,
+    offset: int = 0,
+    limit: int = DEFAULT_TREE_LIMIT,
+) -> dict[str, Any]:
     """What the caller can search: sources, then channels/projects with their document counts and latest activity,
     only where the caller may read a document. prefix: a path's beginning (slack/#eng, jira/OPS); search_documents
-    takes the same as path."""
+    takes the same as path. nodes: the tree from root_path (a source, container, document or Confluence page path;
+    every source when omitted) down max_depth levels (0-32; 1: sources and containers, 2: their documents, deeper:
+    Confluence child pages), each with kind, level, path, relative_path and counts, depth first; a page of limit
+    (1-500) from offset, next_offset for the next page."""
     backend, reader = wiring(ctx)
     if prefix is not None and len(prefix) > MAX_NAME_CHARS:
         raise ToolError(f"prefix: at most {MAX_NAME_CHARS} characters")
-    sources = await run_call(lambda: backend.tree(reader, prefix))
-    return {"prefix": prefix, "sources": sources}
+    view = validated(TreeView, {"root_path": root_path, "max_depth": max_depth, "offset": offset, "limit": limit})
+    return await run_call(lambda: backend.tree_view(reader, prefix, view))
 
 
 async def search_tools(

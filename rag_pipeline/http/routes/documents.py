@@ -1,5 +1,6 @@
 """``GET /v1/documents/{id}`` (one document the caller may read; 404 alike for missing and forbidden) and
-``GET /v1/tree`` (the caller's sources, containers and counts)."""
+``GET /v1/tree`` (the caller's sources, containers and counts, and the deeper tree's nodes: documents, Confluence
+pages under their parents, from ``root_path`` down ``max_depth`` levels, a page of ``limit`` from ``offset``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ from fastapi.responses import JSONResponse
 from rag_pipeline.http.errors import error
 from rag_pipeline.http.state import HttpState, caller, http_state
 from rag_pipeline.retrieval.tree import tree_json
+from rag_pipeline.retrieval.tree_view import (
+    DEFAULT_TREE_DEPTH,
+    DEFAULT_TREE_LIMIT,
+    MAX_TREE_DEPTH,
+    MAX_TREE_LIMIT,
+    TreeView,
+)
 from rag_pipeline.serving.identity import Reader
 
 router = APIRouter()
@@ -34,8 +42,16 @@ async def document(
 @router.get("/v1/tree")
 async def tree(
     prefix: str | None = Query(None, min_length=1, max_length=200),
+    root_path: str | None = Query(None, min_length=1, max_length=1000),
+    max_depth: int = Query(DEFAULT_TREE_DEPTH, ge=0, le=MAX_TREE_DEPTH),
+    offset: int = Query(0, ge=0),
+    limit: int = Query(DEFAULT_TREE_LIMIT, ge=1, le=MAX_TREE_LIMIT),
     reader: Reader = Depends(caller),
     state: HttpState = Depends(http_state),
 ) -> JSONResponse:
-    nodes = await anyio.to_thread.run_sync(state.service.tree, reader.principal, prefix, limiter=state.search_threads)
-    return JSONResponse({"reader": reader.describe(), "prefix": prefix, "sources": tree_json(nodes)})
+    view = TreeView(root_path=root_path, max_depth=max_depth, offset=offset, limit=limit)
+    nodes, page = await anyio.to_thread.run_sync(
+        state.service.tree_view, reader.principal, prefix, view, limiter=state.search_threads
+    )
+    # ``prefix`` and ``sources`` as before (clients read them); the deeper tree beside them.
+    return JSONResponse({"reader": reader.describe(), "prefix": prefix, "sources": tree_json(nodes), **page.to_dict()})

@@ -4,9 +4,8 @@ the reader always the server's, and the stdio server's fallback from a stopped s
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 import anyio
 import pytest
@@ -50,6 +49,9 @@ class RecordingBackend:
         return {"person": reader.email}
 
     def tree(self, reader: Reader, prefix: str | None) -> list[dict[str, Any]]:
+        raise IndexUnavailable("lent to a writer")
+
+    def tree_view(self, reader: Reader, prefix: str | None, view: Any) -> dict[str, Any]:
         raise IndexUnavailable("lent to a writer")
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
@@ -143,6 +145,8 @@ def test_tool_errors_say_what_went_wrong_without_a_traceback(server: ToolServer)
     assert _refused(server, "get_document", document_id=" ").startswith("document_id:")
     assert _refused(server, "list_containers").startswith("the index is not available now: lent to a writer")
     assert _refused(server, "list_containers", prefix="x" * 201) == "prefix: at most 200 characters"
+    assert _refused(server, "list_containers", max_depth=-1).startswith("max_depth:")
+    assert _refused(server, "list_containers", limit=0).startswith("limit:")
     assert _refused(server, "whoami", person="someone").startswith("person: asking about another person")
     assert _refused(server, "record_tool_outcome", name="nope", success=True) == "name: no indexed tool is named 'nope'"
     assert _refused(server, "rate_document", query="kernel", document_id="d1", grade=7).startswith("grade")

@@ -35,7 +35,7 @@ def tree_corpus(store: VectorStore) -> None:
         document(f"{SITE}:1", [["home"]], source="confluence", title="Engineering"),
         document(
             f"{SITE}:2", [["runbooks"]], source="confluence", title="Engineering › Runbooks Vault", acl=RESTRICTED_PAGE
-        ),  # fmt: skip
+        ),
         document(f"{SITE}:3", [["deploy"]], source="confluence", title="Engineering › Runbooks Vault › Deploy"),
         document(f"{SITE}:4", [["onboarding"]], source="confluence", title="Engineering › Onboarding"),
         document(f"{SITE}:5", [["news"]], source="confluence", title="Engineering › Release news"),
@@ -126,7 +126,7 @@ def test_max_depth_cuts_levels_and_pages_walk_the_whole_listing(store: VectorSto
         ({"limit": 0}, "limit"),
         ({"offset": -1}, "offset"),
         ({"root_path": ""}, "root_path"),
-    ],  # fmt: skip
+    ],
 )
 def test_a_bad_view_is_refused_naming_its_field(given: dict, field: str) -> None:
     with pytest.raises(ValidationError) as refused:
