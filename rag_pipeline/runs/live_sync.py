@@ -54,6 +54,9 @@ class SyncSummary:
     # What the runs' raw steps turned away: their bad_records count, and the examples their metadata lists.
     bad_records: int = 0
     problems: list[RecordProblem] = field(default_factory=list)
+    # Each chain run's chunks: its run id, the parent chunks (what a result returns) and the child chunks (what is
+    # embedded and searched) it wrote.
+    chunk_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = {
@@ -69,6 +72,9 @@ class SyncSummary:
             "seconds": round(self.seconds, 2),
             "runs": self.runs,
             "failed": self.failed,
+            "parent_chunks": sum(int(r["parent_chunks"]) for r in self.chunk_runs),
+            "child_chunks": sum(int(r["child_chunks"]) for r in self.chunk_runs),
+            "chunk_runs": self.chunk_runs,
         }
         source = registered_sources().get(self.source)
         for alias, name in (source.sync_metadata_aliases if source is not None else {}).items():
@@ -187,6 +193,11 @@ def run_sync(
                 summary.failed[names.get(container, container)] = message
             summary.documents += int(raw.get("documents", 0))
             summary.documents_updated += int(step_metadata(result, spec.keys.points).get("documents_written", 0))
+            summary.chunk_runs.append({
+                "run_id": result.run_id,
+                "parent_chunks": int(step_metadata(result, spec.keys.parents).get("parent_chunks", 0)),
+                "child_chunks": int(step_metadata(result, spec.keys.children).get("child_chunks", 0)),
+            })  # fmt: skip
             if on_progress:
                 on_progress(source, len(selected) - len(summary.failed), len(selected))
             if start is not None:

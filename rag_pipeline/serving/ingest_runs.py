@@ -51,7 +51,24 @@ class IngestJob:
     log: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The job as the API answers it, with the chunks its syncs wrote in all (each source's in ``results``)."""
+        return {**asdict(self), **self.chunk_counts()}
+
+    def chunk_counts(self) -> dict[str, int]:
+        """The parent and child chunks every sync of the job wrote (0 before any finished)."""
+        synced = [r for r in self.results.values() if isinstance(r, dict)]
+        return {kind: sum(int(r.get(kind) or 0) for r in synced) for kind in ("parent_chunks", "child_chunks")}
+
+
+def chunks_of(summary: Any) -> dict[str, Any]:
+    """A sync summary's chunk counts (``rag-pipeline sync --json``: totals and each chain run's), None for a
+    command that reports none (a directory refresh, a sync that failed before it printed)."""
+    found = summary if isinstance(summary, dict) else {}
+    return {
+        "parent_chunks": found.get("parent_chunks"),
+        "child_chunks": found.get("child_chunks"),
+        "chunk_runs": found.get("chunk_runs") or [],
+    }
 
 
 class IngestLauncher:
@@ -137,6 +154,7 @@ class IngestLauncher:
                     "exit_code": code,
                     "seconds": round(time.monotonic() - started, 1),
                     "summary": summary,
+                    **chunks_of(summary),
                 }
                 ok = ok and code == 0
         return ok

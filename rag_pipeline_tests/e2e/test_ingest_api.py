@@ -96,6 +96,13 @@ def test_a_sync_launched_over_http_runs_through_dagster_and_is_searchable(servic
     assert done["results"]["slack"]["exit_code"] == 0 and summary["documents"] >= 1, summary
     # 90 days of initial history are one run (plus the reconciliation): the sync stops once the watermark is now.
     assert summary["runs"] == 2, summary
+    # The chunks the sync wrote, per chain run and in all (issue 67 item 7): one short message, one parent and one
+    # child chunk at least, as many children as parents or more.
+    slack = done["results"]["slack"]
+    [chain_run] = slack["chunk_runs"]
+    assert chain_run["run_id"] and chain_run["parent_chunks"] >= 1 and chain_run["child_chunks"] >= 1, slack
+    assert (slack["parent_chunks"], slack["child_chunks"]) == (chain_run["parent_chunks"], chain_run["child_chunks"])
+    assert slack["child_chunks"] >= slack["parent_chunks"] and done["parent_chunks"] == slack["parent_chunks"]
 
     # The Dagster run is the sync sensor's kind: the scheduler's state now has the channel's watermark.
     after = httpx.get(f"{service.url}/v1/scheduler/status", headers=INGEST, timeout=120).json()

@@ -94,6 +94,38 @@ def test_a_job_runs_to_its_end_and_reports_each_sync(index_folder: Path, tmp_pat
     assert missing.status_code == 404 and missing.json()["field"] == "job_id"
 
 
+# A sync's summary as `rag-pipeline sync --json` prints it: two chain runs' chunks (issue 67 item 7).
+CHUNKS = [sys.executable, "-c", "import json, sys; source = sys.argv[3]; runs = "
+          "[{'run_id': source + '-1', 'parent_chunks': 2, 'child_chunks': 5}, "
+          "{'run_id': source + '-2', 'parent_chunks': 1, 'child_chunks': 3}]; "
+          "print(json.dumps({'parent_chunks': 3, 'child_chunks': 8, 'chunk_runs': runs}))"]  # fmt: skip
+
+
+def test_a_job_reports_the_parent_and_child_chunks_of_each_run(index_folder: Path, tmp_path: Path) -> None:
+    launcher = IngestLauncher(tmp_path / "data", ["slack", "jira"], command=CHUNKS)
+    with served(index_folder, _settings(), ingest=launcher) as client:
+        started = client.post("/v1/ingest/all", headers=AS_INGEST)
+        assert started.status_code == 202, started.text
+        assert started.json()["job"]["parent_chunks"] == 0  # nothing written yet
+        done = _finished(client, started.json()["job"]["id"])
+    assert done["state"] == "succeeded"
+    for source in ("slack", "jira"):
+        result = done["results"][source]
+        assert (result["parent_chunks"], result["child_chunks"]) == (3, 8)
+        assert [r["run_id"] for r in result["chunk_runs"]] == [f"{source}-1", f"{source}-2"]
+    assert (done["parent_chunks"], done["child_chunks"]) == (6, 16)  # the job's syncs together
+
+
+def test_a_command_without_chunk_counts_reports_none(index_folder: Path, tmp_path: Path) -> None:
+    launcher = IngestLauncher(tmp_path / "data", ["slack"], command=ECHO)
+    with served(index_folder, _settings(), ingest=launcher) as client:
+        started = client.post("/v1/ingest", json={"source": "slack"}, headers=AS_INGEST).json()["job"]
+        done = _finished(client, started["id"])
+    result = done["results"]["slack"]
+    assert result["parent_chunks"] is None and result["child_chunks"] is None and result["chunk_runs"] == []
+    assert (done["parent_chunks"], done["child_chunks"]) == (0, 0)
+
+
 def test_a_second_job_while_one_runs_is_a_409_naming_it(index_folder: Path, tmp_path: Path) -> None:
     launcher = IngestLauncher(tmp_path, ["slack", "jira"], command=SLOW)
     with served(index_folder, _settings(), ingest=launcher) as client:
