@@ -2,7 +2,8 @@
 resource's config fields, an Atlassian client's options, and one live read of a run's containers with the step
 metadata every live raw asset reports."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -79,3 +80,32 @@ def read_live(
     out, guards_tripped, totals = read_containers(days_by_container, reader.read_days, refused, counted, timeout)
     out.metadata = {**reader.stats.as_metadata(), **totals, **metadata, "guards_tripped": guards_tripped}
     return out
+
+
+@dataclass(frozen=True)
+class LiveRead:
+    """How a live API resource reads its partitions: the errors that refuse one container (the others are still
+    read), the reader's counters totalled into the step metadata, the error of a read that ran out of time, and the
+    resource's own ``metadata``."""
+
+    refused: type[Exception]
+    counted: tuple[str, ...]
+    timeout: type[Exception] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+class LiveApiResource:
+    """Mixed into a live API resource, before its Dagster base: ``read_partitions`` is :func:`read_live` through a
+    fresh :meth:`reader`, as :meth:`live_read` says."""
+
+    def reader(self, log: Callable[[str], None] | None = None) -> LiveReader:
+        raise NotImplementedError
+
+    def live_read(self) -> LiveRead:
+        raise NotImplementedError
+
+    def read_partitions(
+        self, days_by_container: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        how = self.live_read()
+        return read_live(self.reader(log), days_by_container, (how.refused,), how.counted, how.timeout, **how.metadata)

@@ -21,7 +21,7 @@ from rag_pipeline.connectors.confluence.identity import (
     confluence_sites,
     resolve_confluence_identity,
 )
-from rag_pipeline.defs.api_resource_kit import atlassian_client_options, read_live, sync_settings_of
+from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, atlassian_client_options, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
@@ -31,7 +31,7 @@ from rag_pipeline.sources.source_read import SourceRead
 CONFLUENCE_API_POOL = "confluence_api"
 
 
-class ConfluenceResource(dg.ConfigurableResource):
+class ConfluenceResource(LiveApiResource, dg.ConfigurableResource):
     """The Confluence REST API through atlassian-python-api (Cloud: e-mail + API token; Data Center: a PAT)."""
 
     url: str = Field(description="Site URL (CONFLUENCE_URL), e.g. https://your-team.atlassian.net/wiki")
@@ -67,19 +67,10 @@ class ConfluenceResource(dg.ConfigurableResource):
         kept = previous.accounts("confluence", reader.site) if previous is not None else None
         return confluence_directory.read_api_directory(reader, previous=kept)
 
-    def read_partitions(
-        self, days_by_space: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return read_live(
-            self.reader(log),
-            days_by_space,
-            (ConfluenceAccessError,),
-            ("pages_fetched", "comment_pages"),
-            ConfluenceTimeoutError,
-            overlap_minutes=self.overlap_minutes,
-            page_size=self.page_size,
-            confluence_mode="cloud" if self.cloud else "data center",
-        )
+    def live_read(self) -> LiveRead:
+        mode = "cloud" if self.cloud else "data center"
+        shown = {"overlap_minutes": self.overlap_minutes, "page_size": self.page_size, "confluence_mode": mode}
+        return LiveRead(ConfluenceAccessError, ("pages_fetched", "comment_pages"), ConfluenceTimeoutError, shown)
 
 
 class ConfluenceDumpResource(dg.ConfigurableResource):

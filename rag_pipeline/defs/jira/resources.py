@@ -24,7 +24,7 @@ from rag_pipeline.connectors.jira.settings import (
     BUNDLED_JIRA_DUMP,
     DEFAULT_JIRA_CSV_DATE_FORMAT,
 )
-from rag_pipeline.defs.api_resource_kit import atlassian_client_options, read_live, sync_settings_of
+from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, atlassian_client_options, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
@@ -43,7 +43,7 @@ class JiraSourceResource(dg.ConfigurableResource):
         raise NotImplementedError
 
 
-class JiraResource(JiraSourceResource):
+class JiraResource(LiveApiResource, JiraSourceResource):
     """The Jira REST API through atlassian-python-api (Cloud: e-mail + API token; Server/DC: a PAT)."""
 
     url: str = Field(description="Site URL (JIRA_URL), e.g. https://your-team.atlassian.net")
@@ -98,19 +98,10 @@ class JiraResource(JiraSourceResource):
         client = build_jira_client(self.url, **atlassian_client_options(self, self.backoff_seconds))
         return JiraApiReader(client, self.sync_settings(), log)
 
-    def read_partitions(
-        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return read_live(
-            self.reader(log),
-            days_by_project,
-            (JiraAccessError,),
-            ("issues_fetched", "comment_pages"),
-            JiraTimeoutError,
-            overlap_minutes=self.overlap_minutes,
-            page_size=self.page_size,
-            jira_mode="cloud" if self.cloud else "server",
-        )
+    def live_read(self) -> LiveRead:
+        mode = "cloud" if self.cloud else "server"
+        shown = {"overlap_minutes": self.overlap_minutes, "page_size": self.page_size, "jira_mode": mode}
+        return LiveRead(JiraAccessError, ("issues_fetched", "comment_pages"), JiraTimeoutError, shown)
 
 
 class JiraDumpResource(JiraSourceResource):

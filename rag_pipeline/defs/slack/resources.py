@@ -19,7 +19,7 @@ from rag_pipeline.connectors.slack.api import (
 )
 from rag_pipeline.connectors.slack.export import SlackExportReader, SlackRead
 from rag_pipeline.connectors.slack.identity import SlackIdentity, resolve_slack_identity
-from rag_pipeline.defs.api_resource_kit import read_live, sync_settings_of
+from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, sync_settings_of
 from rag_pipeline.defs.chain.offline import containers_of, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
@@ -39,7 +39,7 @@ class SlackSourceResource(dg.ConfigurableResource):
         raise NotImplementedError
 
 
-class SlackResource(SlackSourceResource):
+class SlackResource(LiveApiResource, SlackSourceResource):
     """The Slack Web API through slack-sdk's WebClient (token from ``SLACK_BOT_TOKEN``)."""
 
     token: str = Field(description="Bot token (xoxb-...); set it with EnvVar('SLACK_BOT_TOKEN')")
@@ -95,18 +95,9 @@ class SlackResource(SlackSourceResource):
         )
         return SlackApiReader(client, self.sync_settings(), log)
 
-    def read_partitions(
-        self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return read_live(
-            self.reader(log),
-            days_by_channel,
-            (SlackAccessError,),
-            ("threads_fetched",),
-            lookback_days=self.lookback_days,
-            page_size=self.page_size,
-            page_cap=self.page_cap,
-        )
+    def live_read(self) -> LiveRead:
+        shown = {"lookback_days": self.lookback_days, "page_size": self.page_size, "page_cap": self.page_cap}
+        return LiveRead(SlackAccessError, ("threads_fetched",), metadata=shown)
 
 
 class SlackExportResource(SlackSourceResource):
