@@ -4,6 +4,10 @@ sub-query) searched as the same reader, the lists merged per document by recipro
 The plan's filters apply only when its confidence reaches :data:`~rag_pipeline.retrieval.rewrite.FILTER_CONFIDENCE`
 and only where the request set none of its own; a filter that would leave nothing is dropped, and the
 response says so. Without a plan (no rewrite model, or a fallback), this is one ordinary search.
+
+A ``routed`` search with a plan is routed once, from the question and its plan (:func:`~rag_pipeline.retrieval.
+router.plan_route`), and every query of the plan follows that route: the question's identifiers are looked up
+even where the rewrite dropped them, and the plan's unsure source or date becomes a hint, not a filter.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.rewrite import FILTER_CONFIDENCE, Filters, PlanOutcome, QueryPlan
+from rag_pipeline.retrieval.router import Route, plan_route
 
 RRF_K = 60
 
@@ -112,9 +117,11 @@ def search_planned(
             updated_to=(extra.until if extra else None) or scope.until,
             exclude=exclude,
             min_score=scope.min_score,
+            route=route,
         )
 
     plan = outcome.plan
+    route: Route | None = plan_route(question, plan=plan) if plan is not None and mode == "routed" else None
     if plan is None:
         response = run(question, None)
         return PlannedSearch(response, None, outcome.fallback_reason, [question], {}, [], outcome.cached,
@@ -137,6 +144,7 @@ def search_planned(
         # time (and its total) like a plain one does.
         seconds=_planned_seconds(responses, time.perf_counter() - started, outcome.seconds),
         fusion=first.fusion,
+        route=first.route,
     )
     applied = {k: v for k, v in filters.as_dict().items() if v} if filters else {}
     return PlannedSearch(merged, plan, None, queries, applied, dropped, outcome.cached, outcome.seconds)

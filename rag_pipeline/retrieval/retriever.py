@@ -261,11 +261,13 @@ class Retriever:
         with_parent_text: bool = True,
         reranker: Reranker | None = None,
         payload_fields: Sequence[str] | None = None,
+        route: Route | None = None,
     ) -> SearchResponse:
         """Search as ``principal`` (required: use ``Principal.all_documents_for_evaluation()`` to skip ACLs) for
         the ``top_k`` best documents (at least 1); ``authors`` keeps documents by any of them. ``payload_fields``:
         only these fields of each result's child are read (an evaluation's leak check reads the ACL alone); None:
-        all of them."""
+        all of them. ``route``: a ``routed`` search's route when the caller planned it already (a rewrite plan's
+        queries share the question's route); None: the query's own words route it."""
         if principal is None:
             raise ValueError("a search needs a principal (user id + groups); evaluation passes the all-documents one")
         # Every face ends here (service, MCP, CLI, chat, the evaluation): one place to read the query in the index's
@@ -290,7 +292,7 @@ class Retriever:
             docs = self._documents(inner, query, top_k, flt, exclude, response, sparse=expansion.query)
             response.seconds["search"] = time.perf_counter() - started
         elif mode == "routed":
-            docs = self._routed(query, top_k, flt, exclude, response)
+            docs = self._routed(query, top_k, flt, exclude, response, route)
             response.seconds["search"] = time.perf_counter() - started
         elif mode == "reranked":
             response.mode = "hybrid"
@@ -321,11 +323,17 @@ class Retriever:
         return response
 
     def _routed(
-        self, query: str, top_k: int, flt: SearchFilter, exclude: Sequence[str], response: SearchResponse
+        self,
+        query: str,
+        top_k: int,
+        flt: SearchFilter,
+        exclude: Sequence[str],
+        response: SearchResponse,
+        planned: Route | None = None,
     ) -> list[SearchResult]:
         """The search router's route (retrieval/router.py): exact identifiers first, then the strategy's search,
         the named source's documents before the others, within the date hint's window when it leaves any."""
-        route = plan_route(query)
+        route = planned if planned is not None else plan_route(query)
         response.route = route.describe()
         exact = self._exact_documents(route, query, flt, exclude, response)
         skip = (*exclude, *(d.document_id for d in exact))

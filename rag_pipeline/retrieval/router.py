@@ -10,7 +10,10 @@ search it. The ``routed`` mode (retriever.py) follows the route:
   search to documents active since then, unless that leaves nothing; the date words themselves are not searched for
   ("어제" is in every thread that says yesterday, whatever it is about);
 - **container hints**: "#general", "갤럭시-문의 채널", "開発チャンネル" prefer that channel's documents;
-- **strategy**: hybrid for questions; BM25 for a query that is only identifiers and codes (nothing to embed).
+- **strategy**: hybrid for questions; BM25 for a query that is only identifiers and codes (nothing to embed); no
+  dense-only route: vector alone loses to hybrid at every question length measured (docs/notes/search_router.md);
+- **a rewrite plan** (query rewriting on): routed once from the question and its plan, the plan's single source or
+  start date below the confidence its filters need become soft hints like the question's own (:func:`with_plan`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cache
 
+from rag_pipeline.retrieval.rewrite import FILTER_CONFIDENCE, QueryPlan
 from rag_pipeline.sources.registry import document_sources, registered_sources
 
 ISSUE_KEY = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]{1,9}-[1-9]\d{0,6})(?![\w-])")
@@ -158,8 +162,35 @@ def _container(query: str) -> str | None:
     return next(iter(names)) if len(names) == 1 else None
 
 
-def plan_route(query: str, now: datetime | None = None) -> Route:
-    """The route the question's words ask for (a named weekday counts back from ``now``, default: the clock)."""
+def plan_route(query: str, now: datetime | None = None, plan: QueryPlan | None = None) -> Route:
+    """The route the question's words ask for (a named weekday counts back from ``now``, default: the clock), with
+    what a rewrite ``plan`` of it adds (:func:`with_plan`)."""
+    route = _question_route(query, now)
+    return route if plan is None else with_plan(route, plan, now)
+
+
+def with_plan(route: Route, plan: QueryPlan, now: datetime | None = None) -> Route:
+    """``route`` with a rewrite plan's hints: a plan that names one source, or a start date, without the confidence
+    its filters need to apply (``FILTER_CONFIDENCE``; at or above it they are filters already) prefers that
+    source's documents, or narrows to that window unless it leaves nothing, as the question's own words would. The
+    question's own hints win; the plan's queries are searched as they are (no date words to take out)."""
+    reasons = list(route.reasons)
+    source, since_days = route.source, route.since_days
+    unsure = plan.confidence < FILTER_CONFIDENCE
+    if unsure and source is None and len(plan.filters.sources) == 1:
+        source = plan.filters.sources[0]
+        reasons.append(f"plan names {source}")
+    if unsure and since_days is None and plan.filters.since:
+        start = datetime.fromisoformat(plan.filters.since.replace("Z", "+00:00"))
+        since_days = max(1, ((now or datetime.now(UTC)) - start).days + 1)
+        reasons.append(f"plan's date: last {since_days} days")
+    if route.has_identifiers or source != route.source or since_days != route.since_days:
+        reasons.append("routed with the rewrite plan")
+    return Route(route.strategy, route.issue_keys, route.urls, route.document_ids, source, since_days, reasons,
+                 route.container, None)  # fmt: skip
+
+
+def _question_route(query: str, now: datetime | None) -> Route:
     reasons: list[str] = []
     urls = tuple(dict.fromkeys(u.split("?", 1)[0].split("#", 1)[0].rstrip(".,;") for u in URL.findall(query)))
     linked_keys = {m for u in urls for m in JIRA_BROWSE.findall(u)}

@@ -4,15 +4,17 @@ may read it; the named source first; a date hint that would leave nothing droppe
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.calibration import Calibration, CalibrationFile, ModeCalibration
+from rag_pipeline.retrieval.planned_search import search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
+from rag_pipeline.retrieval.rewrite import Filters, PlanOutcome, QueryPlan
 from rag_pipeline.retrieval.router import plan_route
 from rag_pipeline_tests.unit.retrieval.test_retrieval import BM25, EVERYONE, TopicEncoder, document
 
@@ -184,3 +186,38 @@ def test_routed_searches_the_window_without_the_date_words_and_prefers_the_named
     for channel, first in (("help", "wifi2"), ("ops", "wifi")):
         named = retriever.search(f"wifi drops in the {channel} channel", "routed", EVERYONE, top_k=3).results
         assert named[0].document_id == first and len(named) == 3, channel
+
+
+def test_a_rewrite_plan_adds_its_unsure_hints_and_never_overrides_the_questions() -> None:
+    """Issue 67: the router takes the rewrite plan as input. Below the confidence at which the plan's filters
+    apply, its one source and its start date are hints (a preference, a soft window); the question's own win."""
+    week_ago = (MONDAY - timedelta(days=6)).isoformat()
+    unsure = QueryPlan("kernel panic", filters=Filters(since=week_ago, sources=("jira",)), confidence=0.4)
+    routed = plan_route("why does the kernel panic", MONDAY, plan=unsure)
+    assert routed.source == "jira" and routed.since_days == 7 and routed.strategy == "hybrid"
+    assert "plan names jira" in routed.reasons and "routed with the rewrite plan" in routed.reasons
+    # Sure enough: the plan's filters apply as filters (planned_search.py); the route does not repeat them.
+    sure = QueryPlan("kernel panic", filters=unsure.filters, confidence=0.9)
+    assert plan_route("why does the kernel panic", MONDAY, plan=sure).source is None
+    # The question's own source and date win; its identifiers stay, whatever the rewrite kept.
+    own = plan_route("TIMOB-28561 in slack yesterday", MONDAY, plan=unsure)
+    assert own.source == "slack" and own.since_days == 2 and own.issue_keys == ("TIMOB-28561",) and own.text is None
+    assert plan_route("why does the kernel panic", MONDAY, plan=QueryPlan("kernel panic")).reasons == []
+
+
+def test_a_planned_routed_search_looks_up_the_questions_identifier_the_rewrite_dropped(routed: Retriever) -> None:
+    """The rewrite turned "OPS-7 kernel panic" into queries without the key: every query of the plan still follows
+    the question's route, so the named document comes first, and the merged response says how it was routed."""
+    plan = QueryPlan("kernel panic", sub_queries=("kernel oops",), confidence=0.2)
+    planned = search_planned(routed, "kernel panic OPS-7", "routed", EVERYONE, 5, PlanOutcome(plan))
+    ids = [r.document_id for r in planned.response.results]
+    assert ids[0] == "browse/OPS-7" and planned.queries == ["kernel panic", "kernel oops"]
+    assert planned.response.route is not None and planned.response.route["issue_keys"] == ["OPS-7"]
+    assert "routed with the rewrite plan" in planned.response.route["reasons"]  # type: ignore[operator]
+    # Each query alone, routed by its own words, would not have looked the key up.
+    alone = routed.search("kernel panic", "routed", EVERYONE, top_k=5)
+    assert alone.route is not None and alone.route["issue_keys"] == []
+    # A reader who may not read the issue never gets it, plan or not.
+    bob = Principal(user_id="U2")
+    private = search_planned(routed, "kernel OPS-8", "routed", bob, 5, PlanOutcome(QueryPlan("kernel")))
+    assert "browse/OPS-8" not in [r.document_id for r in private.response.results]
