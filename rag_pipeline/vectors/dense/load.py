@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from rag_pipeline.vectors.dense.base import DenseEncoder
+from rag_pipeline.vectors.dense.matryoshka import TruncatedEncoder, check_dimensions, split_dimensions
 from rag_pipeline.vectors.dense.torch import SentenceTransformerEncoder, resolve_device
 
 DEFAULT_DENSE_MODEL = "all-MiniLM-L6-v2"
@@ -69,11 +71,16 @@ def load_or_defer(load: Callable[[], DenseEncoder]) -> DenseEncoder | Callable[[
         return unavailable
 
 
+class RemoteCodeRefused(ValueError):
+    """A model folder whose configuration names code of its own, loaded without the operator's leave."""
+
+
 def load_dense_encoder(
     name: str = DEFAULT_DENSE_MODEL,
     backend: str = "auto",
     device: str = "auto",
     model_cache: str | Path | None = None,
+    trust_remote_code: bool = False,
 ) -> DenseEncoder:
     """Load a dense encoder by bundled name, local folder path (both cached per process) or
     ``openai:<model>[@dimensions]`` (a fresh client, which reads OPENAI_API_KEY/OPENAI_BASE_URL now).
@@ -81,7 +88,12 @@ def load_dense_encoder(
     Local models run on ``device`` (``auto``: CUDA, then Apple's MPS, then the CPU). On the CPU, ``backend``
     ``auto`` runs OpenVINO (converted once into ``model_cache``) and falls back to torch, with a logged reason,
     where OpenVINO is not installed, cannot convert the model or fails on this CPU; ``torch`` forces the
-    reference path, ``openvino`` fails instead of falling back."""
+    reference path, ``openvino`` fails instead of falling back.
+
+    A local model named ``<model>@<N>`` gives the first N dimensions, renormalized, where its model card says it is
+    a Matryoshka model (:mod:`~rag_pipeline.vectors.dense.matryoshka`; refused otherwise). A folder whose
+    configuration names code of its own (``auto_map``, a module outside sentence-transformers) loads only with
+    ``trust_remote_code`` (RAG_DENSE_TRUST_REMOTE_CODE), on torch: loading it runs that code."""
     if name.startswith("openai:"):
         from rag_pipeline.vectors.dense.openai import OpenAIEmbeddingEncoder, parse_openai_model
 
@@ -91,25 +103,67 @@ def load_dense_encoder(
         raise ValueError(f"unknown dense backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if device not in DEVICES:
         raise ValueError(f"unknown dense device {device!r}: use one of {', '.join(DEVICES)}")
-    return _load_local_encoder(name, backend, device, str(model_cache or default_model_cache()))
+    cache = str(model_cache or default_model_cache())
+    # A folder whose own name ends in @<digits> is that folder, not a cut.
+    base, dims = (name, None) if os.path.isdir(name) else split_dimensions(name)
+    if dims is None:
+        return _load_local_encoder(name, backend, device, cache, trust_remote_code)
+    model_id, folder = _model_folder(base, cache)
+    check_dimensions(model_id, folder, dims)  # before seconds of loading: the card alone can refuse
+    encoder = _load_local_encoder(base, backend, device, cache, trust_remote_code)
+    check_dimensions(model_id, folder, dims, encoder.dimension)
+    return TruncatedEncoder(encoder, dims)
+
+
+def _model_folder(name: str, model_cache: str) -> tuple[str, str]:
+    """The model id and the folder its weights load from."""
+    if name in BUNDLED_MODELS:
+        return BUNDLED_MODELS[name][0], BUNDLED_MODELS[name][1](Path(model_cache))
+    if os.path.isdir(name):
+        return os.path.abspath(name), name
+    raise ValueError(
+        f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)}, a local sentence-transformers "
+        "folder (models are never downloaded at run time), either with @<dimensions> where the model is a "
+        "Matryoshka model, or openai:<model>[@dimensions] (OPENAI_API_KEY)"
+    )
+
+
+def remote_code_of(folder: str | Path) -> list[str]:
+    """What in the folder's configuration names code of the model's own (empty: none): ``auto_map`` classes of
+    config.json, and modules.json entries outside sentence-transformers."""
+    named: list[str] = []
+    config = Path(folder) / "config.json"
+    if config.exists():
+        named += [str(v) for v in (json.loads(config.read_text()).get("auto_map") or {}).values()]
+    modules = Path(folder) / "modules.json"
+    if modules.exists():
+        named += [
+            m["type"] for m in json.loads(modules.read_text()) if not m["type"].startswith("sentence_transformers.")
+        ]
+    return named
 
 
 @lru_cache(maxsize=4)
-def _load_local_encoder(name: str, backend: str, device: str, model_cache: str) -> DenseEncoder:
-    if name in BUNDLED_MODELS:
-        model_id, folder = BUNDLED_MODELS[name][0], BUNDLED_MODELS[name][1](Path(model_cache))
-    elif os.path.isdir(name):
-        model_id, folder = os.path.abspath(name), name
-    else:
-        raise ValueError(
-            f"unknown dense model {name!r}: use one of {sorted(BUNDLED_MODELS)}, a local sentence-transformers "
-            "folder (models are never downloaded at run time) or openai:<model>[@dimensions] (OPENAI_API_KEY)"
+def _load_local_encoder(
+    name: str, backend: str, device: str, model_cache: str, trust_remote_code: bool
+) -> DenseEncoder:
+    model_id, folder = _model_folder(name, model_cache)
+    remote = remote_code_of(folder)
+    if remote and not trust_remote_code:
+        raise RemoteCodeRefused(
+            f"dense model {model_id} needs code of its own ({', '.join(sorted(set(remote)))}), which loading it "
+            "would run: set RAG_DENSE_TRUST_REMOTE_CODE=true to allow it, for a folder you trust"
         )
     device = resolve_device(device)
     if device != "cpu":
         if backend == "openvino":
             raise ValueError(f"the openvino backend runs on the CPU, not {device} (RAG_DENSE_DEVICE)")
-        return SentenceTransformerEncoder(model_id, folder, device=device)
+        return SentenceTransformerEncoder(model_id, folder, device=device, trust_remote_code=bool(remote))
+    if remote:
+        # The OpenVINO conversion traces a stock transformers class; the model's own code runs on torch only.
+        if backend == "openvino":
+            raise ValueError(f"dense model {model_id} runs code of its own: the openvino backend cannot convert it")
+        return SentenceTransformerEncoder(model_id, folder, trust_remote_code=True)
     if backend in ("auto", "openvino"):
         try:
             from rag_pipeline.vectors.dense.openvino import OpenVinoEncoder

@@ -16,7 +16,13 @@ class SentenceTransformerEncoder(LocalEncoder):
     backend = "torch"
 
     def __init__(
-        self, model_id: str, path: str, batch_size: int = 32, threads: int | None = None, device: str = "cpu"
+        self,
+        model_id: str,
+        path: str,
+        batch_size: int = 32,
+        threads: int | None = None,
+        device: str = "cpu",
+        trust_remote_code: bool = False,
     ) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -26,7 +32,8 @@ class SentenceTransformerEncoder(LocalEncoder):
         self.model_id = model_id
         self.batch_size = batch_size
         self.device = device
-        self._model = SentenceTransformer(path, device=device)
+        # trust_remote_code: the folder's own modeling code runs (the loader asks the operator's leave first).
+        self._model = SentenceTransformer(path, device=device, trust_remote_code=trust_remote_code)
         self._tokenizer = self._model.tokenizer
         self.prompts = read_prompts(path)
         self._lock = threading.Lock()
