@@ -269,6 +269,13 @@ class ServeSettings(_Frozen):
     # RAG_INGEST_TOKEN: turns on the ingestion API (GET /v1/scheduler/status, POST /v1/ingest[/all]) for callers
     # with this bearer token, and only them (the readers' token is never accepted there). Held as a SecretStr.
     ingest_token: SecretStr | None = None
+    # Pushed changes (serving/live_events.py): RAG_SLACK_SIGNING_SECRET turns on POST /events/slack (Slack's Events
+    # API), RAG_JIRA_WEBHOOK_SECRET and RAG_CONFLUENCE_WEBHOOK_SECRET POST /events/jira and /events/confluence;
+    # each event becomes a targeted sync of its container after RAG_EVENTS_DEBOUNCE_SECONDS without another.
+    slack_signing_secret: SecretStr | None = None
+    jira_webhook_secret: SecretStr | None = None
+    confluence_webhook_secret: SecretStr | None = None
+    events_debounce_seconds: float = 2.0
     # OpenTelemetry traces (serving/tracing.py): OTLP over HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
     # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the standard variables); unset, spans are no-ops. OTEL_SERVICE_NAME.
     otlp_endpoint: str | None = None
@@ -692,6 +699,10 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             audit_days=env.int("RAG_SERVE_AUDIT_DAYS", 0, minimum=0) or 0,
             feedback_days=env.int("RAG_FEEDBACK_DAYS", 0, minimum=0) or 0,
             ingest_token=SecretStr(ingest_token) if (ingest_token := env.get("RAG_INGEST_TOKEN")) else None,
+            slack_signing_secret=SecretStr(v) if (v := env.get("RAG_SLACK_SIGNING_SECRET")) else None,
+            jira_webhook_secret=SecretStr(v) if (v := env.get("RAG_JIRA_WEBHOOK_SECRET")) else None,
+            confluence_webhook_secret=SecretStr(v) if (v := env.get("RAG_CONFLUENCE_WEBHOOK_SECRET")) else None,
+            events_debounce_seconds=env.float("RAG_EVENTS_DEBOUNCE_SECONDS", 2.0, 0.0, 600.0),
             otlp_endpoint=_otlp_traces_endpoint(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",
             cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,

@@ -104,6 +104,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.http.app import create_app
     from rag_pipeline.retrieval.rewrite import QueryRewriter
+    from rag_pipeline.serving.event_receivers import build_event_receivers, wants_events
     from rag_pipeline.serving.ingest_runs import IngestLauncher
     from rag_pipeline.serving.tokens import TokenStore
 
@@ -127,6 +128,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         if settings.rewrite_model
         else None
     )
+    # The ingestion API and the event receivers share one launcher: one sync job at a time for both.
+    wanted = settings.serve.ingest_token or wants_events(settings.serve)
+    launcher = IngestLauncher(settings.data_dir, settings.live_sources) if wanted else None
     app = create_app(
         service,
         settings.serve,
@@ -139,7 +143,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         rewriter=rewriter,
         tokens=TokenStore(settings.paths.tokens),
         on_stop=lambda: clear_service(settings.data_dir, os.getpid()),
-        ingest=IngestLauncher(settings.data_dir, settings.live_sources) if settings.serve.ingest_token else None,
+        ingest=launcher,
+        events=build_event_receivers(settings.serve, launcher),
         agent_rounds=settings.agent_max_iterations if settings.agent else None,
     )
     where = "a Qdrant server" if settings.qdrant.url else str(settings.paths.qdrant)

@@ -56,10 +56,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             default=[],
             help=api.containers_help,
         )
+    sync.add_argument(
+        "--readable-only",
+        action="store_true",
+        help="skip (and report) named containers the connector cannot read instead of failing on them (the targeted "
+        "syncs of Slack events and Jira/Confluence webhooks)",
+    )
+    sync.add_argument(
+        "--run-tag",
+        dest="run_tags",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        type=_run_tag,
+        help="a tag for the sync's Dagster runs, under rag/ (repeatable; e.g. the events a targeted sync covers)",
+    )
     sync.add_argument("--no-reconcile", action="store_true", help="skip removing documents deleted at the source")
     add_data_dir(sync)
     sync.add_argument("--json", action="store_true", help="print the summary as JSON")
     sync.set_defaults(func=run)
+
+
+def _run_tag(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.startswith("rag/") or len(key) > 64 or len(text) > 2000:
+        raise argparse.ArgumentTypeError("expected rag/KEY=VALUE (key at most 64, value at most 2000 characters)")
+    return key, text
 
 
 def _api_url(source: str, settings: Settings) -> tuple[str, str | None]:
@@ -131,6 +153,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 containers=containers,
                 reconcile=not args.no_reconcile,
                 on_progress=progress,
+                readable_only=args.readable_only,
+                run_tags=dict(args.run_tags),
             )
     except Exception as exc:
         unreachable = _unreachable(exc, args.source, settings)

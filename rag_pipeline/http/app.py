@@ -2,7 +2,8 @@
 server, the guard middleware and the error handlers, and includes the routers: ``GET /health``, ``POST /v1/search``,
 ``POST /v1/chat/completions`` and ``GET /v1/models`` (OpenAI-compatible), ``GET /v1/documents/{id}``,
 ``GET /v1/tree``, ``POST /v1/tools/search`` and ``/v1/tools/{name}/outcome``, ``GET /v1/whois``,
-``GET /v1/explain/{id}``, ``GET /metrics``, the ingestion API where configured, and the MCP tools at ``/mcp``."""
+``GET /v1/explain/{id}``, ``GET /metrics``, the ingestion API where configured, the event and webhook receivers
+(``POST /events/{source}``: Slack, Jira, Confluence), and the MCP tools at ``/mcp``."""
 
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ from rag_pipeline.http.guard import MCP_PATH, Guard
 from rag_pipeline.http.limits import BodyLimit, allowed_hosts
 from rag_pipeline.http.metrics import ServiceMetrics
 from rag_pipeline.http.oidc import OidcVerifier
-from rag_pipeline.http.routes import access, chat, documents, feedback, health, metrics, models, search, tools
+from rag_pipeline.http.routes import access, chat, documents, events, feedback, health, metrics, models, search, tools
 from rag_pipeline.http.routes import ingest as ingest_routes
 from rag_pipeline.http.state import ADMIN_HEADER, HttpState
 from rag_pipeline.mcp.app import build_mcp_server
 from rag_pipeline.mcp.backends import LocalTools
 from rag_pipeline.retrieval.rewrite import QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
+from rag_pipeline.serving.event_receivers import EventReceivers
 from rag_pipeline.serving.identity import EMAIL_HEADER, GROUPS_HEADER, USER_ID_HEADER, DirectoryLookup, Reader
 from rag_pipeline.serving.ingest_runs import IngestLauncher
 from rag_pipeline.serving.service import SearchService
@@ -41,7 +43,7 @@ from rag_pipeline.settings import ServeSettings
 # Searches run in worker threads of their own, so queries waiting for the index (up to RAG_STORE_WAIT_SECONDS)
 # never take the threads /health and /metrics answer from.
 SEARCH_THREADS = 32
-ROUTERS = (health, search, chat, models, documents, feedback, tools, access, metrics)
+ROUTERS = (health, search, chat, models, documents, feedback, tools, access, metrics, events)
 
 
 def _service_metrics(service: SearchService) -> ServiceMetrics:
@@ -84,6 +86,7 @@ def create_app(
     directory_file: Path | None = None,
     links_file: Path | None = None,
     ingest: IngestLauncher | None = None,
+    events: EventReceivers | None = None,
     agent_rounds: int | None = None,
 ) -> FastAPI:
     """The HTTP application over ``service``; ``settings`` say whether a token is required, whether
@@ -106,6 +109,7 @@ def create_app(
         token=settings.token.get_secret_value().encode() if settings.token is not None else None,
         verifier=_verifier(settings),
         ingest=ingest,
+        events=events,
     )
     ingest_token = settings.ingest_token.get_secret_value().encode() if settings.ingest_token is not None else None
 
@@ -137,6 +141,8 @@ def create_app(
                 # Here, not after uvicorn.run: uvicorn re-raises the SIGTERM it caught once the app has stopped,
                 # which ends the process before any code after run().
                 on_stop()
+            if events is not None:
+                events.syncs.stop()
             await anyio.to_thread.run_sync(service.close)  # waits for queries in flight: not on the event loop
             await anyio.to_thread.run_sync(tracing.shutdown)  # the spans still buffered go out
 

@@ -21,6 +21,7 @@ from rag_pipeline.http.rate_limit import PersonRateLimit
 from rag_pipeline.http.request_id import CURRENT as CURRENT_REQUEST_ID
 from rag_pipeline.http.request_id import HEADER as REQUEST_ID_HEADER
 from rag_pipeline.http.request_id import request_id_from
+from rag_pipeline.http.routes.events import is_event_path
 from rag_pipeline.http.routes.ingest import is_ingest_path
 from rag_pipeline.http.routes.ingest import refusal as ingest_refusal
 from rag_pipeline.http.state import ADMIN_HEADER, TOKEN_SCOPES_KEY, HttpState
@@ -185,6 +186,8 @@ class Guard:
             refused = ingest_refusal(path, request.headers.get("authorization", ""), self.ingest_token)
             if refused is not None:
                 return error(refused[0], refused[1], "Authorization" if refused[0] == 401 else None, path)
+        elif is_event_path(path):
+            pass  # Slack, Jira and Confluence prove themselves by signature or secret, checked by the route
         elif path not in UNAUTHENTICATED_PATHS and looks_like_token(bearer):
             return await self._personal_token(request, bearer)
         elif path not in UNAUTHENTICATED_PATHS and self.state.verifier is not None:

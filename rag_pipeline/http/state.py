@@ -20,6 +20,7 @@ from rag_pipeline.http.oidc import OidcVerifier
 from rag_pipeline.retrieval.results import SearchResponse
 from rag_pipeline.retrieval.rewrite import PlanOutcome, QueryRewriter
 from rag_pipeline.serving.access import AccessQueries
+from rag_pipeline.serving.event_receivers import EventReceivers
 from rag_pipeline.serving.identity import DirectoryLookup, Reader, resolve_reader
 from rag_pipeline.serving.ingest_runs import IngestLauncher
 from rag_pipeline.serving.search import ServedSearch
@@ -55,6 +56,7 @@ class HttpState:
     token: bytes | None = None  # RAG_SERVE_TOKEN
     verifier: OidcVerifier | None = None  # RAG_SERVE_AUTH=oidc
     ingest: IngestLauncher | None = None  # the ingestion API's jobs (RAG_INGEST_TOKEN)
+    events: EventReceivers | None = None  # Slack events, Jira/Confluence webhooks (their secrets)
 
     @property
     def tracing(self) -> Tracing:

@@ -51,6 +51,8 @@ class SyncSummary:
     seconds: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    # Named containers the connector cannot read, skipped by a ``readable_only`` sync.
+    skipped: list[str] = field(default_factory=list)
     # What the runs' raw steps turned away: their bad_records count, and the examples their metadata lists.
     bad_records: int = 0
     problems: list[RecordProblem] = field(default_factory=list)
@@ -76,6 +78,8 @@ class SyncSummary:
             "child_chunks": sum(int(r["child_chunks"]) for r in self.chunk_runs),
             "chunk_runs": self.chunk_runs,
         }
+        if self.skipped:
+            out["unreadable"] = self.skipped
         source = registered_sources().get(self.source)
         for alias, name in (source.sync_metadata_aliases if source is not None else {}).items():
             out[alias] = out[name]  # a name a source's contract started with (Slack: threads_updated)
@@ -116,10 +120,14 @@ def run_sync(
     resource: dg.ConfigurableResource | None = None,
     reconcile: bool = True,
     on_progress: Callable[[str, int, int], None] | None = None,
+    readable_only: bool = False,
+    run_tags: dict[str, str] | None = None,
 ) -> SyncSummary:
     """Sync days ``start``..``end`` (default: today) of a live source for the named containers
     (Slack channels or Jira projects; default: all discovered); without ``start``, each container from its
-    watermark (or its initial history). ``resource`` replaces the configured API resource (tests, benchmarks)."""
+    watermark (or its initial history). ``resource`` replaces the configured API resource (tests, benchmarks).
+    ``readable_only`` skips named containers the connector cannot read (reported in ``skipped``) instead of failing
+    the sync: an event or webhook may name one. ``run_tags`` go on the chain's runs (a targeted sync's events)."""
 
     specs = source_specs(settings)
     spec = specs[source]
@@ -142,8 +150,15 @@ def run_sync(
     if resource is not None:
         resources[source] = resources[spec.source_resource_key] = resource
     refused: list[RecordProblem] = []  # listings with an invalid id: skipped containers, in the report
-    selected = select_containers(resources[source], containers, refused)
-    summary = SyncSummary(source, start or end, end, containers=[name for _, name in selected])
+    if readable_only and containers:
+        wanted = {c.lstrip("#") for c in containers}
+        readable = select_containers(resources[source], (), refused)
+        selected = [(cid, name) for cid, name in readable if cid in wanted or name in wanted]
+        found = {cid for cid, _ in selected} | {name for _, name in selected}
+        unreadable = sorted(wanted - found)
+    else:
+        selected, unreadable = select_containers(resources[source], containers, refused), []
+    summary = SyncSummary(source, start or end, end, containers=[name for _, name in selected], skipped=unreadable)
     summary.problems.extend(refused)
     summary.bad_records += len(refused)
     chain_job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
@@ -169,6 +184,7 @@ def run_sync(
             previous = planned
             summary.start = min(summary.start, *(r.start.isoformat() for r in requests))
             tags, run_config = sync_request(spec, requests, now)
+            tags = {**(run_tags or {}), **tags}  # the plan's own tags win
             result = execute_run(
                 chain_job, instance, tags=tags, raise_on_error=False, run_config={**QUIET_RUN_CONFIG, **run_config}
             )
@@ -212,7 +228,7 @@ def run_sync(
                 instance,
                 run_config={**QUIET_RUN_CONFIG, "ops": {asset_name: {"config": {spec.containers_label: synced}}}},
                 raise_on_error=False,
-                tags={SOURCE_TAG: spec.api_tag},
+                tags={**(run_tags or {}), SOURCE_TAG: spec.api_tag},
             )
             summary.runs += 1
             meta = step_metadata(result, asset_name)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +49,11 @@ class IngestJob:
     finished_at: str | None = None
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     log: str = ""
+    # A targeted job (serving/live_events.py): only these containers per source, these Dagster run tags, or the
+    # directory alone.
+    containers: dict[str, list[str]] = field(default_factory=dict)
+    run_tags: dict[str, str] = field(default_factory=dict)
+    directory_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The job as the API answers it, with the chunks its syncs wrote in all (each source's in ``results``)."""
@@ -85,9 +90,16 @@ class IngestLauncher:
         self._status: tuple[float, dict[str, Any]] | None = None
 
     # --- jobs ------------------------------------------------------------------------------------------------
-    def start(self, sources: Sequence[str]) -> IngestJob:
+    def start(
+        self,
+        sources: Sequence[str],
+        containers: Mapping[str, Sequence[str]] | None = None,
+        run_tags: Mapping[str, str] | None = None,
+        directory_only: bool = False,
+    ) -> IngestJob:
         """Queue a job for ``sources`` (each must be a live source) and start it; :class:`IngestBusy` while another
-        runs."""
+        runs. ``containers`` narrows a source's sync to those it can read (the others are skipped), ``run_tags``
+        go on its Dagster runs, and ``directory_only`` refreshes the directory instead of syncing."""
         unknown = [s for s in sources if s not in self.live_sources]
         if unknown:
             live = ", ".join(self.live_sources) or "none is configured"
@@ -96,7 +108,9 @@ class IngestLauncher:
             running = next((j for j in self._jobs.values() if j.state in ("queued", "running")), None)
             if running is not None:
                 raise IngestBusy(running)
-            job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources))
+            job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources), directory_only=directory_only,
+                            containers={s: list(c) for s, c in (containers or {}).items() if c},
+                            run_tags=dict(run_tags or {}))  # fmt: skip
             job.log = str(self.logs / f"{job.id}.log")
             self._jobs[job.id] = job
             for old in list(self._jobs)[:-KEPT_JOBS]:
@@ -130,12 +144,13 @@ class IngestLauncher:
         ok = True
         with open(job.log, "a", encoding="utf-8") as log:
             for source in job.sources:
-                log.write(f"--- rag-pipeline sync --source {source} ({datetime.now(UTC).isoformat()})\n")
+                arguments = self._arguments(job, source)
+                log.write(f"--- rag-pipeline {' '.join(arguments)} ({datetime.now(UTC).isoformat()})\n")
                 log.flush()
                 started = time.monotonic()
                 try:
                     done = subprocess.run(
-                        [*self.command, "sync", "--source", source, "--json", "--data-dir", str(self.data_dir)],
+                        [*self.command, *arguments, "--json", "--data-dir", str(self.data_dir)],
                         stdout=subprocess.PIPE,
                         stderr=log,
                         text=True,
@@ -158,6 +173,20 @@ class IngestLauncher:
                 }
                 ok = ok and code == 0
         return ok
+
+    @staticmethod
+    def _arguments(job: IngestJob, source: str) -> list[str]:
+        """The command line of ``job``'s part for ``source`` (without ``--json`` and the data folder)."""
+        if job.directory_only:
+            return ["directory", "--source", source]
+        arguments = ["sync", "--source", source]
+        if job.containers.get(source):
+            from rag_pipeline.sources.registry import registered_sources
+
+            live = registered_sources()[source].live_api
+            flag = live.containers_flag if live is not None else "--container"
+            arguments += [*(a for c in job.containers[source] for a in (flag, c)), "--readable-only"]
+        return arguments + [a for k, v in job.run_tags.items() for a in ("--run-tag", f"{k}={v}")]
 
     # --- the scheduler's state -------------------------------------------------------------------------------
     def scheduler_status(self) -> dict[str, Any]:

@@ -115,6 +115,11 @@ class LiveApi:
     containers_flag: str  # "--channel": the sync option naming containers
     containers_help: str
     container_prefix: str = ""  # "#": how a container is shown
+    # Pushed changes (``POST /events/<source>``): "module:Class" of the receiver, built from the secret held by the
+    # ServeSettings field ``push_secret``; ``push_variable`` is the variable that sets it (named while unset).
+    push_receiver: str | None = None
+    push_secret: str = ""
+    push_variable: str = ""
 
 
 def _no_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,9 @@ SLACK = Source(
         containers_flag="--channel",
         containers_help="Slack channel name or id (repeatable; default: all discovered)",
         container_prefix="#",
+        push_receiver="rag_pipeline.connectors.slack.events:SlackEvents",
+        push_secret="slack_signing_secret",
+        push_variable="RAG_SLACK_SIGNING_SECRET",
     ),
     describe_identity=describe_identity,
     retrieval=RetrievalFacts(

@@ -14,7 +14,7 @@ from rag_pipeline.http.app import ROUTERS
 from rag_pipeline_tests.kit.paths import PACKAGE_DIR
 
 HTTP = PACKAGE_DIR / "http"
-EXPECTED = {"health", "search", "chat", "models", "documents", "feedback", "tools", "access", "metrics"}
+EXPECTED = {"health", "search", "chat", "models", "documents", "feedback", "tools", "access", "metrics", "events"}
 # Included by the factory only where the service has an ingestion token, but module-level like the others.
 OPTIONAL = {"ingest"}
 

@@ -1,0 +1,234 @@
+"""Changes pushed by the sources (Slack's Events API, Jira and Confluence webhooks) turned into targeted syncs.
+
+An event is only a hint: its content is never indexed. It names a container (a channel, a project, a space) whose
+recent window is synced again through the ingestion API's launcher
+(:class:`~rag_pipeline.serving.ingest_runs.IngestLauncher`): the same ``rag-pipeline sync`` child, the same
+planner from each container's watermark, the same Dagster runs and reconciliation (which removes what vanished)
+as the scheduled sync, so nothing is indexed twice and watermarks move as they always do. Where only people or
+memberships changed (a Slack ``user_change``), the job is ``rag-pipeline directory`` for that source.
+
+:class:`TargetedSyncs` coalesces and bounds them:
+
+* **coalesced** — the events of one container wait a short debounce window (``debounce_seconds`` after the
+  latest, at most ``max_wait_seconds`` after the first), then every container due of one source goes in one job:
+  a burst of 100 messages in a channel is one run;
+* **bounded** — one job at a time (the launcher's rule, shared with ``POST /v1/ingest``), at most
+  ``max_containers_per_run`` containers per job, and at most ``max_pending`` containers waiting; an event past
+  that is dropped and counted, and the scheduled sync (the safety net) reads it at its next tick;
+* **visible** — the job passes ``rag/trigger=events`` and the events it covers as Dagster run tags.
+
+Pending events live in memory: a restart loses them, and the scheduled sync catches up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_pipeline.serving.ingest_runs import IngestBusy, IngestLauncher
+from rag_pipeline.sources.pushed import SyncTarget
+
+log = logging.getLogger(__name__)
+
+# Run tags a targeted job's Dagster runs carry (``rag-pipeline sync --run-tag``).
+TRIGGER_TAG = "rag/trigger"
+EVENTS_TAG = "rag/events"
+EVENT_IDS_TAG = "rag/event_ids"
+EVENT_CONTAINERS_TAG = "rag/event_containers"
+# Event ids listed per container and per run tag; the rest are counted.
+LISTED_IDS = 20
+
+
+def _first(item: tuple[float, tuple[str, str | None]]) -> float:
+    return item[0]
+
+
+@dataclass
+class _Pending:
+    """The events of one (source, container) waiting for their job."""
+
+    first: float
+    last: float
+    kinds: Counter[str] = field(default_factory=Counter)
+    ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TargetedJob:
+    """One job the events started: its launcher job id, source, containers and the events it covers."""
+
+    job_id: str
+    source: str
+    containers: list[str]
+    events: int
+    kinds: dict[str, int]
+
+
+class TargetedSyncs:
+    """Coalesces the pushed changes per container and runs them through ``launcher``, one job at a time."""
+
+    def __init__(
+        self,
+        launcher: IngestLauncher,
+        debounce_seconds: float = 2.0,
+        max_wait_seconds: float = 10.0,
+        max_containers_per_run: int = 50,
+        max_pending: int = 500,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.launcher = launcher
+        self.debounce_seconds = debounce_seconds
+        self.max_wait_seconds = max(max_wait_seconds, debounce_seconds)
+        self.max_containers_per_run = max_containers_per_run
+        self.max_pending = max_pending
+        self.clock = clock
+        self.dropped = 0  # events over the cap, left to the scheduled sync
+        self.queued = 0  # events accepted
+        self.started: list[TargetedJob] = []
+        self._pending: dict[tuple[str, str | None], _Pending] = {}
+        self._wake = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    # --- the receivers' side ---------------------------------------------------------------------------------
+    def add(self, source: str, target: SyncTarget, event_id: str) -> str:
+        """Queue ``target`` of ``source``: "queued" (a new container), "coalesced" (one already waiting), "dropped"
+        (over the cap: the scheduled sync will read it) or "ignored" (the source has no live API here)."""
+        if source not in self.launcher.live_sources:
+            return "ignored"
+        key = (source, target.container)
+        now = self.clock()
+        with self._wake:
+            pending = self._pending.get(key)
+            if pending is None:
+                if len(self._pending) >= self.max_pending:
+                    self.dropped += 1
+                    return "dropped"
+                pending = self._pending[key] = _Pending(first=now, last=now)
+                outcome = "queued"
+            else:
+                pending.last = now
+                outcome = "coalesced"
+            pending.kinds[target.kind] += 1
+            if len(pending.ids) < LISTED_IDS:
+                pending.ids.append(event_id)
+            self.queued += 1
+            self._wake.notify()
+        self._ensure_thread()
+        return outcome
+
+    def pending(self) -> dict[str, int]:
+        """Events waiting per ``source:container`` (``source:directory`` for directory refreshes)."""
+        with self._wake:
+            return {f"{s}:{c or 'directory'}": sum(p.kinds.values()) for (s, c), p in self._pending.items()}
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopped = True
+            self._wake.notify_all()
+
+    # --- the dispatcher --------------------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        with self._wake:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="targeted-syncs", daemon=True)
+                self._thread.start()
+
+    def _due(self, pending: _Pending, now: float) -> float:
+        """When ``pending`` goes: ``debounce_seconds`` after its latest event, at most ``max_wait_seconds`` after
+        its first (a steady trickle still syncs)."""
+        return min(pending.last + self.debounce_seconds, pending.first + self.max_wait_seconds) - now
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                if self._stopped:
+                    return
+                now = self.clock()
+                waits = [self._due(p, now) for p in self._pending.values()]
+                if not waits:
+                    self._wake.wait(timeout=60)
+                    continue
+                if min(waits) > 0:
+                    self._wake.wait(timeout=min(waits))
+                    continue
+            if self._busy():
+                time.sleep(0.5)  # a job (ours or POST /v1/ingest's) runs: the events wait and fold into the next
+                continue
+            self._start_next()
+
+    def _busy(self) -> bool:
+        return any(job.state in ("queued", "running") for job in self.launcher.jobs())
+
+    def _take(self) -> tuple[str, dict[str | None, _Pending]] | None:
+        """Once a container is due: the waiting containers of its source, oldest first (at most a run's worth).
+        Those not due yet ride along: one run covers many containers as cheaply as one."""
+        with self._wake:
+            now = self.clock()
+            due = sorted(((p.first, k) for k, p in self._pending.items() if self._due(p, now) <= 0), key=_first)
+            if not due:
+                return None
+            source = due[0][1][0]
+            waiting = sorted(((p.first, k) for k, p in self._pending.items() if k[0] == source), key=_first)
+            keys = [k for _, k in waiting][: self.max_containers_per_run]
+            return source, {k[1]: self._pending.pop(k) for k in keys}
+
+    def _start_next(self) -> None:
+        taken = self._take()
+        if taken is None:
+            return
+        source, parts = taken
+        containers = sorted(c for c in parts if c is not None)
+        kinds: Counter[str] = Counter()
+        ids: list[str] = []
+        for part in parts.values():
+            kinds.update(part.kinds)
+            ids.extend(part.ids)
+        events = sum(kinds.values())
+        tags = {
+            TRIGGER_TAG: "events",
+            EVENTS_TAG: ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common())[:1000],
+            EVENT_IDS_TAG: ",".join(ids[:LISTED_IDS]) + (f" (+{events - LISTED_IDS})" if events > LISTED_IDS else ""),
+            EVENT_CONTAINERS_TAG: ",".join(containers)[:1000],
+        }
+        try:
+            # A sync of the containers refreshes the directory too; only a directory change alone runs the
+            # directory command.
+            job = self.launcher.start(
+                [source], containers={source: containers}, run_tags=tags, directory_only=not containers
+            )
+        except IngestBusy:
+            self._put_back(source, parts)  # POST /v1/ingest took the slot in between: the next round
+            return
+        except Exception as exc:  # a launcher that cannot start: left to the scheduled sync, never raised to Slack
+            log.error("a targeted %s sync could not start: %s", source, type(exc).__name__)
+            self.dropped += events
+            return
+        self.started.append(TargetedJob(job.id, source, containers, events, dict(kinds)))
+        del self.started[:-50]
+        log.info(
+            "targeted %s sync %s: %d event(s) over %s", source, job.id, events, ", ".join(containers) or "the directory"
+        )
+
+    def _put_back(self, source: str, parts: dict[str | None, _Pending]) -> None:
+        with self._wake:
+            for container, part in parts.items():
+                kept = self._pending.setdefault((source, container), part)
+                if kept is not part:
+                    kept.first = min(kept.first, part.first)
+                    kept.kinds.update(part.kinds)
+                    kept.ids = (part.ids + kept.ids)[:LISTED_IDS]
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the status shows: events accepted, dropped, waiting, and the recent jobs."""
+        return {
+            "queued": self.queued,
+            "dropped": self.dropped,
+            "pending": self.pending(),
+            "jobs": [vars(j) for j in self.started[-10:]],
+        }
