@@ -4,15 +4,20 @@ shape, indexed through every asset, then one scheduled sync tick after a small c
     .venv/bin/python -m bench.company_scale                          # the steps s, m and l (500 channels)
     .venv/bin/python -m bench.company_scale --size s --size m        # some steps only
     .venv/bin/python -m bench.company_scale --ref b68f1af --size s   # the same step with an earlier revision too
+    nohup .venv/bin/python -m bench.company_scale --size xl --no-ui --no-tick > xl.log 2>&1 &   # 250,000 documents
 
 Sizes (channels / Jira projects / days of history / threads / issues): s 20/2/365/2,000/200,
-m 100/5/730/10,000/1,000, l 500/20/1,095/50,000/5,000. Activity is skewed (channel i gets a share proportional to
+m 100/5/730/10,000/1,000, l 500/20/1,095/50,000/5,000, xl 1,000/40/1,460/227,000/23,000 (250,000 documents: issue
+68's streaming first index; about an hour on 2 cores, so run it with --no-ui --no-tick in the background; not in
+the default steps). Activity is skewed (channel i gets a share proportional to
 1/(i+1)), threads have 0-6 replies within hours, a thread's day is drawn with a recency bias. Embeddings come from
 the test kit's OpenAI-compatible fake (``openai:text-embedding-3-small@256``), so the figures are the pipeline's
 own work, not the encoder's.
 
 Per size: ``rag-pipeline index`` of the export and dump into a fresh folder (wall seconds, the command's seconds,
-the sum of its stage seconds and the overhead = command - stages, runs, partitions, peak RSS through GNU time),
+the sum of its stage seconds and the overhead = command - stages, runs (one per batch of
+RAG_BACKFILL_BATCH_DOCUMENTS documents), partitions, peak RSS through GNU time, seconds per thousand documents, the
+load average before and after: the machine is shared),
 the materialization events and runs it wrote, the event log's and the parquet files' size and count,
 ``rag-pipeline status`` seconds, the Dagster UI's partition data for ``slack_threads`` (the GraphQL query the
 asset's partition page makes, timed against a running ``dagster-webserver``, and a headless-Chromium screenshot
@@ -24,7 +29,9 @@ Results: bench/results/company_scale.json (merged per size and revision).
 
 from __future__ import annotations
 
+import functools
 import gzip
+import itertools
 import json
 import os
 import random
@@ -42,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, ROOT, parser, read_json, run_record, write_json
+from rag_pipeline.settings import DEFAULT_BACKFILL_BATCH_DOCUMENTS
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY as FAKE_API_KEY
 
 TEAM, DOMAIN, SITE = "T0SCALE", "scale.slack.com", "jira.scale.test"
@@ -110,6 +118,7 @@ SIZES = {
     "s": Size(20, 2, 365, 2_000, 200),
     "m": Size(100, 5, 730, 10_000, 1_000),
     "l": Size(500, 20, 1_095, 50_000, 5_000),
+    "xl": Size(1_000, 40, 1_460, 227_000, 23_000),
 }
 
 
@@ -117,10 +126,17 @@ def _text(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
+@functools.cache
+def _cumulative_weights(n: int) -> list[float]:
+    """The running sums of 1/(i+1), once per n (what ``choices(weights=...)`` computes on every call: the xl
+    size draws 250,000 times from 1,000 channels)."""
+    return list(itertools.accumulate(1 / (i + 1) for i in range(n)))
+
+
 def _skewed(rng: random.Random, n: int) -> int:
-    """An index in 0..n-1 with weight 1/(i+1): a few busy channels, a long tail of quiet ones."""
-    weights = [1 / (i + 1) for i in range(n)]
-    return rng.choices(range(n), weights=weights)[0]
+    """An index in 0..n-1 with weight 1/(i+1): a few busy channels, a long tail of quiet ones (the same draws as
+    ``rng.choices(range(n), weights=...)``)."""
+    return rng.choices(range(n), cum_weights=_cumulative_weights(n))[0]
 
 
 def build_workspace(size: Size, seed: int = 46) -> Any:
@@ -215,9 +231,11 @@ def first_index(size: Size, work: Path, openai_url: str, package_root: Path) -> 
         "index", "--slack-export", str(work / "export"), "--jira-dump", str(work / "jira.jsonl.gz"),
         "--slack-team", TEAM, "--slack-domain", DOMAIN, "--jira-site", SITE, "--data-dir", str(data), "--json",
     ]  # fmt: skip
+    load_before = os.getloadavg()
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    done = _run_watched(command, work, env, data, started)
     wall = time.perf_counter() - started
+    load_after = os.getloadavg()
     if done.returncode != 0:
         raise SystemExit(f"index failed ({done.returncode}):\n{done.stderr[-3000:]}")
     summary = json.loads(done.stdout)
@@ -237,10 +255,73 @@ def first_index(size: Size, work: Path, openai_url: str, package_root: Path) -> 
         "overhead_seconds": round(summary["seconds"] - stages, 1),
         "runs": summary["runs"],
         "partitions": summary["partitions"],
+        "child_chunks": summary["child_chunks"],
+        "embeddings_computed": summary["embeddings_computed"],
+        "points": summary["points"],
         "peak_rss_mb": round(int(rss.read_text().split()[-1]) / 1024),
+        "seconds_per_1000_documents": round(summary["seconds"] / max(1, summary["documents"]) * 1000, 2),
+        "batch_documents": int(env.get("RAG_BACKFILL_BATCH_DOCUMENTS") or DEFAULT_BACKFILL_BATCH_DOCUMENTS),
+        # The machine is shared: the 1/5/15-minute load averages when the index started and ended.
+        "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
         **storage_figures(data),
         "status_seconds": round(status_seconds, 2),
     }
+
+
+def _run_watched(
+    command: list[str], work: Path, env: dict[str, str], data: Path, started: float
+) -> subprocess.CompletedProcess[str]:
+    """``command`` to its end, writing ``work/progress.jsonl`` every 30 s (an xl index runs for hours on a shared
+    machine: a line a person can read while it runs, and what is known if it is stopped): seconds, batch runs
+    succeeded, the process's peak and current RSS, the load average."""
+    with (
+        open(work / "stdout", "w+") as out,
+        open(work / "stderr", "w+") as err,
+        open(work / "progress.jsonl", "a") as log,
+    ):
+        process = subprocess.Popen(command, cwd=work, env=env, stdout=out, stderr=err, text=True)
+        while process.poll() is None:
+            time.sleep(2)
+            if int(time.perf_counter() - started) % 30 < 2:
+                log.write(json.dumps(_progress(process.pid, data, started)) + "\n")
+                log.flush()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
+
+
+def _progress(pid: int, data: Path, started: float) -> dict[str, Any]:
+    """One progress line of a running index (see :func:`_run_watched`)."""
+    memory: dict[str, int] = {}
+    try:
+        for process in [pid, *_children(pid)]:
+            for line in Path(f"/proc/{process}/status").read_text().splitlines():
+                if line.startswith(("VmHWM", "VmRSS")):
+                    key = line.split(":")[0]
+                    memory[key] = max(memory.get(key, 0), int(line.split()[1]) // 1024)
+    except OSError:
+        pass
+    runs = 0
+    try:
+        with sqlite3.connect(f"file:{data / 'dagster_home' / 'history' / 'runs.db'}?mode=ro", uri=True) as conn:
+            runs = conn.execute("select count(*) from runs where status = 'SUCCESS'").fetchone()[0]
+    except sqlite3.Error:
+        pass
+    return {
+        "seconds": round(time.perf_counter() - started),
+        "runs_succeeded": runs,
+        "peak_rss_mb": memory.get("VmHWM"),
+        "rss_mb": memory.get("VmRSS"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids ``pid`` started (GNU time's child: the index itself)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def storage_figures(data: Path) -> dict[str, Any]:
@@ -385,7 +466,7 @@ def main() -> None:
     args = _parser().parse_args()
     from rag_pipeline_tests.kit.emulators.openai_api import OpenAIFake
 
-    sizes = args.size or list(SIZES)
+    sizes = [] if args.encoder_only else args.size or ["s", "m", "l"]
     out_file: Path = args.output
     results: dict[str, Any] = read_json(out_file) if out_file.exists() else {}
     results.update(run_record())
@@ -396,6 +477,12 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", "-f", str(ref_root), args.ref], cwd=ROOT, check=True,
                        capture_output=True)  # fmt: skip
         arms = {args.ref: ref_root, "working tree": ROOT}
+    if args.encoder or args.encoder_only:
+        print("encoder: the bundled CPU model on generated chunks", file=sys.stderr)
+        results["encoder"] = encoder_throughput()
+        print(json.dumps(results["encoder"], indent=1), file=sys.stderr)
+        _project(results)
+        write_json(out_file, results)
     try:
         with OpenAIFake() as fake:
             os.environ["OPENAI_BASE_URL"] = fake.base_url
@@ -411,10 +498,12 @@ def main() -> None:
                         shutil.rmtree(work / "data")
                     print(f"{name} [{arm}]: first index", file=sys.stderr)
                     figures: dict[str, Any] = {
+                        # Each size's row keeps its own date and revision: a run of some sizes leaves the others'.
+                        "recorded": {"date": results["date"], "commit": _head_commit()},
                         "size": vars(size),
                         "first_index": first_index(size, work, fake.base_url, package_root),
                     }
-                    if arm == "working tree":
+                    if arm == "working tree" and not args.no_ui:
                         print(f"{name}: UI partition page", file=sys.stderr)
                         figures["ui"] = ui_partition_page(work, fake.base_url, package_root, name)
                         if not args.no_tick:
@@ -422,6 +511,7 @@ def main() -> None:
                             figures["tick"] = one_tick(size, work)
                     results.setdefault("sizes", {}).setdefault(name, {})[arm] = figures
                     print(json.dumps({name: {arm: figures}}, indent=1), file=sys.stderr)
+                    _project(results)
                     write_json(out_file, results)
     finally:
         if args.ref:
@@ -430,11 +520,72 @@ def main() -> None:
         shutil.rmtree(work_root, ignore_errors=True)
 
 
+def encoder_throughput(texts: int = 400, seed: int = 46) -> dict[str, Any]:
+    """The bundled CPU encoder (the default english model on its default backend) on child chunks shaped like the
+    generated company's (a thread's messages), as the dense step embeds them: CPU ms per chunk (every thread of
+    the process, steadier than wall time on a shared machine), chunks per second per core, wall ms per chunk."""
+    from bench.common import cpu_and_wall_ms
+    from rag_pipeline.composition import dense_encoder_of
+    from rag_pipeline.machine import machine
+    from rag_pipeline.settings import Settings
+
+    rng = random.Random(seed)
+    chunks = [
+        "\n".join(_text(rng, rng.randint(8, 40) if i == 0 else rng.randint(3, 25)) for i in range(rng.randint(1, 7)))
+        for _ in range(texts)
+    ]
+    encoder = dense_encoder_of(Settings.from_env({"RAG_LANGUAGE": "english"}))
+    encoder.encode_documents(chunks[:16])  # the first call's allocations are not the steady state
+    _, cpu_ms, wall_ms = cpu_and_wall_ms(encoder.encode_documents, chunks)
+    return {
+        "model": encoder.model_id,
+        "machine": machine(encoder),
+        "chunks": texts,
+        "cpu_ms_per_chunk": round(cpu_ms, 2),
+        "chunks_per_second_per_core": round(1000 / cpu_ms, 1),
+        "wall_ms_per_chunk": round(wall_ms, 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def projected_first_index(figures: dict[str, Any], encoder: dict[str, Any], cores: int) -> dict[str, float]:
+    """A size's first index on this machine with the bundled CPU encoder: the pipeline's own seconds (measured
+    with the fake embeddings) plus its embeddings at the measured CPU cost spread over ``cores``."""
+    embedding = figures["embeddings_computed"] * encoder["cpu_ms_per_chunk"] / 1000 / cores
+    return {
+        "pipeline_seconds": figures["command_seconds"],
+        "embedding_seconds": round(embedding),
+        "total_hours": round((figures["command_seconds"] + embedding) / 3600, 2),
+    }
+
+
+def _project(results: dict[str, Any]) -> None:
+    """Each measured size's projected first-index time with the CPU encoder, where both are known."""
+    encoder = results.get("encoder")
+    if not encoder:
+        return
+    cores = int(encoder["machine"].get("cores") or os.cpu_count() or 1)
+    for arms in results.get("sizes", {}).values():
+        figures = arms.get("working tree", {}).get("first_index", {})
+        if "embeddings_computed" in figures:
+            arms["working tree"]["projected_cpu_first_index"] = projected_first_index(figures, encoder, cores)
+
+
+def _head_commit() -> str:
+    """The checkout's commit (with ``+changes`` when the working tree differs from it)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "rag_pipeline", "bench"], cwd=ROOT)
+    return head.stdout.strip() + ("+changes" if dirty.returncode else "")
+
+
 def _parser() -> Any:
     p = parser(__doc__)
     p.add_argument("--size", action="append", choices=list(SIZES), help="a step to run (repeatable; default: all)")
     p.add_argument("--ref", help="also run the first index with this git revision (A/B)")
     p.add_argument("--no-tick", action="store_true", help="skip the scheduled-tick measurement")
+    p.add_argument("--no-ui", action="store_true", help="skip the Dagster UI's partition page")
+    p.add_argument("--encoder", action="store_true", help="also measure the bundled CPU encoder's throughput")
+    p.add_argument("--encoder-only", action="store_true", help="only measure the CPU encoder (and project each size)")
     p.add_argument("--output", type=Path, default=RESULTS / "company_scale.json")
     return p
 

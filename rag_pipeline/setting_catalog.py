@@ -374,6 +374,14 @@ SETTINGS: tuple[Setting, ...] = (
         "longer documents are truncated and reported",
         _INDEX,
     ),
+    Setting(
+        "RAG_BACKFILL_BATCH_DOCUMENTS",
+        "whole number",
+        "2000",
+        _WRITING,
+        "documents per run of a first index (index, demo): bounds its memory",
+        _INDEX,
+    ),
     # --- search and answers --------------------------------------------------------------------------------------
     Setting(
         "RAG_RERANKER",

@@ -52,6 +52,8 @@ DEFAULT_SYNC_MAX_RANGE_DAYS = 30
 # A document longer than this is truncated (and reported): one 5 MB message would otherwise become
 # ~12,000 chunks. Long Jira issues with all their comments stay far below it.
 DEFAULT_MAX_DOCUMENT_CHARS = 500_000
+# Documents per run of a first index (index, demo): what bounds its memory (runs/backfill.py, issue 68).
+DEFAULT_BACKFILL_BATCH_DOCUMENTS = 2_000
 # How long a search or a write waits for another process holding the embedded index before giving up.
 DEFAULT_STORE_WAIT_SECONDS = 120
 
@@ -391,6 +393,7 @@ class Settings(_Frozen):
     # Joins of one person's accounts whose emails differ (RAG_IDENTITY_LINKS; default <data>/identity_links.txt).
     identity_links: Path | None = None
     max_document_chars: int = DEFAULT_MAX_DOCUMENT_CHARS
+    backfill_batch_documents: int = DEFAULT_BACKFILL_BATCH_DOCUMENTS
     # PARENT_CHUNK_SIZE, PARENT_CHUNK_OVERLAP, CHILD_CHUNK_SIZE, CHILD_CHUNK_OVERLAP (cl100k tokens); the index
     # records them and refuses a write with other sizes (index_info.claim_chunking).
     chunking: ChunkingConfig = ChunkingConfig()
@@ -649,6 +652,8 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         chunking=_chunking(env),
         max_document_chars=env.int("RAG_MAX_DOCUMENT_CHARS", DEFAULT_MAX_DOCUMENT_CHARS, minimum=1000)
         or DEFAULT_MAX_DOCUMENT_CHARS,
+        backfill_batch_documents=env.int("RAG_BACKFILL_BATCH_DOCUMENTS", DEFAULT_BACKFILL_BATCH_DOCUMENTS, minimum=1)
+        or DEFAULT_BACKFILL_BATCH_DOCUMENTS,
         store_wait_seconds=env.int("RAG_STORE_WAIT_SECONDS", DEFAULT_STORE_WAIT_SECONDS) or 0,
         ingestion_paused=env.flag("RAG_INGESTION_PAUSED", False),
         audit_mass_change_accounts=env.int("RAG_AUDIT_MASS_CHANGE_ACCOUNTS", 25, minimum=0) or 0,

@@ -19,11 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from rag_pipeline.commands.arguments import add_data_dir, existing_input, non_negative_int, writable_folder
 from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.commands.progress import BatchClock
 from rag_pipeline.commands.tables import first_fitting, key_value_blocks
 from rag_pipeline.composition import dense_encoder_of
 from rag_pipeline.machine import describe_machine
@@ -273,17 +282,22 @@ def _backfill(
         MofNCompleteColumn(),
         TextColumn("{task.fields[unit]}"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=console,
         disable=args.json or not console.is_terminal,
     ) as progress:
         tasks: dict[str, TaskID] = {}
+        clocks: dict[str, BatchClock] = {}
 
         def on_progress(source: str, done: int, total: int) -> None:
+            # Batches of weeks (runs/backfill.py): the first call counts those already done (a resumed index), so
+            # the ETA follows only the batches this command runs.
             if source not in tasks:
-                tasks[source] = progress.add_task(source, total=total, unit="partitions")
+                tasks[source] = progress.add_task(source, total=total, completed=done, unit="batches")
+                clocks[source] = BatchClock(done)
             progress.update(tasks[source], completed=done)
             if not console.is_terminal and not args.json:
-                console.print(f"{source}: {done}/{total} partitions", highlight=False)
+                console.print(f"{source}: {done}/{total} batches{clocks[source].eta(done, total)}", highlight=False)
 
         def on_step_progress(update: ProgressUpdate) -> None:
             # The run's own step reports (every tenth or 30 s): a bar on a terminal, the line in a log.

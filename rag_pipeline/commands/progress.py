@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -46,3 +47,23 @@ def task_bars(
             bars.update(tasks[name], completed=done, total=total)
 
         yield progress
+
+
+class BatchClock:
+    """The ETA of a sequence of batches for a log line (a terminal's bar has rich's own): the seconds per batch
+    this process has run so far, times the batches left. ``done_at_start`` batches were done before (a resumed
+    command) and take no time."""
+
+    def __init__(self, done_at_start: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.done_at_start = done_at_start
+        self.clock = clock
+        self.started = clock()
+
+    def eta(self, done: int, total: int) -> str:
+        """``", ETA 3 min 20 s"`` once a batch ran here and some are left, else empty."""
+        ran = done - self.done_at_start
+        if ran <= 0 or done >= total:
+            return ""
+        left = round((self.clock() - self.started) / ran * (total - done))
+        minutes, seconds = divmod(left, 60)
+        return f", ETA {minutes} min {seconds} s" if minutes else f", ETA {seconds} s"

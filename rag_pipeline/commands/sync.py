@@ -32,9 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="sync days of a live source (" + ", ".join(live) + ") into the index (through the Dagster assets, "
         "in-process)",
         description="Discovers the containers (channels, projects) the connector can read, registers them as "
-        "partitions and materializes the source's chain for every (day, container) from --start to --end, or from "
-        "each container's watermark through today (one run per container, so one that cannot be read fails alone), "
-        "then reconciles deletions (and moves) for those containers. What each source needs: "
+        "partitions and materializes the source's chain for every (day, container) from --start to --end (one run per "
+        "RAG_SYNC_MAX_RANGE_DAYS days, so a year is read, embedded and written a month at a time), or from each "
+        "container's watermark through today (a backlog a capped range per run, resuming from the watermarks after "
+        "an interruption; a container that cannot be read fails alone), then reconciles deletions (and moves) for "
+        "those containers. What each source needs: "
         + "; ".join(f"{name}: {api.required[0]} ({api.required[1]})" for name, api in live.items())
         + ".",
     )

@@ -1,5 +1,17 @@
-"""Runs each offline source's asset chain over its whole history in one Dagster run: a single-run backfill
-of every week from the source's first document through the current one, for every channel/project at once.
+"""Runs each offline source's asset chain over its whole history in bounded batches: consecutive weeks from the
+source's first document through the current one, grouped so that each batch holds at most
+``RAG_BACKFILL_BATCH_DOCUMENTS`` documents (a busier week is a batch alone), one Dagster range run per batch, for
+every channel/project at once.
+
+Why a document budget and not a fixed number of weeks: a run holds its batch's documents, chunks and vectors in
+memory (about 45 MB per thousand documents, docs/notes/company_scale.md), and a company's weeks differ by orders of
+magnitude (a quiet first year, a busy last one), so weeks would bound nothing. Each batch is read, chunked,
+embedded and written before the next is read, so a first index's memory follows its largest batch, not its
+history (issue 68).
+
+Resumable: a batch counts as done when a successful run of the same input (fingerprint) covered its weeks, so a
+command killed in the middle (even ``kill -9``) starts again at the first unfinished batch; a batch cut off half
+way is run again whole, which rewrites the same week files and upserts the same point ids (nothing duplicated).
 
 Used by ``rag-pipeline demo``, ``rag-pipeline index`` and the benchmarks. Every week is materialized through
 the real assets (so the Dagster UI shows the whole history as synced, nothing after it as missing); a week
@@ -11,8 +23,8 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -127,6 +139,57 @@ def _fingerprint(paths: list[str], identity: SourceIdentity) -> str:
 ProgressFn = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Consecutive weeks one run indexes: ``start``..``end`` (week keys) holding ``documents`` documents."""
+
+    start: str
+    end: str
+    documents: int
+
+
+def plan_batches(weeks: Sequence[str], documents_by_week: Mapping[str, int], budget: int) -> list[Batch]:
+    """``weeks`` (in order) cut into consecutive batches of at most ``budget`` documents each; a week holding more
+    is a batch alone (a week is the smallest unit a run covers), and weeks without documents join the batch
+    before them (the first ones the batch after them)."""
+    batches: list[Batch] = []
+    start, end, held = "", "", 0
+    for week in weeks:
+        count = documents_by_week.get(week, 0)
+        if start and held and count and held + count > budget:
+            batches.append(Batch(start, end, held))
+            start, held = "", 0
+        start = start or week
+        end, held = week, held + count
+    if start:
+        batches.append(Batch(start, end, held))
+    return batches
+
+
+@dataclass
+class ReadOutline:
+    """What the runs need to know of a source's read once its documents are let go: its containers, documents
+    per week, first and last day, and the problems found (the documents themselves are read again per batch by
+    the raw step, so the whole history is not held through the runs)."""
+
+    containers: list[str]
+    documents_by_week: Counter[str]
+    first_day: str | None
+    last_day: str | None
+    problems: list[RecordProblem]
+
+    @classmethod
+    def of(cls, read: AdmittedDocuments) -> ReadOutline:
+        days = [day for day, _ in read.documents]
+        return cls(
+            containers=sorted({doc.container for _, doc in read.documents}),
+            documents_by_week=Counter(week_key(day) for day in days),
+            first_day=min(days) if days else None,
+            last_day=max(days) if days else None,
+            problems=list(read.problems),
+        )
+
+
 def run_backfill(
     settings: Settings,
     full_refresh: bool = False,
@@ -154,6 +217,9 @@ def run_backfill(
     settings, language = decide_language(
         settings, lambda: [doc.text for read in reads.values() for _, doc in read.documents]
     )
+    # From here on only the outline: the runs read each batch's documents themselves.
+    outlines = {source: ReadOutline.of(read) for source, read in reads.items()}
+    reads.clear()
     # The demo always reads the offline sources, even where a live API is configured.
     resources = build_resources(settings, specs, live=False)
     summaries: dict[str, SourceSummary] = {}
@@ -164,7 +230,14 @@ def run_backfill(
             # One job per source: materialize() would rebuild the asset graph on every call.
             job = dg.Definitions(assets=spec.assets, resources=resources).resolve_implicit_global_asset_job_def()
             summaries[source] = _backfill_source(
-                instance, spec, job, reads[source], _partition_days(settings), full_refresh, on_progress
+                instance,
+                spec,
+                job,
+                outlines[source],
+                _partition_days(settings),
+                full_refresh,
+                on_progress,
+                settings.backfill_batch_documents,
             )
     return BackfillSummary(
         summaries,
@@ -172,7 +245,7 @@ def run_backfill(
         str(home),
         str(settings.data_dir),
         {source: dict(vars(identity)) for source, identity in identities.items()},
-        {source: read.problems for source, read in reads.items()},
+        {source: outline.problems for source, outline in outlines.items()},
         language,
         undecided and language is not None,
         migration,
@@ -227,16 +300,16 @@ def _backfill_source(
     instance: dg.DagsterInstance,
     spec: SourceSpec,
     job: dg.JobDefinition,
-    read: AdmittedDocuments,
+    read: ReadOutline,
     partition_days: tuple[date, date],
     full_refresh: bool,
     on_progress: ProgressFn | None,
+    batch_documents: int,
 ) -> SourceSummary:
-    """One source's whole history as one range run over every week; skipped when the same file was indexed
-    through the same weeks before."""
+    """One source's whole history as range runs over consecutive batches of weeks (:func:`plan_batches`); a batch
+    a successful run of the same file already covered is skipped (a re-run, or a resumed one after a kill)."""
     first, last = partition_days
     summary = SourceSummary()
-    containers = sorted({doc.container for _, doc in read.documents})
     summary.documents_outside_partitions = sum(1 for p in read.problems if OUTSIDE_PARTITIONS in p.reason)
     if summary.documents_outside_partitions:
         print(
@@ -244,42 +317,52 @@ def _backfill_source(
             f"({first}..{last}) were not indexed; set RAG_PARTITION_START earlier to include them",
             file=sys.stderr,
         )
-    if not containers:
+    if not read.containers or read.first_day is None or read.last_day is None:
         return summary
-    instance.add_dynamic_partitions(spec.containers_name, containers)
+    instance.add_dynamic_partitions(spec.containers_name, read.containers)
     fingerprint = _fingerprint(spec.offline_resource.input_paths(), spec.offline_resource.identity())
     # From the week of the source's first document: the weeks before it hold nothing of this source, and each
     # week costs its Dagster events (~1.5 ms per week and asset). RAG_PARTITION_START at the data's first day
     # makes the partitions start there too.
-    first_data_day = date.fromisoformat(min(day for day, _ in read.documents))
-    start, end = week_key(first_data_day), week_key(last)
-    last_data_week = week_key(max(day for day, _ in read.documents))
-    weeks = len(weeks_between(first_data_day, last))
-    summary.partitions = weeks
-    if not full_refresh and _indexed_before(instance, spec.name, fingerprint, start, last_data_week):
-        summary.runs_skipped += 1
-    else:
+    first_data_day = date.fromisoformat(read.first_day)
+    last_data_week = week_key(read.last_day)
+    weeks = weeks_between(first_data_day, last)
+    summary.partitions = len(weeks)
+    batches = plan_batches(weeks, read.documents_by_week, batch_documents)
+    done = [
+        not full_refresh
+        and _indexed_before(instance, spec.name, fingerprint, batch.start, min(batch.end, last_data_week))
+        for batch in batches
+    ]
+    if on_progress:
+        on_progress(spec.name, sum(done), len(batches))
+    for batch, skip in zip(batches, done, strict=True):
+        if skip:
+            summary.runs_skipped += 1
+            continue
         result = execute_run(
             job,
             instance,
-            tags=range_tags(start, end, **{FINGERPRINT_TAG: fingerprint, SOURCE_TAG: spec.name}),
+            tags=range_tags(batch.start, batch.end, **{FINGERPRINT_TAG: fingerprint, SOURCE_TAG: spec.name}),
             raise_on_error=True,
             run_config=QUIET_RUN_CONFIG,
         )
         _collect(summary, spec, result)
-    if on_progress:
-        on_progress(spec.name, weeks, weeks)
+        if on_progress:
+            on_progress(spec.name, sum(done) + summary.runs, len(batches))
     return summary
 
 
 def _indexed_before(instance: dg.DagsterInstance, source: str, fingerprint: str, start: str, through: str) -> bool:
-    """Whether a successful run indexed this file (same fingerprint) from ``start`` through ``through`` or
-    later (the current week moves on; the file's last week does not)."""
+    """Whether one successful run indexed this file (same fingerprint) over weeks from ``start`` (or earlier)
+    through ``through`` or later (the current week moves on; the file's last week does not). Week keys are ISO
+    dates, so they compare as strings; a run without range tags covers nothing."""
     records = instance.get_run_records(
         dg.RunsFilter(tags={SOURCE_TAG: source, FINGERPRINT_TAG: fingerprint}, statuses=[dg.DagsterRunStatus.SUCCESS])
     )
     return any(
-        r.dagster_run.tags.get(RANGE_START_TAG) == start and r.dagster_run.tags.get(RANGE_END_TAG, "") >= through
+        "" < r.dagster_run.tags.get(RANGE_START_TAG, "") <= start
+        and r.dagster_run.tags.get(RANGE_END_TAG, "") >= through
         for r in records
     )
 

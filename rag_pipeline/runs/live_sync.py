@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import dagster as dg
@@ -90,16 +90,36 @@ class SyncSummary:
 MAX_RUNS = 50
 
 
+def explicit_pieces(start: str, end: str, max_days: int) -> list[tuple[str, str]]:
+    """``start``..``end`` cut into consecutive ranges of at most ``max_days`` days (RAG_SYNC_MAX_RANGE_DAYS), one
+    run each: a run holds its range's documents in memory, so a year asked for at once is read, embedded and
+    written a month at a time (issue 68), as the scheduled sync does with a backlog."""
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    pieces = []
+    while first <= last:
+        piece_end = min(last, first + timedelta(days=max_days - 1))
+        pieces.append((first.isoformat(), piece_end.isoformat()))
+        first = piece_end + timedelta(days=1)
+    return pieces
+
+
 def _range(
-    state: ContainerState, policy: SyncPolicy, now: datetime, start: str | None, end: str
+    state: ContainerState,
+    policy: SyncPolicy,
+    now: datetime,
+    start: str | None,
+    end: str,
+    whole_start: str | None = None,
 ) -> RangeRequest | None:
     """The next range of a container: ``start``..``end`` when given (it moves the watermark only when it
-    reaches today and starts at or before it), else from the container's watermark through today."""
+    reaches today and the command's whole range, from ``whole_start``, starts at or before it), else from the
+    container's watermark through today."""
     if start is None:
         found = next_range(state, now, now, policy)
         return found if isinstance(found, RangeRequest) else None
     first, last = date.fromisoformat(start), date.fromisoformat(end)
-    moves = last == day_of(now) and (state.watermark is None or first <= day_of(state.watermark))
+    since = date.fromisoformat(whole_start) if whole_start else first
+    moves = last == day_of(now) and (state.watermark is None or since <= day_of(state.watermark))
     return RangeRequest(
         container=state.container,
         start=first,
@@ -167,14 +187,17 @@ def run_sync(
         upgrade_data_folder(settings.paths.parquet, instance)
         instance.add_dynamic_partitions(spec.containers_name, [cid for cid, _ in selected])
         previous: list[tuple[str, date, date]] = []
-        for _ in range(MAX_RUNS):
+        # An explicit range runs a piece of at most max_range_days at a time (its own bounded batches).
+        pieces = explicit_pieces(start, end, policy.max_range_days) if start is not None else []
+        for piece in range(MAX_RUNS if start is None else len(pieces)):
             states, _runs = source_states(instance, spec)
             by_container = {s.container: s for s in states}
+            first, last = pieces[piece] if start is not None else (None, end)
             requests = [
                 request
                 for cid, name in selected
                 if name not in summary.failed
-                and (request := _range(by_container[cid], policy, now, start, end)) is not None
+                and (request := _range(by_container[cid], policy, now, first, last, start)) is not None
             ]
             if not requests:
                 break
@@ -214,10 +237,10 @@ def run_sync(
                 "parent_chunks": int(step_metadata(result, spec.keys.parents).get("parent_chunks", 0)),
                 "child_chunks": int(step_metadata(result, spec.keys.children).get("child_chunks", 0)),
             })  # fmt: skip
-            if on_progress:
+            if on_progress and start is not None:
+                on_progress(f"{source} {start}..{end}", piece + 1, len(pieces))
+            elif on_progress:
                 on_progress(source, len(selected) - len(summary.failed), len(selected))
-            if start is not None:
-                break  # an explicit range is one run
         synced = [cid for cid, name in selected if name not in summary.failed]
         if reconcile and synced:
             reconciliation = live.reconciliation
