@@ -39,10 +39,11 @@ POOL_LOCK_FILE = "pool_slots.lock"
 class ReentrantHeldLock(ABC):
     """An exclusive lock across processes, re-entrant within a thread and exclusive between a process's threads.
 
-    The process-wide lock is taken on the outermost acquisition in a thread and dropped on its last release
-    (:meth:`_take`, :meth:`_drop`); nested acquisitions only count. Re-entry matters: a freed slot assigns the next
-    queued step under the same hold, and a second, independent acquisition of the process-wide lock from the thread
-    that holds it would wait for itself."""
+    The lock that other processes see (a file's ``flock``, a database's advisory lock) is taken on the outermost
+    acquisition in a thread and dropped on its last release (:meth:`_take`, :meth:`_drop`); nested acquisitions only
+    count. Re-entry matters: a freed slot assigns the next queued step under the same hold, and taking the shared
+    lock a second time from the thread that holds it (a second descriptor, a second database session) would wait
+    for itself."""
 
     def __init__(self) -> None:
         self._threads = threading.RLock()
@@ -50,11 +51,11 @@ class ReentrantHeldLock(ABC):
 
     @abstractmethod
     def _take(self) -> None:
-        """Wait for and take the process-wide lock."""
+        """Wait for and take the shared lock."""
 
     @abstractmethod
     def _drop(self) -> None:
-        """Release the process-wide lock."""
+        """Release the shared lock."""
 
     def __enter__(self) -> Self:
         self._threads.acquire()

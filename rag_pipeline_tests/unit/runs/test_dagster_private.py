@@ -45,6 +45,22 @@ def test_run_ids_and_the_event_log_storage_are_what_the_runners_extend() -> None
     assert hasattr(compute_logs, "NoOpComputeLogManager")
 
 
+def test_both_event_logs_take_their_pool_slot_operations_from_the_sql_event_log() -> None:
+    """runs/pool_claims.py wraps these methods once, on the common base, for the SQLite and the PostgreSQL logs: a
+    storage that overrode one would bypass the lock."""
+    from dagster_postgres import PostgresEventLogStorage
+
+    wrapped = (
+        "claim_concurrency_slot", "free_concurrency_slot_for_step", "free_concurrency_slots_for_run",
+        "assign_pending_steps", "initialize_concurrency_limit_to_default", "set_concurrency_slots",
+        "delete_concurrency_limit",
+    )  # fmt: skip
+    for storage in (private.SqliteEventLogStorage, PostgresEventLogStorage):
+        assert issubclass(storage, private.SqlEventLogStorage)
+        for name in wrapped:
+            assert getattr(storage, name) is getattr(private.SqlEventLogStorage, name), (storage.__name__, name)
+
+
 def test_instances_configured_before_the_event_storage_moved_are_updated(tmp_path, monkeypatch) -> None:
     from rag_pipeline.runs.instance import DAGSTER_YAML, MOVED_EVENT_STORAGE, ensure_dagster_home, open_instance
     from rag_pipeline.settings import Settings
