@@ -329,6 +329,9 @@ class Settings(_Frozen):
     eval_dir: Path
     dagster_home: Path | None = None
     partition_start: str = DEFAULT_PARTITION_START
+    # Whether RAG_PARTITION_START set it: then every source's partitions start there; else the code location starts
+    # each source's at its first data week, recorded in the data folder (pipeline/partition_start.py).
+    partition_start_explicit: bool = False
     dense_model: str = DEFAULT_DENSE_MODEL
     # The language family the index is built for (RAG_LANGUAGE / --language): "auto" chooses it from the data on
     # a data folder's first index and keeps the recorded choice; "english", "cjk" or "korean" set both models below,
@@ -620,6 +623,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         eval_dir=env.path("RAG_EVAL_DIR", PACKAGE_DIR.parent / "eval_sets"),
         dagster_home=Path(home).resolve() if home else None,
         partition_start=env.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START,
+        partition_start_explicit=bool(env.get("RAG_PARTITION_START")),
         dense_model=env.get("RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
         language=env.choice("RAG_LANGUAGE", LANGUAGE_SETTINGS, "auto"),
         dense_model_pinned=bool(env.get("RAG_DENSE_MODEL")),

@@ -9,7 +9,7 @@ load it (they take the parts, through :mod:`rag_pipeline.runs.code_location`).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,9 +26,10 @@ from rag_pipeline.defs.evaluation.sensors import build_eval_sets_changed_sensor,
 from rag_pipeline.defs.evaluation.tool_search import build_tool_search_eval
 from rag_pipeline.defs.executors import build_executor
 from rag_pipeline.defs.notifications import eval_check_slack_notification_sensor, run_failure_slack_notification_sensor
-from rag_pipeline.defs.parts import build_resources, evaluation_definitions, source_specs
+from rag_pipeline.defs.parts import build_resources, data_partition_starts, evaluation_definitions, source_specs
 from rag_pipeline.defs.retention import build_retention_definitions
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, build_sync_sensor
+from rag_pipeline.pipeline.partition_start import partition_start_of
 from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.pipeline.sources import document_points, document_sources
 from rag_pipeline.scheduling.pause import IngestionPause
@@ -94,6 +95,12 @@ def pausable(schedule: dg.ScheduleDefinition, paused: Callable[[], IngestionPaus
     )
 
 
+def source_settings(settings: Settings, starts: Mapping[str, str], source: str) -> Settings:
+    """``settings`` with ``source``'s partition start (what its spec was built with)."""
+    start = partition_start_of(source, starts, settings.partition_start, settings.partition_start_explicit)
+    return settings.model_copy(update={"partition_start": start})
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
 
@@ -102,7 +109,12 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     same chains.
     """
     quiet_chosen_beta_warnings()
-    specs = source_specs(settings)
+    # Each source's partitions start at its first data week (read from the data folder now: a partitions
+    # definition is fixed for as long as the code location is loaded).
+    starts = data_partition_starts(settings)
+    specs = source_specs(settings, starts)
+    # A sensor plans no run before its source's first partition: such a run could not be launched.
+    policies = {name: sync_policy(source_settings(settings, starts, name), name) for name in specs}
     evaluation = evaluation_definitions(settings, specs)
     live = [s.live_definitions for s in specs.values() if s.is_live]
     # A live source whose sync is switched off keeps its assets and reconciliation job (run by hand) but
@@ -110,9 +122,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     synced = [s for s in specs.values() if s.name in settings.synced_sources]
     # One switch for all of them (rag-pipeline pause / RAG_INGESTION_PAUSED), read at every tick.
     sync_sensors = [
-        build_sync_sensor(
-            s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name), paused=settings.ingestion_pause
-        )
+        build_sync_sensor(s, settings.automation.sync(s.name).cron, policies[s.name], paused=settings.ingestion_pause)
         for s in synced
     ]
     directories = [build_directory_asset(s.name) for s in specs.values() if s.directory]
@@ -120,7 +130,13 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         audited = [s.name for s in specs.values() if s.directory]
         directories.append(build_access_audit_asset(audited, settings.audit_mass_change_accounts))
     assets = [a for s in specs.values() for a in s.assets] + directories + evaluation.assets
-    mined = build_mined_eval_sets(specs, document_sources(specs), settings.partition_start)
+    documents = document_sources(specs)
+    # The mined sets' weeks start with the earliest document source's (they read every week of every source).
+    mined_start = min(
+        (source_settings(settings, starts, name).partition_start for name in documents),
+        default=settings.partition_start,
+    )
+    mined = build_mined_eval_sets(specs, documents, mined_start)
     assets += [mined, build_quality_over_time(evaluation.retrieval_eval_report)]
     if settings.answer_model:
         # Answers are checked only where a model writes them (each query costs LLM calls).
@@ -140,7 +156,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         asset_checks=[
             *(build_gap_check(s) for s in specs.values() if s.is_live),
             *(
-                build_lag_check(s, settings.automation.sync(s.name).cron, sync_policy(settings, s.name))
+                build_lag_check(s, settings.automation.sync(s.name).cron, policies[s.name])
                 for s in specs.values()
                 if s.is_live
             ),

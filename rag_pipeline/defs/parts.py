@@ -7,6 +7,8 @@ from the command line executes the very assets the UI shows. They never load the
 would import the retention job's wiring, which imports the runners' retention.
 """
 
+from collections.abc import Mapping
+
 import dagster as dg
 
 from rag_pipeline.defs.chain.io_manager import PartitionedParquetIOManager
@@ -24,20 +26,35 @@ from rag_pipeline.defs.evaluation.assets import EvaluationDefinitions, build_eva
 from rag_pipeline.defs.evaluation.mining import MiningResource
 from rag_pipeline.defs.evaluation.resources import EvaluationResource
 from rag_pipeline.defs.notifications import SlackNotificationResource
+from rag_pipeline.pipeline.partition_start import partition_start_of, update_partition_starts
 from rag_pipeline.pipeline.sources import document_points
 from rag_pipeline.settings import NotificationSettings, Settings
 from rag_pipeline.sources.registry import load_object, registered_sources
 
 
-def source_specs(settings: Settings) -> dict[str, SourceSpec]:
-    """Every registered source's spec, by name (:mod:`rag_pipeline.sources.registry`)."""
+def source_specs(settings: Settings, partition_starts: Mapping[str, str] | None = None) -> dict[str, SourceSpec]:
+    """Every registered source's spec, by name (:mod:`rag_pipeline.sources.registry`). ``partition_starts``: where
+    each source's weekly partitions start (the code location's, :func:`data_partition_starts`); without it every
+    source's start at ``RAG_PARTITION_START`` (the in-process runners': any admitted week can be run)."""
     specs: dict[str, SourceSpec] = {}
     for name, source in registered_sources().items():
-        spec = load_object(source.dagster_spec)(settings)
+        start = partition_start_of(
+            name, partition_starts or {}, settings.partition_start, settings.partition_start_explicit
+        )
+        spec = load_object(source.dagster_spec)(settings.model_copy(update={"partition_start": start}))
         if not isinstance(spec, SourceSpec) or spec.name != name:
             raise TypeError(f"{source.dagster_spec} must return the SourceSpec of {name!r}, got {spec!r}")
         specs[name] = spec
     return specs
+
+
+def data_partition_starts(settings: Settings) -> dict[str, str]:
+    """Each registered source's first data week, from the data folder (the record brought up to date from the week
+    files: :mod:`rag_pipeline.pipeline.partition_start`); empty where RAG_PARTITION_START is set (it wins)."""
+    if settings.partition_start_explicit:
+        return {}
+    starts = update_partition_starts(settings.data_dir, settings.paths.parquet, registered_sources())
+    return dict(starts.weeks)
 
 
 def evaluation_definitions(settings: Settings, specs: dict[str, SourceSpec]) -> EvaluationDefinitions:
