@@ -7,7 +7,7 @@ backfill embeds and writes in large batches instead of once per partition.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,9 +140,14 @@ class IndexInputs:
     sparse: pd.DataFrame
 
 
-def _rows(frame: pd.DataFrame) -> Iterator[Any]:
-    """A frame's rows as namedtuples (pandas types their fields as any scalar; the columns say what they hold)."""
-    return frame.itertuples()
+def _rows_by_document(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """A frame's rows as namedtuples (pandas types their fields as any scalar; the columns say what they hold), by
+    ``document_id``, in frame order. One pass over the frame: a ``groupby`` and a frame per document spent ~80 % of
+    the index stage's time in pandas (measured at 1,000 documents: 35 of 42 s, bench/search_million.py)."""
+    grouped: dict[str, list[Any]] = {}
+    for row in frame.itertuples(index=False):
+        grouped.setdefault(str(row.document_id), []).append(row)
+    return grouped
 
 
 def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
@@ -154,8 +159,8 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             inputs.sparse["chunk_id"], inputs.sparse["indices"], inputs.sparse["values"], strict=True
         )
     }
-    parents_by_doc = {k: g for k, g in inputs.parents.groupby("document_id", sort=False)}
-    children_by_doc = {k: g for k, g in inputs.children.groupby("document_id", sort=False)}
+    parents_by_doc = _rows_by_document(inputs.parents)
+    children_by_doc = _rows_by_document(inputs.children)
     out: list[DocumentPoints] = []
     for doc in inputs.documents.to_dict("records"):
         doc_id = doc["document_id"]
@@ -182,12 +187,12 @@ def document_points(inputs: IndexInputs) -> list[DocumentPoints]:
             StorePoint(
                 id=r.chunk_id, payload={**base, "level": "parent", "chunk_index": int(r.chunk_index), "text": r.text}
             )
-            for r in _rows(parents_by_doc.get(doc_id, pd.DataFrame(columns=list(PARENT_COLUMNS))))
+            for r in parents_by_doc.get(doc_id, ())
         ]
         children: list[StorePoint] = []
         # Only the first child carries the title: one title point per document.
         title = dense.get(title_vector_id(doc_id))
-        for r in _rows(children_by_doc.get(doc_id, pd.DataFrame(columns=list(CHILD_COLUMNS)))):
+        for r in children_by_doc.get(doc_id, ()):
             if r.chunk_id not in dense or r.chunk_id not in sparse:
                 kind = "dense" if r.chunk_id not in dense else "sparse"
                 raise ValueError(f"child chunk {r.chunk_id} of {doc_id} has no {kind} vector")
