@@ -141,8 +141,6 @@ def search_body(request: SearchRequest, served: ServedSearch, reader: dict[str, 
     count = len(response.results)
     body: dict[str, Any] = {
         "query": request.query,
-        "status": search_status(response.requested_mode, response.mode, count),
-        "results_count": count,
         "mode": response.mode,
         "requested_mode": response.requested_mode,
         "reranker": served.reranker,
@@ -154,6 +152,9 @@ def search_body(request: SearchRequest, served: ServedSearch, reader: dict[str, 
         results=[r.to_dict() for r in response.results],
         timing_ms=served.timing_ms,
         cached=served.cached,
+        # The design's envelope (after the fields clients already read, in their order).
+        status=search_status(response.requested_mode, response.mode, count),
+        results_count=count,
     )
     if served.rewrite is not None:
         body["rewrite"] = served.rewrite

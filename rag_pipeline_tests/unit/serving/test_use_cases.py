@@ -85,8 +85,10 @@ def test_the_body_is_the_same_for_every_face(index: OneShotIndex) -> None:
     assert body["mode"] == "hybrid" and len(body["results"]) == 1 and body["cached"] is False
     assert set(body["timing_ms"]) == {"wait", "embed", "retrieve", "rerank", "total"}
     assert "rewrite" not in body and "reader" not in search_body(request, served)
+    assert body["status"] == "success" and body["results_count"] == 1  # issue 67: the design's envelope
     empty = nothing_under_path(_request(path="nowhere"))
-    assert search_body(_request(path="nowhere"), empty)["results"] == []
+    nothing = search_body(_request(path="nowhere"), empty)
+    assert nothing["results"] == [] and nothing["status"] == "no_results" and nothing["results_count"] == 0
 
 
 def test_a_document_is_read_whole_or_not_at_all(index: OneShotIndex) -> None:
