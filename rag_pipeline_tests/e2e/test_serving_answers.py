@@ -269,3 +269,29 @@ def test_a_korean_question_with_nothing_readable_is_told_so_in_korean(service: S
         model="gpt-4o-mini", messages=[{"role": "user", "content": "how do I install the printer driver?"}]
     )
     assert english.choices[0].message.content == NO_DOCUMENTS_ANSWER
+
+
+def test_the_answer_models_reasoning_comes_back_on_the_one_search_answer(
+    service: S.ServiceProcess, fake: OpenAIFake
+) -> None:
+    """Issue 67: a reasoning model's ``reasoning_content`` reaches the caller on the plain (one-search) chat answer
+    and on ``/v1/search`` with ``"answer": true``; a model that gives none leaves it out."""
+
+    def reasoning(body: dict[str, object]) -> str | None:
+        prompt = json.dumps(body.get("messages"))
+        return "the documents say friday" if "REASONPLAIN" in prompt and "Documents:" in prompt else None
+
+    fake.reason_with(reasoning)
+    reply = client(service, "U3").chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "REASONPLAIN when is the postgres upgrade?"}]
+    )
+    assert (reply.choices[0].message.model_extra or {})["reasoning_content"] == "the documents say friday"
+    assert (reply.model_extra or {})["rag"]["reasoning"] == "the documents say friday"
+    body = {"query": "REASONPLAIN postgres upgrade friday", "answer": True, "top_k": 3}
+    found = httpx.post(f"{service.url}/v1/search", json=body, headers={**AUTH, "X-User-Id": "U3"}, timeout=60).json()
+    assert found["reasoning"] == "the documents say friday" and found["answer"]
+    plain = client(service, "U3").chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "when is the postgres upgrade?"}]
+    )
+    assert (plain.model_extra or {})["rag"]["reasoning"] is None
+    assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
