@@ -26,6 +26,7 @@ from rag_pipeline.commands.progress import BatchClock
 from rag_pipeline.composition import open_index
 from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG, SOURCE_TAG
 from rag_pipeline.runs.backfill import Batch, plan_batches
+from rag_pipeline.runs.live_sync import explicit_pieces
 from rag_pipeline.settings import Settings
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
 from rag_pipeline_tests.kit.paths import REPO_ROOT
@@ -52,6 +53,15 @@ def test_weeks_are_cut_into_batches_of_at_most_the_budget() -> None:
     covered = [w for b in batches for w in weeks if b.start <= w <= b.end]
     assert covered == weeks and sum(b.documents for b in batches) == sum(counts.values())
     assert plan_batches([], {}, budget=5) == []
+
+
+def test_an_explicit_sync_range_runs_a_capped_piece_at_a_time() -> None:
+    # sync --start/--end: pieces of at most RAG_SYNC_MAX_RANGE_DAYS days, consecutive, covering the range once.
+    pieces = explicit_pieces("2024-01-01", "2024-03-05", 30)
+    assert pieces == [("2024-01-01", "2024-01-30"), ("2024-01-31", "2024-02-29"), ("2024-03-01", "2024-03-05")]
+    assert explicit_pieces("2024-01-01", "2024-01-01", 30) == [("2024-01-01", "2024-01-01")]
+    days = ("2024-01-01", "2024-01-02", "2024-01-03")
+    assert explicit_pieces(days[0], days[-1], 1) == [(d, d) for d in days]
 
 
 def test_the_eta_follows_the_batches_this_command_ran() -> None:
