@@ -49,7 +49,13 @@ class IndexMissing(ValueError):
 
 def dense_encoder_of(settings: Settings) -> DenseEncoder:
     """The configured dense model (RAG_DENSE_MODEL) on the configured backend and device (cached per process)."""
-    return load_dense_encoder(settings.dense_model, settings.dense_backend, settings.dense_device, settings.model_cache)
+    return load_dense_encoder(
+        settings.dense_model,
+        settings.dense_backend,
+        settings.dense_device,
+        settings.model_cache,
+        trust_remote_code=settings.dense_trust_remote_code,
+    )
 
 
 def reranker_of(settings: Settings) -> Reranker | None:

@@ -317,6 +317,14 @@ SETTINGS: tuple[Setting, ...] = (
         _INDEX,
     ),
     Setting(
+        "RAG_DENSE_TRUST_REMOTE_CODE",
+        "flag",
+        "false",
+        _SEARCHING,
+        "let a local dense model folder that ships its own modeling code (`auto_map`) load: that code runs, on torch",
+        _INDEX,
+    ),
+    Setting(
         "RAG_BM25_TOKENIZER",
         "choice: word|cjk-bigram|ko-morpheme-bigram|multilingual",
         "",

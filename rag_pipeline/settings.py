@@ -343,6 +343,8 @@ class Settings(_Frozen):
     # fallback; on a CUDA/MPS device, torch there.
     dense_backend: Literal["auto", "openvino", "torch"] = "auto"
     dense_device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    # A local model folder with code of its own loads only when the operator says so (the code runs).
+    dense_trust_remote_code: bool = False
     # Models converted for a faster runtime (OpenVINO IR), made once from the bundled weights and shared by
     # every data folder of the user (RAG_MODEL_CACHE; default: the user's cache folder).
     model_cache: Path | None = None
@@ -630,6 +632,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         bm25_tokenizer_pinned=bool(env.get("RAG_BM25_TOKENIZER")),
         dense_backend=env.choice("RAG_DENSE_BACKEND", ("auto", "openvino", "torch"), "auto"),
         dense_device=env.choice("RAG_DENSE_DEVICE", ("auto", "cpu", "cuda", "mps"), "auto"),
+        dense_trust_remote_code=env.flag("RAG_DENSE_TRUST_REMOTE_CODE", False),
         model_cache=env.path("RAG_MODEL_CACHE", _user_cache(env) / "rag_pipeline" / "models"),
         bm25_tokenizer=env.choice("RAG_BM25_TOKENIZER", BM25_TOKENIZERS, "word"),
         sparse_query=env.choice("RAG_SPARSE_QUERY", ("plain", "fielded"), "fielded"),

@@ -110,6 +110,7 @@ def dense_embedder_resource(settings: Settings) -> DenseEmbedderResource:
         cache_path=str(settings.paths.embedding_cache),
         backend=settings.dense_backend,
         device=settings.dense_device,
+        trust_remote_code=settings.dense_trust_remote_code,
         model_cache=str(settings.model_cache) if settings.model_cache else None,
     )
 

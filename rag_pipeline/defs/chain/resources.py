@@ -39,6 +39,10 @@ class DenseEmbedderResource(dg.ConfigurableResource):
         default="auto", description="auto (OpenVINO on the CPU, torch elsewhere), openvino or torch (RAG_DENSE_BACKEND)"
     )
     device: str = Field(default="auto", description="auto, cpu, cuda or mps (RAG_DENSE_DEVICE)")
+    trust_remote_code: bool = Field(
+        default=False,
+        description="Load a model folder that ships its own modeling code (RAG_DENSE_TRUST_REMOTE_CODE)",
+    )
     model_cache: str | None = Field(
         default=None, description="Folder of converted models (RAG_MODEL_CACHE; default: the user's cache folder)"
     )
@@ -69,7 +73,9 @@ class DenseEmbedderResource(dg.ConfigurableResource):
         return record_first_choice(path, choice)
 
     def encoder(self) -> DenseEncoder:
-        return load_dense_encoder(self.model_name(), self.backend, self.device, self.model_cache)
+        return load_dense_encoder(
+            self.model_name(), self.backend, self.device, self.model_cache, trust_remote_code=self.trust_remote_code
+        )
 
     def cache(self) -> EmbeddingCache:
         return EmbeddingCache(self.cache_path)
