@@ -344,7 +344,20 @@ def storage_figures(data: Path) -> dict[str, Any]:
         "event_log_mb": round(sum(p.stat().st_size for p in history.rglob("*") if p.is_file()) / 2**20, 1),
         "parquet_files": len(parquet),
         "parquet_mb": round(sum(p.stat().st_size for p in parquet) / 2**20, 1),
+        # What the operator's disk holds (du: the engine preallocates sparse files): index, cache, everything.
+        "disk_mb": {name: _du_mb(data / name) for name in DISK_PARTS} | {"total": _du_mb(data)},
     }
+
+
+DISK_PARTS = ("qdrant", "parquet", "embedding_cache.sqlite", "dagster_home")
+
+
+def _du_mb(path: Path) -> float:
+    """The blocks ``path`` uses on disk, in MiB (``du``; 0 where it does not exist)."""
+    if not path.exists():
+        return 0.0
+    done = subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True)
+    return round(int(done.stdout.split()[0]) / 1024, 1) if done.returncode == 0 else 0.0
 
 
 def _free_port() -> int:

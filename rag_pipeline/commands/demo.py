@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="index the bundled Slack export and Jira dump through every partitioned asset, then evaluate",
         description="`rag-pipeline index` on the bundled data (or RAG_SLACK_EXPORT / RAG_JIRA_DUMP), then the "
         "retrieval evaluation on the bundled eval sets. Registers the data's channels/projects as partitions and "
-        "materializes every week of their history (in-process, one run per source). "
+        "materializes every week of their history (in-process, in batches of weeks of at most "
+        "RAG_BACKFILL_BATCH_DOCUMENTS documents, one run each). "
         "Re-running skips stretches already indexed from the same source files; --full-refresh recomputes them "
         "(embeddings then come from the cache).",
     )

@@ -86,7 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + ", ".join(f"{s.title} ({', '.join(o.flag for o in s.index_options if o.chooses_source)})" for s in sources)
         + " (default: the bundled data)",
         description="Registers the data's containers (channels, projects) as partitions and materializes every "
-        "week of its history (one run per source). Each source is indexed under its own "
+        "week of its history, in runs over consecutive weeks of at most RAG_BACKFILL_BATCH_DOCUMENTS documents (so "
+        "memory follows a batch, not the history; an interrupted index resumes at the first unfinished batch). "
+        "Each source is indexed under its own "
         "identity (workspace or site): from the data where it names one (Slack: team ids on users and messages, the "
         "workspace host in permalinks; Jira dump: the issues' self URLs), else from the source's options "
         "(--slack-team/--slack-domain/--jira-site); one data folder holds one identity per source. Re-running skips "

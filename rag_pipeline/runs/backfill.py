@@ -197,7 +197,7 @@ def run_backfill(
     on_progress: ProgressFn | None = None,
 ) -> BackfillSummary:
     """Register the offline sources' containers (default: every registered source) and materialize every week
-    of their history, one run per source."""
+    of their history in batches of weeks (:func:`plan_batches`), one run per batch."""
 
     enable_range_batching()
     home = ensure_dagster_home(settings)
