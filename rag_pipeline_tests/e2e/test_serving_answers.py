@@ -12,6 +12,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -295,3 +296,26 @@ def test_the_answer_models_reasoning_comes_back_on_the_one_search_answer(
     )
     assert (plain.model_extra or {})["rag"]["reasoning"] is None
     assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
+
+
+def test_a_routed_search_follows_the_questions_route_with_a_rewrite_plan(
+    service: S.ServiceProcess, fake: OpenAIFake
+) -> None:
+    """Issue 67: the router takes the rewrite plan as input. The plan drops the issue key the question named; the
+    routed search still looks it up first (for a reader of it only), and the response's route says so."""
+    plan = {"refined_query": "planned for friday", "sub_queries": [], "expansions": [], "filters": {},
+            "confidence": 0.2}  # fmt: skip
+    fake.respond(lambda body: json.dumps(plan) if "refined_query" in str(body) and "PLANROUTE" in str(body) else None)
+    body = {"query": "PLANROUTE what happened with OPS-1 and the postgres upgrade", "rewrite": True, "top_k": 5,
+            "mode": "routed"}  # fmt: skip
+
+    def search(user: str) -> dict[str, Any]:
+        found = httpx.post(f"{service.url}/v1/search", json=body, headers={**AUTH, "X-User-Id": user}, timeout=60)
+        assert found.status_code == 200, found.text
+        return dict(found.json())
+
+    alice, bob = search("U1"), search("U2")
+    assert alice["rewrite"]["queries"] == ["planned for friday"]  # the key (and its issue) gone from the search ...
+    assert alice["route"]["issue_keys"] == ["OPS-1"] and "routed with the rewrite plan" in alice["route"]["reasons"]
+    assert alice["results"][0]["document_id"] == S.OPS_ISSUE  # ... and still looked up first
+    assert S.OPS_ISSUE not in {r["document_id"] for r in bob["results"]}  # Bob reads no Jira project
