@@ -102,10 +102,17 @@ def document_segment(document_id: str) -> str:
     return quote(document_id.rsplit(":", 1)[-1], safe="@#.-_~")
 
 
+def _in_page_tree(payload: dict[str, Any]) -> bool:
+    """A page of a page hierarchy: its source records its ``ancestors`` (Confluence pages; a blog post records an
+    empty list and its ``content_type``, and is a plain document)."""
+    return "ancestors" in payload and payload.get("content_type") in (None, "page")
+
+
 def _document_name(payload: dict[str, Any]) -> str:
     title = str(payload.get("title") or payload["document_id"])
-    # Only the page's own name: the ancestors' titles in its title path are not the node's to show.
-    return title.rsplit(TITLE_SEPARATOR, 1)[-1] if payload.get("source") == "confluence" else title
+    # Only a page's own name: the ancestors' titles in its title path ("Space › Parent › Page") are not the node's
+    # to show.
+    return title.rsplit(TITLE_SEPARATOR, 1)[-1] if "ancestors" in payload else title
 
 
 def _sorted_nodes(nodes: Iterable[TreeNode]) -> list[TreeNode]:
@@ -130,11 +137,7 @@ def _container_documents(container: TreeNode, payloads: Sequence[dict[str, Any]]
     def build(doc_id: str, under: TreeNode, seen: frozenset[str]) -> TreeNode:
         payload = by_id[doc_id]
         segment = document_segment(doc_id)
-        kind = (
-            "page"
-            if payload.get("source") == "confluence" and payload.get("content_type") != "blogpost"
-            else "document"
-        )
+        kind = "page" if _in_page_tree(payload) else "document"
         node = TreeNode(
             kind, under.level + 1, f"{under.path}/{segment}", "", _document_name(payload), container.source,
             container.container, 1, 0, str(payload["updated"]) if payload.get("updated") else None, doc_id,
