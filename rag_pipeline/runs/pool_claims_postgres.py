@@ -85,8 +85,8 @@ class SerializedPoolClaimsPostgresStorage(SerializedPoolClaims, PostgresEventLog
         inst_data: Any = None,
         token_provider: Any = None,
     ) -> None:
-        # Its own engine: the storage's own is AUTOCOMMIT (a transaction there would not hold the lock), and the
-        # webserver's is a pool of one connection that the operation under the lock needs.
+        # An engine of its own: the storage's is AUTOCOMMIT (no transaction to hold the lock in), and in the webserver
+        # a small pool that the operation's own statements draw on while the lock's connection is out.
         lock_engine = create_pg_engine(postgres_url, token_provider, poolclass=NullPool)
         self.pool_lock = PostgresAdvisoryLock(lock_engine)
         super().__init__(postgres_url, should_autocreate_tables, inst_data=inst_data, token_provider=token_provider)
