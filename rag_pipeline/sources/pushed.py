@@ -121,8 +121,9 @@ def body_digest(body: bytes) -> str:
 
 
 def container_key(value: Any) -> str | None:
-    """A project or space key or a channel id as a container name (letters, digits, ``_ ~ -``), else None."""
-    if not isinstance(value, str) or not 0 < len(value) <= 255:
+    """A project or space key or a channel id as a container name (ASCII letters, digits, ``_ ~ -``, not starting
+    with ``-``: it becomes a command-line argument of the targeted sync), else None."""
+    if not isinstance(value, str) or not 0 < len(value) <= 255 or not value.isascii() or value.startswith("-"):
         return None
     return value if all(c.isalnum() or c in "_~-" for c in value) else None
 

@@ -49,7 +49,8 @@ def channel_of(event: Mapping[str, Any]) -> str | None:
     channel = event.get("channel")
     if isinstance(channel, dict):
         channel = channel.get("id")
-    return channel if isinstance(channel, str) and 0 < len(channel) <= 32 and channel.isalnum() else None
+    ok = isinstance(channel, str) and 0 < len(channel) <= 32 and channel.isascii() and channel.isalnum()
+    return channel if ok else None
 
 
 def targets_of(event: Mapping[str, Any]) -> list[SyncTarget]:

@@ -72,6 +72,8 @@ def test_jira_payloads_name_their_project() -> None:
         SyncTarget(None, "user_updated")
     ]
     assert jira_targets({"webhookEvent": "jira:issue_updated"}) == []
+    # A key that would read as an option of the targeted sync's command line names nothing.
+    assert jira_targets({"webhookEvent": "project_updated", "project": {"key": "--start"}}) == []
 
 
 def test_slack_event_types_map_to_the_smallest_sync() -> None:
