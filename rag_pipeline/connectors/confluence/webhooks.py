@@ -14,17 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_pipeline.sources.pushed import (
-    PushedChange,
-    SyncTarget,
-    body_digest,
-    check_shared_secret,
-    container_key,
-    get_path,
-    json_object,
-)
+from rag_pipeline.connectors.atlassian.webhooks import AtlassianWebhooks
+from rag_pipeline.sources.pushed import SyncTarget, container_key, get_path
 
-DELIVERY_HEADER = "x-atlassian-webhook-identifier"
 SPACE_PATHS = (
     ("page", "spaceKey"), ("page", "space", "key"), ("blog", "spaceKey"), ("blogpost", "spaceKey"),
     ("comment", "parent", "spaceKey"), ("comment", "spaceKey"), ("attachment", "spaceKey"),
@@ -43,18 +35,9 @@ def confluence_targets(payload: Mapping[str, Any], event: str) -> list[SyncTarge
     return []
 
 
-class ConfluenceWebhooks:
+class ConfluenceWebhooks(AtlassianWebhooks):
     """The webhook receiver of one Confluence site (``LiveApi.push_receiver``), built from the shared secret."""
 
-    max_body_bytes = 1024 * 1024
-
-    def __init__(self, secret: str) -> None:
-        self._secret = secret.encode()
-
-    def read(self, body: bytes, headers: Mapping[str, str], token: str | None = None) -> PushedChange:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        check_shared_secret(self._secret, body, lowered, token)
-        payload = json_object(body)
-        event = str(payload.get("event") or payload.get("webhookEvent") or lowered.get("x-event-key") or "")
-        delivery = lowered.get(DELIVERY_HEADER, "")[:64] or body_digest(body)
-        return PushedChange(delivery, confluence_targets(payload, event))
+    def targets(self, payload: Mapping[str, Any], headers: Mapping[str, str]) -> list[SyncTarget]:
+        event = str(payload.get("event") or payload.get("webhookEvent") or headers.get("x-event-key") or "")
+        return confluence_targets(payload, event)

@@ -14,17 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag_pipeline.sources.pushed import (
-    PushedChange,
-    SyncTarget,
-    body_digest,
-    check_shared_secret,
-    container_key,
-    get_path,
-    json_object,
-)
-
-DELIVERY_HEADER = "x-atlassian-webhook-identifier"
+from rag_pipeline.connectors.atlassian.webhooks import AtlassianWebhooks
+from rag_pipeline.sources.pushed import SyncTarget, container_key, get_path
 
 
 def jira_targets(payload: Mapping[str, Any]) -> list[SyncTarget]:
@@ -40,16 +31,8 @@ def jira_targets(payload: Mapping[str, Any]) -> list[SyncTarget]:
     return [SyncTarget(key.upper(), event)] if key else []
 
 
-class JiraWebhooks:
+class JiraWebhooks(AtlassianWebhooks):
     """The webhook receiver of one Jira site (``LiveApi.push_receiver``), built from the webhook's secret."""
 
-    max_body_bytes = 1024 * 1024  # an issue payload carries its fields, a long description included
-
-    def __init__(self, secret: str) -> None:
-        self._secret = secret.encode()
-
-    def read(self, body: bytes, headers: Mapping[str, str], token: str | None = None) -> PushedChange:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        check_shared_secret(self._secret, body, lowered, token)
-        payload = json_object(body)
-        return PushedChange(lowered.get(DELIVERY_HEADER, "")[:64] or body_digest(body), jira_targets(payload))
+    def targets(self, payload: Mapping[str, Any], headers: Mapping[str, str]) -> list[SyncTarget]:
+        return jira_targets(payload)
