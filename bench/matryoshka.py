@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +90,25 @@ def search_ms(docs: np.ndarray, query_vectors: np.ndarray) -> dict[str, float]:
     }
 
 
-def measure(model: str, dims: list[int], texts: dict[str, dict[str, str]], eval_dir: Path) -> dict[str, Any]:
+def measure(
+    model: str,
+    dims: list[int],
+    texts: dict[str, dict[str, str]],
+    eval_dir: Path,
+    out: dict[str, Any],
+    save: Callable[[], None],
+) -> None:
+    """Every set's figures for ``model`` into ``out``, ``save()`` called after each (a long run keeps what it
+    measured)."""
     encoder = load_dense_encoder(model, backend="auto", device="cpu")
     chunks = json.loads((common.RESULTS / "ingest.json").read_text())["first_run"]["child_chunks"]
-    out: dict[str, Any] = {
-        "model_id": encoder.model_id,
-        "backend": encoder_backend(encoder),
-        "full_dimension": encoder.dimension,
-        "max_tokens": encoder.max_tokens,
-        "sets": {},
-    }
+    out.update(
+        model_id=encoder.model_id,
+        backend=encoder_backend(encoder),
+        full_dimension=encoder.dimension,
+        max_tokens=encoder.max_tokens,
+        sets={},
+    )
     for name, source in SETS.items():
         ids = list(texts[source])
         started = time.perf_counter()
@@ -123,7 +133,7 @@ def measure(model: str, dims: list[int], texts: dict[str, dict[str, str]], eval_
             row["memory_vs_full"] = round(row["bytes_per_vector"] / full["bytes_per_vector"], 3)
             row["search_cpu_vs_full"] = round(row["exact_top10_cpu_ms"] / full["exact_top10_cpu_ms"], 3)
         out["sets"][name] = {"documents": len(ids), "queries": len(queries), "by_dimension": rows}
-    return out
+        save()
 
 
 def main() -> None:
@@ -141,9 +151,16 @@ def main() -> None:
         "plain truncation of models not trained for it (renormalized first N dimensions), document-level dense "
         "arm (first window of each document), exact cosine search in numpy"
     )
-    record["models"] = {m: measure(m, args.dims, texts, args.eval_dir) for m in args.models}
-    record["load_average_at_end"] = list(os.getloadavg())
-    common.write_json(args.out, record)
+    record["models"] = {}
+
+    def save() -> None:
+        record["load_average_at_end"] = list(os.getloadavg())
+        common.write_json(args.out, record)
+
+    for model in args.models:
+        record["models"][model] = {}
+        measure(model, args.dims, texts, args.eval_dir, record["models"][model], save)
+    save()
     print(f"wrote {args.out}")
 
 
