@@ -1,5 +1,5 @@
 """The service's receivers of pushed changes (``POST /events/<source>``), built from its settings: each registered
-source whose live API names a ``push_receiver`` and whose secret is set gets one; all feed one
+source whose live API takes pushed changes (``LiveApi.push``) and whose secret is set gets one; all feed one
 :class:`~rag_pipeline.serving.live_events.TargetedSyncs` over the ingestion API's launcher.
 
 What every receiver shares is here: the deliveries already seen (the products' retries, bounded memory) queue
@@ -17,28 +17,27 @@ from rag_pipeline.serving.ingest_runs import IngestLauncher
 from rag_pipeline.serving.live_events import TargetedSyncs
 from rag_pipeline.settings import ServeSettings
 from rag_pipeline.sources.pushed import PushReceiver, PushRefused, SeenDeliveries
-from rag_pipeline.sources.registry import load_object, registered_sources
+from rag_pipeline.sources.registry import PushedChanges, load_object, registered_sources
 
 
-def _secret(settings: ServeSettings, name: str) -> str | None:
-    value = getattr(settings, name, None) if name else None
+def _pushes() -> dict[str, PushedChanges]:
+    """Per source that can receive pushed changes, how."""
+    return {n: s.live_api.push for n, s in registered_sources().items() if s.live_api and s.live_api.push}
+
+
+def _secret(settings: ServeSettings, push: PushedChanges) -> str | None:
+    value = getattr(settings, push.secret, None)
     return value.get_secret_value() if isinstance(value, SecretStr) else None
 
 
 def push_variables() -> dict[str, str]:
     """Per source that can receive pushed changes, the variable holding its secret."""
-    return {
-        n: s.live_api.push_variable for n, s in registered_sources().items() if s.live_api and s.live_api.push_receiver
-    }
+    return {n: push.variable for n, push in _pushes().items()}
 
 
 def wants_events(settings: ServeSettings) -> bool:
     """Whether any receiver is configured (the service then needs a launcher even without RAG_INGEST_TOKEN)."""
-    return any(
-        _secret(settings, s.live_api.push_secret)
-        for s in registered_sources().values()
-        if s.live_api is not None and s.live_api.push_receiver
-    )
+    return any(_secret(settings, push) for push in _pushes().values())
 
 
 @dataclass
@@ -79,9 +78,7 @@ def build_event_receivers(settings: ServeSettings, launcher: IngestLauncher | No
     if launcher is None or not wants_events(settings):
         return None
     receivers: dict[str, PushReceiver] = {}
-    for name, source in registered_sources().items():
-        live = source.live_api
-        secret = _secret(settings, live.push_secret) if live is not None and live.push_receiver else None
-        if live is not None and live.push_receiver and secret:
-            receivers[name] = load_object(live.push_receiver)(secret)
+    for name, push in _pushes().items():
+        if secret := _secret(settings, push):
+            receivers[name] = load_object(push.receiver)(secret)
     return EventReceivers(TargetedSyncs(launcher, debounce_seconds=settings.events_debounce_seconds), receivers)

@@ -1,7 +1,7 @@
 """The source kernel's part of pushed changes (Slack's Events API, Jira and Confluence webhooks): what a connector's
 receiver returns and raises, the bounded memory of deliveries seen, and the shared-secret check webhooks use.
 
-A receiver (``LiveApi.push_receiver``: a class built from its secret) has ``max_body_bytes`` and
+A receiver (``PushedChanges.receiver``: a class built from its secret) has ``max_body_bytes`` and
 ``read(body, headers, token) -> PushedChange``: it proves the request came from the product and says which
 containers the change touches. It never says what to index: the targeted sync reads that from the API
 (:mod:`rag_pipeline.serving.live_events`)."""

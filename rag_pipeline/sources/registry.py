@@ -107,6 +107,21 @@ class IndexOption:
 
 
 @dataclass(frozen=True)
+class PushedChanges:
+    """How a source receives pushed changes (``POST /events/<source>``): the receiver, built from a secret, and the
+    ServeSettings field holding that secret."""
+
+    receiver: str  # "module:Class" (a ``rag_pipeline.sources.pushed.PushReceiver``)
+    secret: str  # "jira_webhook_secret"
+
+    @property
+    def variable(self) -> str:
+        """The variable that sets the secret (named while unset): the field's name behind ``RAG_``, as ServeSettings
+        reads it."""
+        return f"RAG_{self.secret.upper()}"
+
+
+@dataclass(frozen=True)
 class LiveApi:
     """What ``sync`` needs to know of a source's live API."""
 
@@ -115,11 +130,7 @@ class LiveApi:
     containers_flag: str  # "--channel": the sync option naming containers
     containers_help: str
     container_prefix: str = ""  # "#": how a container is shown
-    # Pushed changes (``POST /events/<source>``): "module:Class" of the receiver, built from the secret held by the
-    # ServeSettings field ``push_secret``; ``push_variable`` is the variable that sets it (named while unset).
-    push_receiver: str | None = None
-    push_secret: str = ""
-    push_variable: str = ""
+    push: PushedChanges | None = None  # None: the source takes no pushed changes
 
 
 def _no_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:

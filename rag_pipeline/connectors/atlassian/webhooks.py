@@ -13,7 +13,7 @@ DELIVERY_HEADER = "x-atlassian-webhook-identifier"
 
 
 class AtlassianWebhooks:
-    """The webhook receiver of one Atlassian site (``LiveApi.push_receiver``), built from the shared secret."""
+    """The webhook receiver of one Atlassian site (``PushedChanges.receiver``), built from the shared secret."""
 
     max_body_bytes = 1024 * 1024  # an issue or page payload carries its fields, a long body included
 

@@ -10,7 +10,7 @@ from rag_pipeline.connectors.confluence import mining
 from rag_pipeline.connectors.confluence.acl import describe_group
 from rag_pipeline.connectors.confluence.settings import ConfluenceSettings
 from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, PushedChanges, RetrievalFacts, Source
 
 
 def page_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,9 +74,9 @@ CONFLUENCE = Source(
         label="Confluence site",
         containers_flag="--space",
         containers_help="Confluence space key (repeatable; default: all discovered)",
-        push_receiver="rag_pipeline.connectors.confluence.webhooks:ConfluenceWebhooks",
-        push_secret="confluence_webhook_secret",
-        push_variable="RAG_CONFLUENCE_WEBHOOK_SECRET",
+        push=PushedChanges(
+            "rag_pipeline.connectors.confluence.webhooks:ConfluenceWebhooks", "confluence_webhook_secret"
+        ),
     ),
     payload=page_payload,
     describe_identity=describe_identity,

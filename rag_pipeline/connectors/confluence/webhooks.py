@@ -36,7 +36,7 @@ def confluence_targets(payload: Mapping[str, Any], event: str) -> list[SyncTarge
 
 
 class ConfluenceWebhooks(AtlassianWebhooks):
-    """The webhook receiver of one Confluence site (``LiveApi.push_receiver``), built from the shared secret."""
+    """The webhook receiver of one Confluence site (``PushedChanges.receiver``), built from the shared secret."""
 
     def targets(self, payload: Mapping[str, Any], headers: Mapping[str, str]) -> list[SyncTarget]:
         event = str(payload.get("event") or payload.get("webhookEvent") or headers.get("x-event-key") or "")

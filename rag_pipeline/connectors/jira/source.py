@@ -11,7 +11,7 @@ from rag_pipeline.connectors.jira.access import describe_group
 from rag_pipeline.connectors.jira.resolution import RESOLUTION_FEATURES, UNRESOLVED
 from rag_pipeline.connectors.jira.settings import JiraSettings
 from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, PushedChanges, RetrievalFacts, Source
 
 
 def issue_payload(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,9 +79,7 @@ JIRA = Source(
         label="Jira site",
         containers_flag="--project",
         containers_help="Jira project key (repeatable; default: all discovered)",
-        push_receiver="rag_pipeline.connectors.jira.webhooks:JiraWebhooks",
-        push_secret="jira_webhook_secret",
-        push_variable="RAG_JIRA_WEBHOOK_SECRET",
+        push=PushedChanges("rag_pipeline.connectors.jira.webhooks:JiraWebhooks", "jira_webhook_secret"),
     ),
     payload=issue_payload,
     describe_identity=describe_identity,

@@ -32,7 +32,7 @@ def jira_targets(payload: Mapping[str, Any]) -> list[SyncTarget]:
 
 
 class JiraWebhooks(AtlassianWebhooks):
-    """The webhook receiver of one Jira site (``LiveApi.push_receiver``), built from the webhook's secret."""
+    """The webhook receiver of one Jira site (``PushedChanges.receiver``), built from the webhook's secret."""
 
     def targets(self, payload: Mapping[str, Any], headers: Mapping[str, str]) -> list[SyncTarget]:
         return jira_targets(payload)

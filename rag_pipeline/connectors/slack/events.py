@@ -66,7 +66,7 @@ def targets_of(event: Mapping[str, Any]) -> list[SyncTarget]:
 
 
 class SlackEvents:
-    """The Events API receiver of one Slack app (``LiveApi.push_receiver``), built from its signing secret."""
+    """The Events API receiver of one Slack app (``PushedChanges.receiver``), built from its signing secret."""
 
     max_body_bytes = 256 * 1024  # an event is a few KiB; Slack's longest message (40,000 characters) fits
 

@@ -9,7 +9,7 @@ from rag_pipeline.connectors.slack import mining
 from rag_pipeline.connectors.slack.access import describe_group, guest_note, thread_channel
 from rag_pipeline.connectors.slack.settings import SlackSettings
 from rag_pipeline.connectors.source_facts import built_in_fields, mining_facts
-from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, RetrievalFacts, Source
+from rag_pipeline.sources.registry import AccessFacts, IndexOption, LiveApi, PushedChanges, RetrievalFacts, Source
 
 
 def describe_identity(identity: Mapping[str, Any]) -> str:
@@ -34,9 +34,7 @@ SLACK = Source(
         containers_flag="--channel",
         containers_help="Slack channel name or id (repeatable; default: all discovered)",
         container_prefix="#",
-        push_receiver="rag_pipeline.connectors.slack.events:SlackEvents",
-        push_secret="slack_signing_secret",
-        push_variable="RAG_SLACK_SIGNING_SECRET",
+        push=PushedChanges("rag_pipeline.connectors.slack.events:SlackEvents", "slack_signing_secret"),
     ),
     describe_identity=describe_identity,
     retrieval=RetrievalFacts(

@@ -91,3 +91,16 @@ def test_no_shared_module_names_a_built_in_sources_settings() -> None:
     """The settings module holds no Slack or Jira field: each source's section lives in its own folder."""
     fields = set(Settings.model_fields)
     assert not {f for f in fields if "slack" in f or "jira" in f}
+
+
+def test_a_push_receivers_variable_sets_its_secret_field() -> None:
+    """``PushedChanges.variable`` is derived from the field's name: it must be a catalogued variable that really
+    sets that ServeSettings field (a renamed field or variable would otherwise name a dead variable in the 404)."""
+    from rag_pipeline.setting_catalog import by_name
+
+    pushes = {n: s.live_api.push for n, s in registry.registered_sources().items() if s.live_api and s.live_api.push}
+    assert set(pushes) >= {"slack", "jira", "confluence"}
+    for push in pushes.values():
+        assert push.variable in by_name(), push
+        serve = Settings.from_env({push.variable: "a-secret"}).serve
+        assert getattr(serve, push.secret).get_secret_value() == "a-secret", push
