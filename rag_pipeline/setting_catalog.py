@@ -683,7 +683,14 @@ SETTINGS: tuple[Setting, ...] = (
         _LIVE,
     ),
     # --- scheduled sync ------------------------------------------------------------------------------------------
-    Setting("RAG_PARTITION_START", "date", "2004-01-01", _SYNCING, "the first partition day", _SYNC),
+    Setting(
+        "RAG_PARTITION_START",
+        "date",
+        "2004-01-01",
+        _SYNCING,
+        "the first day a document is admitted; set: every source's partitions start there (else its first data week)",
+        _SYNC,
+    ),
     Setting("RAG_RAW_SYNC_CRON", "cron", "0 * * * *", _SYNCING, "the live sources' default sync cron (UTC)", _SYNC),
     Setting(
         "RAG_SYNC_SETTLE_HOURS",

@@ -204,7 +204,7 @@ def test_the_entries_are_well_formed() -> None:
 
 
 # Settings that record whether they were set (not only their value), or whose default is where the test runs.
-_RECORDS_BEING_SET = {"RAG_DATA_DIR"}
+_RECORDS_BEING_SET = {"RAG_DATA_DIR", "RAG_PARTITION_START"}
 
 
 @pytest.mark.parametrize(
