@@ -296,7 +296,8 @@ def _progress(pid: int, data: Path, started: float) -> dict[str, Any]:
     try:
         for process in [pid, *_children(pid)]:
             for line in Path(f"/proc/{process}/status").read_text().splitlines():
-                if line.startswith(("VmHWM", "VmRSS")):
+                # RssFile: pages of mapped files (the index's, the libraries'), which the kernel can drop.
+                if line.startswith(("VmHWM", "VmRSS", "RssAnon", "RssFile")):
                     key = line.split(":")[0]
                     memory[key] = max(memory.get(key, 0), int(line.split()[1]) // 1024)
     except OSError:
@@ -312,6 +313,8 @@ def _progress(pid: int, data: Path, started: float) -> dict[str, Any]:
         "runs_succeeded": runs,
         "peak_rss_mb": memory.get("VmHWM"),
         "rss_mb": memory.get("VmRSS"),
+        "rss_anonymous_mb": memory.get("RssAnon"),
+        "rss_file_mb": memory.get("RssFile"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
