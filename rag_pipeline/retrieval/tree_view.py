@@ -183,11 +183,25 @@ def _nearest(nodes: Sequence[TreeNode], wanted: str) -> TreeNode | None:
     return None
 
 
-def reader_tree_view(store: VectorStore, reader: Principal, view: TreeView) -> TreePage:
-    """The page of the reader's tree that ``view`` asks for (an unknown or unreadable root: no nodes)."""
+def listing_and_view(
+    store: VectorStore, reader: Principal, prefix: str | None, view: TreeView
+) -> tuple[list[ContainerNode], TreePage]:
+    """The containers under ``prefix`` (``GET /v1/tree``'s ``sources``) and the page ``view`` asks for, from one
+    read of the reader's containers."""
+    containers = reader_tree(store, reader)
+    wanted = normalized(prefix)
+    listed = [n for n in containers if not wanted or n.path.lower().startswith(wanted)]
+    return listed, reader_tree_view(store, reader, view, containers)
+
+
+def reader_tree_view(
+    store: VectorStore, reader: Principal, view: TreeView, known: Sequence[ContainerNode] | None = None
+) -> TreePage:
+    """The page of the reader's tree that ``view`` asks for (an unknown or unreadable root: no nodes);
+    ``known``: the reader's whole :func:`reader_tree` where the caller has it already."""
     if reader.all_documents:
         raise ValueError("the tree is a reader's: it never lists without access control")
-    sources = _skeleton(reader_tree(store, reader))
+    sources = _skeleton(reader_tree(store, reader) if known is None else known)
     wanted = normalized(view.root_path)
     anchors = sources if not wanted else [n for n in [_nearest(sources, wanted)] if n is not None]
     if not anchors:

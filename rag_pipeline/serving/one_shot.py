@@ -21,7 +21,7 @@ from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchResponse, read_catalog
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
-from rag_pipeline.retrieval.tree_view import TreePage, TreeView, reader_tree_view
+from rag_pipeline.retrieval.tree_view import TreePage, TreeView, listing_and_view
 from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
 from rag_pipeline.serving.schemas import SearchRequest, ToolSearchRequest
 from rag_pipeline.serving.search import ServedSearch, nothing_under_path, search_index, within_path
@@ -86,4 +86,4 @@ class OneShotIndex:
     def tree_view(self, reader: Principal, prefix: str | None, view: TreeView) -> tuple[list[ContainerNode], TreePage]:
         """The containers under ``prefix`` and the page of the deeper tree ``view`` asks for, in one opening."""
         with self.open_store() as store:
-            return reader_tree(store, reader, prefix), reader_tree_view(store, reader, view)
+            return listing_and_view(store, reader, prefix, view)

@@ -33,7 +33,7 @@ from rag_pipeline.retrieval.tool_search import (
     outcome_record,
 )
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
-from rag_pipeline.retrieval.tree_view import TreePage, TreeView, reader_tree_view
+from rag_pipeline.retrieval.tree_view import TreePage, TreeView, listing_and_view
 from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
 from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
 from rag_pipeline.serving.request_audit import RequestAudit
@@ -252,7 +252,7 @@ class SearchService:
         if reader.all_documents:
             raise ValueError("the search service never lists without access control")
         with self._turn() as (retriever, _waited):
-            return reader_tree(retriever.store, reader, prefix), reader_tree_view(retriever.store, reader, view)
+            return listing_and_view(retriever.store, reader, prefix, view)
 
     def search_tools(self, request: ToolSearchRequest, reader: Principal) -> ToolSearchResponse:
         """The tools for a task (retrieval/tool_search.py), as ``reader``; the catalog and the query's candidates are

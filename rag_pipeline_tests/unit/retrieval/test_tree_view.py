@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from rag_pipeline.index.store import VectorStore
 from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.retrieval.tree_view import MAX_TREE_DEPTH, TreeView, reader_tree_view
+from rag_pipeline.retrieval.tree import reader_tree
+from rag_pipeline.retrieval.tree_view import MAX_TREE_DEPTH, TreeView, listing_and_view, reader_tree_view
 from rag_pipeline_tests.unit.retrieval.test_retrieval import document
 
 SECRET_CHANNEL = {"public": False, "users": ["U1"], "groups": []}
@@ -62,6 +63,9 @@ def test_the_default_view_is_the_two_old_levels(store: VectorStore) -> None:
         ("container", 1, "slack/#general", 2, None),
     ]
     assert body["total"] == 4 and body["next_offset"] is None and body["nodes"][1]["relative_path"] == "confluence/ENG"
+    # The old listing under a prefix and the view, from one read: the same as each alone.
+    listed, page = listing_and_view(store, STRANGER, "SLACK", TreeView(max_depth=2))
+    assert listed == reader_tree(store, STRANGER, "SLACK") and page.to_dict() == view(store, STRANGER, max_depth=2)
 
 
 def test_pages_nest_under_their_readable_parents_only(store: VectorStore) -> None:
