@@ -118,6 +118,41 @@ def build_image(tag: str = IMAGE, no_cache: bool = False) -> dict[str, Any]:
     return {"seconds": round(seconds, 1), **describe_image(tag)}
 
 
+def build_release_image(ref: str, work: Path) -> dict[str, Any]:
+    """The image of an earlier release: the repository at git ``ref`` (``git archive`` into ``work``) built by its
+    own Dockerfile as ``localhost/rag-pipeline:<ref>``; cached layers are reused, so a second build takes seconds.
+
+    An older Dockerfile may know none of the build arguments the current one takes for this machine (the CPU torch
+    wheel's folder, a proxy's CA): pip inside the build is given them by a configuration file mounted at
+    /etc/pip.conf (the wheel folder as find-links, PyPI as an extra index, the CA bundle), which changes no line
+    of the Dockerfile and nothing in the image."""
+    tag = f"localhost/rag-pipeline:{ref}"
+    source = work / "source"
+    source.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", ref], capture_output=True,
+                             check=True, timeout=300).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True, timeout=300)
+    command = ["podman", "build", "--format", "docker", "-t", tag]
+    config = ["[global]", "extra-index-url = https://pypi.org/simple", "timeout = 30", "retries = 1"]
+    wheels = wheel_folder()
+    if wheels:
+        command += ["-v", f"{wheels}:/wheels:ro"]
+        config.append("find-links = /wheels")
+    bundle = os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE")
+    if bundle and Path(bundle).is_file():
+        command += ["-v", f"{bundle}:/etc/ssl/host-ca.crt:ro"]
+        config.append("cert = /etc/ssl/host-ca.crt")
+    (work / "pip.conf").write_text("\n".join(config) + "\n")
+    command += ["-v", f"{work / 'pip.conf'}:/etc/pip.conf:ro"]
+    started = time.monotonic()
+    run([*command, str(source)], timeout=3600)
+    seconds = time.monotonic() - started
+    if run(["podman", "image", "exists", tag], timeout=60, check=False).returncode != 0:
+        raise RuntimeError(f"podman build exited 0 but there is no image {tag} (a build stopped by a signal)")
+    (inspected,) = json.loads(run(["podman", "image", "inspect", tag], timeout=60).stdout)
+    return {"tag": tag, "ref": ref, "seconds": round(seconds, 1), "size_bytes": int(inspected["Size"])}
+
+
 def describe_image(tag: str = IMAGE) -> dict[str, Any]:
     (inspected,) = json.loads(run(["podman", "image", "inspect", tag], timeout=60).stdout)
     layers = run(["podman", "history", "--format", "{{.Size}}\t{{.CreatedBy}}", tag], timeout=60).stdout
