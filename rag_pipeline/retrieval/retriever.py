@@ -361,13 +361,14 @@ class Retriever:
         the key whose hits must link to exactly that issue."""
         found: dict[str, SearchResult] = {}
         mode = "bm25" if response.mode == "bm25" else "vector"
+        # bm25/vector lists: _documents keeps none of them in an evaluation's shared work (only hybrid ones).
         for url in route.urls:
-            for doc in self._search_documents(mode, query, 1, replace(flt, extra={**flt.extra, "url": url}),
-                                              exclude, response, None):  # fmt: skip
+            linked = replace(flt, extra={**flt.extra, "url": url})
+            for doc in self._documents(mode, query, 1, linked, exclude, response):
                 found.setdefault(doc.document_id, doc)
         if route.document_ids:
             named = replace(flt, document_ids=route.document_ids)
-            for doc in self._search_documents(mode, query, len(route.document_ids), named, exclude, response, None):
+            for doc in self._documents(mode, query, len(route.document_ids), named, exclude, response):
                 found.setdefault(doc.document_id, doc)
         for key in route.issue_keys:
             suffix = f"/browse/{key}".lower()
@@ -429,11 +430,24 @@ class Retriever:
         """At least ``want`` documents (after exclusions) when the index has them: children are grouped
         into documents, so the child depth doubles until enough documents remain or the index runs dry.
         ``sparse`` replaces the query's BM25 vector (an expanded query)."""
+
+        def search() -> list[SearchResult]:
+            depth = max(self.config.child_depth, (want + len(exclude)) * self.config.children_per_result)
+            while True:
+                if mode == "bm25" or response.mode == "bm25":
+                    hits = self._bm25_hits(query, depth, flt, sparse)
+                else:
+                    hits = self._dense_hits(mode, query, depth, flt, response, sparse)
+                docs = documents_from_hits(hits, exclude, complete=False)
+                if len(docs) >= want or len(hits) < depth or depth >= self.config.max_child_depth:
+                    return docs
+                depth = min(depth * 2, self.config.max_child_depth)
+
         # Only hybrid lists are asked for twice (the reranked arm's head and its deeper list); the other arms' are not
         # kept, so the memory holds what is reused.
         shared = self._shared if sparse is None and mode == "hybrid" else None
-        if shared is None:  # a served search: nothing kept, no key built
-            return self._search_documents(mode, query, want, flt, exclude, response, sparse)
+        if shared is None:  # a served search or a non-hybrid list: nothing kept, no key built
+            return search()
         key = (mode, query, want, repr(flt), tuple(exclude), response.mode)
         if key in shared.documents:
             kept, seconds = shared.documents[key]
@@ -441,32 +455,11 @@ class Retriever:
             return _copies(kept)
         warnings_before = len(response.warnings)
         started = time.perf_counter()
-        docs = self._search_documents(mode, query, want, flt, exclude, response, sparse)
+        docs = search()
         # Kept only when nothing degraded on the way (a dense failure switches the response to BM25 and warns).
         if response.mode == key[-1] and len(response.warnings) == warnings_before:
             shared.documents[key] = (_copies(docs), time.perf_counter() - started)
         return docs
-
-    def _search_documents(
-        self,
-        mode: str,
-        query: str,
-        want: int,
-        flt: SearchFilter,
-        exclude: Sequence[str],
-        response: SearchResponse,
-        sparse: SparseVector | None,
-    ) -> list[SearchResult]:
-        depth = max(self.config.child_depth, (want + len(exclude)) * self.config.children_per_result)
-        while True:
-            if mode == "bm25" or response.mode == "bm25":
-                hits = self._bm25_hits(query, depth, flt, sparse)
-            else:
-                hits = self._dense_hits(mode, query, depth, flt, response, sparse)
-            docs = documents_from_hits(hits, exclude, complete=False)
-            if len(docs) >= want or len(hits) < depth or depth >= self.config.max_child_depth:
-                return docs
-            depth = min(depth * 2, self.config.max_child_depth)
 
     def sparse_query(self, query: str) -> SparseVector:
         """The BM25 query vector every arm uses (weighted as ``config.sparse_query`` says)."""
@@ -613,7 +606,7 @@ class Retriever:
         if not candidates:
             return
         shared = self._shared
-        if shared is None:  # a served search: nothing kept, no key built
+        if shared is None:  # a served search or a non-hybrid list: nothing kept, no key built
             self._add_arm_signals(query, candidates, flt, exclude)
             return
         key = (query, tuple(r.document_id for r in candidates), repr(flt.acl), tuple(exclude))
