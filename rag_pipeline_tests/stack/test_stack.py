@@ -23,6 +23,7 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from rag_pipeline.connectors.slack.settings import BUNDLED_SLACK_TEAM
 from rag_pipeline.runs.ingest_metrics import METRICS as INGEST_METRICS
 from rag_pipeline_tests.kit import container_stack as C
 from rag_pipeline_tests.kit import slack_fixtures as F
+from rag_pipeline_tests.kit.emulators.confluence_api import ConfluenceEmulator, ConfluenceSite
+from rag_pipeline_tests.kit.emulators.jira_api import JiraEmulator
+from rag_pipeline_tests.kit.emulators.jira_site import JiraSite
 from rag_pipeline_tests.kit.emulators.oidc_issuer import AUDIENCE, OidcIssuer
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
@@ -47,6 +51,15 @@ GRAPHQL = "http://127.0.0.1:3000/graphql"
 PROMETHEUS = "http://127.0.0.1:9090"
 LIVE_CHANNEL = "C0STACKT1"  # a channel of the Slack emulator's workspace, synced through the ingestion API
 LIVE_TEXT = "the zeppelin hangar lease renews in april"
+# The live Jira and Confluence sources, on the project's emulators: one project and one space each, readable by one
+# group; a reader in it and an outsider known to the same directory but not in it.
+JIRA_SITE_NAME, JIRA_PROJECT, JIRA_GROUP = "jira.stack-test.invalid", "STK", "stk-team"
+JIRA_TEXT = "the quokka migration runbook needs a second reviewer"
+CONFLUENCE_SITE_NAME, CONFLUENCE_SPACE, CONFLUENCE_GROUP = "wiki.stack-test.invalid", "STKS", "stk-space"
+CONFLUENCE_TEXT = "the wombat onboarding checklist lives here"
+# Added to the space once the stack runs: what the Confluence sensor's own scheduled run must index.
+LATE_PAGE_TEXT = "the pangolin escalation rota changes on mondays"
+READER, OUTSIDER = "reader@stack-test.invalid", "outsider@stack-test.invalid"
 DASHBOARDS = sorted((C.DEPLOY / "grafana" / "dashboards").glob("*.json"))
 PROMETHEUS_OWN = {"up"}  # series Prometheus writes itself for every target, not scraped
 # Dashboard series the ingestion exporter writes only in some states (its families are made on first use, so an
@@ -108,6 +121,47 @@ def slack() -> Iterator[SlackEmulator]:
 
 
 @pytest.fixture(scope="module")
+def jira() -> Iterator[JiraEmulator]:
+    """Jira Cloud's REST API: project STK, browsable by group stk-team (the reader), with one issue from yesterday;
+    the outsider is in jira-users only."""
+    site = JiraSite(user_timezone="UTC", account_id="acc-rag-bot", display_name="RAG Bot")
+    site.add_user("acc-reader", "Rita Reader", email=READER, groups=[JIRA_GROUP, "jira-users"])
+    site.add_user("acc-outsider", "Otto Outsider", email=OUTSIDER, groups=["jira-users"])
+    site.add_project(JIRA_PROJECT, "Stack test", project_id="10500", browse_groups=(JIRA_GROUP,))
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000+0000")
+    person = {"accountId": "acc-reader", "displayName": "Rita Reader", "emailAddress": READER}
+    site.add_issue({"id": "70001", "key": f"{JIRA_PROJECT}-1", "fields": {
+        "project": {"key": JIRA_PROJECT, "name": "Stack test"}, "summary": "Quokka migration runbook",
+        "description": JIRA_TEXT, "created": yesterday, "updated": yesterday, "reporter": person, "creator": person,
+        "assignee": person, "issuetype": {"id": "10002", "name": "Task"}, "status": {"id": "1", "name": "Open"},
+        "priority": {"id": "3", "name": "Major"}, "resolution": None, "labels": [], "components": [],
+        "issuelinks": [], "subtasks": [], "attachment": [], "environment": None,
+        "comment": {"comments": [], "maxResults": 0, "total": 0, "startAt": 0}}})  # fmt: skip
+    emulator = C.seen_from_containers(JiraEmulator(site), C.host_address())
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture(scope="module")
+def confluence() -> Iterator[ConfluenceEmulator]:
+    """Confluence Cloud's REST API: space STKS, viewable by group stk-space (the reader), with one page from
+    yesterday; the outsider is a user of the site in no group."""
+    site = ConfluenceSite()
+    site.add_user("acc-reader", "Rita Reader", email=READER, groups=[CONFLUENCE_GROUP])
+    site.add_user("acc-outsider", "Otto Outsider", email=OUTSIDER)
+    site.add_space(CONFLUENCE_SPACE, "Stack test space", view_groups=[CONFLUENCE_GROUP])
+    site.add_page(CONFLUENCE_SPACE, "Wombat onboarding", f"<p>{CONFLUENCE_TEXT}</p>",
+                  datetime.now(UTC) - timedelta(days=1), author="acc-reader", id="80001")  # fmt: skip
+    emulator = C.seen_from_containers(ConfluenceEmulator(site), C.host_address())
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+@pytest.fixture(scope="module")
 def model() -> Iterator[OpenAIFake]:
     """The answer model: the project's OpenAI stand-in, scripted to search once for a question marked STACKAGENT."""
     fake = C.seen_from_containers(OpenAIFake(), C.host_address())
@@ -142,12 +196,27 @@ def issuer() -> Iterator[OidcIssuer]:
 
 
 @pytest.fixture(scope="module")
-def stack(image: dict[str, Any], slack: SlackEmulator, model: OpenAIFake, issuer: OidcIssuer,
-          tmp_path_factory: pytest.TempPathFactory) -> Any:  # fmt: skip
+def stack(image: dict[str, Any], slack: SlackEmulator, jira: JiraEmulator, confluence: ConfluenceEmulator,
+          model: OpenAIFake, issuer: OidcIssuer, tmp_path_factory: pytest.TempPathFactory) -> Any:  # fmt: skip
     settings = {
         # The live Slack source (code-server, worker; search for the ingestion API), on the emulator.
         "SLACK_BOT_TOKEN": slack.token,
         "SLACK_API_BASE_URL": slack.base_url,
+        # The live Jira and Confluence sources (code-server, worker), on theirs: synced by the daemon's sensors.
+        "JIRA_URL": jira.url,
+        "JIRA_USERNAME": jira.username,
+        "JIRA_API_TOKEN": jira.api_token,
+        "JIRA_SITE": JIRA_SITE_NAME,
+        "CONFLUENCE_URL": confluence.url,
+        "CONFLUENCE_USERNAME": confluence.username,
+        "CONFLUENCE_API_TOKEN": confluence.api_token,
+        "CONFLUENCE_SITE": CONFLUENCE_SITE_NAME,
+        # Every minute: a page added while the stack runs is the next tick's (test_a_page_added_...).
+        "CONFLUENCE_SYNC_CRON": "* * * * *",
+        # One index writer at a time: the index here is the embedded engine on the shared volume (the override has no
+        # Qdrant server, for which deploy/compose.yaml's default of 4 is meant), and the three sources' sensor runs
+        # start together once ingestion is resumed.
+        "QDRANT_POOL_LIMIT": "1",
         # Answers by a model that searches for itself (search), on the OpenAI stand-in.
         "RAG_ANSWER_MODEL": "gpt-4o-mini",
         "OPENAI_API_KEY": API_KEY,
@@ -370,6 +439,103 @@ def _wait_for_run(run_id: str, timeout: float = 300) -> str:
         if run.get("status") in ("SUCCESS", "FAILURE", "CANCELED") or time.monotonic() > deadline:
             return str(run.get("status"))
         time.sleep(3)
+
+
+# --- (1b) Jira and Confluence, synced by the daemon's sensors -------------------------------------------------------
+def _sensor_runs(sensor: str) -> list[dict[str, Any]]:
+    """The runs a sensor of the code server requested (the daemon tags each with the sensor's name), newest first."""
+    data = _graphql(
+        f'{{ runsOrError(filter: {{tags: [{{key: "dagster/sensor_name", value: "{sensor}"}}]}}) '
+        "{ ... on Runs { results { runId status creationTime } } } }"
+    )
+    return list(data["runsOrError"]["results"])
+
+
+def _succeeded_sensor_run(sensor: str, after: float = 0, timeout: float = 600) -> dict[str, Any]:
+    """The first run ``sensor`` requested after ``after`` (epoch seconds) once it succeeded; AssertionError on a
+    failed one or at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = sorted((r for r in _sensor_runs(sensor) if r["creationTime"] > after), key=lambda r: r["creationTime"])
+        if runs and runs[0]["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+            assert runs[0]["status"] == "SUCCESS", (runs[0], _run_errors(runs[0]["runId"]))
+            return runs[0]
+        assert time.monotonic() < deadline, f"no finished run of {sensor} after {after} within {timeout:g} s: {runs}"
+        time.sleep(5)
+
+
+def _run_errors(run_id: str) -> list[str]:
+    """What a failed run's events say went wrong (its steps' errors and the run's own failure)."""
+    data = _graphql(
+        f'{{ logsForRun(runId: "{run_id}") {{ ... on EventConnection {{ events {{ __typename '
+        "... on ExecutionStepFailureEvent { stepKey error { message } } ... on RunFailureEvent { message } "
+        "... on EngineEvent { message error { message } } } } } }"
+    )
+    events = data["logsForRun"].get("events") or []
+    return [json.dumps(e)[:1500] for e in events if e.get("error") or e["__typename"] == "RunFailureEvent"]
+
+
+def _found_texts(stack: C.Stack, query: str, who: str, source: str) -> list[str]:
+    """The texts of ``source``'s results for ``query`` searched as the person ``who`` (an e-mail address)."""
+    headers = {"Authorization": f"Bearer {stack.secrets['RAG_SERVE_TOKEN']}", "X-User-Id": who}
+    found = _search(stack, query, **headers)
+    assert found.status_code == 200, found.text
+    return [r.get("parent_text") or r.get("child_text") or "" for r in found.json()["results"] if r["source"] == source]
+
+
+def _eventually_found(stack: C.Stack, query: str, who: str, source: str, words: str, timeout: float = 120) -> None:
+    """Until a search as ``who`` finds ``words`` in ``source`` (the search service reopens the index the run wrote)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        texts = _found_texts(stack, query, who, source)
+        if any(words in t for t in texts):
+            return
+        assert time.monotonic() < deadline, f"{who} did not find {words!r} in {source}: {texts}"
+        time.sleep(3)
+
+
+def test_jira_and_confluence_are_synced_by_the_daemons_sensors_and_searched_with_their_acls(stack: C.Stack) -> None:
+    with _timed("jira_and_confluence_sensors"):
+        resumed = stack.compose("exec", "-T", "code-server", "rag-pipeline", "resume")
+        assert "scheduled ingestion resumed" in resumed.stdout, resumed.stdout
+        # The discovery sensors registered the project and the space at the daemon's first tick; once resumed,
+        # each sync sensor requests their initial history in a run of its own (no CLI sync, no ingestion API).
+        runs = {sensor: _succeeded_sensor_run(sensor) for sensor in ("jira_sync_sensor", "confluence_sync_sensor")}
+        stack.figures["sensor_runs"] = {sensor: run["runId"] for sensor, run in runs.items()}
+        # Who may read what: the principal directory of both sites (its own schedule is daily, so it is read now,
+        # in a container, as an operator would after adding a source).
+        for source in ("jira", "confluence"):
+            read = stack.compose("exec", "-T", "code-server", "rag-pipeline", "directory", "--source", source,
+                                 timeout=300)  # fmt: skip
+            assert read.returncode == 0, read.stdout[-2000:]
+        _eventually_found(stack, "quokka migration runbook", READER, "jira", JIRA_TEXT)
+        _eventually_found(stack, "wombat onboarding checklist", READER, "confluence", CONFLUENCE_TEXT)
+        # The outsider is a person of both directories, in neither the project's group nor the space's.
+        assert _found_texts(stack, "quokka migration runbook", OUTSIDER, "jira") == []
+        assert _found_texts(stack, "wombat onboarding checklist", OUTSIDER, "confluence") == []
+        # The Slack member the other tests search as has no Jira or Confluence account: nothing of either.
+        assert _found_texts(stack, "quokka migration runbook", MEMBER, "jira") == []
+        assert _found_texts(stack, "wombat onboarding checklist", MEMBER, "confluence") == []
+
+
+def test_a_page_added_while_the_stack_runs_is_indexed_by_the_sensors_own_scheduled_run(
+    stack: C.Stack, confluence: ConfluenceEmulator
+) -> None:
+    with _timed("sensor_own_run"):
+        before = _found_texts(stack, "pangolin escalation rota", READER, "confluence")
+        assert not any(LATE_PAGE_TEXT in t for t in before), before
+        with confluence.site.lock:
+            confluence.site.add_page(CONFLUENCE_SPACE, "Pangolin escalation rota", f"<p>{LATE_PAGE_TEXT}</p>",
+                                     datetime.now(UTC), author="acc-reader", id="80002")  # fmt: skip
+        added = time.time()
+        # The space's watermark is behind the next minute's cron tick: the daemon's sensor requests the run.
+        run = _succeeded_sensor_run("confluence_sync_sensor", after=added, timeout=600)
+        _eventually_found(stack, "pangolin escalation rota", READER, "confluence", LATE_PAGE_TEXT)
+        assert _found_texts(stack, "pangolin escalation rota", OUTSIDER, "confluence") == []
+        stack.figures["sensor_own_run"] = {"run_id": run["runId"], "run_created_after_s": round(run["creationTime"]
+                                           - added, 1), "found_after_s": round(time.time() - added, 1)}  # fmt: skip
+        # Paused again: no more minute-by-minute runs while the remaining tests use the stack.
+        stack.compose("exec", "-T", "code-server", "rag-pipeline", "pause", "--reason", "stack test: done syncing")
 
 
 # --- (2) a personal token -------------------------------------------------------------------------------------
