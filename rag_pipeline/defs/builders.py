@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +31,7 @@ from rag_pipeline.defs.notifications import eval_check_slack_notification_sensor
 from rag_pipeline.defs.parts import build_resources, data_partition_starts, evaluation_definitions, source_specs
 from rag_pipeline.defs.retention import build_retention_definitions
 from rag_pipeline.defs.sync.sensor import build_gap_check, build_lag_check, build_sync_sensor
-from rag_pipeline.pipeline.partition_start import partition_start_of
+from rag_pipeline.pipeline.partition_start import partition_start_of, record_planned_start
 from rag_pipeline.pipeline.policy import sync_policy
 from rag_pipeline.pipeline.sources import document_points, document_sources
 from rag_pipeline.scheduling.pause import IngestionPause
@@ -101,6 +103,14 @@ def source_settings(settings: Settings, starts: Mapping[str, str], source: str) 
     return settings.model_copy(update={"partition_start": start})
 
 
+def planned_start_recorder(settings: Settings, source: str) -> Callable[[date], None]:
+    """What a sync sensor tells of each run it plans: the first day, recorded as the source's partition start before
+    the run is requested (its steps load the code location again); nothing where RAG_PARTITION_START is set."""
+    if settings.partition_start_explicit:
+        return lambda _first_day: None
+    return partial(record_planned_start, settings.data_dir, source)
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
     """All definitions; the embedded engine locks its folder, so steps run in one process unless a server is used.
 
@@ -122,7 +132,13 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     synced = [s for s in specs.values() if s.name in settings.synced_sources]
     # One switch for all of them (rag-pipeline pause / RAG_INGESTION_PAUSED), read at every tick.
     sync_sensors = [
-        build_sync_sensor(s, settings.automation.sync(s.name).cron, policies[s.name], paused=settings.ingestion_pause)
+        build_sync_sensor(
+            s,
+            settings.automation.sync(s.name).cron,
+            policies[s.name],
+            paused=settings.ingestion_pause,
+            planned=planned_start_recorder(settings, s.name),
+        )
         for s in synced
     ]
     directories = [build_directory_asset(s.name) for s in specs.values() if s.directory]

@@ -7,7 +7,9 @@ brings the record up to date from the week files the chain wrote (``parquet/<sou
 one file per week that held documents): a source's start is set at its first index and moves **earlier only**, when
 older data arrives (a new export, a ``sync --start`` further back); retention deleting old week files never moves it
 later, so weeks once shown never vanish. A data folder indexed before the record existed gets it the same way on
-its first load (the migration), and every move is kept in the record's history.
+its first load (the migration), and every move is kept in the record's history. A sync sensor records the first
+week of each run it plans before requesting it (:func:`record_planned_start`): the run's steps load the code
+location again and must find its range inside the partitions.
 
 What does not move: partition keys are Mondays whatever the start, so the materializations, watermarks and run
 tags of the weeks already there keep their keys when the start moves. The in-process runners (``index``, ``demo``,
@@ -98,14 +100,41 @@ def update_partition_starts(
         history.append({"source": source, "from": recorded, "to": found, "at": at, "why": why})
     updated = PartitionStarts(weeks, history)
     if weeks != starts.weeks:
-        record = data_dir / PARTITION_START_RECORD
-        try:
-            temporary = record.with_suffix(".tmp")
-            temporary.write_text(json.dumps(updated.as_dict(), indent=2) + "\n", encoding="utf-8")
-            temporary.replace(record)
-        except OSError:
-            pass  # read-only here: the next writer's load records it
+        _write(data_dir, updated)
     return updated
+
+
+def record_planned_start(data_dir: Path, source: str, first_day: date, now: datetime | None = None) -> None:
+    """A run is about to be launched for ``source`` over weeks from ``first_day``'s: the record's start moves to that
+    week when it is unset or later, before the run exists.
+
+    Why: a run's steps load the code location afresh (a run worker, a Celery worker), and each load brings the
+    record up to date from the week files. A new source's first sync is planned where nothing is recorded (every
+    admitted week open), say 90 days of initial history; its first step writes the first week that held data, and
+    without this the later steps would load a start *after* the run's own range and Dagster would refuse the run
+    ("partition key range start … is before the partitions definition start"; found by the stack test). Weeks
+    between the planned start and the first data week are materialized (empty) by that run, so none shows Missing."""
+    starts = read_partition_starts(data_dir)
+    week = week_key(first_day)
+    recorded = starts.weeks.get(source)
+    if recorded is not None and recorded <= week:
+        return
+    at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    move = {"source": source, "from": recorded, "to": week, "at": at, "why": "a run was planned from this week"}
+    _write(data_dir, PartitionStarts({**starts.weeks, source: week}, [*starts.history, move]))
+
+
+def _write(data_dir: Path, starts: PartitionStarts) -> None:
+    """The record written atomically; a data folder this process may not write (a read-only mount) keeps the old one
+    (the next writer's load records it)."""
+    record = data_dir / PARTITION_START_RECORD
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)  # a sensor may plan a first run before anything was written
+        temporary = record.with_suffix(".tmp")
+        temporary.write_text(json.dumps(starts.as_dict(), indent=2) + "\n", encoding="utf-8")
+        temporary.replace(record)
+    except OSError:
+        pass
 
 
 def partition_start_of(source: str, starts: Mapping[str, str], configured: str, explicit: bool) -> str:

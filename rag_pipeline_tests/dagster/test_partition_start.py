@@ -106,3 +106,44 @@ def test_an_explicit_partition_start_wins_over_the_record(jira_only: Path, monke
     defs = build_definitions(settings_for(jira_only))
     for asset in ("jira_issues", "slack_threads", "mined_eval_sets"):
         assert defs.resolve_assets_def(asset).partitions_def.start.date() == date(2022, 1, 3)  # type: ignore[union-attr]
+
+
+def test_a_new_sources_first_sync_stays_inside_the_partitions_its_steps_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the stack test: a new source's first scheduled sync is planned where nothing is recorded (every
+    admitted week open); its first step writes the first week that held data, and the run's later steps, loading
+    the code location afresh (a run worker, a Celery worker), must not find the partitions starting after the
+    run's own range (Dagster refuses the run: "partition key range start … is before … start time")."""
+    from rag_pipeline.pipeline.tags import RANGE_END_TAG, RANGE_START_TAG
+    from rag_pipeline_tests.kit import slack_fixtures as F
+    from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
+    from rag_pipeline_tests.kit.sync_harness import SyncHarness
+
+    for name in ("JIRA_URL", "RAG_NOTIFY_SLACK_CHANNEL", "DAGSTER_HOME", "RAG_PARTITION_START", "RAG_JIRA_DUMP"):
+        monkeypatch.delenv(name, raising=False)
+    with SlackEmulator(F.crafted_workspace()) as emu, dg.instance_for_test() as instance:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test-token")
+        monkeypatch.setenv("SLACK_API_BASE_URL", emu.base_url)
+        settings = settings_for(tmp_path / "data")
+        harness = SyncHarness(settings, "slack", instance, now=datetime.now(UTC))
+        harness.discover()
+        # The code location's own sensor (the daemon's), not the harness's fake-clock copy.
+        data = harness._evaluate(harness.defs.resolve_sensor_def("slack_sync_sensor"))
+        [request] = list(data.run_requests or [])
+        start, end = request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]
+        assert start < end
+        record = json.loads((tmp_path / "data" / PARTITION_START_RECORD).read_text())
+        assert record["first_weeks"] == {"slack": start}  # recorded before the run was requested
+
+        # The run's first step writes its first data week, after the planned start (the initial history was empty).
+        children = settings.paths.parquet / ChainKeys("slack", "slack").children
+        children.mkdir(parents=True)
+        (children / f"{end}.parquet").write_bytes(b"")
+        again = build_definitions(settings_for(tmp_path / "data"))  # a later step's process loads the location
+        for asset in harness.spec.keys.all:
+            partitions = again.resolve_assets_def(asset).partitions_def
+            if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+                assert partitions.get_first_partition_key() == start, asset
+                assert partitions.get_partition_keys_in_range(dg.PartitionKeyRange(start, end))[0] == start
+        assert json.loads((tmp_path / "data" / PARTITION_START_RECORD).read_text())["first_weeks"] == {"slack": start}

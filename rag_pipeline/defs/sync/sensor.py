@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import dagster as dg
@@ -69,9 +69,12 @@ def build_sync_sensor(
     clock: Clock = utc_now,
     minimum_interval_seconds: int = 30,
     paused: Callable[[], IngestionPause | None] = lambda: None,
+    planned: Callable[[date], None] = lambda _first_day: None,
 ) -> dg.SensorDefinition:
     """``<source>_sync_sensor``: the source's scheduled sync, RUNNING from the first start of the daemon; each tick
-    skips while ``paused()`` names a pause (scheduling/pause.py), keeping its cursor."""
+    skips while ``paused()`` names a pause (scheduling/pause.py), keeping its cursor. ``planned(first_day)`` is told
+    the first day of each run before it is requested (the code location records the partitions' start there:
+    pipeline/partition_start.py's ``record_planned_start``)."""
     budget = (
         f" Slack's request budget: {policy.requests_per_minute} requests/minute between ticks; what does not fit "
         "is carried to the next tick."
@@ -111,6 +114,7 @@ def build_sync_sensor(
                 context.log.info(f"{container}: {why}")
         requests = []
         if plan.requests:
+            planned(min(r.start for r in plan.requests))
             tags, run_config = sync_request(spec, plan.requests, now)
             digest = hashlib.sha256(json.dumps(run_config, sort_keys=True).encode()).hexdigest()[:16]
             requests.append(

@@ -4,7 +4,7 @@ when old week files go, made for a folder indexed before the record existed, and
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from rag_pipeline.pipeline.partition_start import (
     first_data_week,
     partition_start_of,
     read_partition_starts,
+    record_planned_start,
     update_partition_starts,
 )
 
@@ -87,3 +88,20 @@ def test_a_read_only_folder_still_gets_the_starts_for_this_load(tmp_path: Path) 
     _weeks(parquet, "jira", "2024-02-26")
     folder = tmp_path / "absent" / "data"  # cannot be written: its parent does not exist
     assert update_partition_starts(folder, parquet, ["jira"], NOW).weeks == {"jira": "2024-02-26"}
+
+
+def test_a_planned_run_moves_the_start_to_its_week_before_any_data_and_never_later(tmp_path: Path) -> None:
+    data = tmp_path / "data"  # a sensor may plan before anything was written: the folder is made
+    record_planned_start(data, "slack", date(2026, 1, 7), now=NOW)  # a Wednesday: its week's Monday is recorded
+    assert read_partition_starts(data).weeks == {"slack": "2026-01-05"}
+    # The run's first step writes a later week; the next load keeps the planned start (nothing moves later).
+    _weeks(data / "parquet", "slack", "2026-03-09")
+    assert update_partition_starts(data, data / "parquet", ["slack"], now=NOW).weeks == {"slack": "2026-01-05"}
+    record_planned_start(data, "slack", date(2026, 2, 2), now=NOW)  # later: unchanged
+    record_planned_start(data, "slack", date(2025, 12, 31), now=NOW)  # earlier: moves, with its reason
+    starts = read_partition_starts(data)
+    assert starts.weeks == {"slack": "2025-12-29"}
+    assert [(m["from"], m["to"], m["why"]) for m in starts.history] == [
+        (None, "2026-01-05", "a run was planned from this week"),
+        ("2026-01-05", "2025-12-29", "a run was planned from this week"),
+    ]
