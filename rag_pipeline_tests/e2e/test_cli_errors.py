@@ -39,7 +39,7 @@ def _one_error_line(err: str) -> str:
 
 # The embedding step's progress lines ("jira embedding (chunks): 1/1 (100%), 27.8/s") are the command's own
 # output on stderr, printed before a later step fails.
-_PROGRESS_LINE = re.compile(r"^\w+ embedding \(\w+\): \d+/\d+")
+_PROGRESS_LINE = re.compile(r"^\w+ embedding \(\w+\): \d+/\d+|^\w+: \d+/\d+ batches")  # the first index runs in batches
 
 
 def _error_after_progress(err: str) -> str:

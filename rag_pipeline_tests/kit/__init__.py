@@ -24,7 +24,8 @@ rules. The published modules:
 - ``emulators.jira_api``, ``emulators.jira_site``: the Jira REST emulator and the site it serves;
 - ``emulators.slack_api``, ``emulators.slack_workspace``: the Slack Web API emulator and the workspace it serves;
 - ``emulators.openai_api``: the OpenAI-compatible fake (embeddings, chat);
-- ``emulators.oidc_issuer``: an OIDC issuer with its JWKS.
+- ``emulators.oidc_issuer``: an OIDC issuer with its JWKS;
+- ``postgres_server``: a throwaway PostgreSQL server from the Debian packages (``bench.pool_claims``).
 
 Publishing another module: add it to :data:`PUBLISHED` and to the list above.
 """
@@ -44,6 +45,7 @@ PUBLISHED: frozenset[str] = frozenset(
         "emulators.slack_workspace",
         "emulators.openai_api",
         "emulators.oidc_issuer",
+        "postgres_server",
     }
 )
 """The kit's modules that ``bench/`` may import, relative to ``rag_pipeline_tests.kit``."""
