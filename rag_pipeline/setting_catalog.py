@@ -454,7 +454,14 @@ SETTINGS: tuple[Setting, ...] = (
         _SEARCH,
     ),
     Setting("RAG_AGENT", "flag", "0", ("serve", "cli"), "answers by a model that searches for itself", _SEARCH),
-    Setting("RAG_AGENT_MAX_ITERATIONS", "whole number", "4", ("serve", "cli"), "the agent's rounds at most", _SEARCH),
+    Setting(
+        "RAG_AGENT_MAX_ITERATIONS",
+        "whole number",
+        "4",
+        ("serve", "cli"),
+        "the agent's rounds at most (a request may ask for fewer: max_iterations, ask --max-iterations)",
+        _SEARCH,
+    ),
     Setting(
         "RAG_REWRITE_MODEL",
         "text",
