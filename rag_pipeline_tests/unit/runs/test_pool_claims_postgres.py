@@ -76,8 +76,15 @@ def test_the_deployment_instance_admits_one_step_at_a_time_when_claims_interleav
 def test_dagster_postgres_s_own_claims_admit_two_steps_when_claims_interleave(home: Path) -> None:
     """The race the lock exists for on PostgreSQL. If a dagster-postgres upgrade makes this fail, its claims hold
     the limit by themselves and rag_pipeline/runs/pool_claims_postgres.py may go."""
-    holds = claim_together(home, PLAIN_POSTGRES_YAML)
-    assert overlaps(holds), f"no two holds overlapped: {holds}"
+    # Up to three tries: a claimer whose first connection to the server is slow after the barrier can miss the
+    # other's paused reads (seen once in a full run: the second claim came 0.5 s after the first). The race is
+    # shown when any try double-holds; the locked storage's test above never retries.
+    tries = []
+    for _ in range(3):
+        tries.append(holds := claim_together(home, PLAIN_POSTGRES_YAML))
+        if overlaps(holds):
+            break
+    assert overlaps(holds), f"no two holds overlapped in {len(tries)} tries: {tries}"
 
 
 def _url(server: PostgresServer) -> str:
