@@ -33,37 +33,10 @@ import dagster as dg
 
 from bench.common import RESULTS, ROOT, parser, run_record, write_json
 from rag_pipeline.runs.instance import DAGSTER_YAML
+from rag_pipeline_tests.kit.pool_claim_race import PLAIN_POSTGRES_YAML, PLAIN_SQLITE_YAML, POOL, STEP
 from rag_pipeline_tests.kit.postgres_server import running_postgres
 
-POOL, STEP = "qdrant", "slack_qdrant_points"
 POLL, HOLD = 0.01, 0.02
-
-PLAIN_POSTGRES_YAML = """storage:
-  postgres:
-    postgres_db:
-      username: {env: DAGSTER_PG_USERNAME}
-      password: {env: DAGSTER_PG_PASSWORD}
-      hostname: {env: DAGSTER_PG_HOST}
-      db_name: {env: DAGSTER_PG_DB}
-      port: {env: DAGSTER_PG_PORT}
-      scheme: postgresql+psycopg2
-concurrency:
-  pools:
-    default_limit: 1
-telemetry:
-  enabled: false
-"""
-PLAIN_SQLITE_YAML = """event_log_storage:
-  module: dagster._core.storage.event_log
-  class: SqliteEventLogStorage
-  config:
-    base_dir: {home}/history/runs
-concurrency:
-  pools:
-    default_limit: 1
-telemetry:
-  enabled: false
-"""
 
 
 def _configs(home: Path) -> dict[str, str]:

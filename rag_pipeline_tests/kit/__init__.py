@@ -25,7 +25,8 @@ rules. The published modules:
 - ``emulators.slack_api``, ``emulators.slack_workspace``: the Slack Web API emulator and the workspace it serves;
 - ``emulators.openai_api``: the OpenAI-compatible fake (embeddings, chat);
 - ``emulators.oidc_issuer``: an OIDC issuer with its JWKS;
-- ``postgres_server``: a throwaway PostgreSQL server from the Debian packages (``bench.pool_claims``).
+- ``postgres_server``: a throwaway PostgreSQL server from the Debian packages (``bench.pool_claims``);
+- ``pool_claim_race``: claimers racing for one pool slot, and the plain-Dagster control configs.
 
 Publishing another module: add it to :data:`PUBLISHED` and to the list above.
 """
@@ -46,6 +47,7 @@ PUBLISHED: frozenset[str] = frozenset(
         "emulators.openai_api",
         "emulators.oidc_issuer",
         "postgres_server",
+        "pool_claim_race",
     }
 )
 """The kit's modules that ``bench/`` may import, relative to ``rag_pipeline_tests.kit``."""

@@ -30,6 +30,37 @@ CLAIMERS = 2
 
 Hold = tuple[float, float, str]  # claimed at, freed at, run id
 
+# The controls: Dagster's own event logs with the runners' pool settings (limit 1), as the project's instances were
+# configured before the pool-slot lock. PostgreSQL reads the server from the DAGSTER_PG_* variables; SQLite's
+# ``{home}`` is the instance folder.
+PLAIN_POSTGRES_YAML = """storage:
+  postgres:
+    postgres_db:
+      username: {env: DAGSTER_PG_USERNAME}
+      password: {env: DAGSTER_PG_PASSWORD}
+      hostname: {env: DAGSTER_PG_HOST}
+      db_name: {env: DAGSTER_PG_DB}
+      port: {env: DAGSTER_PG_PORT}
+      scheme: postgresql+psycopg2
+concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+
+PLAIN_SQLITE_YAML = """event_log_storage:
+  module: dagster._core.storage.event_log
+  class: SqliteEventLogStorage
+  config:
+    base_dir: {home}/history/runs
+concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
+
 
 class _PausingReads:
     """A connection whose reads of the pool's tables pause before the caller goes on to act on them."""

@@ -13,20 +13,7 @@ import pytest
 
 from rag_pipeline.runs.instance import DAGSTER_YAML
 from rag_pipeline.runs.pool_claims import ProcessSharedLock, SerializedPoolClaimsStorage
-from rag_pipeline_tests.kit.pool_claim_race import CLAIMERS, claim_together, overlaps
-
-# Dagster's own SQLite event log, with the runners' pool settings: the control.
-PLAIN_SQLITE_YAML = """event_log_storage:
-  module: dagster._core.storage.event_log
-  class: SqliteEventLogStorage
-  config:
-    base_dir: {home}/history/runs
-concurrency:
-  pools:
-    default_limit: 1
-telemetry:
-  enabled: false
-"""
+from rag_pipeline_tests.kit.pool_claim_race import CLAIMERS, PLAIN_SQLITE_YAML, claim_together, overlaps
 
 
 def test_the_runners_instance_admits_one_step_at_a_time_when_claims_interleave(tmp_path: Path) -> None:

@@ -25,27 +25,11 @@ from rag_pipeline.runs.pool_claims_postgres import (
     SerializedPoolClaimsPostgresStorage,
 )
 from rag_pipeline_tests.kit.paths import REPO_ROOT
-from rag_pipeline_tests.kit.pool_claim_race import CLAIMERS, claim_together, overlaps
+from rag_pipeline_tests.kit.pool_claim_race import CLAIMERS, PLAIN_POSTGRES_YAML, claim_together, overlaps
 from rag_pipeline_tests.kit.postgres_server import PostgresServer, server_for_tests
 
 DEPLOYMENT_YAML = REPO_ROOT / "deploy" / "dagster.postgres.yaml"
 
-# dagster-postgres's own storage, as deploy/dagster.postgres.yaml configured it before the lock: the control.
-PLAIN_POSTGRES_YAML = """storage:
-  postgres:
-    postgres_db:
-      username: {env: DAGSTER_PG_USERNAME}
-      password: {env: DAGSTER_PG_PASSWORD}
-      hostname: {env: DAGSTER_PG_HOST}
-      db_name: {env: DAGSTER_PG_DB}
-      port: {env: DAGSTER_PG_PORT}
-      scheme: postgresql+psycopg2
-concurrency:
-  pools:
-    default_limit: 1
-telemetry:
-  enabled: false
-"""
 
 
 @pytest.fixture(scope="module")
