@@ -111,6 +111,8 @@ def create_app(
         ingest=ingest,
         events=events,
     )
+    if events is not None:  # each pushed change's arrival -> searchable, once its targeted sync wrote it
+        events.syncs.on_fresh = state.metrics.observe_event_freshness
     ingest_token = settings.ingest_token.get_secret_value().encode() if settings.ingest_token is not None else None
 
     def mcp_reader(ctx: Context[Any, Any]) -> Reader:

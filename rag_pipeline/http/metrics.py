@@ -17,6 +17,9 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 # Query stages run from under a millisecond (a cached BM25 query) to seconds (a reranked query while a write
 # holds the index): buckets from 1 ms to 30 s.
 _STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A pushed change is searchable after a targeted sync: seconds (a small channel, an idle machine) to minutes (a
+# burst behind a running job, a loaded machine); past an hour the scheduled sync would have caught it anyway.
+_FRESHNESS_BUCKETS = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
 class ServiceMetrics:
@@ -95,6 +98,18 @@ class ServiceMetrics:
             ["requested", "served"],
         )
         self.answer_seconds = timing("rag_answer_seconds", "Seconds to write an answer (LLM calls only)")
+        self.event_freshness_seconds = Histogram(
+            "rag_event_freshness_seconds",
+            "Seconds from a pushed change's arrival (Slack event, Jira/Confluence webhook) to the end of the "
+            "targeted sync that wrote it to the index, by source",
+            ["source"],
+            buckets=_FRESHNESS_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_event_freshness(self, source: str, seconds: float) -> None:
+        """One pushed change of ``source`` searchable ``seconds`` after it arrived."""
+        self.event_freshness_seconds.labels(source=source).observe(seconds)
 
     def observe_rewrite(self, outcome: str, seconds: float | None = None) -> None:
         self.rewrites.labels(outcome=outcome).inc()

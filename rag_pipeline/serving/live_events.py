@@ -15,7 +15,11 @@ memberships changed (a Slack ``user_change``), the job is ``rag-pipeline directo
 * **bounded** — one job at a time (the launcher's rule, shared with ``POST /v1/ingest``), at most
   ``max_containers_per_run`` containers per job, and at most ``max_pending`` containers waiting; an event past
   that is dropped and counted, and the scheduled sync (the safety net) reads it at its next tick;
-* **visible** — the job passes ``rag/trigger=events`` and the events it covers as Dagster run tags.
+* **visible** — the job passes ``rag/trigger=events`` and the events it covers as Dagster run tags;
+* **timed** — once a job succeeds, each event it covers reports its freshness (seconds from its arrival here to
+  the job's end, when the run had written the index) through ``on_fresh`` (the service's
+  ``rag_event_freshness_seconds`` histogram). The first ``TIMED_EVENTS`` events of a container are timed; a
+  flood's rest is counted in the run tags, not in the histogram.
 
 Pending events live in memory: a restart loses them, and the scheduled sync catches up.
 """
@@ -42,6 +46,10 @@ EVENT_IDS_TAG = "rag/event_ids"
 EVENT_CONTAINERS_TAG = "rag/event_containers"
 # Event ids listed per container and per run tag; the rest are counted.
 LISTED_IDS = 20
+# Arrival times kept per container for the freshness histogram (bounded memory under a flood).
+TIMED_EVENTS = 1000
+# How often a job's watcher looks whether it ended.
+_WATCH_SECONDS = 0.2
 
 
 def _first(item: tuple[float, tuple[str, str | None]]) -> float:
@@ -56,6 +64,7 @@ class _Pending:
     last: float
     kinds: Counter[str] = field(default_factory=Counter)
     ids: list[str] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # clock readings of the first TIMED_EVENTS events
 
 
 @dataclass
@@ -80,6 +89,7 @@ class TargetedSyncs:
         max_containers_per_run: int = 50,
         max_pending: int = 500,
         clock: Callable[[], float] = time.monotonic,
+        on_fresh: Callable[[str, float], None] | None = None,
     ) -> None:
         self.launcher = launcher
         self.debounce_seconds = debounce_seconds
@@ -87,6 +97,8 @@ class TargetedSyncs:
         self.max_containers_per_run = max_containers_per_run
         self.max_pending = max_pending
         self.clock = clock
+        # Called (source, seconds) per event once its job succeeded: the service's freshness histogram.
+        self.on_fresh = on_fresh
         self.dropped = 0  # events over the cap, left to the scheduled sync
         self.queued = 0  # events accepted
         self.started: list[TargetedJob] = []
@@ -117,6 +129,8 @@ class TargetedSyncs:
             pending.kinds[target.kind] += 1
             if len(pending.ids) < LISTED_IDS:
                 pending.ids.append(event_id)
+            if len(pending.arrivals) < TIMED_EVENTS:
+                pending.arrivals.append(now)
             self.queued += 1
             self._wake.notify()
         self._ensure_thread()
@@ -186,9 +200,11 @@ class TargetedSyncs:
         containers = sorted(c for c in parts if c is not None)
         kinds: Counter[str] = Counter()
         ids: list[str] = []
+        arrivals: list[float] = []
         for part in parts.values():
             kinds.update(part.kinds)
             ids.extend(part.ids)
+            arrivals.extend(part.arrivals)
         events = sum(kinds.values())
         tags = {
             TRIGGER_TAG: "events",
@@ -211,6 +227,9 @@ class TargetedSyncs:
             return
         self.started.append(TargetedJob(job.id, source, containers, events, dict(kinds)))
         del self.started[:-50]
+        if self.on_fresh is not None and arrivals:
+            threading.Thread(target=self._time_job, args=(job.id, source, arrivals), name=f"fresh-{job.id}",
+                             daemon=True).start()  # fmt: skip
         log.info(
             "targeted %s sync %s: %d event(s) over %s", source, job.id, events, ", ".join(containers) or "the directory"
         )
@@ -223,6 +242,25 @@ class TargetedSyncs:
                     kept.first = min(kept.first, part.first)
                     kept.kinds.update(part.kinds)
                     kept.ids = (part.ids + kept.ids)[:LISTED_IDS]
+                    kept.arrivals = (part.arrivals + kept.arrivals)[:TIMED_EVENTS]
+
+    def _time_job(self, job_id: str, source: str, arrivals: list[float]) -> None:
+        """Wait for job ``job_id`` to end; if it succeeded, each event's seconds from arrival to now go to
+        ``on_fresh`` (a failed job's events are left to the scheduled sync, and not timed)."""
+        while not self._stopped:
+            job = self.launcher.job(job_id)
+            if job is None:  # forgotten by the launcher (a very long queue of jobs): nothing to time
+                return
+            if job.state in ("succeeded", "failed"):
+                break
+            time.sleep(_WATCH_SECONDS)
+        else:
+            return
+        if job.state != "succeeded" or self.on_fresh is None:
+            return
+        now = self.clock()
+        for arrived in arrivals:
+            self.on_fresh(source, max(0.0, now - arrived))
 
     def as_dict(self) -> dict[str, Any]:
         """What the status shows: events accepted, dropped, waiting, and the recent jobs."""
