@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from rag_pipeline.answers.citations import parse_citations
 from rag_pipeline.answers.context import DEFAULT_CONTEXT_DOCUMENTS, ContextDocument, build_context, capped, one_line
 from rag_pipeline.answers.generate import (
@@ -35,6 +37,7 @@ from rag_pipeline.answers.generate import (
     unanswered,
 )
 from rag_pipeline.retrieval.results import SearchResult
+from rag_pipeline.retrieval.tree_view import MAX_TREE_DEPTH, TreeView
 from rag_pipeline.sources.registry import document_sources, searched_sources_phrase
 
 AGENT_PROMPT = """You answer questions for the people of a company from what they wrote in {sources}.
@@ -43,6 +46,10 @@ enough, with other words or filters), get_document for a whole document, and lis
 and projects exist. Answer only from documents the tools returned; if they do not answer the question, say you
 don't know. Each document a tool returns has a number [N]: cite the document behind every statement with it, like
 [1] or [2][3]. Never cite a number no tool gave you. Answer in the language of the question, briefly."""
+
+# Tree nodes one tool call returns: a page the model reads whole (the reader's tree pages up to 500 for other faces).
+AGENT_TREE_LIMIT = 100
+DEFAULT_AGENT_TREE_LIMIT = 50
 
 
 def agent_tools() -> list[dict[str, Any]]:
@@ -101,8 +108,22 @@ _TOOLS: list[dict[str, Any]] = [
         "type": "function",
         "function": {
             "name": "list_containers",
-            "description": "The sources, channels and projects the user may search, with document counts.",
-            "parameters": {"type": "object", "properties": {"prefix": {"type": "string"}}},
+            "description": (
+                "The sources, channels and projects the user may search, with document counts (sources). nodes: the "
+                "user's tree from root_path (a source, channel/project, document or Confluence page path; every "
+                "source when omitted) down max_depth levels (1: sources and containers, 2: their documents, deeper: "
+                "Confluence child pages), depth first, a page of limit nodes from offset (next_offset: the next page)."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "prefix": {"type": "string", "description": "only containers whose path begins so"},
+                    "root_path": {"type": "string", "description": "the node to list from, e.g. slack/#eng"},
+                    "max_depth": {"type": "integer", "minimum": 0, "maximum": MAX_TREE_DEPTH},
+                    "offset": {"type": "integer", "minimum": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": AGENT_TREE_LIMIT},
+                },
+            },
         },
     },
 ]
@@ -111,11 +132,13 @@ _TOOLS: list[dict[str, Any]] = [
 @dataclass
 class AgentTools:
     """The caller's own tools: ``search(query, source, top_k)``, ``document(id)`` (None: not found or not
-    readable) and ``tree(prefix)``, each already bound to the reader."""
+    readable) and ``tree(prefix, view)`` (the reader's deep tree, retrieval/tree_view.py), each already bound to the
+    reader."""
 
     search: Callable[[str, str | None, int], list[SearchResult]]
     document: Callable[[str], dict[str, Any] | None]
-    tree: Callable[[str | None], list[dict[str, Any]]]
+    # (prefix, view) -> {"sources": the containers under prefix, and the view's page: root_path, nodes, ...}
+    tree: Callable[[str | None, TreeView], dict[str, Any]]
 
 
 @dataclass
@@ -185,6 +208,12 @@ def _arguments(raw: str | None) -> dict[str, Any]:
     return value
 
 
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "arguments"
+    return f"{where}: {first['msg']}"
+
+
 def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents: _Documents) -> tuple[Any, ToolCall]:
     call = ToolCall(name, arguments)
     if name == "search_documents":
@@ -224,7 +253,15 @@ def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents
         prefix = arguments.get("prefix")
         if prefix is not None and not isinstance(prefix, str):
             raise ValueError("prefix: a text")
-        return {"sources": tools.tree(prefix)}, call
+        try:  # the reader's tree's own bounds (a negative depth, a page too large: refused, told to the model)
+            view = TreeView.model_validate(
+                {"limit": DEFAULT_AGENT_TREE_LIMIT, **{k: v for k, v in arguments.items() if k != "prefix"}}
+            )
+        except ValidationError as exc:
+            raise ValueError(_first_error(exc)) from None
+        if view.limit > AGENT_TREE_LIMIT:
+            raise ValueError(f"limit: at most {AGENT_TREE_LIMIT} nodes a call")
+        return tools.tree(prefix, view), call
     raise ValueError(f"no tool named {name!r}")
 
 

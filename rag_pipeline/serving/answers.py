@@ -21,6 +21,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tree import ContainerNode, tree_json
+from rag_pipeline.retrieval.tree_view import TreePage, TreeView
 from rag_pipeline.serving.documents import ServedDocument
 from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, MAX_TOP_K, SearchRequest
 from rag_pipeline.serving.search import ServedSearch
@@ -38,6 +39,10 @@ class Searcher(Protocol):
     def get_document(self, document_id: str, reader: Principal) -> ServedDocument | None: ...
 
     def tree(self, reader: Principal, prefix: str | None = None) -> list[ContainerNode]: ...
+
+    def tree_view(
+        self, reader: Principal, prefix: str | None, view: TreeView
+    ) -> tuple[list[ContainerNode], TreePage]: ...
 
 
 def _unobserved(served: ServedSearch) -> SearchResponse:
@@ -84,8 +89,10 @@ def reader_tools(
         found = searcher.get_document(document_id[:MAX_DOCUMENT_ID_CHARS], reader)
         return None if found is None else found.to_dict()
 
-    def tree(prefix: str | None) -> list[dict[str, Any]]:
-        return tree_json(searcher.tree(reader, prefix))
+    def tree(prefix: str | None, view: TreeView) -> dict[str, Any]:
+        # The same tree use case as GET /v1/tree and MCP's list_containers, as the reader.
+        nodes, page = searcher.tree_view(reader, prefix, view)
+        return {"sources": tree_json(nodes), **page.to_dict()}
 
     return AgentTools(search, document, tree)
 

@@ -14,6 +14,7 @@ from rag_pipeline.index.writer import write_documents
 from rag_pipeline.retrieval.entry import SearchModels
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import RetrieverConfig
+from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import OPERATOR, AccessQueries, AccessRefused
 from rag_pipeline.serving.answers import question_search, reader_tools
 from rag_pipeline.serving.documents import served_document
@@ -108,8 +109,8 @@ def test_the_agents_tools_and_an_answers_search_are_bound_to_their_reader(index:
     assert [r.document_id for r in tools.search("kernel", "jira", 10)] == ["issue"]
     assert tools.document("secret") is None and tools.document("pub") is not None
     assert tools.document("x" * 5000) is None  # a model may write anything: cut, never an error
-    assert [s["source"] for s in tools.tree(None)] == ["jira", "slack"]
-    assert "#secret" not in str(reader_tools(index, STRANGER).tree(None))
+    assert [s["source"] for s in tools.tree(None, TreeView())["sources"]] == ["jira", "slack"]
+    assert "#secret" not in str(reader_tools(index, STRANGER).tree(None, TreeView(max_depth=3)))
     seen: list[int] = []
 
     def observe(served):  # type: ignore[no-untyped-def]
