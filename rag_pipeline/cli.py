@@ -23,6 +23,7 @@ from rag_pipeline.commands import (
     metrics,
     pause,
     prune,
+    push,
     restore,
     search,
     serve,
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         backup,
         restore,
         metrics,
+        push,
         worker,
     ):
         command.add_parser(sub)

@@ -278,6 +278,12 @@ class ServeSettings(_Frozen):
     jira_webhook_secret: SecretStr | None = None
     confluence_webhook_secret: SecretStr | None = None
     events_debounce_seconds: float = 2.0
+    # Pushed documents (serving/pushed_documents.py): RAG_PUSH_SOURCES registers the systems without a connector that
+    # may push (POST /v1/ingest/documents, behind RAG_INGEST_TOKEN); RAG_PUSH_MAX_BODY_BYTES and
+    # RAG_PUSH_MAX_DOCUMENTS bound one request.
+    push_sources: tuple[str, ...] = ()
+    push_max_body_bytes: int = 8 * 1024 * 1024
+    push_max_documents: int = 500
     # OpenTelemetry traces (serving/tracing.py): OTLP over HTTP to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
     # OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (the standard variables); unset, spans are no-ops. OTEL_SERVICE_NAME.
     otlp_endpoint: str | None = None
@@ -715,6 +721,9 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             jira_webhook_secret=SecretStr(v) if (v := env.get("RAG_JIRA_WEBHOOK_SECRET")) else None,
             confluence_webhook_secret=SecretStr(v) if (v := env.get("RAG_CONFLUENCE_WEBHOOK_SECRET")) else None,
             events_debounce_seconds=env.float("RAG_EVENTS_DEBOUNCE_SECONDS", 2.0, 0.0, 600.0),
+            push_sources=env.names("RAG_PUSH_SOURCES"),
+            push_max_body_bytes=env.int("RAG_PUSH_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024) or 8 * 1024 * 1024,
+            push_max_documents=env.int("RAG_PUSH_MAX_DOCUMENTS", 500, minimum=1) or 500,
             otlp_endpoint=_otlp_traces_endpoint(env),
             otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",
             cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.retrieval.rewrite import QueryRewriter
     from rag_pipeline.serving.event_receivers import build_event_receivers, wants_events
     from rag_pipeline.serving.ingest_runs import IngestLauncher
+    from rag_pipeline.serving.pushed_documents import push_limits
     from rag_pipeline.serving.tokens import TokenStore
 
     configure_service_logging()
@@ -130,7 +131,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     )
     # The ingestion API and the event receivers share one launcher: one sync job at a time for both.
     wanted = settings.serve.ingest_token or wants_events(settings.serve)
-    launcher = IngestLauncher(settings.data_dir, settings.live_sources) if wanted else None
+    pushes = push_limits(settings)
+    launcher = IngestLauncher(settings.data_dir, settings.live_sources, push_limits=pushes) if wanted else None
     app = create_app(
         service,
         settings.serve,

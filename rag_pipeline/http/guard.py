@@ -15,7 +15,7 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match
 
 from rag_pipeline.http.errors import error
-from rag_pipeline.http.limits import MAX_BODY_BYTES, BodyTooLarge, host_of
+from rag_pipeline.http.limits import MAX_BODY_BYTES, OWN_BODY_LIMIT, BodyTooLarge, host_of
 from rag_pipeline.http.oidc import IssuerUnreachable, OidcVerifier, TokenRejected
 from rag_pipeline.http.rate_limit import PersonRateLimit
 from rag_pipeline.http.request_id import CURRENT as CURRENT_REQUEST_ID
@@ -248,7 +248,7 @@ class Guard:
             return refusal
         self._mark_admin(request)
         length = request.headers.get("content-length", "")
-        if path.startswith("/v1/") and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        if path.startswith("/v1/") and path != OWN_BODY_LIMIT and length.isdigit() and int(length) > MAX_BODY_BYTES:
             return error(413, f"the request body is over {MAX_BODY_BYTES} bytes", "body", path)
         if is_mcp(path) and (refusal := self._mcp_refusal(request, path)) is not None:
             return refusal

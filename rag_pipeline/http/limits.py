@@ -12,6 +12,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 # Requests are small JSON objects: a query is at most 8,000 characters.
 MAX_BODY_BYTES = 64 * 1024
+# The one /v1 route with a body limit of its own (http/routes/ingest.py: pushed documents).
+OWN_BODY_LIMIT = "/v1/ingest/documents"
 # Names a browser on this machine may use for a service on loopback. Any other Host is a DNS-rebinding page
 # (a site whose name now resolves to 127.0.0.1) and is refused.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -85,7 +87,9 @@ class BodyLimit:
         self.limit = limit
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/v1/"):
+        path = str(scope.get("path", ""))
+        # The push route counts its own, larger limit (RAG_PUSH_MAX_BODY_BYTES) behind the ingestion token.
+        if scope["type"] != "http" or not path.startswith("/v1/") or path == OWN_BODY_LIMIT:
             await self.app(scope, receive, send)
             return
         received = 0

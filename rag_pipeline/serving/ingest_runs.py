@@ -18,11 +18,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from rag_pipeline.sources.pushed_documents import PushLimits
 
 log = logging.getLogger(__name__)
 STATUS_CACHE_SECONDS = 10.0
@@ -54,6 +56,8 @@ class IngestJob:
     containers: dict[str, list[str]] = field(default_factory=dict)
     run_tags: dict[str, str] = field(default_factory=dict)
     directory_only: bool = False
+    # A push job (``POST /v1/ingest/documents``): ``rag-pipeline push`` of this checked JSON-lines file.
+    push_file: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The job as the API answers it, with the chunks its syncs wrote in all (each source's in ``results``)."""
@@ -79,9 +83,17 @@ def chunks_of(summary: Any) -> dict[str, Any]:
 class IngestLauncher:
     """Runs sync jobs one at a time in a background thread; reads the scheduler's state on request."""
 
-    def __init__(self, data_dir: Path, live_sources: Sequence[str], command: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        live_sources: Sequence[str],
+        command: Sequence[str] | None = None,
+        push_limits: PushLimits | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.live_sources = tuple(live_sources)
+        # POST /v1/ingest/documents: the registered pushed sources and the request limits (serving/pushed_documents).
+        self.push_limits = push_limits or PushLimits()
         # The CLI of this very interpreter, so the child runs the same code and environment as the service.
         self.command = list(command or [sys.executable, "-m", "rag_pipeline.cli"])
         self.logs = data_dir / "ingest_api"
@@ -104,13 +116,25 @@ class IngestLauncher:
         if unknown:
             live = ", ".join(self.live_sources) or "none is configured"
             raise ValueError(f"not a live source: {', '.join(unknown)} (live sources: {live})")
+        job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources), directory_only=directory_only,
+                        containers={s: list(c) for s, c in (containers or {}).items() if c},
+                        run_tags=dict(run_tags or {}))  # fmt: skip
+        return self._queue(job)
+
+    def start_push(self, source: str, write_file: Callable[[str], Path]) -> IngestJob:
+        """Queue ``rag-pipeline push`` of a pushed source's checked batch: ``write_file(job_id)`` writes the batch
+        (only once the job has the slot, so a refused job leaves no file) and returns its path. :class:`IngestBusy`
+        while another job runs: one writer of the index at a time, pushes included."""
+        job = IngestJob(id=uuid.uuid4().hex[:12], sources=[source])
+        return self._queue(job, lambda: setattr(job, "push_file", str(write_file(job.id))))
+
+    def _queue(self, job: IngestJob, prepare: Callable[[], None] | None = None) -> IngestJob:
         with self._lock:
             running = next((j for j in self._jobs.values() if j.state in ("queued", "running")), None)
             if running is not None:
                 raise IngestBusy(running)
-            job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources), directory_only=directory_only,
-                            containers={s: list(c) for s, c in (containers or {}).items() if c},
-                            run_tags=dict(run_tags or {}))  # fmt: skip
+            if prepare is not None:
+                prepare()
             job.log = str(self.logs / f"{job.id}.log")
             self._jobs[job.id] = job
             for old in list(self._jobs)[:-KEPT_JOBS]:
@@ -177,6 +201,8 @@ class IngestLauncher:
     @staticmethod
     def _arguments(job: IngestJob, source: str) -> list[str]:
         """The command line of ``job``'s part for ``source`` (without ``--json`` and the data folder)."""
+        if job.push_file is not None:
+            return ["push", job.push_file, "--source", source, "--remove-when-written"]
         if job.directory_only:
             return ["directory", "--source", source]
         arguments = ["sync", "--source", source]

@@ -6,6 +6,7 @@
 | ``POST /v1/ingest`` ``{"source": "slack"}`` | 202: a job syncing that source, as the sync sensor would |
 | ``POST /v1/ingest/all`` | 202: a job syncing every live source, one after the other |
 | (added) ``GET /v1/ingest/{job_id}`` | the job's state and each sync's summary |
+| (added) ``POST /v1/ingest/documents`` | 202: a job writing pushed documents of a registered pushed source |
 
 Only a caller with the ingestion token gets past the door: the readers' token, personal tokens and OIDC identities
 are never accepted here, and these routes never take a reader's identity. Without ``RAG_INGEST_TOKEN`` the routes
@@ -18,13 +19,15 @@ import secrets
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag_pipeline.http.errors import RequestRefused
 from rag_pipeline.http.state import HttpState, http_state
 from rag_pipeline.serving.ingest_runs import IngestBusy, IngestLauncher
+from rag_pipeline.serving.pushed_documents import DocumentPushes
+from rag_pipeline.sources.pushed_documents import PUSH_PATH, FieldProblem, PushInvalid
 
 # The routes' prefixes (a path like /v1/ingestion is not one of them).
 PREFIXES = ("/v1/ingest/", "/v1/scheduler/")
@@ -85,6 +88,39 @@ def ingest_all(launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
     if not launcher.live_sources:
         return _error(422, "no live source is configured (SLACK_BOT_TOKEN, JIRA_URL)", "source")
     return _started(launcher, list(launcher.live_sources))
+
+
+async def _body(request: Request, pushes: DocumentPushes) -> bytes:
+    """The body, refused past the push limit (declared, or counted as it arrives): this route has its own limit,
+    larger than the other /v1 routes' (http/limits.py leaves it to this one)."""
+    limit = pushes.limits.max_body_bytes
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise PushInvalid(413, [FieldProblem("body", pushes.too_large())])
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PushInvalid(413, [FieldProblem("body", pushes.too_large())])
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@router.post(PUSH_PATH)
+async def push_documents(request: Request, launcher: IngestLauncher = Depends(_launcher)) -> JSONResponse:
+    """Documents of a registered pushed source, checked whole (every problem named), written by a job."""
+    pushes = DocumentPushes(launcher)
+    try:
+        batch = pushes.check(await _body(request, pushes))
+        job = await anyio.to_thread.run_sync(pushes.start, batch)
+    except PushInvalid as refused:
+        return _error(refused.status, str(refused), refused.field, errors=[p.as_dict() for p in refused.problems])
+    except IngestBusy as busy:
+        response = _error(409, f"{busy}; push again once it ends", None, job=busy.job.as_dict())
+        response.headers["Retry-After"] = "5"
+        return response
+    counts = {"documents": len(batch.pushed), "deleted": len(batch.deleted_ids)}
+    return JSONResponse({"job": job.as_dict(), **counts}, status_code=202, headers={"Location": f"/v1/ingest/{job.id}"})
 
 
 @router.get("/v1/ingest/{job_id}")

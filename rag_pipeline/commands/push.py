@@ -1,0 +1,56 @@
+"""``rag-pipeline push FILE --source NAME``: write documents of a system without a connector, one JSON object per
+line (a document, or ``{"id": …, "deleted": true}``), checked whole as ``POST /v1/ingest/documents`` checks them
+(that route's jobs run this command). The source must be named in ``RAG_PUSH_SOURCES``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rag_pipeline.commands.arguments import add_data_dir, existing_file
+from rag_pipeline.commands.errors import USAGE
+from rag_pipeline.settings import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    push = sub.add_parser(
+        "push",
+        help="write pushed documents (JSON lines) of a registered pushed source (RAG_PUSH_SOURCES)",
+        description="Checks every line (the shape of POST /v1/ingest/documents' documents: id, container, title, "
+        'text, updated, acl, …; a line {"id": …, "deleted": true} deletes), refuses the whole file naming each '
+        "problem, then chunks, embeds and writes the documents through the pipeline's own stages. A re-pushed id "
+        "replaces its document. Exit 2 for a refused file, 1 for a failed write.",
+    )
+    push.add_argument("file", type=existing_file, help="JSON lines: one document (or deletion) per line")
+    push.add_argument("--source", required=True, help="the pushed source (named in RAG_PUSH_SOURCES)")
+    push.add_argument("--remove-when-written", action="store_true", help="remove FILE once it is written")
+    add_data_dir(push)
+    push.add_argument("--json", action="store_true", help="print what was written as JSON")
+    push.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.runs.push import write_pushed
+    from rag_pipeline.serving.pushed_documents import connectors, push_limits
+    from rag_pipeline.sources.pushed_documents import PushInvalid, batch_from_lines, checked_batch
+
+    path: Path = args.file
+    try:
+        registered = push_limits(settings).sources
+        request = batch_from_lines(path.read_text(encoding="utf-8"), args.source)
+        batch = checked_batch(request, registered, connectors(), max_documents=sys.maxsize)
+    except PushInvalid as refused:
+        for problem in refused.problems[:20]:
+            print(f"error: {path}: {problem.field}: {problem.message}", file=sys.stderr)
+        return USAGE
+    report = write_pushed(settings, batch)
+    if args.remove_when_written:
+        path.unlink(missing_ok=True)
+    if args.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        print(f"{report.source}: {report.documents_written} written, {report.documents_skipped_older} older than "
+              f"the index's (skipped), {report.deleted} deleted; {report.child_chunks} chunks")  # fmt: skip
+    return 0
