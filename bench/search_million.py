@@ -30,6 +30,7 @@ Results: bench/results/search_million.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -52,6 +53,7 @@ GROUPS = 3_000
 USERS = 20_000
 ORG_GROUP = "org:all-staff"
 BATCH_DOCUMENTS = 2_500
+DIRECT_BATCH_DOCUMENTS = 10_000
 SEED = 11
 SOURCES = ("slack", "jira", "confluence")
 FIRST_DAY = datetime(2023, 1, 2, tzinfo=UTC)
@@ -247,7 +249,34 @@ def write_batches(store: Any, workspace: Workspace, first: int, count: int) -> I
         yield done, time.perf_counter() - started
 
 
-def fill(folder: Path, children: int, stop_at: int | None = None) -> dict[str, Any]:
+def write_direct(store: Any, workspace: Workspace, first: int, count: int) -> Iterator[tuple[int, float]]:
+    """Write documents ``first`` .. ``first + count - 1`` straight through the store's batch upsert, in batches of
+    :data:`DIRECT_BATCH_DOCUMENTS`: the points the index stage builds (:func:`rag_pipeline.stages.document_points`:
+    the real payload, ACL and ``acl.public`` mirror), without the writer's per-batch version reads (a fresh fill
+    has nothing older to skip). About 10× the writer's pace; yields (documents written so far, seconds)."""
+    from rag_pipeline.stages import document_points
+
+    done = first
+    while done < first + count:
+        size = min(DIRECT_BATCH_DOCUMENTS, first + count - done)
+        started = time.perf_counter()
+        documents = document_points(workspace.frames(done, size))
+        store.upsert(store.names.parents, [p for d in documents for p in d.parents])
+        store.upsert(store.names.children, [p for d in documents for p in d.children])
+        done += size
+        yield done, time.perf_counter() - started
+
+
+def dense_search_of(config: dict[str, Any]) -> Any:
+    """The :class:`DenseSearch` a fill's recorded ``engine_config`` creates its collections with."""
+    from rag_pipeline.index.store import DenseSearch
+
+    return DenseSearch(**config)
+
+
+def fill(
+    folder: Path, children: int, stop_at: int | None = None, engine: dict[str, Any] | None = None, direct: bool = True
+) -> dict[str, Any]:
     from rag_pipeline.index.index_info import claim_chunking, claim_dense_model, claim_sparse_terms
     from rag_pipeline.text.chunking import ChunkingConfig
     from rag_pipeline.vectors.sparse import Bm25Encoder
@@ -260,8 +289,10 @@ def fill(folder: Path, children: int, stop_at: int | None = None) -> dict[str, A
     state.setdefault("documents", target)
     state.setdefault("written", 0)
     state.setdefault("write_seconds", 0.0)
+    state.setdefault("engine_config", engine or {})
+    state.setdefault("writes", "direct (store.upsert of the index stage's points)" if direct else "index_documents")
     workspace = Workspace()
-    store = open_store(folder)
+    store = open_store(folder, dense_search=dense_search_of(state["engine_config"]))
     try:
         store.create_collections(384)
         claim_sparse_terms(store, Bm25Encoder().terms_id)
@@ -269,7 +300,8 @@ def fill(folder: Path, children: int, stop_at: int | None = None) -> dict[str, A
         claim_dense_model(store, "all-MiniLM-L6-v2")
         began = time.perf_counter()
         until = min(target, stop_at or target)
-        for written, seconds in write_batches(store, workspace, state["written"], max(0, until - state["written"])):
+        writes = write_direct if direct else write_batches
+        for written, seconds in writes(store, workspace, state["written"], max(0, until - state["written"])):
             state["written"] = written
             state["write_seconds"] = round(state["write_seconds"] + seconds, 1)
             _save_state(folder, state)
@@ -313,13 +345,13 @@ print(json.dumps(out))
 """
 
 
-def _timed_open(folder: Path) -> dict[str, float]:
+def _timed_open(folder: Path) -> dict[str, Any]:
     started = time.perf_counter()
     store = open_store(folder)
     opened = time.perf_counter() - started
     children = store.count(store.names.children)
     store.close()
-    return {"open_seconds": round(opened, 2), "children_points": children, "load": load_average()}  # type: ignore[dict-item]
+    return {"open_seconds": round(opened, 2), "children_points": children, "load": load_average()}
 
 
 def _disk(folder: Path) -> dict[str, float]:
@@ -347,13 +379,22 @@ def _reader_share(folder: Path, workspace: Workspace) -> dict[str, float]:
         store.close()
 
 
-def measure(folder: Path, queries: int, out: Path) -> dict[str, Any]:
+def _service_memory_mb(pid: int) -> dict[str, float]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").split("\n"):
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+def measure(folder: Path, queries: int, out: Path, writer: bool = True) -> dict[str, Any]:
     """Open time, disk, then the service's latency per reader and mode, its RSS, and the writer while it answers."""
     import subprocess
     import sys
 
     from bench import common
-    from bench.serve_load import _cell, _queries, _rss_mb, _service
+    from bench.serve_load import _cell, _queries, _service
 
     state = _state(folder)
     workspace = Workspace()
@@ -384,29 +425,32 @@ def measure(folder: Path, queries: int, out: Path) -> dict[str, Any]:
                 cell.update({"reader": kind, "load_before": before, "load_after": load_average()})
                 cells.append(cell)
                 print(json.dumps(cell), flush=True)
-        result["service_rss_mb"] = _rss_mb(process.pid)
-        # The writer's throughput while the service answers: new documents through the same writer, three rounds.
-        writer = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(folder), str(state.get("written", 0) + 10_000_000), "3", "500"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        user, groups = workspace.reader("member")
-        before = load_average()
-        headers = {"X-User-Id": user, "X-User-Groups": ",".join(groups)}
-        during = _cell(url, headers, "hybrid", 1, pool[used : used + queries])
-        output, _ = writer.communicate(timeout=1800)
-        rounds = json.loads(output)
-        during.update({"reader": "member", "load_before": before, "load_after": load_average(), "writes": rounds})
-        held = sum(r["held_s"] for r in rounds)
-        result["writer_while_serving"] = {
-            "documents_per_second_while_held": round(sum(r["documents"] for r in rounds) / max(held, 1e-9), 1),
-            "children_per_second_while_held": round(
-                CHILDREN_PER_DOCUMENT * sum(r["documents"] for r in rounds) / max(held, 1e-9), 1
-            ),
-            "rounds": rounds,
-            "searches_during_writes": during,
-        }
+        result["service_rss_mb"] = _service_memory_mb(process.pid)
+        if not writer:
+            result["writer_while_serving"] = "not measured this run (--no-writer)"
+        else:
+            # The writer's throughput while the service answers: new documents through the same writer, 3 rounds.
+            writer_process = subprocess.Popen(
+                [sys.executable, "-c", _WRITER, str(folder), str(state.get("written", 0) + 10_000_000), "3", "500"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            user, groups = workspace.reader("member")
+            before = load_average()
+            headers = {"X-User-Id": user, "X-User-Groups": ",".join(groups)}
+            during = _cell(url, headers, "hybrid", 1, pool[used : used + queries])
+            output, _ = writer_process.communicate(timeout=1800)
+            rounds = json.loads(output)
+            during.update({"reader": "member", "load_before": before, "load_after": load_average(), "writes": rounds})
+            held = sum(r["held_s"] for r in rounds)
+            result["writer_while_serving"] = {
+                "documents_per_second_while_held": round(sum(r["documents"] for r in rounds) / max(held, 1e-9), 1),
+                "children_per_second_while_held": round(
+                    CHILDREN_PER_DOCUMENT * sum(r["documents"] for r in rounds) / max(held, 1e-9), 1
+                ),
+                "rounds": rounds,
+                "searches_during_writes": during,
+            }
     result["cells"] = cells
     result["date"] = datetime.now(UTC).date().isoformat()
     key = f"{state.get('written', 0) * CHILDREN_PER_DOCUMENT}_children"
@@ -417,19 +461,192 @@ def measure(folder: Path, queries: int, out: Path) -> dict[str, Any]:
     return result
 
 
+def _quantiles(ms: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 2), "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+
+
+def _proc_memory_mb() -> dict[str, float]:
+    """This process's resident memory: all of it, its anonymous part (heap: what stays in RAM) and its file-backed
+    part (mapped index files the kernel may drop), and the peak."""
+    out = {}
+    for line in Path("/proc/self/status").read_text(encoding="utf-8").split("\n"):
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+def query_vectors(folder: Path, count: int) -> dict[str, Any]:
+    """The real query encoder's vectors of ``count`` eval queries (dense and BM25), computed once and kept in
+    ``<dir>/queries.npz``, so engine-only timings leave the encoder out; the encoder's own time per query is kept
+    beside them."""
+    from rag_pipeline.composition import bm25_encoder, dense_encoder_of
+    from rag_pipeline.settings import Settings
+
+    path = folder / "queries.npz"
+    if path.exists():
+        kept = np.load(path, allow_pickle=True)
+        return {k: kept[k] for k in kept.files}
+    os.environ.setdefault("RAG_LANGUAGE", "english")
+    from bench.serve_load import _queries
+
+    settings = Settings.from_env()
+    encoder, bm25 = dense_encoder_of(settings), bm25_encoder(settings)
+    texts = [q for _, q in _queries()[:count]]
+    encoder.encode_queries(texts[:2])  # the first call loads the model
+    dense, dense_ms, sparse = [], [], []
+    for text in texts:
+        started = time.perf_counter()
+        dense.append(np.asarray(encoder.encode_queries([text])[0], dtype=np.float32))
+        dense_ms.append((time.perf_counter() - started) * 1000)
+        vector = bm25.encode_query(text)
+        sparse.append((np.asarray(vector.indices, dtype=np.int64), np.asarray(vector.values, dtype=np.float32)))
+    out = {
+        "dense": np.stack(dense),
+        "dense_ms": np.asarray(dense_ms),
+        "sparse": np.array(sparse, dtype=object),
+        "model": np.array(encoder.model_id),
+        "load": np.array(load_average()),
+    }
+    np.savez(path, **out)  # type: ignore[arg-type]
+    return out
+
+
+def sweep(folder: Path, queries: int, out: Path, settings_list: list[str]) -> dict[str, Any]:
+    """Engine-only: the store opened in this process (as the service opens it), the kept query vectors, hybrid
+    (dense + BM25, RRF, prefetch 50, top 10) and dense-only searches under each reader's ACL filter, for each
+    search-time configuration; recall@10 of the dense list and of the fused top 10 against the same search with an
+    exact dense scan. Memory of this process after each configuration."""
+    import qdrant_edge as qe
+
+    from bench import common
+    from rag_pipeline.index.store import AclCondition, SearchFilter
+    from rag_pipeline.vectors.sparse import SparseVector
+
+    vectors = query_vectors(folder, queries)
+    sparse = [
+        SparseVector(indices=list(map(int, i)), values=list(map(float, v))) for i, v in vectors["sparse"][:queries]
+    ]
+    state = _state(folder)
+    workspace = Workspace()
+    # Two dense query sets: the real encoder's (eval queries: latency as served, but far from the synthetic points,
+    # so their top 10 are near-ties and recall on them says little) and fresh draws from the points' own topics
+    # (bench.scale's queries: what recall@10 is read on). Both paired with the real queries' BM25 vectors.
+    query_sets = {"real": vectors["dense"][:queries], "shaped": workspace.dense.query_vectors(len(sparse))}
+    memory_before = _proc_memory_mb()
+    started = time.perf_counter()
+    store = open_store(folder, dense_search=dense_search_of(state.get("engine_config", {})))
+    open_seconds = time.perf_counter() - started
+    configs: dict[str, dict[str, Any]] = {
+        # the truth: every point the filter admits scored on its float vectors
+        "exact": {"exact": True, "quantization": qe.QuantizationSearchParams(ignore=True)},
+        "ef64": {"hnsw_ef": 64},
+        "ef128": {"hnsw_ef": 128},
+        "ef256": {"hnsw_ef": 256},
+        "ef128_float": {"hnsw_ef": 128, "quantization": qe.QuantizationSearchParams(ignore=True)},
+        "ef128_int8_rescore": {"hnsw_ef": 128, "quantization": qe.QuantizationSearchParams(rescore=True)},
+        "ef128_int8_rescore_x2": {
+            "hnsw_ef": 128,
+            "quantization": qe.QuantizationSearchParams(rescore=True, oversampling=2.0),
+        },
+        "ef128_int8_no_rescore": {"hnsw_ef": 128, "quantization": qe.QuantizationSearchParams(rescore=False)},
+        "ef64_int8_no_rescore": {"hnsw_ef": 64, "quantization": qe.QuantizationSearchParams(rescore=False)},
+        "ef128_acorn": {"hnsw_ef": 128, "acorn": qe.AcornSearchParams(enable=True)},
+    }
+    chosen = settings_list or list(configs)
+    result: dict[str, Any] = {
+        "machine": "2 cores, AMD EPYC with AVX-512 BF16, 24 GB, shared with other helpers (load beside each figure)",
+        "what": "engine only: store.search_hybrid / search_dense in-process with precomputed query vectors "
+        f"({vectors['model']}; its own time per query is query_encoder_ms), ACL filter of each reader",
+        "command": f"python -m bench.search_million sweep --dir {folder}",
+        "engine_config": state.get("engine_config", {}),
+        "children_points": store.count(store.names.children),
+        "open_seconds": round(open_seconds, 2),
+        "memory_before_open_mb": memory_before,
+        "memory_after_open_mb": _proc_memory_mb(),
+        "query_encoder_ms": {**_quantiles(list(vectors["dense_ms"])), "load": str(vectors["load"])},
+        "configs": {},
+    }
+    print(json.dumps(result, indent=2), flush=True)
+    readers = {}
+    for kind in ("member", "narrow"):
+        user, groups = workspace.reader(kind)
+        readers[kind] = SearchFilter(acl=AclCondition(user_ids=(user,), groups=tuple(groups)))
+    exact_ids: dict[tuple[str, str, str], list[list[str]]] = {}
+    fields = ["document_id", "parent_id", "chunk_index"]
+    try:
+        for name in ["exact", *[c for c in chosen if c != "exact"]]:
+            params = configs[name]
+            store._search_params = lambda q, p=params: qe.SearchParams(**p) if q.dense else None
+            cell: dict[str, Any] = {"load_before": load_average()}
+            for (kind, flt), (set_name, dense), mode in itertools.product(
+                readers.items(), query_sets.items(), ("hybrid", "dense")
+            ):
+                ms, ids = [], []
+                for i in range(len(dense)):
+                    begun = time.perf_counter()
+                    if mode == "hybrid":
+                        hits = store.search_hybrid(dense[i], sparse[i], 10, 50, flt, fields=fields)
+                    else:
+                        hits = store.search_dense(dense[i], 10, flt, fields=fields)
+                    ms.append((time.perf_counter() - begun) * 1000)
+                    ids.append([h.id for h in hits])
+                entry: dict[str, Any] = _quantiles(ms)
+                if name == "exact":
+                    exact_ids[(kind, set_name, mode)] = ids
+                truth = exact_ids[(kind, set_name, mode)]
+                entry["recall_at_10_vs_exact"] = round(
+                    float(np.mean([len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(ids, truth, strict=True)])),
+                    4,
+                )
+                cell[f"{kind}_{set_name}_{mode}"] = entry
+            if name == "exact":
+                # The BM25 list alone (no dense knob touches it): what of a hybrid search is the sparse side's.
+                for kind, flt in readers.items():
+                    ms = []
+                    for vector in sparse:
+                        begun = time.perf_counter()
+                        store.search_sparse(vector, 50, flt, fields=fields)
+                        ms.append((time.perf_counter() - begun) * 1000)
+                    cell[f"{kind}_sparse_top50"] = _quantiles(ms)
+            cell["load_after"] = load_average()
+            cell["memory_mb"] = _proc_memory_mb()
+            result["configs"][name] = cell
+            print(name, json.dumps(cell), flush=True)
+    finally:
+        store.close()
+    result["date"] = datetime.now(UTC).date().isoformat()
+    merged = json.loads(out.read_text()) if out.exists() else {}
+    merged[f"sweep_{result['children_points']}_children"] = result
+    common.write_json(out, merged)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("fill", "measure"))
+    parser.add_argument("step", choices=("fill", "measure", "sweep"))
+    parser.add_argument("--configs", default="", help="sweep: comma-separated configuration names (default all)")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--children", type=int, default=1_000_000)
     parser.add_argument("--stop-at", type=int, default=None, help="documents: stop the fill there (resume later)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--no-writer", action="store_true", help="measure: skip the writer-while-serving part")
+    parser.add_argument("--through-writer", action="store_true", help="fill through index_documents (slow)")
+    parser.add_argument("--m", type=int, default=16)
+    parser.add_argument("--ef-construct", type=int, default=100)
+    parser.add_argument("--payload-m", type=int, default=None, help="0: no payload graph links (fast build)")
+    parser.add_argument("--quantization", choices=("none", "int8"), default="none")
     args = parser.parse_args()
     if args.step == "fill":
-        fill(args.dir, args.children, args.stop_at)
+        engine = {"m": args.m, "ef_construct": args.ef_construct, "quantization": args.quantization}
+        if args.payload_m is not None:
+            engine["payload_m"] = args.payload_m
+        fill(args.dir, args.children, args.stop_at, engine, direct=not args.through_writer)
+    elif args.step == "sweep":
+        sweep(args.dir, args.queries, args.out, [c for c in args.configs.split(",") if c])
     else:
-        measure(args.dir, args.queries, args.out)
+        measure(args.dir, args.queries, args.out, writer=not args.no_writer)
 
 
 if __name__ == "__main__":

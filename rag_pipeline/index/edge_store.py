@@ -136,7 +136,9 @@ class EdgeVectorStore(QdrantStoreBase):
                     m=self.dense_search.m,
                     ef_construct=self.dense_search.ef_construct,
                     full_scan_threshold=self.dense_search.full_scan_threshold_kb,
+                    payload_m=self.dense_search.payload_m,
                 ),
+                quantization_config=_quantization(self.dense_search),
             )
             self._shards[self.names.children] = self._create(self.names.children, config)
         if self.names.parents not in self._shards:
@@ -408,6 +410,13 @@ _INTERNED = 128
 def _memory_key(point_id: Any) -> Any:
     """A point id as the kept memory files it: a UUID by its integer, text and integers as they are."""
     return point_id.int if isinstance(point_id, uuid.UUID) else point_id
+
+
+def _quantization(dense_search: DenseSearch) -> qe.ScalarQuantizationConfig | None:
+    """The collection's quantization of its dense vectors (None: floats only)."""
+    if dense_search.quantization == "int8":
+        return qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+    return None
 
 
 def _fusion(fusion: Fusion) -> Any:

@@ -55,10 +55,26 @@ class DenseSearch:
     # collection's threshold long after the graph pays off, and the engine then answers a filtered title search
     # by walking every point the filter matches (2.1 ms vs 0.55 ms unfiltered on the demo's 20k Jira points).
     title_full_scan_threshold_kb: int = 1_000
+    # The extra graph links per large payload value (source, big groups and containers, the dates) the engine
+    # builds beside the main graph: None keeps the engine's default (= m). 0 builds none: a graph build at a
+    # million children several times faster (bench/search_million.py), filtered searches kept by the main graph
+    # and the payload indexes (a narrow ACL is scanned exactly anyway). Embedded engine only.
+    payload_m: int | None = None
+    # Dense vectors also kept as int8 (scalar quantization, in RAM) and searched so, the top candidates rescored
+    # on the float vectors: "none" or "int8". Fixed when the collection is created. Embedded engine only.
+    quantization: Literal["none", "int8"] = "none"
 
     def describe(self) -> str:
         """What a report says about the dense search it ran with."""
-        return "exact" if self.exact else f"hnsw (m={self.m}, ef_construct={self.ef_construct}, ef={self.hnsw_ef})"
+        if self.exact:
+            return "exact"
+        extra = "".join(
+            (
+                f", payload_m={self.payload_m}" if self.payload_m is not None else "",
+                f", {self.quantization} quantization" if self.quantization != "none" else "",
+            )
+        )
+        return f"hnsw (m={self.m}, ef_construct={self.ef_construct}, ef={self.hnsw_ef}{extra})"
 
 
 @dataclass(frozen=True)
