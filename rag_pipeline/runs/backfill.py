@@ -47,9 +47,11 @@ from rag_pipeline.runs.metadata import materialization_metadata
 from rag_pipeline.runs.migration import MigrationReport, upgrade_data_folder
 from rag_pipeline.scheduling.coverage import weeks_between
 from rag_pipeline.settings import Settings
+from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.identity import SourceIdentity, claim_identities
 from rag_pipeline.sources.problems import RecordProblem, UnreadableSource
 from rag_pipeline.sources.source_read import OUTSIDE_PARTITIONS, AdmittedDocuments, admit_documents
+from rag_pipeline.text.language import SAMPLE_SIZE as LANGUAGE_SAMPLE_SIZE
 from rag_pipeline.text.language import LanguageChoice
 
 FINGERPRINT_TAG = "rag/source_fingerprint"
@@ -180,14 +182,42 @@ class ReadOutline:
 
     @classmethod
     def of(cls, read: AdmittedDocuments) -> ReadOutline:
-        days = [day for day, _ in read.documents]
-        return cls(
-            containers=sorted({doc.container for _, doc in read.documents}),
-            documents_by_week=Counter(week_key(day) for day in days),
-            first_day=min(days) if days else None,
-            last_day=max(days) if days else None,
-            problems=list(read.problems),
-        )
+        outline = cls([], Counter(), None, None, list(read.problems))
+        outline.add(read.documents)
+        outline.containers.sort()
+        return outline
+
+    def add(self, documents: Sequence[tuple[str, Document]]) -> None:
+        """Count admitted (day, document) pairs in (containers are kept sorted by :func:`read_outline`)."""
+        containers = set(self.containers)
+        for day, doc in documents:
+            containers.add(doc.container)
+            self.documents_by_week[week_key(day)] += 1
+            self.first_day = day if self.first_day is None else min(self.first_day, day)
+            self.last_day = day if self.last_day is None else max(self.last_day, day)
+        self.containers = sorted(containers)
+
+
+class EvenSample:
+    """At most ``2 * size`` of the texts added, evenly spaced over all of them (every ``stride``-th, the stride
+    doubling as they come): what the language choice samples, without holding every text of the history."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.stride = 1
+        self.seen = 0
+        self.kept: list[str] = []
+
+    def add(self, text: str) -> None:
+        if self.seen % self.stride == 0:
+            self.kept.append(text)
+            if len(self.kept) >= 2 * self.size:
+                self.kept = self.kept[::2]
+                self.stride *= 2
+        self.seen += 1
+
+    def values(self) -> list[str]:
+        return list(self.kept)
 
 
 def run_backfill(
@@ -211,15 +241,15 @@ def run_backfill(
     claim_identities(settings.paths.source_identities, identities)
     # Every source is read (and checked) before the first run, so one that cannot be read stops the command
     # before anything of another source is indexed.
-    reads = {source: admitted_read(specs[source], _partition_days(settings), settings) for source in sources}
+    # Only an outline is kept of each read (the runs read each batch's documents themselves), and of the texts
+    # an even sample for the language choice.
+    texts = EvenSample(LANGUAGE_SAMPLE_SIZE)
+    outlines = {
+        source: read_outline(specs[source], _partition_days(settings), settings, texts.add) for source in sources
+    }
     # The folder's first index chooses its language (tokenizer and dense model) from what it is about to write.
     undecided = settings.language_undecided()
-    settings, language = decide_language(
-        settings, lambda: [doc.text for read in reads.values() for _, doc in read.documents]
-    )
-    # From here on only the outline: the runs read each batch's documents themselves.
-    outlines = {source: ReadOutline.of(read) for source, read in reads.items()}
-    reads.clear()
+    settings, language = decide_language(settings, texts.values)
     # The demo always reads the offline sources, even where a live API is configured.
     resources = build_resources(settings, specs, live=False)
     summaries: dict[str, SourceSummary] = {}
@@ -262,6 +292,49 @@ class NothingRead(UnreadableSource):
         self.problems = problems
 
 
+def read_outline(
+    spec: SourceSpec, partition_days: tuple[date, date], settings: Settings, on_text: Callable[[str], None]
+) -> ReadOutline:
+    """:func:`admitted_read`'s outline, each admitted document's text handed to ``on_text``. A source that spills
+    its file to one file per week (``spill()``: the Slack export) is checked a week at a time, so the whole
+    history is never in memory; the checks decide as over the whole read (every copy of an id read twice sits in
+    the spill's shared file, checked together). :class:`NothingRead` as in :func:`admitted_read`."""
+    spill = getattr(spec.offline_resource, "spill", None)
+    if spill is None:
+        read = admitted_read(spec, partition_days, settings)
+        for _, doc in read.documents:
+            on_text(doc.text)
+        return ReadOutline.of(read)
+    first, last = partition_days
+    spilled = spill()
+    outline = ReadOutline([], Counter(), None, None, list(spilled.problems))
+    for documents in spilled.groups():
+        admitted = admit_documents(
+            documents,
+            day_of=lambda doc: doc.day,
+            first_day=first.isoformat(),
+            last_day=last.isoformat(),
+            max_chars=settings.max_document_chars,
+        )
+        outline.add(admitted.documents)
+        outline.problems.extend(admitted.problems)
+        for _, doc in admitted.documents:
+            on_text(doc.text)
+    if outline.problems and not outline.documents_by_week:
+        raise _nothing_read(spec, outline.problems)
+    return outline
+
+
+def _nothing_read(spec: SourceSpec, problems: list[RecordProblem]) -> NothingRead:
+    paths = ", ".join(spec.offline_resource.input_paths())
+    return NothingRead(
+        spec.name,
+        f"nothing could be read from the {spec.name} source {paths}: {len(problems)} record(s) skipped, "
+        f"the first: {problems[0]}",
+        problems,
+    )
+
+
 def admitted_read(spec: SourceSpec, partition_days: tuple[date, date], settings: Settings) -> AdmittedDocuments:
     """The documents of an offline source that its runs will write, and every problem found on the way: the
     reader's (bad records, files not read, containers refused at entry) and those of the checks each raw step
@@ -281,13 +354,7 @@ def admitted_read(spec: SourceSpec, partition_days: tuple[date, date], settings:
     )
     problems = [*read.problems, *admitted.problems]
     if problems and not admitted.documents:
-        paths = ", ".join(spec.offline_resource.input_paths())
-        raise NothingRead(
-            spec.name,
-            f"nothing could be read from the {spec.name} source {paths}: {len(problems)} record(s) skipped, "
-            f"the first: {problems[0]}",
-            problems,
-        )
+        raise _nothing_read(spec, problems)
     return AdmittedDocuments(admitted.documents, problems)
 
 

@@ -4,7 +4,7 @@ Both implement :class:`SlackSourceResource`, so ``slack_threads`` and everything
 graph whichever source feeds it.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 import dagster as dg
@@ -20,12 +20,15 @@ from rag_pipeline.connectors.slack.api import (
 from rag_pipeline.connectors.slack.export import SlackExportReader, SlackRead
 from rag_pipeline.connectors.slack.identity import SlackIdentity, resolve_slack_identity
 from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, sync_settings_of
-from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.defs.chain.offline import file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.api_stats import ApiStats
+from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
+from rag_pipeline.sources.problems import RecordProblem
 from rag_pipeline.sources.source_read import SourceRead
+from rag_pipeline.sources.week_spill import WeekSpill
 
 SLACK_API_POOL = "slack_api"
 
@@ -127,10 +130,17 @@ class SlackExportResource(SlackSourceResource):
         identity = self.identity()
         return _read_slack(self.path, identity.team_id, identity.domain, file_version(self.path))
 
+    def spill(self) -> WeekSpill:
+        """The export's documents spilled to one file per week, read channel by channel (issue 68: neither the
+        first index's check nor its batches hold the whole export)."""
+        identity = self.identity()
+        return _spill_slack(self.path, identity.team_id, identity.domain, file_version(self.path))
+
     def read_partitions(
         self, days_by_channel: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
     ) -> SourceRead:
-        return containers_of(self.read(), days_by_channel)
+        days = {day for channel_days in days_by_channel.values() for day in channel_days}
+        return self.spill().read(days_by_channel, days)
 
 
 @lru_cache(maxsize=4)
@@ -142,3 +152,16 @@ def _slack_identity(path: str, team_id: str | None, domain: str | None, _mtime: 
 @lru_cache(maxsize=2)
 def _read_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> SlackRead:
     return SlackExportReader(path, team_id, domain).read()
+
+
+@lru_cache(maxsize=2)
+def _spill_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> WeekSpill:
+    reader = SlackExportReader(path, team_id, domain)
+
+    def channels() -> Iterator[tuple[list[Document], list[RecordProblem]]]:
+        yield [], list(reader.problems)  # the manifests' problems, also where no channel is listed
+        for channel_id in list(reader.channels):
+            read = reader.read([channel_id])
+            yield read.documents, read.problems
+
+    return WeekSpill.write(channels())
