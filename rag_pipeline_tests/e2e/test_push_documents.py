@@ -20,6 +20,7 @@ from rag_pipeline_tests.kit import serving_fixtures as S
 READERS_TOKEN = "readers-token-1234567"
 INGEST_TOKEN = "ingest-token-7654321"
 INGEST = {"Authorization": f"Bearer {INGEST_TOKEN}"}
+READERS = {"Authorization": f"Bearer {READERS_TOKEN}"}
 PAT = {"Authorization": f"Bearer {READERS_TOKEN}", "X-User-Id": "U0PAT"}  # in the document's ACL
 OTHER = {"Authorization": f"Bearer {READERS_TOKEN}", "X-User-Id": "U0OTHER"}  # outside it
 DOCUMENT_ID = "hr_wiki:sabbatical"
@@ -109,7 +110,7 @@ def test_refusals_are_json_naming_the_field(service: S.ServiceProcess) -> None:
         ({"source": "hr_wiki", "documents": [{**good, "acl": {"users": []}}]}, INGEST, 422, "documents[0].acl"),
         ({"source": "payroll", "documents": [good]}, INGEST, 422, "source"),
         ({"source": "hr_wiki", "documents": [{**good, "id": "../x"}]}, INGEST, 422, "documents[0].id"),
-        ({"source": "hr_wiki", "documents": [good]}, {"Authorization": f"Bearer {READERS_TOKEN}"}, 401, "Authorization"),
+        ({"source": "hr_wiki", "documents": [good]}, READERS, 401, "Authorization"),
         ({"source": "hr_wiki", "documents": [good]}, {}, 401, "Authorization"),
         ({"source": "hr_wiki", "documents": [{**good, "text": "x" * 120_000}]}, INGEST, 413, "body"),
     ]

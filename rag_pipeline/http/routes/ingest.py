@@ -111,7 +111,8 @@ async def push_documents(request: Request, launcher: IngestLauncher = Depends(_l
     """Documents of a registered pushed source, checked whole (every problem named), written by a job."""
     pushes = DocumentPushes(launcher)
     try:
-        batch = pushes.check(await _body(request, pushes))
+        body = await _body(request, pushes)
+        batch = await anyio.to_thread.run_sync(pushes.check, body)  # up to megabytes of checks: off the event loop
         job = await anyio.to_thread.run_sync(pushes.start, batch)
     except PushInvalid as refused:
         return _error(refused.status, str(refused), refused.field, errors=[p.as_dict() for p in refused.problems])
