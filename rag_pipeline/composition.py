@@ -29,6 +29,7 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import ToolSearch, tool_search_config, tool_search_settings
 from rag_pipeline.serving.access import AccessQueries, AccessRefused
+from rag_pipeline.serving.active_tools import ActiveSetLimits, ActiveToolSets
 from rag_pipeline.serving.feedback import FeedbackStore
 from rag_pipeline.serving.one_shot import OneShotIndex
 from rag_pipeline.serving.request_audit import RequestAudit
@@ -162,6 +163,7 @@ def search_service(
         "tool_search", ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds))
     )
     kwargs.setdefault("tool_outcomes", ToolOutcomes(paths.tool_outcomes))
+    kwargs.setdefault("active_tools", ActiveToolSets(ActiveSetLimits.of(tools)))
     if serve.feedback_days and "feedback" not in kwargs:
         kwargs["feedback"] = FeedbackStore(paths.feedback, serve.feedback_days)
     if serve.audit_days and "audit" not in kwargs:

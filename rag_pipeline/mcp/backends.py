@@ -8,9 +8,11 @@ from typing import Any, Protocol
 from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessQueries
+from rag_pipeline.serving.active_tools import CallerKey
 from rag_pipeline.serving.identity import Reader
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.service import SearchService
+from rag_pipeline.serving.tool_selection import ActiveAction, change_active_tools, find_tools
 
 # A tool result lands in a model's context window: a passage, not the whole chunk.
 SNIPPET_CHARS = 1200
@@ -36,7 +38,16 @@ class ToolBackend(Protocol):
 
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]: ...
 
-    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]: ...
+    def search_tools(self, request: ToolSearchRequest, reader: Reader, session: str = "") -> dict[str, Any]:
+        """The tools for a task, those active in the caller's (``session``'s) set left out
+        (:func:`~rag_pipeline.serving.tool_selection.find_tools`)."""
+        ...
+
+    def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
+        """The caller's active tool set after ``action``
+        (:func:`~rag_pipeline.serving.tool_selection.change_active_tools`);
+        :class:`~rag_pipeline.serving.active_tools.ActiveSetRefused` for an unknown tool or over the bound."""
+        ...
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         """The tool's record after counting the call; None when no indexed tool has that name."""
@@ -106,8 +117,13 @@ class LocalTools:
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self.access.explain(document_id, reader, person)
 
-    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
-        return self.service.search_tools(request, reader.principal).to_dict()
+    def search_tools(self, request: ToolSearchRequest, reader: Reader, session: str = "") -> dict[str, Any]:
+        caller = CallerKey.of(reader.principal, session)
+        return find_tools(self.service, self.service.active_tools, caller, request, reader.principal)
+
+    def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
+        caller = CallerKey.of(reader.principal, session)
+        return change_active_tools(self.service, self.service.active_tools, caller, action, names)
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         try:

@@ -20,10 +20,12 @@ import httpx
 from rag_pipeline.mcp.backends import ToolBackend, tool_search_result
 from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessRefused
+from rag_pipeline.serving.active_tools import SESSION_HEADER, ActiveSetRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.identity import EMAIL_HEADER, USER_ID_HEADER, Reader
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
+from rag_pipeline.serving.tool_selection import ActiveAction
 
 log = logging.getLogger(__name__)
 ResultT = TypeVar("ResultT")
@@ -104,10 +106,25 @@ class RemoteTools:
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._access(f"/v1/explain/{quote(document_id, safe='')}", person)
 
-    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+    def search_tools(self, request: ToolSearchRequest, reader: Reader, session: str = "") -> dict[str, Any]:
         body = request.model_dump(mode="json", exclude_none=True)
-        found: dict[str, Any] = self._answer(self._call("POST", "/v1/tools/search", json=body))
+        headers = {SESSION_HEADER: session} if session else None
+        found: dict[str, Any] = self._answer(self._call("POST", "/v1/tools/search", json=body, headers=headers))
         return found
+
+    def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
+        headers = {SESSION_HEADER: session} if session else None
+        if action == "get":
+            response = self._call("GET", "/v1/tools/active", headers=headers)
+        else:
+            path = {"activate": "/v1/tools/active", "deactivate": "/v1/tools/active/deactivate"}.get(action)
+            body = {"names": names} if path else None
+            response = self._call("POST", path or "/v1/tools/active/reset", json=body, headers=headers)
+        if response.status_code in (404, 409):
+            refused = response.json()
+            raise ActiveSetRefused(str(refused.get("error")), response.status_code, str(refused.get("field")))
+        changed: dict[str, Any] = self._answer(response)
+        return changed
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         path = f"/v1/tools/{quote(name, safe='')}/outcome"
@@ -172,8 +189,11 @@ class FallbackTools:
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         return self._on(lambda tools: tools.explain(document_id, reader, person))
 
-    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
-        return self._on(lambda tools: tools.search_tools(request, reader))
+    def search_tools(self, request: ToolSearchRequest, reader: Reader, session: str = "") -> dict[str, Any]:
+        return self._on(lambda tools: tools.search_tools(request, reader, session))
+
+    def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
+        return self._on(lambda tools: tools.active_tools(action, names, reader, session))
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         return self._on(lambda tools: tools.tool_outcome(name, request, reader))

@@ -9,6 +9,8 @@ description a model reads (``{sources}`` and ``{source_names}`` filled from the 
 from __future__ import annotations
 
 import time
+import uuid
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -21,10 +23,18 @@ from rag_pipeline.answers.wording import reader_language, say
 from rag_pipeline.mcp.server import wiring
 from rag_pipeline.retrieval.tree_view import DEFAULT_TREE_DEPTH, DEFAULT_TREE_LIMIT, TreeView
 from rag_pipeline.serving.access import AccessRefused
+from rag_pipeline.serving.active_tools import ActiveSetRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
-from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.schemas import (
+    ActiveToolsRequest,
+    FeedbackRequest,
+    SearchRequest,
+    ToolOutcomeRequest,
+    ToolSearchRequest,
+)
 from rag_pipeline.serving.search import search_status
 from rag_pipeline.serving.shared_index import IndexUnavailable
+from rag_pipeline.serving.tool_selection import ActiveAction
 
 # A tool result lands in a model's context window: fewer results than the HTTP API's.
 MAX_TOOL_TOP_K = 50
@@ -121,15 +131,80 @@ async def list_containers(
 
 
 async def search_tools(
-    ctx: Context[Any, Any], query: str, top_k: int | None = None, mode: str = "multi-signal"
+    ctx: Context[Any, Any],
+    query: str,
+    top_k: int | None = None,
+    mode: str = "multi-signal",
+    categories: list[str] | None = None,
+    min_similarity: float | None = None,
+    include_full_params: bool = True,
+    max_description_length: int | None = None,
+    exclude_active: bool = True,
 ) -> dict[str, Any]:
     """The few tools a task needs, out of every tool indexed (a catalog and MCP servers): each with its
     description and input schema, ranked by 0.5 semantic match + 0.3 usage + 0.2 success, the critical ones always
     included, and the prompt tokens they cost against loading every tool. mode: multi-signal (default), vector,
-    bm25 or hybrid."""
+    bm25 or hybrid. categories: only tools tagged with one of these. min_similarity: 0-1, drop tools less similar
+    to the task. include_full_params=false leaves the input schemas out and max_description_length cuts the
+    descriptions (fewer tokens). Tools already in this session's active set (activate_tools) are left out unless
+    exclude_active=false."""
     backend, reader = wiring(ctx)
-    request = validated(ToolSearchRequest, {"query": query, "top_k": top_k, "mode": mode})
-    return await run_call(lambda: backend.search_tools(request, reader))
+    arguments = {"query": query, "top_k": top_k, "mode": mode, "categories": categories,
+                 "min_similarity": min_similarity, "include_full_params": include_full_params,
+                 "max_description_length": max_description_length, "exclude_active": exclude_active}  # fmt: skip
+    request = validated(ToolSearchRequest, arguments)
+    session = session_of(ctx)
+    return await run_call(lambda: backend.search_tools(request, reader, session))
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def session_of(ctx: Context[Any, Any]) -> str:
+    """The call's MCP session, whose active tool set it reads: the Streamable HTTP session id, else an id for this
+    connection (stdio: the process's one session)."""
+    try:
+        headers, session = ctx.headers, ctx.session
+    except ValueError:  # called outside a request (the SDK's own tool manager in tests): no session
+        return ""
+    found = headers.get("mcp-session-id") if headers is not None else None
+    if found:
+        return str(found)[:MAX_NAME_CHARS]
+    if session not in _SESSIONS:
+        _SESSIONS[session] = f"mcp-{uuid.uuid4().hex}"
+    return _SESSIONS[session]
+
+
+async def _active(ctx: Context[Any, Any], action: ActiveAction, names: list[str] | None = None) -> dict[str, Any]:
+    backend, reader = wiring(ctx)
+    checked = validated(ActiveToolsRequest, {"names": names}).names if names is not None else []
+    session = session_of(ctx)
+    try:
+        return await run_call(lambda: backend.active_tools(action, checked, reader, session))
+    except ActiveSetRefused as exc:
+        raise ToolError(str(exc)) from None
+
+
+async def activate_tools(ctx: Context[Any, Any], names: list[str]) -> dict[str, Any]:
+    """Add tools (names search_tools returned) to this session's active set: the tools the caller has loaded, which
+    search_tools leaves out from then on. Refused, naming names, for a tool not indexed or more tools than a set
+    holds. Returns the active set."""
+    return await _active(ctx, "activate", names)
+
+
+async def deactivate_tools(ctx: Context[Any, Any], names: list[str]) -> dict[str, Any]:
+    """Remove tools from this session's active set (search_tools may return them again)."""
+    return await _active(ctx, "deactivate", names)
+
+
+async def get_active_tools(ctx: Context[Any, Any]) -> dict[str, Any]:
+    """This session's active tools: the critical set until others are activated."""
+    return await _active(ctx, "get")
+
+
+async def reset_active_tools(ctx: Context[Any, Any]) -> dict[str, Any]:
+    """This session's active set back to the critical set."""
+    return await _active(ctx, "reset")
 
 
 async def record_tool_outcome(ctx: Context[Any, Any], name: str, success: bool, calls: int = 1) -> dict[str, Any]:
@@ -199,6 +274,10 @@ TOOLS: tuple[Tool, ...] = (
     search_documents,
     list_containers,
     search_tools,
+    activate_tools,
+    deactivate_tools,
+    get_active_tools,
+    reset_active_tools,
     record_tool_outcome,
     rate_document,
     get_document,

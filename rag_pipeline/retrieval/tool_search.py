@@ -16,14 +16,22 @@ gets the design's multi-signal score::
 The critical set (``critical`` in the catalog or RAG_TOOLS_CRITICAL) is always returned. Candidates are cached
 per query (a TTL cache); usage and success are applied to them on every call, so an outcome recorded a moment
 ago already counts. Every response says how many prompt tokens loading its tools costs against loading all.
+
+A search may also be narrowed (issue 67): ``categories`` keeps the tools tagged with any of them (a filter over
+the catalog's tags, not words in the query), ``min_similarity`` drops candidates whose cosine similarity to the
+query is below it (the dense arms only: a BM25 or fused score is no similarity), and ``exclude`` leaves out tools
+by name (a caller's active set: tools it has loaded already). :class:`ToolView` is how much of each definition a
+response carries (``include_full_params=false`` drops the parameter schema, ``max_description_length`` cuts the
+description), and the response's prompt tokens count what it carries.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -32,11 +40,53 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.tool_outcomes import ToolStats
 from rag_pipeline.sources.registry import tool_sources
+from rag_pipeline.text.tokens import cl100k
 
 ToolMode = Literal["multi-signal", "vector", "bm25", "hybrid"]
 TOOL_MODES: tuple[str, ...] = ("multi-signal", "vector", "bm25", "hybrid")
 # How many candidates the semantic side offers the multi-signal score (usage can only reorder plausible tools).
 CANDIDATES = 30
+# A category filter ranks every tool of the catalog (up to this many) and keeps the tagged ones, so a category's
+# tools are found however far down the unfiltered ranking they sit.
+FILTERED_DEPTH = 2000
+# What a cut description ends with.
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """How much of each tool definition a response carries: the full parameter schema or none, and the
+    description whole or cut to ``max_description_length`` characters (the design's context optimization)."""
+
+    include_full_params: bool = True
+    max_description_length: int | None = None
+
+    @property
+    def full(self) -> bool:
+        return self.include_full_params and self.max_description_length is None
+
+    def description(self, text: str) -> str:
+        limit = self.max_description_length
+        if limit is None or len(text) <= limit:
+            return text
+        return text[: max(0, limit - len(ELLIPSIS))].rstrip() + ELLIPSIS
+
+    def tokens(self, entry: CatalogEntry) -> int:
+        """cl100k tokens of the tool as this view hands it to a model (its chat-completions entry)."""
+        if self.full:
+            return entry.tokens
+        definition = entry.definition
+        function: dict[str, Any] = {
+            "name": entry.name,
+            "description": self.description(definition.get("description", "")),
+        }
+        if self.include_full_params:
+            function["parameters"] = definition.get("input_schema", {})
+        shown = {"type": "function", "function": function}
+        return len(cl100k().encode(json.dumps(shown, ensure_ascii=False, separators=(",", ":"))))
+
+
+FULL_VIEW = ToolView()
 
 
 @dataclass(frozen=True)
@@ -58,6 +108,9 @@ class ToolSearchSettings(Protocol):
     critical: tuple[str, ...]
     cache_entries: int
     cache_seconds: float
+    active_max_tools: int
+    active_max_sets: int
+    active_ttl_seconds: float
 
 
 def tool_search_settings(section: object) -> ToolSearchSettings:
@@ -93,24 +146,31 @@ class ToolHit:
     usage: float
     success: float
     critical: bool = False
+    # The candidate's own score from its arm: the cosine similarity in the dense arms (what min_similarity bounds).
+    similarity: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, view: ToolView = FULL_VIEW) -> dict[str, Any]:
         definition = self.entry.definition
-        return {
+        shown: dict[str, Any] = {
             "name": self.entry.name,
             "document_id": self.entry.document_id,
             "server": definition.get("server"),
-            "description": definition.get("description", ""),
-            "input_schema": definition.get("input_schema", {}),
+            "description": view.description(definition.get("description", "")),
+        }
+        if view.include_full_params:
+            shown["input_schema"] = definition.get("input_schema", {})
+        return {
+            **shown,
             "tags": definition.get("tags", []),
             "score": round(self.score, 4),
+            "similarity": None if self.similarity is None else round(self.similarity, 4),
             "signals": {
                 "semantic": round(self.semantic, 4),
                 "usage": round(self.usage, 4),
                 "success": round(self.success, 4),
             },
             "critical": self.critical,
-            "tokens": self.entry.tokens,
+            "tokens": view.tokens(self.entry),
         }
 
 
@@ -132,14 +192,23 @@ class ToolSearchResponse:
     def tokens_saved(self) -> int:
         return max(0, self.tokens_all - self.tokens_loaded)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, view: ToolView = FULL_VIEW) -> dict[str, Any]:
+        """The response as the faces return it; ``prompt_tokens.loaded`` counts the tools as ``view`` shows them
+        (``loaded_full``: the same tools whole)."""
+        tools = [t.to_dict(view) for t in self.tools]
+        loaded = sum(t["tokens"] for t in tools)
         return {
-            "tools": [t.to_dict() for t in self.tools],
+            "tools": tools,
             "mode": self.mode,
             "semantic": self.semantic,
             "cached": self.cached,
             "catalog_tools": self.catalog_tools,
-            "prompt_tokens": {"loaded": self.tokens_loaded, "all_tools": self.tokens_all, "saved": self.tokens_saved},
+            "prompt_tokens": {
+                "loaded": loaded,
+                "loaded_full": self.tokens_loaded,
+                "all_tools": self.tokens_all,
+                "saved": max(0, self.tokens_all - loaded),
+            },
             "warnings": self.warnings,
         }
 
@@ -209,6 +278,14 @@ class CandidateCache(Protocol):
     def put(self, key: Hashable, value: Candidates) -> None: ...
 
 
+@dataclass(frozen=True)
+class ToolRoster:
+    """The indexed tools' names and the critical set among them (an active set starts from, and resets to, it)."""
+
+    names: frozenset[str]
+    critical: tuple[str, ...]
+
+
 class ToolSearch:
     """Searches the tool catalog of an index; one per process, shared by its requests (thread-safe). ``cache``
     keeps each query's candidates per index generation (None: every search asks the index)."""
@@ -231,6 +308,13 @@ class ToolSearch:
                 self._catalogs = {generation: found}  # an older generation's catalog is never asked for again
         return found
 
+    def roster(self, catalog: Mapping[str, CatalogEntry]) -> ToolRoster:
+        """The catalog's tool names and its critical tools (RAG_TOOLS_CRITICAL and those marked so) that are
+        indexed, in name order."""
+        names = frozenset(entry.name for entry in catalog.values())
+        critical = set(self.config.critical) | {e.name for e in catalog.values() if e.critical}
+        return ToolRoster(names, tuple(sorted(critical & names)))
+
     def search(
         self,
         retriever: Retriever,
@@ -241,14 +325,21 @@ class ToolSearch:
         mode: ToolMode = "multi-signal",
         top_k: int | None = None,
         generation: Hashable = None,
+        categories: Collection[str] = (),
+        min_similarity: float | None = None,
+        exclude: Collection[str] = (),
     ) -> ToolSearchResponse:
-        """The ``top_k`` best tools for ``query`` (plus the critical set), searched as ``principal``."""
+        """The ``top_k`` best tools for ``query`` (plus the critical set), searched as ``principal``; only tools
+        tagged with one of ``categories`` (when given), at least ``min_similarity`` similar to the query (dense
+        arms), and none named in ``exclude`` (the critical ones included)."""
         started = time.perf_counter()
         if mode not in TOOL_MODES:
             raise ValueError(f"unknown tool search mode {mode!r}; expected one of {', '.join(TOOL_MODES)}")
         top_k = top_k or self.config.top_k
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, got {top_k}")
+        if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
+            raise ValueError(f"min_similarity must be from -1 to 1, got {min_similarity}")
         catalog = self.catalog(retriever.store, generation)
         by_name: dict[str, CatalogEntry] = {}
         for entry in catalog.values():
@@ -256,7 +347,13 @@ class ToolSearch:
         warnings: list[str] = []
         if not catalog:
             warnings.append("no tools are indexed: set RAG_TOOLS_CATALOG or RAG_TOOLS_MCP_SERVERS and index them")
+        allowed = in_categories(catalog, categories) if categories else None
+        if allowed is not None and not allowed:
+            warnings.append(f"no indexed tool is tagged {', '.join(sorted(categories))}")
         depth = max(self.config.candidates, top_k) if mode == "multi-signal" else top_k
+        if allowed is not None or exclude:
+            # Filtered after the ranking: rank deep enough that the filter leaves top_k where there are as many.
+            depth = max(depth, min(len(catalog), FILTERED_DEPTH)) if allowed is not None else depth + len(exclude)
         cache = self._cache if self._cache is not None and self._cache.enabled and generation is not None else None
         key = (generation, mode, depth, query.strip())
         found = cache.get(key) if cache is not None else None
@@ -266,20 +363,32 @@ class ToolSearch:
             if cache is not None:
                 cache.put(key, found)
         warnings.extend(found.warnings)
+        ranked = [(d, s) for d, s in found.ranked if d in catalog and catalog[d].name not in exclude]
+        if allowed is not None:
+            ranked = [(d, s) for d, s in ranked if d in allowed]
+        similarity_arm = mode in ("multi-signal", "vector") and found.semantic == "dense"
+        if min_similarity is not None:
+            if similarity_arm:
+                ranked = [(d, s) for d, s in ranked if s >= min_similarity]
+            else:
+                warnings.append("min_similarity was not applied: only the dense arms (multi-signal, vector) score a "
+                                "similarity, and this search ranked by keywords or fused ranks")  # fmt: skip
+        raw = dict(ranked)
+        if mode == "multi-signal":
+            ranked = relative(ranked)
         usage = usage_signal(stats)
         weights = self.config.weights
         hits: list[ToolHit] = []
-        for document_id, score in found.ranked:
-            if document_id not in catalog:
-                continue
+        for document_id, score in ranked:
             entry = catalog[document_id]
             used, success = usage.get(entry.name, 0.0), success_signal(stats.get(entry.name))
             # The multi-signal score ranks by all three; an arm alone by its own score (the others are shown).
             total = weights[0] * score + weights[1] * used + weights[2] * success if mode == "multi-signal" else score
-            hits.append(ToolHit(entry, total, score, used, success))
+            similarity = raw[document_id] if similarity_arm else None
+            hits.append(ToolHit(entry, total, score, used, success, similarity=similarity))
         hits.sort(key=lambda h: (-h.score, h.entry.name))
         chosen = hits[:top_k]
-        critical = set(self.config.critical) | {e.name for e in catalog.values() if e.critical}
+        critical = (set(self.config.critical) | {e.name for e in catalog.values() if e.critical}) - set(exclude)
         shown = {h.entry.name for h in chosen}
         for hit in chosen:
             hit.critical = hit.entry.name in critical
@@ -301,20 +410,35 @@ class ToolSearch:
         )
 
 
+def in_categories(catalog: Mapping[str, CatalogEntry], categories: Collection[str]) -> set[str]:
+    """The document ids of the tools tagged with any of ``categories`` (case and surrounding spaces ignored)."""
+    wanted = {c.strip().casefold() for c in categories}
+    return {
+        document_id
+        for document_id, entry in catalog.items()
+        if wanted & {str(tag).strip().casefold() for tag in entry.definition.get("tags") or ()}
+    }
+
+
+def relative(ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores over the best one's, clipped at 0: the multi-signal score's semantic signal.
+
+    Relative to the best candidate, so semantic spans 0-1 like usage and success: raw cosines of a small model sit
+    in 0.2-0.7, where the other signals' 0-1 swings would outweigh any difference in meaning (MetaTool: nDCG@5
+    0.633 with raw cosines, 0.696 relative; docs/notes/tool_search.md). BM25 scores of the keyword fallback have
+    no scale of their own either way. Taken after the filters, so the best tool a caller may still get counts 1."""
+    best = max((s for _, s in ranked), default=0.0)
+    return [(d, max(0.0, s) / best if best > 0 else 0.0) for d, s in ranked]
+
+
 def _candidates(retriever: Retriever, principal: Principal, query: str, mode: ToolMode, depth: int) -> Candidates:
-    """The query's candidates, best first, whether the dense model answered, and the search's warnings."""
+    """The query's candidates with their arm's own scores (raw cosines in the dense arms), best first, whether the
+    dense model answered, and the search's warnings."""
     sources = tool_sources()
     arm = "vector" if mode == "multi-signal" else mode
     response = retriever.search(query, arm, principal, top_k=depth, sources=sources, with_parent_text=False)
     keyword = arm != "bm25" and response.mode == "bm25"
     results = [(r.document_id, float(r.score)) for r in response.results]
-    if mode == "multi-signal":
-        # Relative to the best candidate, so semantic spans 0-1 like usage and success: raw cosines of a small
-        # model sit in 0.2-0.7, where the other signals' 0-1 swings would outweigh any difference in meaning
-        # (MetaTool: nDCG@5 0.633 with raw cosines, 0.696 relative; docs/notes/tool_search.md). BM25 scores of
-        # the keyword fallback have no scale of their own either way.
-        best = max((s for _, s in results), default=0.0)
-        results = [(d, max(0.0, s) / best if best > 0 else 0.0) for d, s in results]
     warnings = list(response.warnings)
     if keyword:
         warnings.append("the dense model is unavailable: tools were found by keywords (BM25)")

@@ -10,7 +10,7 @@ lifetime differs. Built from settings in the composition root (:func:`rag_pipeli
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 
 from rag_pipeline.index.store import IndexedAcl, VectorStore
@@ -19,7 +19,7 @@ from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
-from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchResponse, read_catalog
+from rag_pipeline.retrieval.tool_search import ToolRoster, ToolSearch, ToolSearchResponse, read_catalog
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
 from rag_pipeline.retrieval.tree_view import TreePage, TreeView, listing_and_view
 from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
@@ -63,15 +63,33 @@ class OneShotIndex:
             return indexed_acl(store, document_id)
 
     def search_tools(
-        self, tool_search: ToolSearch, request: ToolSearchRequest, reader: Principal, outcomes: ToolOutcomes
+        self,
+        tool_search: ToolSearch,
+        request: ToolSearchRequest,
+        reader: Principal,
+        outcomes: ToolOutcomes,
+        exclude: Collection[str] = (),
     ) -> ToolSearchResponse:
         """The tools for a task, as the service's ``search_tools`` finds them (usage and success from
-        ``outcomes``)."""
+        ``outcomes``), none named in ``exclude``."""
         with self.open_store() as store:
             retriever = build_retriever(store, self.models, self.config)
             return tool_search.search(
-                retriever, reader, request.query, outcomes.stats(), mode=request.mode, top_k=request.top_k
+                retriever,
+                reader,
+                request.query,
+                outcomes.stats(),
+                mode=request.mode,
+                top_k=request.top_k,
+                categories=request.categories or (),
+                min_similarity=request.min_similarity,
+                exclude=exclude,
             )
+
+    def tool_roster(self, tool_search: ToolSearch) -> ToolRoster:
+        """The indexed tools' names and the critical set."""
+        with self.open_store() as store:
+            return tool_search.roster(read_catalog(store))
 
     def tool_names(self) -> set[str]:
         """The names of the indexed tools."""

@@ -177,6 +177,9 @@ class ChatRequest(BaseModel):
 
 
 MAX_TOOLS = 50
+# A description cut shorter than this says nothing a name does not; longer than this is no cut.
+MIN_DESCRIPTION_CHARS = 20
+MAX_DESCRIPTION_CHARS = 10_000
 
 
 class ToolSearchRequest(BaseModel):
@@ -192,11 +195,33 @@ class ToolSearchRequest(BaseModel):
         "multi-signal",
         description="multi-signal (default: the design's 0.5 semantic + 0.3 usage + 0.2 success), or one arm alone",
     )
+    categories: list[Annotated[str, Field(min_length=1, max_length=_NAME_CHARS)]] | None = Field(
+        None, min_length=1, max_length=MAX_FILTER_VALUES, description="only tools tagged with one of these"
+    )
+    min_similarity: float | None = Field(
+        None, ge=0.0, le=1.0, description="drop tools less similar to the task than this cosine (0-1; dense arms)"
+    )
+    include_full_params: bool = Field(True, description="false: leave each tool's parameter schema out")
+    max_description_length: int | None = Field(
+        None, ge=MIN_DESCRIPTION_CHARS, le=MAX_DESCRIPTION_CHARS, description="cut descriptions to this many characters"
+    )
+    exclude_active: bool = Field(True, description="leave out the tools the caller's active set holds already")
 
     @field_validator("query")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         return query_text(value)
+
+
+class ActiveToolsRequest(BaseModel):
+    """``POST /v1/tools/active`` (activate) and ``/v1/tools/active/deactivate``: tools by the names tool search
+    returned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    names: list[Annotated[str, Field(min_length=1, max_length=_NAME_CHARS)]] = Field(
+        min_length=1, max_length=MAX_TOOLS, description="tool names, as tool search returns them"
+    )
 
 
 class FeedbackRequest(BaseModel):

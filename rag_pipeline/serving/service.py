@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -27,6 +27,7 @@ from rag_pipeline.retrieval.retriever import Retriever, RetrieverConfig
 from rag_pipeline.retrieval.rewrite import PlanOutcome
 from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import (
+    ToolRoster,
     ToolSearch,
     ToolSearchConfig,
     ToolSearchResponse,
@@ -34,6 +35,7 @@ from rag_pipeline.retrieval.tool_search import (
 )
 from rag_pipeline.retrieval.tree import ContainerNode, reader_tree
 from rag_pipeline.retrieval.tree_view import TreePage, TreeView, listing_and_view
+from rag_pipeline.serving.active_tools import ActiveToolSets
 from rag_pipeline.serving.documents import ServedDocument, document_parents, indexed_acl, served_document
 from rag_pipeline.serving.feedback import FeedbackDisabled, FeedbackStore
 from rag_pipeline.serving.request_audit import RequestAudit
@@ -74,12 +76,15 @@ class SearchService:
         tool_search: ToolSearch | None = None,
         tool_outcomes: ToolOutcomes | None = None,
         feedback: FeedbackStore | None = None,
+        active_tools: ActiveToolSets | None = None,
     ) -> None:
         self.default_min_score = default_min_score
         self.feedback = feedback  # readers' judgements (opt-in: RAG_FEEDBACK_DAYS)
         # Tool search over the index's tool catalog; outcomes in memory unless the settings give the data folder's.
         self.tool_search = tool_search or ToolSearch(ToolSearchConfig(), ResultCache(cache_entries, cache_seconds))
         self.tool_outcomes = tool_outcomes or ToolOutcomes()
+        # Each caller's active tool set (serving/active_tools.py), in memory: bounded and expiring.
+        self.active_tools = ActiveToolSets() if active_tools is None else active_tools
         self.location = location
         self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
         # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
@@ -254,9 +259,11 @@ class SearchService:
         with self._turn() as (retriever, _waited):
             return listing_and_view(retriever.store, reader, prefix, view)
 
-    def search_tools(self, request: ToolSearchRequest, reader: Principal) -> ToolSearchResponse:
-        """The tools for a task (retrieval/tool_search.py), as ``reader``; the catalog and the query's candidates are
-        cached per index generation, usage and success read fresh on every call."""
+    def search_tools(
+        self, request: ToolSearchRequest, reader: Principal, exclude: Collection[str] = ()
+    ) -> ToolSearchResponse:
+        """The tools for a task (retrieval/tool_search.py), as ``reader``, none named in ``exclude``; the catalog and
+        the query's candidates are cached per index generation, usage and success read fresh on every call."""
         if reader.all_documents:
             raise ValueError("the search service never searches without access control")
         self.index_written()
@@ -269,7 +276,17 @@ class SearchService:
                 mode=request.mode,
                 top_k=request.top_k,
                 generation=self._generation,
+                categories=request.categories or (),
+                min_similarity=request.min_similarity,
+                exclude=exclude,
             )
+
+    def tool_roster(self) -> ToolRoster:
+        """The indexed tools' names and the critical set (what an active set starts from)."""
+        self.index_written()
+        with self._turn() as (retriever, _waited):
+            catalog = self.tool_search.catalog(retriever.store, self._generation)
+        return self.tool_search.roster(catalog)
 
     def record_tool_outcome(self, name: str, request: ToolOutcomeRequest) -> dict[str, Any]:
         """Count a call of the indexed tool ``name``; KeyError when no indexed tool has that name."""

@@ -18,8 +18,9 @@ class ToolsSettings(SourceSettings):
     """RAG_TOOLS_CATALOG (a JSON file of tool definitions), RAG_TOOLS_MCP_SERVERS (comma-separated Streamable HTTP
     URLs whose ``tools/list`` is read), RAG_TOOLS_CRITICAL (tools every tool search returns), and the score's
     RAG_TOOL_SEARCH_WEIGHTS (semantic,usage,success), RAG_TOOL_SEARCH_TOP_K, RAG_TOOL_SEARCH_CACHE_ENTRIES and
-    RAG_TOOL_SEARCH_CACHE_SECONDS; RAG_TOOL_EVAL_DIR, the tool-retrieval eval set. Neither a catalog nor a server: the
-    source holds nothing."""
+    RAG_TOOL_SEARCH_CACHE_SECONDS; RAG_TOOL_ACTIVE_MAX_TOOLS, RAG_TOOL_ACTIVE_MAX_SETS and
+    RAG_TOOL_ACTIVE_TTL_SECONDS, the bounds of each caller's active set; RAG_TOOL_EVAL_DIR, the tool-retrieval eval
+    set. Neither a catalog nor a server: the source holds nothing."""
 
     catalog: Path | None = None
     mcp_servers: tuple[str, ...] = ()
@@ -32,6 +33,10 @@ class ToolsSettings(SourceSettings):
     server_timeout_seconds: float = 20.0
     # RAG_TOOL_EVAL_DIR: the tool-retrieval eval set (test queries, training split, its catalog).
     eval_dir: Path = DEFAULT_TOOL_EVAL_DIR
+    # Each caller's active tool set: tools in one set, sets kept, seconds an untouched set lives (issue 67).
+    active_max_tools: int = 20
+    active_max_sets: int = 1000
+    active_ttl_seconds: float = 3600.0
 
     @classmethod
     def from_env(cls, env: EnvValues) -> Self:
@@ -45,6 +50,9 @@ class ToolsSettings(SourceSettings):
             cache_seconds=env.float("RAG_TOOL_SEARCH_CACHE_SECONDS", 300.0, 0.0, 86_400.0),
             server_timeout_seconds=env.float("RAG_TOOLS_SERVER_TIMEOUT", 20.0, 1.0, 600.0),
             eval_dir=env.path("RAG_TOOL_EVAL_DIR", DEFAULT_TOOL_EVAL_DIR),
+            active_max_tools=env.int("RAG_TOOL_ACTIVE_MAX_TOOLS", 20, minimum=1) or 20,
+            active_max_sets=env.int("RAG_TOOL_ACTIVE_MAX_SETS", 1000, minimum=1) or 1000,
+            active_ttl_seconds=env.float("RAG_TOOL_ACTIVE_TTL_SECONDS", 3600.0, 1.0, 30 * 86_400.0),
         )
 
     def inputs(self) -> tuple[InputCheck, ...]:

@@ -1,30 +1,109 @@
-"""``POST /v1/tools/search`` (the few tools a task needs, and the prompt tokens they save) and
-``POST /v1/tools/{name}/outcome`` (whether calling a tool worked)."""
+"""``POST /v1/tools/search`` (the few tools a task needs, and the prompt tokens they save), ``POST
+/v1/tools/{name}/outcome`` (whether calling a tool worked), and the caller's active tool set: ``GET
+/v1/tools/active``, ``POST /v1/tools/active`` (activate), ``POST /v1/tools/active/deactivate`` and ``POST
+/v1/tools/active/reset``. The set is the caller's, per ``X-Session-Id`` where the client sends one
+(serving/tool_selection.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio.to_thread
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Header
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 
 from rag_pipeline.http.errors import error
 from rag_pipeline.http.state import HttpState, caller, http_state
+from rag_pipeline.serving.active_tools import ActiveSetRefused, CallerKey
 from rag_pipeline.serving.identity import Reader
-from rag_pipeline.serving.schemas import ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.schemas import ActiveToolsRequest, ToolOutcomeRequest, ToolSearchRequest
+from rag_pipeline.serving.tool_selection import ActiveAction, change_active_tools, find_tools
 
 router = APIRouter()
+MAX_SESSION_CHARS = 200
+
+
+def caller_key(reader: Reader, session: str | None) -> CallerKey:
+    return CallerKey.of(reader.principal, session or "")
+
+
+def session_header(x_session_id: str | None = Header(None, max_length=MAX_SESSION_CHARS)) -> str | None:
+    """The client's session (``X-Session-Id``): its active tool set is kept apart from the caller's other ones."""
+    return x_session_id
 
 
 @router.post("/v1/tools/search")
 async def search_tools(
-    request: ToolSearchRequest, reader: Reader = Depends(caller), state: HttpState = Depends(http_state)
+    request: ToolSearchRequest,
+    reader: Reader = Depends(caller),
+    state: HttpState = Depends(http_state),
+    session: str | None = Depends(session_header),
 ) -> JSONResponse:
-    """The few tools a task needs, with the prompt tokens they cost against loading every tool."""
+    """The few tools a task needs (those already active left out), with the prompt tokens they cost against loading
+    every tool."""
+    service = state.service
     found = await anyio.to_thread.run_sync(
-        state.service.search_tools, request, reader.principal, limiter=state.search_threads
+        lambda: find_tools(service, service.active_tools, caller_key(reader, session), request, reader.principal),
+        limiter=state.search_threads,
     )
-    return JSONResponse(found.to_dict())
+    return JSONResponse(found)
+
+
+async def _active(state: HttpState, key: CallerKey, action: ActiveAction, names: list[str], path: str) -> JSONResponse:
+    service = state.service
+
+    def change() -> dict[str, Any]:
+        return change_active_tools(service, service.active_tools, key, action, names)
+
+    try:
+        changed = await anyio.to_thread.run_sync(change, limiter=state.search_threads)
+    except ActiveSetRefused as exc:
+        return error(exc.status, str(exc), exc.field, path)
+    return JSONResponse(changed)
+
+
+@router.get("/v1/tools/active")
+async def active_tools(
+    reader: Reader = Depends(caller),
+    state: HttpState = Depends(http_state),
+    session: str | None = Depends(session_header),
+) -> JSONResponse:
+    """The caller's active tools (the critical set until it activates others)."""
+    return await _active(state, caller_key(reader, session), "get", [], "/v1/tools/active")
+
+
+@router.post("/v1/tools/active")
+async def activate_tools(
+    request: ActiveToolsRequest,
+    reader: Reader = Depends(caller),
+    state: HttpState = Depends(http_state),
+    session: str | None = Depends(session_header),
+) -> JSONResponse:
+    """Add indexed tools to the caller's active set: 404 naming ``names`` for an unknown one, 409 over the bound."""
+    return await _active(state, caller_key(reader, session), "activate", request.names, "/v1/tools/active")
+
+
+@router.post("/v1/tools/active/deactivate")
+async def deactivate_tools(
+    request: ActiveToolsRequest,
+    reader: Reader = Depends(caller),
+    state: HttpState = Depends(http_state),
+    session: str | None = Depends(session_header),
+) -> JSONResponse:
+    """Remove tools from the caller's active set."""
+    key = caller_key(reader, session)
+    return await _active(state, key, "deactivate", request.names, "/v1/tools/active/deactivate")
+
+
+@router.post("/v1/tools/active/reset")
+async def reset_active_tools(
+    reader: Reader = Depends(caller),
+    state: HttpState = Depends(http_state),
+    session: str | None = Depends(session_header),
+) -> JSONResponse:
+    """The caller's active set back to the critical set."""
+    return await _active(state, caller_key(reader, session), "reset", [], "/v1/tools/active/reset")
 
 
 @router.post("/v1/tools/{name}/outcome")
