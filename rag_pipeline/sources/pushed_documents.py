@@ -256,6 +256,10 @@ def checked_batch(
     try:
         request = PushRequest.model_validate_json(payload)
     except ValidationError as exc:
+        # An unknown source first: its documents' problems would be beside the point.
+        given = _given_source(payload)
+        if isinstance(given, str):
+            check_source(given, registered, connectors)
         raise PushInvalid(400 if any(p.field == "body" for p in problems_of(exc)) else 422, problems_of(exc)) from None
     source = check_source(request.source, registered, connectors)
     count = len(request.documents) + len(request.deleted)
@@ -274,6 +278,15 @@ def checked_batch(
     if twice:
         raise PushInvalid(422, twice)
     return PushBatch(source, list(request.documents), list(request.deleted))
+
+
+def _given_source(payload: bytes | str) -> object:
+    """The body's ``source``, where the body is a JSON object (None otherwise)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return None
+    return body.get("source") if isinstance(body, dict) else None
 
 
 def batch_from_lines(text: str, source: str) -> str:
