@@ -463,6 +463,14 @@ SETTINGS: tuple[Setting, ...] = (
         _SEARCH,
     ),
     Setting(
+        "RAG_AGENT_TOOL_SEARCH",
+        "flag",
+        "0",
+        ("serve", "cli"),
+        "the agent starts with search_documents and finds its other tools by tool search",
+        _SEARCH,
+    ),
+    Setting(
         "RAG_REWRITE_MODEL",
         "text",
         "",

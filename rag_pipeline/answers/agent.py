@@ -13,13 +13,21 @@ A model that fails on its first round (an API error, a time-out: nothing was sea
 reader with nothing: the question is searched as the plain answer route searches it (``fallback``) and the
 documents come back with the reason, unanswered. A model that fails later keeps what its tools found. Where the
 server returns the model's reasoning (``reasoning_content``), every round's is kept on the answer.
+
+With tool search (RAG_AGENT_TOOL_SEARCH, ``AgentTools.find_tools``) the agent picks its tools as the RAG tool-search
+design asks of an agent: it starts from its critical set (``search_documents``) and the tools tool search finds for
+the question, and is offered ``search_tools`` to find and load more; a tool not loaded is refused to the model with
+the way to load it. Only the agent's own tools can be loaded (tool search returns names; the agent runs nothing
+else), so they are found where the operator indexes them (the service's own MCP server in RAG_TOOLS_MCP_SERVERS,
+or a catalog naming them).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +48,8 @@ from rag_pipeline.retrieval.results import SearchResult
 from rag_pipeline.retrieval.tree_view import MAX_TREE_DEPTH, TreeView
 from rag_pipeline.sources.registry import document_sources, searched_sources_phrase
 
+log = logging.getLogger(__name__)
+
 AGENT_PROMPT = """You answer questions for the people of a company from what they wrote in {sources}.
 You cannot see any document until you call a tool: use search_documents (several times if the first search is not
 enough, with other words or filters), get_document for a whole document, and list_containers to see which channels
@@ -52,15 +62,38 @@ AGENT_TREE_LIMIT = 100
 DEFAULT_AGENT_TREE_LIMIT = 50
 
 
-def agent_tools() -> list[dict[str, Any]]:
-    """The tools offered to the model; ``source`` may name any registered document source."""
-    return [
+def agent_tools(active: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """The tools offered to the model; ``source`` may name any registered document source. ``active``: with tool
+    search (RAG_AGENT_TOOL_SEARCH), only these of the agent's own tools, and ``search_tools`` to find more."""
+    offered = [
         {
             **tool,
             "function": {**_described(tool["function"]), "parameters": _with_sources(tool["function"]["parameters"])},
         }
         for tool in _TOOLS
+        if active is None or tool["function"]["name"] in active
     ]
+    return offered if active is None else [*offered, TOOL_SEARCH_TOOL]
+
+
+# With tool search, the agent starts from its critical set and finds the rest (the design's RAG tool search).
+AGENT_CRITICAL_TOOLS = ("search_documents",)
+TOOL_SEARCH_PROMPT = (
+    "\nOnly some of your tools are loaded. To do something they cannot, call search_tools with the task in a few "
+    "words: the tools it finds can be called from your next round on."
+)
+TOOL_SEARCH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "search_tools",
+        "description": "Find and load more tools for a task; the tools found can be called from the next round.",
+        "parameters": {
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "what the tools should do"}},
+            "required": ["task"],
+        },
+    },
+}
 
 
 def _described(function: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +172,9 @@ class AgentTools:
     document: Callable[[str], dict[str, Any] | None]
     # (prefix, view) -> {"sources": the containers under prefix, and the view's page: root_path, nodes, ...}
     tree: Callable[[str | None, TreeView], dict[str, Any]]
+    # Tool search (RAG_AGENT_TOOL_SEARCH): a task -> the names of the indexed tools for it, best first; None: every
+    # tool of the agent is offered from the start.
+    find_tools: Callable[[str], list[str]] | None = None
 
 
 @dataclass
@@ -166,6 +202,8 @@ class AgentAnswer:
     results: list[SearchResult] = field(default_factory=list)
     # The model failed before any tool ran and the question was searched as the plain answer route does.
     fell_back: bool = False
+    # With tool search: the agent's tools loaded at the end (its critical set and those tool search found).
+    active_tools: list[str] | None = None
 
 
 class _Documents:
@@ -214,8 +252,39 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents: _Documents) -> tuple[Any, ToolCall]:
+def own_tool_names() -> tuple[str, ...]:
+    return tuple(tool["function"]["name"] for tool in _TOOLS)
+
+
+def activate_found(active: list[str], found: Sequence[str]) -> list[str]:
+    """Add the agent's own tools among ``found`` (tool search's names) to ``active``; the ones added."""
+    own = own_tool_names()
+    added = [name for name in dict.fromkeys(found) if name in own and name not in active]
+    active.extend(added)
+    return added
+
+
+def _search_tools(arguments: dict[str, Any], tools: AgentTools, active: list[str]) -> dict[str, Any]:
+    task = arguments.get("task")
+    if not isinstance(task, str) or len(task.strip()) < 2:
+        raise ValueError("task: a text of at least 2 characters is required")
+    assert tools.find_tools is not None
+    found = tools.find_tools(task)
+    added = activate_found(active, found)
+    usable = [name for name in found if name in own_tool_names()]
+    left_out = "tools found that are not yours to call are left out" if len(usable) < len(found) else None
+    return {"found": usable, "activated": added, "active_tools": list(active), "note": left_out}
+
+
+def _run_tool(
+    name: str, arguments: dict[str, Any], tools: AgentTools, documents: _Documents, active: list[str] | None = None
+) -> tuple[Any, ToolCall]:
     call = ToolCall(name, arguments)
+    if active is not None:
+        if name == "search_tools":
+            return _search_tools(arguments, tools, active), call
+        if name in own_tool_names() and name not in active:
+            raise ValueError(f"{name} is not loaded: call search_tools with what you need it for")
     if name == "search_documents":
         query = arguments.get("query")
         if not isinstance(query, str) or len(query.strip()) < 2:
@@ -265,6 +334,19 @@ def _run_tool(name: str, arguments: dict[str, Any], tools: AgentTools, documents
     raise ValueError(f"no tool named {name!r}")
 
 
+def _starting_tools(tools: AgentTools, question: str) -> list[str] | None:
+    """With tool search: the critical set and the agent's tools tool search finds for the question (the critical set
+    alone where the search fails: the model can still search for more); None: every tool, as without it."""
+    if tools.find_tools is None:
+        return None
+    active = list(AGENT_CRITICAL_TOOLS)
+    try:
+        activate_found(active, tools.find_tools(question))
+    except Exception:  # an index lent to a writer, no tools indexed: the critical set stands
+        log.warning("tool search for the agent's first tools failed", exc_info=True)
+    return active
+
+
 FALLBACK_NOTICE = "the question was searched as a plain answer searches it, since the model failed before any tool ran"
 
 
@@ -288,9 +370,9 @@ def run_agent(
     question = next((text for role, text in reversed(turns) if role == "user"), "")
     if not question:
         raise ValueError("the conversation has no user message")
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": AGENT_PROMPT.format(sources=searched_sources_phrase())}
-    ]
+    active = _starting_tools(tools, question)
+    prompt = AGENT_PROMPT.format(sources=searched_sources_phrase()) + (TOOL_SEARCH_PROMPT if active is not None else "")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": prompt}]
     messages += [{"role": role, "content": text} for role, text in turns if role in ("user", "assistant")]
     usage, documents, calls = Usage(), _Documents(max_chars), []
     notices: list[str] = []
@@ -299,7 +381,7 @@ def run_agent(
     try:
         for iteration in range(max_iterations + 1):
             last = iteration == max_iterations
-            message = model.reply(messages, usage, tools=agent_tools(), tool_choice="none" if last else "auto")
+            message = model.reply(messages, usage, tools=agent_tools(active), tool_choice="none" if last else "auto")
             reasoning.append(reasoning_of(message))
             requested = list(message.tool_calls or []) if not last else []
             if not requested:
@@ -313,7 +395,7 @@ def run_agent(
                 name = requested_call.function.name
                 try:
                     arguments = _arguments(requested_call.function.arguments)
-                    result, call = _run_tool(name, arguments, tools, documents)
+                    result, call = _run_tool(name, arguments, tools, documents, active)
                 except Exception as exc:  # reported to the model, which may try otherwise; never a failed answer
                     call = ToolCall(name, {}, error=str(exc) if isinstance(exc, ValueError) else type(exc).__name__)
                     result = {"error": call.error}
@@ -328,12 +410,14 @@ def run_agent(
             answer = unanswered(model.model, context, reason, usage)
             answer.notices = [*notices, FALLBACK_NOTICE]
             answer.reasoning = joined_reasoning(reasoning)
-            return AgentAnswer(question, answer, calls, time.perf_counter() - started, results, fell_back=True)
+            return AgentAnswer(question, answer, calls, time.perf_counter() - started, results, fell_back=True,
+                               active_tools=active)  # fmt: skip
         context = sorted(documents.by_id.values(), key=lambda d: d.number)
         answer = unanswered(model.model, context, reason, usage)
         answer.notices = notices
         answer.reasoning = joined_reasoning(reasoning)
-        return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)
+        seconds = time.perf_counter() - started
+        return AgentAnswer(question, answer, calls, seconds, documents.results, active_tools=active)
     if not calls:
         notices.append("the model answered without searching: no document backs this answer")
     context = sorted(documents.by_id.values(), key=lambda d: d.number)
@@ -341,4 +425,5 @@ def run_agent(
     answer = Answer(text=text, model=model.model, context=context, sources=[context[n - 1] for n in citations.valid],
                     invalid_citations=citations.invalid, usage=usage, notices=notices,
                     reasoning=joined_reasoning(reasoning))  # fmt: skip
-    return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results)
+    return AgentAnswer(question, answer, calls, time.perf_counter() - started, documents.results,
+                       active_tools=active)  # fmt: skip

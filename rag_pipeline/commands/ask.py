@@ -10,6 +10,7 @@ from typing import Any
 
 from rag_pipeline.commands.arguments import add_data_dir, positive_int
 from rag_pipeline.commands.errors import FAILURE, CommandError
+from rag_pipeline.commands.tools import agent_tool_finder_of
 from rag_pipeline.composition import dense_encoder_of, reranker_of
 from rag_pipeline.settings import Settings
 
@@ -77,7 +78,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         search = question_search(index, principal, args.mode, limits.documents)
         if rounds is not None:
-            tools = reader_tools(index, principal, args.mode)
+            finder = agent_tool_finder_of(settings, index, principal)  # None unless RAG_AGENT_TOOL_SEARCH
+            tools = reader_tools(index, principal, args.mode, find_tools=finder)
             agent = agent_answer(model, tools, [("user", args.question)], rounds, limits, search)
             asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
             tool_calls = [c.as_dict() for c in agent.tool_calls]

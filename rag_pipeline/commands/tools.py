@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -15,6 +16,10 @@ from rag_pipeline.commands.arguments import add_data_dir
 from rag_pipeline.commands.errors import CommandError
 from rag_pipeline.composition import dense_encoder_of
 from rag_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from rag_pipeline.retrieval.principal import Principal
+    from rag_pipeline.serving.one_shot import OneShotIndex
 
 # The active sets the command line keeps between runs (the service keeps its own in memory).
 ACTIVE_SETS_FILE = "tool_active_sets.json"
@@ -150,3 +155,21 @@ def _print(payload: dict[str, Any]) -> None:
     tokens = payload["prompt_tokens"]
     print(f"prompt tokens: {tokens['loaded']} for these {len(payload['tools'])} tools, {tokens['all_tools']} for all "
           f"{payload['catalog_tools']} (saved {tokens['saved']})")  # fmt: skip
+
+
+def agent_tool_finder_of(
+    settings: Settings, index: OneShotIndex, reader: Principal
+) -> Callable[[str], list[str]] | None:
+    """``ask``'s agent tool search (RAG_AGENT_TOOL_SEARCH) over the one-shot ``index`` as ``reader``; None when off
+    (the agent is offered every tool, as before)."""
+    from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
+    from rag_pipeline.retrieval.tool_search import ToolSearch, tool_search_config, tool_search_settings
+    from rag_pipeline.serving.tool_selection import OneShotTools, agent_tool_finder
+    from rag_pipeline.sources.registry import tool_catalog_source
+
+    section = tool_search_settings(settings.source(tool_catalog_source()))
+    if not section.agent_tool_search:
+        return None
+    # The data folder's outcomes rank the tools as the service would; the command exits right after its answer.
+    tools = OneShotTools(index, ToolSearch(tool_search_config(section)), ToolOutcomes(settings.paths.tool_outcomes))
+    return agent_tool_finder(tools, reader)

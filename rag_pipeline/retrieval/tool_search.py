@@ -97,6 +97,8 @@ class ToolSearchConfig:
     top_k: int = 5
     critical: tuple[str, ...] = ()
     candidates: int = CANDIDATES
+    # RAG_AGENT_TOOL_SEARCH: the answer agent finds its tools by tool search (answers/agent.py).
+    agent_tool_search: bool = False
 
 
 @runtime_checkable
@@ -111,6 +113,7 @@ class ToolSearchSettings(Protocol):
     active_max_tools: int
     active_max_sets: int
     active_ttl_seconds: float
+    agent_tool_search: bool
 
 
 def tool_search_settings(section: object) -> ToolSearchSettings:
@@ -121,7 +124,12 @@ def tool_search_settings(section: object) -> ToolSearchSettings:
 
 
 def tool_search_config(section: ToolSearchSettings) -> ToolSearchConfig:
-    return ToolSearchConfig(weights=section.weights, top_k=section.top_k, critical=section.critical)
+    return ToolSearchConfig(
+        weights=section.weights,
+        top_k=section.top_k,
+        critical=section.critical,
+        agent_tool_search=section.agent_tool_search,
+    )
 
 
 @dataclass(frozen=True)

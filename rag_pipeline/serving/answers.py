@@ -74,10 +74,16 @@ def question_search(
 
 
 def reader_tools(
-    searcher: Searcher, reader: Principal, mode: Mode = "routed", *, observe: Observe = _unobserved
+    searcher: Searcher,
+    reader: Principal,
+    mode: Mode = "routed",
+    *,
+    observe: Observe = _unobserved,
+    find_tools: Callable[[str], list[str]] | None = None,
 ) -> AgentTools:
     """The reader's own tools for the agent: the model's arguments choose a query, a source, a document, a path,
-    never a reader."""
+    never a reader. ``find_tools``: the agent picks its tools by tool search (RAG_AGENT_TOOL_SEARCH,
+    :func:`~rag_pipeline.serving.tool_selection.agent_tool_finder`)."""
 
     def search(query: str, source: str | None, top_k: int) -> list[SearchResult]:
         request = SearchRequest(
@@ -94,7 +100,7 @@ def reader_tools(
         nodes, page = searcher.tree_view(reader, prefix, view)
         return {"sources": tree_json(nodes), **page.to_dict()}
 
-    return AgentTools(search, document, tree)
+    return AgentTools(search, document, tree, find_tools)
 
 
 class RoundsRefused(ValueError):

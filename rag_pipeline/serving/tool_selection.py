@@ -11,7 +11,7 @@ asks (``include_full_params``, ``max_description_length``) and counts the prompt
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, Protocol
 
 from rag_pipeline.retrieval.principal import Principal
@@ -19,7 +19,7 @@ from rag_pipeline.retrieval.tool_outcomes import ToolOutcomes
 from rag_pipeline.retrieval.tool_search import ToolRoster, ToolSearch, ToolSearchResponse, ToolView
 from rag_pipeline.serving.active_tools import ActiveToolSets, CallerKey
 from rag_pipeline.serving.one_shot import OneShotIndex
-from rag_pipeline.serving.schemas import ToolSearchRequest
+from rag_pipeline.serving.schemas import MAX_QUERY_CHARS, ToolSearchRequest
 
 ActiveAction = Literal["get", "activate", "deactivate", "reset"]
 
@@ -71,6 +71,17 @@ def find_tools(
     body["active_tools"] = active
     body["excluded_active"] = [name for name in exclude if name in roster.names]
     return body
+
+
+def agent_tool_finder(tools: ToolIndex, reader: Principal) -> Callable[[str], list[str]]:
+    """The answer agent's tool search (RAG_AGENT_TOOL_SEARCH, answers/agent.py): a task -> the names of the tools
+    found for it, as ``reader``, the critical ones included."""
+
+    def find(task: str) -> list[str]:
+        request = ToolSearchRequest(query=task.strip()[:MAX_QUERY_CHARS] or "?", include_full_params=False)
+        return [hit.entry.name for hit in tools.search_tools(request, reader).tools]
+
+    return find
 
 
 def change_active_tools(

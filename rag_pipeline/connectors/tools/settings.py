@@ -19,8 +19,9 @@ class ToolsSettings(SourceSettings):
     URLs whose ``tools/list`` is read), RAG_TOOLS_CRITICAL (tools every tool search returns), and the score's
     RAG_TOOL_SEARCH_WEIGHTS (semantic,usage,success), RAG_TOOL_SEARCH_TOP_K, RAG_TOOL_SEARCH_CACHE_ENTRIES and
     RAG_TOOL_SEARCH_CACHE_SECONDS; RAG_TOOL_ACTIVE_MAX_TOOLS, RAG_TOOL_ACTIVE_MAX_SETS and
-    RAG_TOOL_ACTIVE_TTL_SECONDS, the bounds of each caller's active set; RAG_TOOL_EVAL_DIR, the tool-retrieval eval
-    set. Neither a catalog nor a server: the source holds nothing."""
+    RAG_TOOL_ACTIVE_TTL_SECONDS, the bounds of each caller's active set; RAG_AGENT_TOOL_SEARCH (the answer agent
+    finds its tools by tool search); RAG_TOOL_EVAL_DIR, the tool-retrieval eval set. Neither a catalog nor a server:
+    the source holds nothing."""
 
     catalog: Path | None = None
     mcp_servers: tuple[str, ...] = ()
@@ -37,6 +38,8 @@ class ToolsSettings(SourceSettings):
     active_max_tools: int = 20
     active_max_sets: int = 1000
     active_ttl_seconds: float = 3600.0
+    # RAG_AGENT_TOOL_SEARCH: the answer agent starts from its critical set and finds its other tools by tool search.
+    agent_tool_search: bool = False
 
     @classmethod
     def from_env(cls, env: EnvValues) -> Self:
@@ -53,6 +56,7 @@ class ToolsSettings(SourceSettings):
             active_max_tools=env.int("RAG_TOOL_ACTIVE_MAX_TOOLS", 20, minimum=1) or 20,
             active_max_sets=env.int("RAG_TOOL_ACTIVE_MAX_SETS", 1000, minimum=1) or 1000,
             active_ttl_seconds=env.float("RAG_TOOL_ACTIVE_TTL_SECONDS", 3600.0, 1.0, 30 * 86_400.0),
+            agent_tool_search=env.flag("RAG_AGENT_TOOL_SEARCH", False),
         )
 
     def inputs(self) -> tuple[InputCheck, ...]:

@@ -23,6 +23,7 @@ from rag_pipeline.serving.answers import RoundsRefused, agent_answer, agent_roun
 from rag_pipeline.serving.identity import IdentityError, Reader
 from rag_pipeline.serving.schemas import ChatRequest
 from rag_pipeline.serving.shared_index import IndexUnavailable
+from rag_pipeline.serving.tool_selection import agent_tool_finder
 
 router = APIRouter()
 ROUTE = "/v1/chat/completions"
@@ -120,7 +121,9 @@ async def agent_completion(
     """The answer of a model that calls the tools itself (RAG_AGENT) in at most ``rounds`` rounds; streamed as one
     piece when asked to. A model failing before its first tool call leaves the chat answer's documents."""
     completion_id, created = ids
-    tools = reader_tools(state.service, reader.principal, observe=state.observed)
+    service = state.service
+    finder = agent_tool_finder(service, reader.principal) if service.tool_search.config.agent_tool_search else None
+    tools = reader_tools(service, reader.principal, observe=state.observed, find_tools=finder)
     limits, fallback = state.answer_limits, chat_search(state, reader)
     agent = await anyio.to_thread.run_sync(
         lambda: agent_answer(model, tools, request.turns(), rounds, limits, fallback), limiter=state.search_threads
@@ -128,7 +131,7 @@ async def agent_completion(
     state.observe_answer(ROUTE, agent.answer, agent.seconds)
     asked = Asked(agent.question, agent.results, agent.answer, agent.seconds)
     extra = {"tool_calls": [c.as_dict() for c in agent.tool_calls], "max_iterations": rounds,
-             "fell_back": agent.fell_back}  # fmt: skip
+             "fell_back": agent.fell_back, "active_tools": agent.active_tools}  # fmt: skip
     if not request.stream:
         body = _completion(completion_id, created, asked, model.language)
         body["rag"].update(extra)
