@@ -13,20 +13,15 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag_pipeline.http.limits import BodyTooLarge, body_limit_in
-from rag_pipeline.serving.identity import IdentityError
+from rag_pipeline.serving.refusal import Refusal
 from rag_pipeline.serving.shared_index import IndexUnavailable
 
 # The OpenAI-compatible routes answer errors in OpenAI's shape, which the official clients read.
 OPENAI_ROUTES = ("/v1/chat/completions", "/v1/models")
 
 
-class RequestRefused(Exception):
+class RequestRefused(Refusal):
     """A request this service will not answer: ``status`` with a message naming ``field``."""
-
-    def __init__(self, status: int, field: str | None, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
 
 
 def llm_failure(exc: Exception) -> RequestRefused:
@@ -119,12 +114,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         return validation_error(exc, request.url.path)
 
-    @app.exception_handler(IdentityError)
-    async def bad_identity(request: Request, exc: IdentityError) -> JSONResponse:
-        return error(exc.status, str(exc), exc.field, request.url.path)
-
-    @app.exception_handler(RequestRefused)
-    async def refused(request: Request, exc: RequestRefused) -> JSONResponse:
+    # Every refusal alike: an identity that cannot be used (IdentityError), a route's RequestRefused, and any other
+    # use case's Refusal a route lets through.
+    @app.exception_handler(Refusal)
+    async def refused(request: Request, exc: Refusal) -> JSONResponse:
         return error(exc.status, str(exc), exc.field, request.url.path)
 
     @app.exception_handler(IndexUnavailable)

@@ -18,6 +18,7 @@ from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.index.store import IndexedAcl
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.serving.identity import Reader
+from rag_pipeline.serving.refusal import Refusal
 
 # The query parameter (HTTP) and tool argument (MCP) naming another person.
 PERSON_FIELD = "person"
@@ -26,14 +27,11 @@ PERSON_FIELD = "person"
 OPERATOR = Reader(principal=Principal(user_id=None), email=None, groups_from="none", admin=True)
 
 
-class AccessRefused(Exception):
+class AccessRefused(Refusal):
     """A whois/explain request this caller may not make, or about something unknown: ``status`` with a message
     naming ``field``."""
 
-    def __init__(self, status: int, field: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
+    field: str
 
 
 class AccessQueries:

@@ -23,19 +23,20 @@ from typing import Any
 
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.tool_search import ToolSearchSettings
+from rag_pipeline.serving.refusal import Refusal
 
 # The HTTP header a client names its session with (the MCP stdio server forwards its own session in it).
 SESSION_HEADER = "X-Session-Id"
 
 
-class ActiveSetRefused(ValueError):
+class ActiveSetRefused(Refusal, ValueError):
     """An activation the caller's set cannot take: an unknown tool, or more tools than the bound. ``field`` names
     the argument at fault (the faces' refusals name it)."""
 
+    field: str
+
     def __init__(self, message: str, status: int = 400, field: str = "names") -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
+        super().__init__(status, field, message)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.serving.refusal import Refusal
 
 USER_ID_HEADER = "X-User-Id"
 EMAIL_HEADER = "X-User-Email"
@@ -38,14 +39,11 @@ _EMAIL = re.compile(r"^[^@\s,]+@[^@\s,]+$")
 DirectoryLookup = Callable[[str], Principal | None]
 
 
-class IdentityError(ValueError):
+class IdentityError(Refusal, ValueError):
     """A request whose identity cannot be used: ``status`` is 401 (none given) or 400 (malformed, not allowed);
     ``field`` names the header at fault."""
 
-    def __init__(self, status: int, field: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.field = field
+    field: str
 
 
 @dataclass(frozen=True)
