@@ -211,6 +211,9 @@ def index_sources(
         # (ids that lead outside a folder, say), or each a different one. The error line stays the last line.
         print_skipped(skipped.summary(report), sys.stderr, ran=False)
         raise CommandError(f"{exc}; full list: {report}", FAILURE) from exc
+    pushed = _replay_pushed(language_settings(args, settings))
+    if pushed:
+        result["pushed"] = pushed
     skipped = Skipped()
     for source, found in problems.items():
         skipped.add(source, found)
@@ -218,6 +221,24 @@ def index_sources(
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, command)))
     result["machine"] = _machine(language_settings(args, settings))
     return result
+
+
+def _replay_pushed(settings: Settings) -> dict[str, Any]:
+    """The pushed sources' raw records written back into the index (``rag-pipeline push --replay``): an index rebuilt
+    from raw data (the index folder removed, then ``--full-refresh``) gets its pushed documents back; on an index
+    that holds them this reads their versions and writes nothing. A line per source on stderr."""
+    from rag_pipeline.commands.push import replay_line
+    from rag_pipeline.composition import IndexMissing
+    from rag_pipeline.runs.push import replay_pushed
+
+    try:
+        reports = replay_pushed(settings)
+    except IndexMissing as exc:
+        print(f"warning: pushed sources not replayed: {exc}", file=sys.stderr)
+        return {}
+    for report in reports:
+        print(replay_line(report.as_dict()), file=sys.stderr)  # never wrapped: a log line to grep
+    return {report.source: report.as_dict() for report in reports}
 
 
 def refuse_other_chunk_sizes(settings: Settings) -> None:
