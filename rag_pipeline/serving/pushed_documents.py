@@ -6,8 +6,10 @@ batch, naming each problem). The checked batch is written as a JSON-lines file u
 ``<data dir>/ingest_api/pushed/`` and a launcher job runs ``rag-pipeline push FILE --source NAME``: the same child
 process, job record, log and ``GET /v1/ingest/{job_id}`` as a sync, the index handed over by the service like any
 writer's, and the same chunking, embedding and index writer (:func:`rag_pipeline.stages.index_documents_directly`:
-never regress a document, new points before stale ones go) as the chain. The file is removed once written; a
-failed job keeps it, and ``rag-pipeline push FILE`` writes it again. The answer is 202 with the job; one job runs at
+never regress a document, new points before stale ones go) as the chain. Once the index took the batch, it is
+appended to the source's raw record (:mod:`rag_pipeline.sources.pushed_store`), which a rebuilt index is replayed
+from. The job file is removed once written; a failed job keeps it, and ``rag-pipeline push FILE`` writes it again.
+The answer is 202 with the job; one job runs at
 a time, so a push while a sync runs is a 409 naming the running job (retry after it)."""
 
 from __future__ import annotations
