@@ -9,8 +9,8 @@ writer's, and the same chunking, embedding and index writer (:func:`rag_pipeline
 never regress a document, new points before stale ones go) as the chain. Once the index took the batch, it is
 appended to the source's raw record (:mod:`rag_pipeline.sources.pushed_store`), which a rebuilt index is replayed
 from. The job file is removed once written; a failed job keeps it, and ``rag-pipeline push FILE`` writes it again.
-The answer is 202 with the job; one job runs at
-a time, so a push while a sync runs is a 409 naming the running job (retry after it)."""
+The answer is 202 with the job; one job runs at a time, so a push while a sync runs is a 409 naming the running
+job (retry after it)."""
 
 from __future__ import annotations
 
