@@ -35,6 +35,7 @@ from rag_pipeline.serving.one_shot import OneShotIndex
 from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache
 from rag_pipeline.serving.service import SearchService
+from rag_pipeline.serving.shared_cache import shared_redis
 from rag_pipeline.serving.tracing import Tracing
 from rag_pipeline.settings import Settings, secret
 from rag_pipeline.sources.registry import tool_catalog_source
@@ -158,6 +159,8 @@ def search_service(
     kwargs.setdefault("cache_entries", serve.cache_entries)
     kwargs.setdefault("default_min_score", settings.min_score)
     kwargs.setdefault("cache_seconds", float(serve.cache_seconds))
+    if serve.cache_redis_url is not None and "shared_cache" not in kwargs:
+        kwargs["shared_cache"] = shared_redis(serve.cache_redis_url.get_secret_value())
     tools = tool_search_settings(settings.source(tool_catalog_source()))
     kwargs.setdefault(
         "tool_search", ToolSearch(tool_search_config(tools), ResultCache(tools.cache_entries, tools.cache_seconds))

@@ -870,6 +870,16 @@ SETTINGS: tuple[Setting, ...] = (
         "RAG_SERVE_CACHE_SECONDS", "whole number", "300", ("serve", "mcp"), "how long a cached result is kept", _SERVICE
     ),
     Setting(
+        "RAG_CACHE_REDIS_URL",
+        "URL",
+        "",
+        ("serve", "mcp"),
+        "Redis for the result and document caches, shared by every replica (may carry a password)",
+        _SERVICE,
+        secret=True,
+        default_note="each process its own cache",
+    ),
+    Setting(
         "RAG_INGEST_TOKEN",
         "text",
         "",

@@ -268,6 +268,9 @@ class ServeSettings(_Frozen):
     # many at most, this long at most, and dropped at once when the index is written (0 entries: no cache).
     cache_entries: int = 1000
     cache_seconds: int = 300
+    # RAG_CACHE_REDIS_URL: those caches in Redis, shared by every replica (serving/shared_cache.py); unset, each
+    # process keeps its own. Held as a SecretStr (the URL may carry a password).
+    cache_redis_url: SecretStr | None = None
     # RAG_INGEST_TOKEN: turns on the ingestion API (GET /v1/scheduler/status, POST /v1/ingest[/all]) for callers
     # with this bearer token, and only them (the readers' token is never accepted there). Held as a SecretStr.
     ingest_token: SecretStr | None = None
@@ -728,6 +731,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
             otel_service_name=env.get("OTEL_SERVICE_NAME") or "rag-pipeline",
             cache_entries=env.int("RAG_SERVE_CACHE_ENTRIES", 1000, minimum=0) or 0,
             cache_seconds=env.int("RAG_SERVE_CACHE_SECONDS", 300, minimum=1) or 300,
+            cache_redis_url=SecretStr(v) if (v := env.get("RAG_CACHE_REDIS_URL")) else None,
             auth=env.choice("RAG_SERVE_AUTH", ("token", "oidc"), "token"),
             oidc_issuer=env.get("RAG_OIDC_ISSUER"),
             oidc_audience=env.get("RAG_OIDC_AUDIENCE"),

@@ -42,6 +42,13 @@ from rag_pipeline.serving.request_audit import RequestAudit
 from rag_pipeline.serving.result_cache import ResultCache, access_key
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.search import ServedSearch, nothing_under_path, search_index, within_path
+from rag_pipeline.serving.shared_cache import (
+    SharedGeneration,
+    SharedRedis,
+    SharedResultCache,
+    document_codec,
+    search_codec,
+)
 from rag_pipeline.serving.shared_index import IndexUnavailable, SharedIndex
 from rag_pipeline.serving.tracing import Tracing
 
@@ -76,6 +83,7 @@ class SearchService:
         tool_search: ToolSearch | None = None,
         tool_outcomes: ToolOutcomes | None = None,
         feedback: FeedbackStore | None = None,
+        shared_cache: SharedRedis | None = None,
         active_tools: ActiveToolSets | None = None,
     ) -> None:
         self.default_min_score = default_min_score
@@ -87,9 +95,20 @@ class SearchService:
         self.active_tools = ActiveToolSets() if active_tools is None else active_tools
         self.location = location
         self.tracing = tracing or Tracing(None)  # spans for searches from every face (HTTP, chat, MCP)
-        # Recent searches and documents (serving/result_cache.py); every key starts with the index generation.
-        self.search_cache: ResultCache[ServedSearch] = ResultCache(cache_entries, cache_seconds)
-        self.document_cache: ResultCache[list[Any]] = ResultCache(cache_entries, cache_seconds)
+        # Recent searches and documents (serving/result_cache.py); every key starts with the index generation. With
+        # ``shared_cache`` (RAG_CACHE_REDIS_URL) both are in Redis, shared by every replica, and so is the
+        # generation (serving/shared_cache.py).
+        self.search_cache: ResultCache[ServedSearch] | SharedResultCache[ServedSearch]
+        self.document_cache: ResultCache[list[Any]] | SharedResultCache[list[Any]]
+        self._shared_generation = SharedGeneration(shared_cache) if shared_cache is not None else None
+        if shared_cache is not None:
+            self.search_cache = SharedResultCache(shared_cache, "search", cache_entries, cache_seconds, search_codec())
+            self.document_cache = SharedResultCache(
+                shared_cache, "document", cache_entries, cache_seconds, document_codec()
+            )
+        else:
+            self.search_cache = ResultCache(cache_entries, cache_seconds)
+            self.document_cache = ResultCache(cache_entries, cache_seconds)
         self._generation = 0
         self.audit = audit  # the optional per-request log of documents given (never query text)
         self.models = models
@@ -125,7 +144,7 @@ class SearchService:
 
     def _prepare(self, store: VectorStore) -> Retriever:
         retriever = build_retriever(store, self.models, self.config)
-        self._generation += 1  # (re)opened after a writer had the index: nothing cached before is current
+        self._index_changed()  # (re)opened after a writer had the index: nothing cached before is current
         self._index_written = written_at(store)
         self._written_read_at = time.monotonic()
         self._documents = None  # counted again by the next health check
@@ -140,12 +159,28 @@ class SearchService:
                 with self.index.reading(timeout=1.0) as (retriever, _waited):
                     written = written_at(retriever.store)
                     if written != self._index_written:  # a write to a Qdrant server (never reopened)
-                        self._generation += 1
+                        self._index_changed()
                     self._index_written = written
                     self._written_read_at = time.monotonic()
             except Exception:  # lent to a writer, a server not answering: the last value stands
                 pass
         return self._index_written
+
+    def _index_changed(self) -> None:
+        """A new generation: every cached search and document before it is unreachable, on every replica when the
+        caches are shared. The first opening is not a change (a new replica has cached nothing, and a write it
+        would be the first to see is seen by the running ones within WRITTEN_REREAD_SECONDS)."""
+        self._generation += 1
+        if self._shared_generation is not None and self._generation > 1:
+            self._shared_generation.advance()
+
+    def _cache_generation(self) -> object | None:
+        """What a cache key starts with: this process's generation, or the replicas' shared one (None while Redis
+        does not answer: then nothing is served from the cache or put in it)."""
+        if self._shared_generation is None:
+            return self._generation
+        shared = self._shared_generation.current()
+        return None if shared is None else ("shared", shared)
 
     # --- health --------------------------------------------------------------------------------------
     def health(self) -> tuple[bool, dict[str, Any]]:
@@ -239,10 +274,13 @@ class SearchService:
         if not self.search_cache.enabled or self.index.state()[0] != "open":
             return None
         self.index_written()  # a Qdrant server's last write, read again at most every 30 s
+        generation = self._cache_generation()
+        if generation is None:
+            return None
         parameters = request.model_dump_json(exclude={"answer", "rewrite"})
         # A new calibration changes every result's relevance (and what min_score keeps): other entries.
         calibration = self.models.calibration.version if self.models.calibration is not None else None
-        return (self._generation, calibration, access_key(reader), parameters)
+        return (generation, calibration, access_key(reader), parameters)
 
     def tree(self, reader: Principal, prefix: str | None = None) -> list[ContainerNode]:
         """The sources and containers ``reader`` may read a document in, under ``prefix`` (retrieval/tree.py)."""
@@ -307,15 +345,16 @@ class SearchService:
         a caller cannot probe for documents it may not see)."""
         if reader.all_documents:
             raise ValueError("the search service never reads without access control")
-        open_now = self.index.state()[0] == "open"
-        if open_now:
+        generation: object | None = None
+        if self.document_cache.enabled and self.index.state()[0] == "open":
             self.index_written()  # a Qdrant server's last write (an ACL change too), read again at most every 30 s
-        key = (self._generation, document_id)
-        parents = self.document_cache.get(key) if open_now else None
+            generation = self._cache_generation()
+        key = (generation, document_id)
+        parents = self.document_cache.get(key) if generation is not None else None
         if parents is None:
             with self._turn() as (retriever, _waited):
                 parents = document_parents(retriever.store, document_id)
-            if open_now and parents:
+            if generation is not None and parents:
                 self.document_cache.put(key, parents)
         # The reader's access is checked on a hit as on a miss: the cache holds the parts and their ACLs.
         found = served_document(document_id, parents, reader)
