@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "replaces its document. Exit 2 for a refused file, 1 for a failed write.",
     )
     push.add_argument("file", type=existing_file, nargs="?", help="JSON lines: one document (or deletion) per line")
-    push.add_argument("--source", help="the pushed source (named in RAG_PUSH_SOURCES)")
+    # Its own dest: the command line fills an absent ``source`` with every connector's name.
+    push.add_argument("--source", dest="pushed_source", help="the pushed source (named in RAG_PUSH_SOURCES)")
     push.add_argument(
         "--replay",
         action="store_true",
@@ -45,15 +46,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.sources.pushed_documents import PushInvalid, batch_from_lines, checked_batch
 
     if args.replay:
-        if args.file is not None or args.source is not None:
+        if args.file is not None or args.pushed_source is not None:
             raise CommandError("--replay takes neither FILE nor --source: it writes every recorded pushed source")
         return _replay(args, settings)
-    if args.file is None or args.source is None:
+    if args.file is None or args.pushed_source is None:
         raise CommandError("give FILE and --source NAME (or --replay)")
     path: Path = args.file
     try:
         registered = push_limits(settings).sources
-        request = batch_from_lines(path.read_text(encoding="utf-8"), args.source)
+        request = batch_from_lines(path.read_text(encoding="utf-8"), args.pushed_source)
         batch = checked_batch(request, registered, connectors(), max_documents=sys.maxsize)
     except PushInvalid as refused:
         for problem in refused.problems[:20]:

@@ -137,6 +137,8 @@ def search_request(args: argparse.Namespace) -> SearchRequest:
     """The command line's search as the use case's request. Its arguments are validated by their argparse types;
     the service's limits (top_k at most 100, the query's length) are for remote callers, not a local reader."""
     given = {name: getattr(args, name) for name in _REQUEST_ARGUMENTS}
+    # Every connector is no filter (as a remote search sends it): a pushed source's documents are found too.
+    given["source"] = args.source if sorted(args.source or ()) != sorted(source_names()) else None
     return SearchRequest.model_construct(path=getattr(args, "path", None), **given)
 
 

@@ -49,3 +49,17 @@ def test_a_good_file_without_an_index_is_one_error_line(
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: no index at"), err
     assert file.exists()  # not written: kept for the next try
+
+
+def test_a_refused_or_failed_write_is_not_recorded_and_replay_says_when_nothing_is(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    file = _lines(tmp_path / "docs.jsonl", GOOD)
+    assert main(["push", str(file), "--source", "hr_wiki", "--data-dir", str(data)]) == 2  # no index yet
+    assert not (data / "pushed_sources").exists()  # only a batch the index took is recorded
+    capsys.readouterr()
+    assert main(["push", "--replay", "--data-dir", str(data)]) == 0
+    assert "no pushed source is recorded" in capsys.readouterr().out
+    assert main(["push", "--replay", str(file), "--data-dir", str(data)]) == 2
+    assert main(["push", str(file), "--data-dir", str(data)]) == 2  # a file needs its source
+    assert "--source" in capsys.readouterr().err
