@@ -30,7 +30,7 @@ from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.serving import service as service_module
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.shared_cache import SharedRedis, SharedResultCache, shared_redis
-from rag_pipeline.settings import ServeSettings
+from rag_pipeline.settings import ServeSettings, Settings
 from rag_pipeline.sources.document import Acl, Document
 from rag_pipeline.stages import documents_frame, index_documents_directly
 from rag_pipeline.text.chunking import Chunker
@@ -208,3 +208,11 @@ def test_a_value_that_is_no_redis_url_leaves_the_caches_per_process(caplog: pyte
         assert shared_redis("change-me") is None  # the Secret template's placeholder: the service still starts
     assert "RAG_CACHE_REDIS_URL" in caplog.text and "change-me" not in caplog.text
     assert isinstance(shared_redis("redis://:secret@127.0.0.1:1/0"), SharedRedis)  # connects on first use only
+
+
+def test_the_setting_is_read_as_a_secret() -> None:
+    assert Settings.from_env({}).serve.cache_redis_url is None  # unset: each process its own cache
+    url = "redis://:hunter2@redis.internal:6379/2"
+    read = Settings.from_env({"RAG_CACHE_REDIS_URL": url}).serve.cache_redis_url
+    assert read is not None and read.get_secret_value() == url
+    assert "hunter2" not in repr(Settings.from_env({"RAG_CACHE_REDIS_URL": url}).serve)
