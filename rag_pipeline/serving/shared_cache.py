@@ -29,6 +29,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import redis
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -142,9 +143,11 @@ class SharedResultCache(Generic[V]):
         self.codec = codec
         self.prefix = f"{shared.namespace}:{name}"
         self.index = f"{shared.namespace}:index:{name}"  # beside the entries' prefix, never under it
+        self.name = name
         self.hits = 0
         self.misses = 0
         self._lock = threading.Lock()
+        self._unstorable_logged = False
 
     def redis_key(self, key: Hashable) -> str:
         """The entry's Redis key: the key's text hashed (its parts are ints, texts, None and tuples of them, whose
@@ -169,8 +172,16 @@ class SharedResultCache(Generic[V]):
         return value
 
     def put(self, key: Hashable, value: V) -> None:
-        if self.enabled:
-            self.shared.put(self.redis_key(key), self.index, self.codec.dump_json(value), self.ttl_ms, self.entries)
+        if not self.enabled:
+            return
+        try:
+            encoded = self.codec.dump_json(value)
+        except (PydanticSerializationError, ValueError, TypeError) as exc:  # a value JSON cannot hold: not kept
+            if not self._unstorable_logged:
+                self._unstorable_logged = True
+                log.warning("a %s result could not be stored in the shared cache (%s)", self.name, type(exc).__name__)
+            return
+        self.shared.put(self.redis_key(key), self.index, encoded, self.ttl_ms, self.entries)
 
     def clear(self) -> None:
         def drop(client: redis.Redis) -> Any:

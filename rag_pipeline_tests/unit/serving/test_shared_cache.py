@@ -216,3 +216,11 @@ def test_the_setting_is_read_as_a_secret() -> None:
     read = Settings.from_env({"RAG_CACHE_REDIS_URL": url}).serve.cache_redis_url
     assert read is not None and read.get_secret_value() == url
     assert "hunter2" not in repr(Settings.from_env({"RAG_CACHE_REDIS_URL": url}).serve)
+
+
+def test_a_value_json_cannot_hold_is_not_kept_and_never_fails_the_caller(redis_running: RedisServer) -> None:
+    cache: SharedResultCache[list[Any]] = SharedResultCache(
+        SharedRedis(redis_running.url(2)), "w", 10, 60, TypeAdapter(list[Any])
+    )
+    cache.put(("g", 1), [object()])  # not JSON: skipped, logged once
+    assert cache.get(("g", 1)) is None and len(cache) == 0
