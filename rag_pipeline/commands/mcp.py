@@ -35,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
+    from rag_pipeline.answers.ask import ContextLimits
+    from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.directory.lookup import DirectoryLookup
     from rag_pipeline.mcp.app import build_mcp_server
     from rag_pipeline.mcp.backends import LocalTools
@@ -71,7 +73,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         service.start()
         services.append(service)
         access = AccessQueries(settings.paths.directory, settings.identity_links_file, service.document_acl)
-        return LocalTools(service, access)
+        # The ask tool answers as `ask` and the service's chat do, with the configured answer model (none: off).
+        model = None
+        if settings.answer_model:
+            model = AnswerModel(settings.answer_model, max_tokens=settings.answer_max_tokens,
+                                temperature=settings.answer_temperature, language=settings.answer_language)  # fmt: skip
+        limits = ContextLimits(settings.answer_documents, settings.answer_context_chars)
+        return LocalTools(service, access, model, limits)
 
     def fixed_reader(_ctx: Any) -> Reader:
         return reader

@@ -122,7 +122,7 @@ def create_app(
         )
         return dataclasses.replace(reader, admin=True) if headers.get(ADMIN_HEADER.lower()) == "1" else reader
 
-    mcp_server = build_mcp_server(LocalTools(service, state.access), mcp_reader)
+    mcp_server = build_mcp_server(LocalTools(service, state.access, answers, answer_limits), mcp_reader)
     # The guard's Host check covers /mcp too (the SDK's own check would refuse the names of a proxy in front).
     mcp_app = mcp_server.streamable_http_app(
         streamable_http_path="/",

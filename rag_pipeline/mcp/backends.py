@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from rag_pipeline.answers.ask import DEFAULT_LIMITS, ContextLimits
+from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.retrieval.tree import tree_json
 from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.active_tools import CallerKey
+from rag_pipeline.serving.answers import answered_question
 from rag_pipeline.serving.identity import Reader
 from rag_pipeline.serving.schemas import FeedbackRequest, SearchRequest, ToolOutcomeRequest, ToolSearchRequest
 from rag_pipeline.serving.service import SearchService
@@ -53,6 +56,12 @@ class ToolBackend(Protocol):
         """The tool's record after counting the call; None when no indexed tool has that name."""
         ...
 
+    def ask(self, question: str, reader: Reader) -> dict[str, Any]:
+        """The question answered with citations from what ``reader`` may read
+        (:func:`~rag_pipeline.serving.answers.answered_question`); :class:`AnswersOff` where no answer model is
+        configured."""
+        ...
+
     def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
         """The judgement as kept; None when the document is missing or the reader may not read it;
         :class:`~rag_pipeline.serving.feedback.FeedbackDisabled` when feedback is off."""
@@ -83,12 +92,30 @@ def tool_search_result(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class LocalTools:
-    """The tools over this process's :class:`SearchService`, and ``whois``/``explain`` over ``access``."""
+class AnswersOff(Exception):
+    """``ask`` where no answer model is configured (RAG_ANSWER_MODEL)."""
 
-    def __init__(self, service: SearchService, access: AccessQueries) -> None:
+
+class LocalTools:
+    """The tools over this process's :class:`SearchService`, ``whois``/``explain`` over ``access``, and ``ask`` with
+    ``answer_model`` (None: answers are off)."""
+
+    def __init__(
+        self,
+        service: SearchService,
+        access: AccessQueries,
+        answer_model: AnswerModel | None = None,
+        answer_limits: ContextLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.service = service
         self.access = access
+        self.answer_model = answer_model
+        self.answer_limits = answer_limits
+
+    def ask(self, question: str, reader: Reader) -> dict[str, Any]:
+        if self.answer_model is None:
+            raise AnswersOff("answers are off: set RAG_ANSWER_MODEL (and OPENAI_API_KEY) where the tools run")
+        return answered_question(self.answer_model, self.service, reader.principal, question, self.answer_limits)
 
     def search(self, request: SearchRequest, reader: Reader) -> dict[str, Any]:
         served = self.service.search(request, reader.principal)

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from rag_pipeline.mcp.backends import ToolBackend, tool_search_result
+from rag_pipeline.mcp.backends import AnswersOff, ToolBackend, tool_search_result
 from rag_pipeline.retrieval.tree_view import TreeView
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.active_tools import SESSION_HEADER, ActiveSetRefused
@@ -133,6 +133,19 @@ class RemoteTools:
         )
         return recorded
 
+    def ask(self, question: str, reader: Reader) -> dict[str, Any]:
+        body = {"messages": [{"role": "user", "content": question}]}
+        response = self._call("POST", "/v1/chat/completions", json=body)
+        if response.status_code == 503:
+            raise AnswersOff(str(response.json().get("error", {}).get("message", "answers are off on the service")))
+        completion: dict[str, Any] = self._answer(response)
+        rag = completion.get("rag", {})
+        failed = rag.get("answer_error")
+        return {"question": rag.get("question", question),
+                "answer": None if failed else completion["choices"][0]["message"]["content"],
+                "answer_error": failed, "sources": completion.get("sources", []), "notices": rag.get("notices", []),
+                "invalid_citations": rag.get("invalid_citations", []), "model": completion.get("model")}  # fmt: skip
+
     def feedback(self, request: FeedbackRequest, reader: Reader) -> dict[str, Any] | None:
         response = self._call("POST", "/v1/feedback", json=request.model_dump(mode="json"))
         if response.status_code == 404 and response.json().get("field") != "document_id":
@@ -195,6 +208,9 @@ class FallbackTools:
     def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
         return self._on(lambda tools: tools.active_tools(action, names, reader, session))
 
+    def ask(self, question: str, reader: Reader) -> dict[str, Any]:
+        return self._on(lambda tools: tools.ask(question, reader))
+
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:
         return self._on(lambda tools: tools.tool_outcome(name, request, reader))
 
@@ -235,7 +251,13 @@ class RefusedBesideService:
     def explain(self, document_id: str, reader: Reader, person: str | None) -> dict[str, Any]:
         self._refuse()
 
-    def search_tools(self, request: ToolSearchRequest, reader: Reader) -> dict[str, Any]:
+    def search_tools(self, request: ToolSearchRequest, reader: Reader, session: str = "") -> dict[str, Any]:
+        self._refuse()
+
+    def active_tools(self, action: ActiveAction, names: list[str], reader: Reader, session: str = "") -> dict[str, Any]:
+        self._refuse()
+
+    def ask(self, question: str, reader: Reader) -> dict[str, Any]:
         self._refuse()
 
     def tool_outcome(self, name: str, request: ToolOutcomeRequest, reader: Reader) -> dict[str, Any] | None:

@@ -20,10 +20,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ValidationError
 
 from rag_pipeline.answers.wording import reader_language, say
+from rag_pipeline.mcp.backends import AnswersOff
 from rag_pipeline.mcp.server import wiring
 from rag_pipeline.retrieval.tree_view import DEFAULT_TREE_DEPTH, DEFAULT_TREE_LIMIT, TreeView
 from rag_pipeline.serving.access import AccessRefused
-from rag_pipeline.serving.active_tools import ActiveSetRefused
+from rag_pipeline.serving.active_tools import SESSION_HEADER, ActiveSetRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
 from rag_pipeline.serving.schemas import (
     ActiveToolsRequest,
@@ -40,6 +41,7 @@ from rag_pipeline.serving.tool_selection import ActiveAction
 MAX_TOOL_TOP_K = 50
 MAX_ID_CHARS = 1000
 MAX_NAME_CHARS = 200
+MAX_QUESTION_CHARS = 8000
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 ResultT = TypeVar("ResultT")
@@ -146,8 +148,8 @@ async def search_tools(
     included, and the prompt tokens they cost against loading every tool. mode: multi-signal (default), vector,
     bm25 or hybrid. categories: only tools tagged with one of these. min_similarity: 0-1, drop tools less similar
     to the task. include_full_params=false leaves the input schemas out and max_description_length cuts the
-    descriptions (fewer tokens). Tools already in this session's active set (activate_tools) are left out unless
-    exclude_active=false."""
+    descriptions (fewer tokens). Tools already in the caller's active set (activate_tools; per X-Session-Id) are
+    left out unless exclude_active=false."""
     backend, reader = wiring(ctx)
     arguments = {"query": query, "top_k": top_k, "mode": mode, "categories": categories,
                  "min_similarity": min_similarity, "include_full_params": include_full_params,
@@ -161,15 +163,17 @@ _SESSIONS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def session_of(ctx: Context[Any, Any]) -> str:
-    """The call's MCP session, whose active tool set it reads: the Streamable HTTP session id, else an id for this
-    connection (stdio: the process's one session)."""
+    """The call's session, whose active tool set it reads: over HTTP the MCP session id where the transport keeps
+    sessions, else the client's ``X-Session-Id`` (the service's MCP endpoint is stateless), else none (the reader's
+    own set); over stdio an id for the connection (the process's one session)."""
     try:
         headers, session = ctx.headers, ctx.session
     except ValueError:  # called outside a request (the SDK's own tool manager in tests): no session
         return ""
-    found = headers.get("mcp-session-id") if headers is not None else None
-    if found:
-        return str(found)[:MAX_NAME_CHARS]
+    if headers is not None:
+        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+        found = lowered.get("mcp-session-id") or lowered.get(SESSION_HEADER.lower()) or ""
+        return found[:MAX_NAME_CHARS]
     if session not in _SESSIONS:
         _SESSIONS[session] = f"mcp-{uuid.uuid4().hex}"
     return _SESSIONS[session]
@@ -218,6 +222,19 @@ async def record_tool_outcome(ctx: Context[Any, Any], name: str, success: bool, 
     if recorded is None:
         raise ToolError(f"name: no indexed tool is named {name!r}")
     return recorded
+
+
+async def ask(ctx: Context[Any, Any], question: str) -> dict[str, Any]:
+    """Answer a question from the documents the caller may read ({sources}), as the service's chat answers it: the
+    answer cites its documents as [1], [2] (the numbers of sources); where the answer model fails, answer_error says
+    why and sources are still the documents found."""
+    backend, reader = wiring(ctx)
+    if not question.strip() or len(question) > MAX_QUESTION_CHARS:
+        raise ToolError(f"question: 1-{MAX_QUESTION_CHARS} characters")
+    try:
+        return await run_call(lambda: backend.ask(question, reader))
+    except AnswersOff as exc:
+        raise ToolError(str(exc)) from None
 
 
 async def rate_document(ctx: Context[Any, Any], query: str, document_id: str, grade: int) -> dict[str, Any]:
@@ -272,6 +289,7 @@ Tool = Callable[..., Coroutine[Any, Any, dict[str, Any]]]
 # In the order a client lists them.
 TOOLS: tuple[Tool, ...] = (
     search_documents,
+    ask,
     list_containers,
     search_tools,
     activate_tools,

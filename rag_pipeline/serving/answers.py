@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from rag_pipeline.answers.agent import AgentAnswer, AgentTools, run_agent
-from rag_pipeline.answers.ask import ContextLimits
+from rag_pipeline.answers.ask import ContextLimits, ask
 from rag_pipeline.answers.generate import Answer, AnswerModel
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.results import Mode, SearchResponse, SearchResult
@@ -101,6 +101,26 @@ def reader_tools(
         return {"sources": tree_json(nodes), **page.to_dict()}
 
     return AgentTools(search, document, tree, find_tools)
+
+
+def answered_question(
+    model: AnswerModel, searcher: Searcher, reader: Principal, question: str, limits: ContextLimits
+) -> dict[str, Any]:
+    """One question answered from what ``reader`` may read, as ``POST /v1/chat/completions`` answers it without the
+    agent (the reranked search of :func:`question_search`, then :func:`~rag_pipeline.answers.ask.ask`): the answer
+    with its numbered citations, the cited ``sources``, and why where the model failed (the documents found still
+    come back as the sources). The MCP ``ask`` tool returns it."""
+    asked = ask(model, question_search(searcher, reader, "reranked", limits.documents), [("user", question)], limits)
+    answer = asked.answer
+    return {
+        "question": asked.question,
+        "answer": None if answer.failure else answer.text,
+        "answer_error": answer.failure,
+        "sources": answer.sources_json(),
+        "notices": answer.notices,
+        "invalid_citations": list(answer.invalid_citations),
+        "model": answer.model,
+    }
 
 
 class RoundsRefused(ValueError):

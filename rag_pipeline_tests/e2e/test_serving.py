@@ -48,7 +48,7 @@ TOKEN = "serve-test-token-1234"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MODES = ("vector", "bm25", "hybrid", "reranked", "prf")
 # The MCP tools the service offers (sorted), the same over HTTP and to the stdio server.
-MCP_TOOLS = ["activate_tools", "deactivate_tools", "explain_access", "get_active_tools", "get_document",
+MCP_TOOLS = ["activate_tools", "ask", "deactivate_tools", "explain_access", "get_active_tools", "get_document",
              "list_containers", "rate_document", "record_tool_outcome", "reset_active_tools", "search_documents",
              "search_tools", "whoami"]  # fmt: skip
 

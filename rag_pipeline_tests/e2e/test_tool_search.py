@@ -229,3 +229,79 @@ def test_mcp_search_tools_and_record_tool_outcome(service: S.ServiceProcess) -> 
     assert second["calls"] == first["calls"] + 1 and second["successes"] == first["successes"]
     assert second["success_rate"] == pytest.approx((second["successes"] + 1) / (second["calls"] + 2), abs=1e-4)
     assert refused
+
+
+def test_http_min_similarity_keeps_only_tools_that_close_in_meaning(service: S.ServiceProcess) -> None:
+    query = {"query": "translate this text into Korean", "mode": "vector", "top_k": 3}
+    loose = _tools(service, {**query, "min_similarity": 0.05}).json()
+    strict = _tools(service, {**query, "min_similarity": 0.99}).json()
+    assert loose["tools"][0]["name"] == "translate_text"
+    assert all(t["similarity"] >= 0.05 for t in loose["tools"] if not t["critical"])
+    assert not any("not applied" in w for w in loose["warnings"])
+    # No tool is that similar: only the critical one, which every response lists, is left.
+    assert [t["name"] for t in strict["tools"]] == ["search_documents"]
+
+
+def test_mcp_active_tools_are_kept_per_session_and_left_out_of_its_searches(service: S.ServiceProcess) -> None:
+    task = {"query": "translate this text into Korean", "top_k": 1, "mode": "vector"}
+
+    async def session(calls: list[tuple[str, dict[str, Any]]], sid: str) -> list[tuple[bool, dict[str, Any]]]:
+        # The service's MCP endpoint is stateless: the client names its session in X-Session-Id.
+        async with (
+            httpx2.AsyncClient(headers={**HEADERS, "X-Session-Id": sid}, timeout=60) as http,
+            Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as client,
+        ):
+            done = []
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                done.append((bool(result.is_error), result.structured_content or {}))
+            return done
+
+    first = asyncio.run(session([
+        ("activate_tools", {"names": ["translate_text"]}),
+        ("search_tools", task),
+        ("get_active_tools", {}),
+        ("activate_tools", {"names": ["no_such_tool"]}),
+        ("search_tools", {**task, "min_similarity": 2}),
+    ], "mcp-1"))  # fmt: skip
+    second = asyncio.run(session([("get_active_tools", {}), ("search_tools", task)], "mcp-2"))
+    (failed, activated), (_, found), (_, active), (unknown, refused), (bad, threshold) = first
+    assert not failed and activated["active_tools"] == ["search_documents", "translate_text"]
+    assert "translate_text" not in [t["name"] for t in found["tools"]]
+    assert found["excluded_active"] == ["translate_text"]
+    assert active["active_tools"] == ["search_documents", "translate_text"]
+    assert unknown and refused["error_details"]["field"] == "names" and "no_such_tool" in refused["error"]
+    assert bad and threshold["error_details"]["field"] == "min_similarity"
+    # Another session of the same reader starts from the critical set.
+    (_, fresh), (_, found_again) = second
+    assert fresh["active_tools"] == ["search_documents"] and found_again["tools"][0]["name"] == "translate_text"
+
+
+def test_the_cli_filters_shapes_and_keeps_an_active_set_per_session(indexed: dict[str, Any]) -> None:
+    def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(S.rag_pipeline_command("tools", *args), env={**indexed["env"], **env},
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    money = "convert an amount of money to another currency"
+    shaped = cli("money and the weather", "--category", "finance", "--no-params", "--max-description-length", "20",
+                 "--json")  # fmt: skip
+    assert shaped.returncode == 0, shaped.stderr
+    tools = json.loads(shaped.stdout)["tools"]
+    assert [t["name"] for t in tools] == ["convert_currency", "search_documents"]
+    assert all("input_schema" not in t and len(t["description"]) <= 20 for t in tools)
+    refused = cli(money, "--min-similarity", "2")
+    assert refused.returncode == 2 and "--min-similarity" in refused.stderr
+    activated = cli("--activate", "convert_currency", "--session", "s1", "--json")
+    assert activated.returncode == 0, activated.stderr
+    assert json.loads(activated.stdout)["active_tools"] == ["search_documents", "convert_currency"]
+    mine = json.loads(cli(money, "--session", "s1", "--top-k", "1", "--json").stdout)
+    assert "convert_currency" not in [t["name"] for t in mine["tools"]]
+    assert mine["excluded_active"] == ["convert_currency"]
+    other = json.loads(cli(money, "--session", "s2", "--top-k", "1", "--json").stdout)
+    assert other["tools"][0]["name"] == "convert_currency"
+    unknown = cli("--activate", "nope", "--session", "s1")
+    assert unknown.returncode == 2 and "'nope'" in unknown.stderr
+    full = cli("--activate", "get_weather,create_jira_issue", "--session", "s1", RAG_TOOL_ACTIVE_MAX_TOOLS="3")
+    assert full.returncode == 2 and "at most 3" in full.stderr
+    reset = cli("--reset-active", "--session", "s1", "--json")
+    assert json.loads(reset.stdout)["active_tools"] == ["search_documents"]
