@@ -24,27 +24,26 @@ router = APIRouter()
 MAX_SESSION_CHARS = 200
 
 
-def caller_key(reader: Reader, session: str | None) -> CallerKey:
-    return CallerKey.of(reader.principal, session or "")
-
-
-def session_header(x_session_id: str | None = Header(None, max_length=MAX_SESSION_CHARS)) -> str | None:
-    """The client's session (``X-Session-Id``): its active tool set is kept apart from the caller's other ones."""
-    return x_session_id
+def active_set_key(
+    reader: Reader = Depends(caller), x_session_id: str | None = Header(None, max_length=MAX_SESSION_CHARS)
+) -> CallerKey:
+    """Whose active tool set a request reads or changes: the caller's, kept apart per client session
+    (``X-Session-Id``) where the client names one."""
+    return CallerKey.of(reader.principal, x_session_id or "")
 
 
 @router.post("/v1/tools/search")
 async def search_tools(
     request: ToolSearchRequest,
     reader: Reader = Depends(caller),
+    key: CallerKey = Depends(active_set_key),
     state: HttpState = Depends(http_state),
-    session: str | None = Depends(session_header),
 ) -> JSONResponse:
     """The few tools a task needs (those already active left out), with the prompt tokens they cost against loading
     every tool."""
     service = state.service
     found = await anyio.to_thread.run_sync(
-        lambda: find_tools(service, service.active_tools, caller_key(reader, session), request, reader.principal),
+        lambda: find_tools(service, service.active_tools, key, request, reader.principal),
         limiter=state.search_threads,
     )
     return JSONResponse(found)
@@ -65,45 +64,34 @@ async def _active(state: HttpState, key: CallerKey, action: ActiveAction, names:
 
 @router.get("/v1/tools/active")
 async def active_tools(
-    reader: Reader = Depends(caller),
-    state: HttpState = Depends(http_state),
-    session: str | None = Depends(session_header),
+    key: CallerKey = Depends(active_set_key), state: HttpState = Depends(http_state)
 ) -> JSONResponse:
     """The caller's active tools (the critical set until it activates others)."""
-    return await _active(state, caller_key(reader, session), "get", [], "/v1/tools/active")
+    return await _active(state, key, "get", [], "/v1/tools/active")
 
 
 @router.post("/v1/tools/active")
 async def activate_tools(
-    request: ActiveToolsRequest,
-    reader: Reader = Depends(caller),
-    state: HttpState = Depends(http_state),
-    session: str | None = Depends(session_header),
+    request: ActiveToolsRequest, key: CallerKey = Depends(active_set_key), state: HttpState = Depends(http_state)
 ) -> JSONResponse:
     """Add indexed tools to the caller's active set: 404 naming ``names`` for an unknown one, 409 over the bound."""
-    return await _active(state, caller_key(reader, session), "activate", request.names, "/v1/tools/active")
+    return await _active(state, key, "activate", request.names, "/v1/tools/active")
 
 
 @router.post("/v1/tools/active/deactivate")
 async def deactivate_tools(
-    request: ActiveToolsRequest,
-    reader: Reader = Depends(caller),
-    state: HttpState = Depends(http_state),
-    session: str | None = Depends(session_header),
+    request: ActiveToolsRequest, key: CallerKey = Depends(active_set_key), state: HttpState = Depends(http_state)
 ) -> JSONResponse:
     """Remove tools from the caller's active set."""
-    key = caller_key(reader, session)
     return await _active(state, key, "deactivate", request.names, "/v1/tools/active/deactivate")
 
 
 @router.post("/v1/tools/active/reset")
 async def reset_active_tools(
-    reader: Reader = Depends(caller),
-    state: HttpState = Depends(http_state),
-    session: str | None = Depends(session_header),
+    key: CallerKey = Depends(active_set_key), state: HttpState = Depends(http_state)
 ) -> JSONResponse:
     """The caller's active set back to the critical set."""
-    return await _active(state, caller_key(reader, session), "reset", [], "/v1/tools/active/reset")
+    return await _active(state, key, "reset", [], "/v1/tools/active/reset")
 
 
 @router.post("/v1/tools/{name}/outcome")
