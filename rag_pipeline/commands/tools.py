@@ -63,6 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _request(args: argparse.Namespace) -> Any:
+    from rag_pipeline.serving.refusal import first_invalid
     from rag_pipeline.serving.schemas import ToolSearchRequest
 
     arguments = {"query": args.query, "mode": args.mode, "top_k": args.top_k, "categories": args.category or None,
@@ -71,9 +72,8 @@ def _request(args: argparse.Namespace) -> Any:
     try:
         return ToolSearchRequest.model_validate(arguments)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first.get("loc", ())) or "arguments"
-        raise CommandError(f"--{field.split('.')[0].replace('_', '-')}: {first.get('msg', 'invalid value')}") from None
+        field, message = first_invalid(exc)
+        raise CommandError(f"--{field.split('.')[0].replace('_', '-')}: {message}") from None
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.composition import one_shot_index
     from rag_pipeline.retrieval.tree import tree_json
     from rag_pipeline.retrieval.tree_view import TreeView
+    from rag_pipeline.serving.refusal import first_invalid
 
     if not args.user and not args.groups:
         raise CommandError("tree lists what a reader may search: give --user (email or account id) or --groups")
@@ -59,8 +60,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             limit=args.limit,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise CommandError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        field, message = first_invalid(exc, nowhere="")
+        raise CommandError(f"{field}: {message}") from None
     reader = principal_from_args(args, settings)
     nodes, page = one_shot_index(settings).tree_view(reader, args.prefix, view)
     sources = tree_json(nodes)

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from rag_pipeline.mcp.backends import ToolBackend
 from rag_pipeline.serving.identity import IdentityError, Reader
+from rag_pipeline.serving.refusal import first_invalid
 from rag_pipeline.sources.registry import searched_sources_phrase
 
 ReaderOf = Callable[["Context[Any, Any]"], Reader]
@@ -74,7 +75,7 @@ def _field(behind: BaseException, message: str) -> str | None:
     if isinstance(named, str) and named:
         return named
     if isinstance(behind, ValidationError) and behind.errors():
-        return ".".join(str(part) for part in behind.errors()[0].get("loc", ())) or None
+        return first_invalid(behind, nowhere="")[0] or None
     first = _FIELD_FIRST.match(message)
     return first.group(1) if first else None
 

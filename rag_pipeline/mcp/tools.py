@@ -26,6 +26,7 @@ from rag_pipeline.retrieval.tree_view import DEFAULT_TREE_DEPTH, DEFAULT_TREE_LI
 from rag_pipeline.serving.access import AccessRefused
 from rag_pipeline.serving.active_tools import SESSION_HEADER, ActiveSetRefused
 from rag_pipeline.serving.feedback import FeedbackDisabled
+from rag_pipeline.serving.refusal import first_invalid
 from rag_pipeline.serving.schemas import (
     ActiveToolsRequest,
     FeedbackRequest,
@@ -52,9 +53,8 @@ def validated(model: type[ModelT], arguments: dict[str, Any]) -> ModelT:
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first.get("loc", ())) or "arguments"
-        raise ToolError(f"{field}: {first.get('msg', 'invalid value')}") from None
+        field, message = first_invalid(exc)
+        raise ToolError(f"{field}: {message}") from None
 
 
 async def run_call(call: Callable[[], ResultT], unavailable: str = "the index is not available now") -> ResultT:
