@@ -1,7 +1,8 @@
 """The MCP tool-search tools over this process's search service (``LocalTools``): ``search_tools`` with a category,
 a similarity threshold and the context optimization, and the caller's active set (``activate_tools``,
 ``deactivate_tools``, ``get_active_tools``, ``reset_active_tools``) left out of its searches; refusals (a bad
-``min_similarity``, an unknown tool, a full set) are tool errors naming the argument."""
+``min_similarity``, an unknown tool, a full set) are tool errors naming the argument. The stdio server's remote
+backend keeps its session's set on a running service."""
 
 from __future__ import annotations
 
@@ -15,14 +16,16 @@ import pytest
 
 from rag_pipeline.connectors.tools.catalog import parse_tool, tool_documents
 from rag_pipeline.mcp.app import build_mcp_server
-from rag_pipeline.mcp.backends import LocalTools
+from rag_pipeline.mcp.backends import AnswersOff, LocalTools
+from rag_pipeline.mcp.remote import RemoteTools
 from rag_pipeline.mcp.server import ToolServer
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.serving.access import AccessQueries
-from rag_pipeline.serving.active_tools import ActiveSetLimits, ActiveToolSets
+from rag_pipeline.serving.active_tools import ActiveSetLimits, ActiveSetRefused, ActiveToolSets
 from rag_pipeline.serving.identity import Reader
+from rag_pipeline.serving.schemas import ToolSearchRequest
 from rag_pipeline.serving.service import SearchService
-from rag_pipeline_tests.unit.http.conftest import build_index, in_process_service
+from rag_pipeline_tests.unit.http.conftest import build_index, in_process_service, served
 
 READER = Reader(principal=Principal(user_id="U1"), email="u1@example.test", groups_from="directory")
 CATALOG = [
@@ -101,3 +104,23 @@ def test_the_active_set_is_left_out_of_searches_and_bounded(server: ToolServer) 
     _call(server, "activate_tools", names=["convert_currency"])
     assert _call(server, "reset_active_tools")[1]["active_tools"] == ["create_issue"]
     assert "get_weather" in _names(_call(server, "search_tools", query=EVERY_TOOL)[1])
+
+
+def test_the_stdio_servers_remote_backend_keeps_its_session_on_the_service(tools_index: Path) -> None:
+    """The stdio server beside a running service sends the active-set calls over HTTP with its session: the
+    service's answers (and refusals) come back as the local backend's would."""
+    with served(tools_index) as client:
+        remote = RemoteTools("http://127.0.0.1", "U1", None)
+        client.headers.update({"X-User-Id": "U1"})
+        remote._client = client  # the app in process instead of a socket
+        activated = remote.active_tools("activate", ["get_weather"], READER, "stdio-1")
+        found = remote.search_tools(ToolSearchRequest(query=EVERY_TOOL), READER, "stdio-1")
+        other = remote.active_tools("get", [], READER, "stdio-2")
+        with pytest.raises(ActiveSetRefused) as unknown:
+            remote.active_tools("activate", ["nope"], READER, "stdio-1")
+        with pytest.raises(AnswersOff):
+            remote.ask("postgres upgrade", READER)
+    assert activated["active_tools"] == ["create_issue", "get_weather"] and activated["session"] == "stdio-1"
+    assert found["excluded_active"] == ["get_weather"] and "get_weather" not in _names(found)
+    assert other["active_tools"] == ["create_issue"]
+    assert unknown.value.status == 404 and unknown.value.field == "names"
