@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -17,11 +18,12 @@ from rag_pipeline.answers.agent import run_agent
 from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.connectors.tools.catalog import parse_tool, tool_documents
 from rag_pipeline.retrieval.principal import Principal
+from rag_pipeline.retrieval.tool_search import ToolSearch, ToolSearchConfig
 from rag_pipeline.serving.answers import reader_tools
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline.serving.tool_selection import agent_tool_finder
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
-from rag_pipeline_tests.unit.http.conftest import DOCUMENTS, build_index, in_process_service
+from rag_pipeline_tests.unit.http.conftest import DOCUMENTS, build_index, in_process_service, reader, served
 
 READER = Principal(user_id="U1")
 # The agent's own tools as the service's MCP server lists them, and one it cannot run.
@@ -33,11 +35,15 @@ CATALOG = [
 ]
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SearchService]:
+def _tool_documents() -> list[Any]:
     tools, problems = tool_documents([parse_tool(t) for t in CATALOG], "catalog", datetime(2024, 3, 1, tzinfo=UTC))
     assert problems == []
-    folder = build_index(tmp_path_factory.mktemp("agent_tool_search") / "qdrant", [*DOCUMENTS, *tools])
+    return list(tools)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SearchService]:
+    folder = build_index(tmp_path_factory.mktemp("agent_tool_search") / "qdrant", [*DOCUMENTS, *_tool_documents()])
     running = in_process_service(folder)
     running.start()
     try:
@@ -106,3 +112,20 @@ def test_without_a_finder_every_tool_is_offered_as_before(service: SearchService
     answer = run_agent(_model(fake), reader_tools(service, READER, "hybrid"), [("user", "postgres upgrade")])
     assert _offered(fake, before)[0] == ["search_documents", "get_document", "list_containers"]
     assert answer.active_tools is None
+
+
+def test_the_chat_route_runs_the_agent_with_tool_search_where_the_setting_is_on(
+    tmp_path: Path, fake: OpenAIFake
+) -> None:
+    """POST /v1/chat/completions with RAG_AGENT and RAG_AGENT_TOOL_SEARCH (the tool search config's flag): the model
+    is offered the critical set, what tool search found and search_tools; the answer lists its active tools."""
+    folder = build_index(tmp_path / "qdrant", [*DOCUMENTS, *_tool_documents()])
+    model = AnswerModel("gpt-4o-mini", client=openai.OpenAI(base_url=fake.base_url, api_key=API_KEY, max_retries=0))
+    options = {"tool_search": ToolSearch(ToolSearchConfig(agent_tool_search=True))}
+    before = len(fake.calls("/chat/completions"))
+    with served(folder, service_options=options, answers=model, agent_rounds=3) as client:
+        body = {"messages": [{"role": "user", "content": "read the whole document, its full text"}]}
+        response = client.post("/v1/chat/completions", json=body, headers=reader("U1"))
+    assert response.status_code == 200, response.text
+    assert response.json()["rag"]["active_tools"] == ["search_documents", "get_document"]
+    assert _offered(fake, before)[0] == ["search_documents", "get_document", "search_tools"]
