@@ -2,7 +2,7 @@
 OpenAI-compatible fake through the real ``openai`` client: the answer cites what the caller may read (the same use
 case as the chat route, serving/answers.py), a document the caller may not read never reaches the model or the
 sources, a failing model leaves the documents found and says why, and without an answer model the tool says answers
-are off."""
+are off. The stdio server beside a running service asks that service's chat."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import pytest
 from rag_pipeline.answers.generate import AnswerModel
 from rag_pipeline.mcp.app import build_mcp_server
 from rag_pipeline.mcp.backends import LocalTools
+from rag_pipeline.mcp.remote import RemoteTools
 from rag_pipeline.mcp.server import ToolServer
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.serving.access import AccessQueries
 from rag_pipeline.serving.identity import Reader
 from rag_pipeline.serving.service import SearchService
 from rag_pipeline_tests.kit.emulators.openai_api import API_KEY, OpenAIFake
-from rag_pipeline_tests.unit.http.conftest import DOCUMENTS, HR_ONLY, PUBLIC, build_index, in_process_service
+from rag_pipeline_tests.unit.http.conftest import DOCUMENTS, HR_ONLY, PUBLIC, build_index, in_process_service, served
 
 READER = Reader(principal=Principal(user_id="U1"), email="u1@example.test", groups_from="directory")
 
@@ -84,3 +85,16 @@ def test_ask_is_refused_without_an_answer_model_or_a_question(service: SearchSer
     assert failed and "answers are off" in refused["error"]
     failed, refused = _call(_server(service, None), question="  ")
     assert failed and refused["error_details"]["field"] == "question"
+
+
+def test_the_stdio_servers_remote_backend_asks_the_running_services_chat(
+    tmp_path_factory: pytest.TempPathFactory, fake: OpenAIFake
+) -> None:
+    folder = build_index(tmp_path_factory.mktemp("mcp_ask_remote") / "qdrant", DOCUMENTS)
+    with served(folder, answers=_model(fake)) as client:
+        remote = RemoteTools("http://127.0.0.1", "U1", None)
+        client.headers.update({"X-User-Id": "U1"})
+        remote._client = client  # the app in process instead of a socket
+        answered = remote.ask("how do I do the postgres upgrade?", READER)
+    assert answered["answer"] == "Pause the replication before the upgrade [1]." and answered["answer_error"] is None
+    assert [s["document_id"] for s in answered["sources"]] == [PUBLIC]
