@@ -8,9 +8,8 @@ then reads only its weeks' files (:meth:`WeekSpill.read`).
 
 A run must see the same documents as with the whole read where it matters: every copy of an id read more than
 once (the raw step's checks keep the newest one and report the others) and every document whose day cannot be
-taken go to a *shared* file that every read includes, so the checks decide exactly as before. What a batch's raw
-step no longer sees: documents of weeks outside its batch, whose problems (a day outside the partitions) the
-command's own read reports once per source.
+taken or that no partition holds (before the partitions' first day, after today) go to a *shared* file that every
+read includes, so the checks decide and report exactly as before.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import tempfile
 import weakref
 from collections import Counter, defaultdict
 from collections.abc import Container, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rag_pipeline.pipeline.keys import week_key
@@ -42,10 +42,14 @@ class WeekSpill:
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(folder), True)
 
     @classmethod
-    def write(cls, pieces: Iterable[tuple[Iterable[Document], Iterable[RecordProblem]]]) -> WeekSpill:
+    def write(
+        cls, pieces: Iterable[tuple[Iterable[Document], Iterable[RecordProblem]]], first_day: str = "0001-01-01"
+    ) -> WeekSpill:
         """Spill ``pieces`` (documents and problems of one part of the source each, read lazily one after the
-        other) into a fresh temporary folder."""
+        other) into a fresh temporary folder. Documents dated before ``first_day`` (the partitions' first day)
+        or after today go to the shared file: no partition holds them, and every run's checks report them."""
         spill = cls(Path(tempfile.mkdtemp(prefix="rag-week-spill-")))
+        today = datetime.now(UTC).date().isoformat()
         first_file: dict[str, str] = {}  # document id -> the file its first copy went to
         duplicated: set[str] = set()
         seen_problems: set[RecordProblem] = set()
@@ -56,7 +60,7 @@ class WeekSpill:
                     spill.problems.append(problem)
             by_file: dict[str, list[Document]] = defaultdict(list)
             for doc in documents:
-                name = _file_of(doc)
+                name = _file_of(doc, first_day, today)
                 if doc.id in first_file:
                     duplicated.add(doc.id)
                     name = SHARED
@@ -132,10 +136,11 @@ class WeekSpill:
                     return
 
 
-def _file_of(doc: Document) -> str:
-    """The week file of a document, or the shared file where its day cannot be taken (the raw step's checks
-    report that)."""
+def _file_of(doc: Document, first_day: str, today: str) -> str:
+    """The week file of a document, or the shared file where its day cannot be taken or has no partition (the
+    raw step's checks report those)."""
     try:
-        return week_key(doc.day)
-    except Exception:
+        day = doc.day
+        return week_key(day) if first_day <= day <= today else SHARED
+    except Exception:  # any bad day is the checks' problem to report, not the spill's
         return SHARED

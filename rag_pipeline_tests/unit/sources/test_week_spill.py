@@ -60,3 +60,14 @@ def test_every_copy_of_an_id_read_twice_is_seen_by_every_batch_so_the_checks_kee
         assert ("2024-06-03", "x", newer.version) in _admit(early.documents)[0]
     finally:
         spill.close()
+
+
+def test_a_document_no_partition_holds_is_in_every_read_so_every_run_reports_it() -> None:
+    old, kept = _doc("old", "1970-01-02"), _doc("kept", "2024-03-04")
+    spill = WeekSpill.write([([old, kept], [])], first_day="2004-01-01")
+    try:
+        assert spill.weeks() == [week_key("2024-03-04")]
+        assert sorted(d.id for d in spill.read({"C1": []}, ["2024-03-04"]).documents) == ["kept", "old"]
+        assert [d.id for d in spill.read({"C1": []}, ["2024-09-02"]).documents] == ["old"]
+    finally:
+        spill.close()
