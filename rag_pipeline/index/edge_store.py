@@ -60,6 +60,27 @@ _FIELD_INDEXES: tuple[tuple[str, qe.PayloadSchemaType], ...] = (
 )
 
 
+# The largest segment the engine's optimizers build (KB of vectors): its default on 2 cores lets the merge
+# optimizer fold each batch of a first index into ever larger segments and rebuild their HNSW graph, so a batch's
+# time and the peak memory grew with the history written (issue 68: one 250,000-document batch 157 s instead of
+# 7-22 s, ~14 KB of RSS per document written). Capped, a merge rebuilds at most this much
+# (bench/engine_segments.py; docs/notes/company_scale.md). Fixed when a collection is created.
+MAX_SEGMENT_KB = 65_536
+
+
+def segment_optimizers(max_segment_kb: int = MAX_SEGMENT_KB) -> qe.EdgeOptimizersConfig:
+    """The optimizer config new collections get: segments of at most ``max_segment_kb``."""
+    return qe.EdgeOptimizersConfig(max_segment_size=max_segment_kb)
+
+
+# What new shards are created with (None: the engine's defaults; the bench's control arm sets that).
+SEGMENT_OPTIMIZERS: qe.EdgeOptimizersConfig | None = segment_optimizers()
+# Where new shards keep their dense vectors (None: the engine's default, Cached: mapped and read in whole when a
+# shard opens, so they count in the process's RSS; Cold: mapped, read on demand). bench/engine_segments.py measures
+# both; the default is unchanged until the search side is measured with Cold (issue 68 item 3).
+VECTOR_MEMORY: qe.Memory | None = None
+
+
 class EdgeVectorStore(QdrantStoreBase):
     """VectorStore on qdrant-edge shards under ``path/<collection>`` (the shared logic: :class:`QdrantStoreBase`)."""
 
@@ -119,10 +140,11 @@ class EdgeVectorStore(QdrantStoreBase):
     # --- collections -------------------------------------------------------------------------
     def create_collections(self, dense_dimension: int) -> None:
         if self.names.children not in self._shards:
-            dense = qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine)
+            dense = qe.EdgeVectorParams(size=dense_dimension, distance=qe.Distance.Cosine, memory=VECTOR_MEMORY)
             title = qe.EdgeVectorParams(
                 size=dense_dimension,
                 distance=qe.Distance.Cosine,
+                memory=VECTOR_MEMORY,
                 hnsw_config=qe.HnswIndexConfig(
                     m=self.dense_search.m,
                     ef_construct=self.dense_search.ef_construct,
@@ -138,11 +160,14 @@ class EdgeVectorStore(QdrantStoreBase):
                     full_scan_threshold=self.dense_search.full_scan_threshold_kb,
                     payload_m=self.dense_search.payload_m,
                 ),
+                optimizers=SEGMENT_OPTIMIZERS,
                 quantization_config=_quantization(self.dense_search),
             )
             self._shards[self.names.children] = self._create(self.names.children, config)
         if self.names.parents not in self._shards:
-            config = qe.EdgeConfig(sparse_vectors={_PLACEHOLDER_VECTOR: qe.EdgeSparseVectorParams()})
+            config = qe.EdgeConfig(
+                sparse_vectors={_PLACEHOLDER_VECTOR: qe.EdgeSparseVectorParams()}, optimizers=SEGMENT_OPTIMIZERS
+            )
             self._shards[self.names.parents] = self._create(self.names.parents, config)
 
     def dense_vector_names(self) -> frozenset[str]:
