@@ -73,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=_run_tag,
         help="a tag for the sync's Dagster runs, under rag/ (repeatable; e.g. the events a targeted sync covers)",
     )
+    sync.add_argument(
+        "--no-directory",
+        action="store_true",
+        help="leave the principal directory as it is (a targeted sync of content-only events, e.g. Slack messages "
+        "posted; the scheduled sync refreshes it)",
+    )
     sync.add_argument("--no-reconcile", action="store_true", help="skip removing documents deleted at the source")
     add_data_dir(sync)
     sync.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -168,7 +174,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     skipped.add(args.source, summary.problems)
     # Each run's metadata lists its first problems only; the rest are counted.
     skipped.unlisted = max(0, summary.bad_records - len(skipped.records))
-    result["directory"] = _refresh_directory(settings, args.source, skipped)
+    if args.no_directory:
+        result["directory"] = {"skipped": "--no-directory"}
+    else:
+        result["directory"] = _refresh_directory(settings, args.source, skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, "sync")))
     if args.json:
         print(json.dumps(result, indent=2))

@@ -56,6 +56,8 @@ class IngestJob:
     containers: dict[str, list[str]] = field(default_factory=dict)
     run_tags: dict[str, str] = field(default_factory=dict)
     directory_only: bool = False
+    # False: the sync leaves the directory alone (``--no-directory``: its events were content only).
+    refresh_directory: bool = True
     # A push job (``POST /v1/ingest/documents``): ``rag-pipeline push`` of this checked JSON-lines file.
     push_file: str | None = None
 
@@ -108,15 +110,18 @@ class IngestLauncher:
         containers: Mapping[str, Sequence[str]] | None = None,
         run_tags: Mapping[str, str] | None = None,
         directory_only: bool = False,
+        refresh_directory: bool = True,
     ) -> IngestJob:
         """Queue a job for ``sources`` (each must be a live source) and start it; :class:`IngestBusy` while another
         runs. ``containers`` narrows a source's sync to those it can read (the others are skipped), ``run_tags``
-        go on its Dagster runs, and ``directory_only`` refreshes the directory instead of syncing."""
+        go on its Dagster runs, ``directory_only`` refreshes the directory instead of syncing, and ``refresh_directory``
+        False leaves it out of a sync."""
         unknown = [s for s in sources if s not in self.live_sources]
         if unknown:
             live = ", ".join(self.live_sources) or "none is configured"
             raise ValueError(f"not a live source: {', '.join(unknown)} (live sources: {live})")
         job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources), directory_only=directory_only,
+                        refresh_directory=refresh_directory,
                         containers={s: list(c) for s, c in (containers or {}).items() if c},
                         run_tags=dict(run_tags or {}))  # fmt: skip
         return self._queue(job)
@@ -212,6 +217,8 @@ class IngestLauncher:
             live = registered_sources()[source].live_api
             flag = live.containers_flag if live is not None else "--container"
             arguments += [*(a for c in job.containers[source] for a in (flag, c)), "--readable-only"]
+        if not job.refresh_directory:
+            arguments.append("--no-directory")
         return arguments + [a for k, v in job.run_tags.items() for a in ("--run-tag", f"{k}={v}")]
 
     # --- the scheduler's state -------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ class _Pending:
     kinds: Counter[str] = field(default_factory=Counter)
     ids: list[str] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # clock readings of the first TIMED_EVENTS events
+    directory: bool = False  # an event that may touch the directory came in (SyncTarget.touches_directory)
 
 
 @dataclass
@@ -127,6 +128,7 @@ class TargetedSyncs:
                 pending.last = now
                 outcome = "coalesced"
             pending.kinds[target.kind] += 1
+            pending.directory = pending.directory or target.touches_directory
             if len(pending.ids) < LISTED_IDS:
                 pending.ids.append(event_id)
             if len(pending.arrivals) < TIMED_EVENTS:
@@ -213,11 +215,13 @@ class TargetedSyncs:
             EVENT_CONTAINERS_TAG: ",".join(containers)[:1000],
         }
         try:
-            # A sync of the containers refreshes the directory too; only a directory change alone runs the
-            # directory command.
+            # A sync of the containers refreshes the directory too when one of its events may touch it (a member
+            # joined; not a message posted: the scheduled sync refreshes it anyway); a directory change alone runs
+            # the directory command.
             job = self.launcher.start(
-                [source], containers={source: containers}, run_tags=tags, directory_only=not containers
-            )
+                [source], containers={source: containers}, run_tags=tags, directory_only=not containers,
+                refresh_directory=any(part.directory for part in parts.values()),
+            )  # fmt: skip
         except IngestBusy:
             self._put_back(source, parts)  # POST /v1/ingest took the slot in between: the next round
             return
@@ -241,6 +245,7 @@ class TargetedSyncs:
                 if kept is not part:
                     kept.first = min(kept.first, part.first)
                     kept.kinds.update(part.kinds)
+                    kept.directory = kept.directory or part.directory
                     kept.ids = (part.ids + kept.ids)[:LISTED_IDS]
                     kept.arrivals = (part.arrivals + kept.arrivals)[:TIMED_EVENTS]
 

@@ -36,6 +36,9 @@ class SyncTarget:
 
     container: str | None
     kind: str  # the event's type, e.g. "message_deleted", "jira:issue_updated"
+    # Whether the change may touch the source's directory (people, groups, memberships): a targeted sync refreshes
+    # it only then. Only a connector that knows a kind is content alone (a Slack message) says False.
+    touches_directory: bool = True
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ what is indexed, so an event for a channel the bot cannot read indexes nothing (
 
 | event | the smallest sync covering it |
 |---|---|
-| ``message`` (posted, ``message_changed``, ``message_deleted``, thread replies, broadcasts) | the channel's recent window, then its reconciliation (which removes deleted messages) |
+| ``message`` (posted, ``message_changed``, ``message_deleted``, thread replies, broadcasts) | the channel's recent window, then its reconciliation (which removes deleted messages); no directory refresh |
 | ``channel_created``, ``channel_rename``, ``channel_archive``/``unarchive``, ``group_*`` alike | the channel |
 | ``member_joined_channel``, ``member_left_channel`` | the channel; its sync refreshes the directory, which rewrites the channel's threads' ACL |
 | ``user_change``, ``team_join``, ``subteam_*`` | the directory alone |
@@ -34,6 +34,12 @@ CHANNEL_EVENTS = frozenset({
     "group_history_changed", "member_joined_channel", "member_left_channel", "channel_shared", "channel_unshared",
 })  # fmt: skip
 DIRECTORY_EVENTS = frozenset({"user_change", "team_join", "subteam_updated", "subteam_members_changed"})
+# ``message`` subtypes that change content alone: their targeted sync leaves the directory to the scheduled sync
+# (any other subtype, e.g. ``channel_join``, refreshes it as before).
+CONTENT_ONLY_MESSAGES = frozenset({
+    "message", "message_changed", "message_deleted", "message_replied", "thread_broadcast", "bot_message",
+    "me_message", "file_share",
+})  # fmt: skip
 
 
 class _Clock(Clock):
@@ -59,7 +65,8 @@ def targets_of(event: Mapping[str, Any]) -> list[SyncTarget]:
     subtype = str(event.get("subtype") or "")[:64]
     if kind == "message" or kind in CHANNEL_EVENTS:
         channel = channel_of(event)
-        return [SyncTarget(channel, subtype or kind)] if channel else []
+        content_only = kind == "message" and (subtype or kind) in CONTENT_ONLY_MESSAGES
+        return [SyncTarget(channel, subtype or kind, touches_directory=not content_only)] if channel else []
     if kind in DIRECTORY_EVENTS:
         return [SyncTarget(None, kind)]
     return []

@@ -77,9 +77,16 @@ def test_jira_payloads_name_their_project() -> None:
 
 
 def test_slack_event_types_map_to_the_smallest_sync() -> None:
-    assert targets_of({"type": "message", "channel": "C1", "text": "hi"}) == [SyncTarget("C1", "message")]
+    # A message changes content alone (its sync leaves the directory); a join message, like any other event, may
+    # change who reads.
+    assert targets_of({"type": "message", "channel": "C1", "text": "hi"}) == [
+        SyncTarget("C1", "message", touches_directory=False)
+    ]
     assert targets_of({"type": "message", "subtype": "message_deleted", "channel": "C1"}) == [
-        SyncTarget("C1", "message_deleted")
+        SyncTarget("C1", "message_deleted", touches_directory=False)
+    ]
+    assert targets_of({"type": "message", "subtype": "channel_join", "channel": "C1", "user": "U1"}) == [
+        SyncTarget("C1", "channel_join")
     ]
     assert targets_of({"type": "channel_rename", "channel": {"id": "C2", "name": "x"}}) == [
         SyncTarget("C2", "channel_rename")
@@ -98,7 +105,7 @@ def test_slack_signatures_use_the_signing_secret_and_the_window() -> None:
     stamp = str(int(now[0]))
     signature = SignatureVerifier("signing-secret").generate_signature(timestamp=stamp, body=body) or ""
     headers = {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature}
-    assert events.read(body.encode(), headers).targets == [SyncTarget("C1", "message")]
+    assert events.read(body.encode(), headers).targets == [SyncTarget("C1", "message", touches_directory=False)]
     with pytest.raises(PushRefused, match="replay"):
         events.read(body.encode(), headers)
     assert events.read(body.encode(), {**headers, "X-Slack-Retry-Num": "1"}).delivery == "Ev1"  # deduped upstream

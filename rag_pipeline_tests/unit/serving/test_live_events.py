@@ -110,6 +110,20 @@ def test_the_queue_is_capped_and_the_rest_left_to_the_schedule(
     assert call.count("--project") == 3 and "P3" not in call and "P4" not in call
 
 
+def test_content_only_events_leave_the_directory_to_the_schedule(
+    root: Path, launcher: IngestLauncher, syncs: TargetedSyncs
+) -> None:
+    for i in range(3):
+        syncs.add("slack", SyncTarget("C0POSTS01", "message", touches_directory=False), f"Ev{i}")
+    _settled(launcher, syncs, jobs=1)
+    syncs.add("slack", SyncTarget("C0POSTS01", "message", touches_directory=False), "Ev7")
+    syncs.add("slack", SyncTarget("C0JOINS01", "member_joined_channel"), "Ev8")  # rides along: the job refreshes it
+    _settled(launcher, syncs, jobs=2)
+    posts, with_join = _calls(root)
+    assert posts[:5] == ["sync", "--source", "slack", "--channel", "C0POSTS01"] and "--no-directory" in posts
+    assert {"C0POSTS01", "C0JOINS01"} <= set(with_join) and "--no-directory" not in with_join
+
+
 def test_a_directory_change_alone_refreshes_the_directory(
     root: Path, launcher: IngestLauncher, syncs: TargetedSyncs
 ) -> None:
