@@ -58,6 +58,8 @@ class IngestJob:
     directory_only: bool = False
     # False: the sync leaves the directory alone (``--no-directory``: its events were content only).
     refresh_directory: bool = True
+    # False: the sync skips the reconciliation (``--no-reconcile``: its events only added content).
+    reconcile: bool = True
     # A push job (``POST /v1/ingest/documents``): ``rag-pipeline push`` of this checked JSON-lines file.
     push_file: str | None = None
 
@@ -111,17 +113,18 @@ class IngestLauncher:
         run_tags: Mapping[str, str] | None = None,
         directory_only: bool = False,
         refresh_directory: bool = True,
+        reconcile: bool = True,
     ) -> IngestJob:
         """Queue a job for ``sources`` (each must be a live source) and start it; :class:`IngestBusy` while another
         runs. ``containers`` narrows a source's sync to those it can read (the others are skipped), ``run_tags``
-        go on its Dagster runs, ``directory_only`` refreshes the directory instead of syncing, and ``refresh_directory``
-        False leaves it out of a sync."""
+        go on its Dagster runs, ``directory_only`` refreshes the directory instead of syncing, ``refresh_directory``
+        False leaves it out of a sync and ``reconcile`` False the reconciliation."""
         unknown = [s for s in sources if s not in self.live_sources]
         if unknown:
             live = ", ".join(self.live_sources) or "none is configured"
             raise ValueError(f"not a live source: {', '.join(unknown)} (live sources: {live})")
         job = IngestJob(id=uuid.uuid4().hex[:12], sources=list(sources), directory_only=directory_only,
-                        refresh_directory=refresh_directory,
+                        refresh_directory=refresh_directory, reconcile=reconcile,
                         containers={s: list(c) for s, c in (containers or {}).items() if c},
                         run_tags=dict(run_tags or {}))  # fmt: skip
         return self._queue(job)
@@ -219,6 +222,8 @@ class IngestLauncher:
             arguments += [*(a for c in job.containers[source] for a in (flag, c)), "--readable-only"]
         if not job.refresh_directory:
             arguments.append("--no-directory")
+        if not job.reconcile:
+            arguments.append("--no-reconcile")
         return arguments + [a for k, v in job.run_tags.items() for a in ("--run-tag", f"{k}={v}")]
 
     # --- the scheduler's state -------------------------------------------------------------------------------

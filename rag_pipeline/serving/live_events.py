@@ -66,6 +66,7 @@ class _Pending:
     ids: list[str] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # clock readings of the first TIMED_EVENTS events
     directory: bool = False  # an event that may touch the directory came in (SyncTarget.touches_directory)
+    reconcile: bool = False  # an event that may remove or change content came in (not SyncTarget.adds_only)
 
 
 @dataclass
@@ -129,6 +130,7 @@ class TargetedSyncs:
                 outcome = "coalesced"
             pending.kinds[target.kind] += 1
             pending.directory = pending.directory or target.touches_directory
+            pending.reconcile = pending.reconcile or not target.adds_only
             if len(pending.ids) < LISTED_IDS:
                 pending.ids.append(event_id)
             if len(pending.arrivals) < TIMED_EVENTS:
@@ -216,11 +218,12 @@ class TargetedSyncs:
         }
         try:
             # A sync of the containers refreshes the directory too when one of its events may touch it (a member
-            # joined; not a message posted: the scheduled sync refreshes it anyway); a directory change alone runs
-            # the directory command.
+            # joined; not a message posted: the scheduled sync refreshes it anyway), and reconciles unless every
+            # event only added content (new messages); a directory change alone runs the directory command.
             job = self.launcher.start(
                 [source], containers={source: containers}, run_tags=tags, directory_only=not containers,
                 refresh_directory=any(part.directory for part in parts.values()),
+                reconcile=any(part.reconcile for part in parts.values()),
             )  # fmt: skip
         except IngestBusy:
             self._put_back(source, parts)  # POST /v1/ingest took the slot in between: the next round
@@ -246,6 +249,7 @@ class TargetedSyncs:
                     kept.first = min(kept.first, part.first)
                     kept.kinds.update(part.kinds)
                     kept.directory = kept.directory or part.directory
+                    kept.reconcile = kept.reconcile or part.reconcile
                     kept.ids = (part.ids + kept.ids)[:LISTED_IDS]
                     kept.arrivals = (part.arrivals + kept.arrivals)[:TIMED_EVENTS]
 

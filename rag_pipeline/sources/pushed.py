@@ -39,6 +39,9 @@ class SyncTarget:
     # Whether the change may touch the source's directory (people, groups, memberships): a targeted sync refreshes
     # it only then. Only a connector that knows a kind is content alone (a Slack message) says False.
     touches_directory: bool = True
+    # Whether the change only adds content the sync's window reads (a new Slack message, not a reply, an edit or a
+    # deletion): such a targeted sync skips the reconciliation, which only finds what vanished or changed.
+    adds_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ what is indexed, so an event for a channel the bot cannot read indexes nothing (
 
 | event | the smallest sync covering it |
 |---|---|
-| ``message`` (posted, ``message_changed``, ``message_deleted``, thread replies, broadcasts) | the channel's recent window, then its reconciliation (which removes deleted messages); no directory refresh |
+| ``message`` (posted, ``message_changed``, ``message_deleted``, thread replies, broadcasts) | the channel's recent window, then (for anything but a new top-level message) its reconciliation (which removes deleted messages); no directory refresh |
 | ``channel_created``, ``channel_rename``, ``channel_archive``/``unarchive``, ``group_*`` alike | the channel |
 | ``member_joined_channel``, ``member_left_channel`` | the channel; its sync refreshes the directory, which rewrites the channel's threads' ACL |
 | ``user_change``, ``team_join``, ``subteam_*`` | the directory alone |
@@ -66,7 +66,11 @@ def targets_of(event: Mapping[str, Any]) -> list[SyncTarget]:
     if kind == "message" or kind in CHANNEL_EVENTS:
         channel = channel_of(event)
         content_only = kind == "message" and (subtype or kind) in CONTENT_ONLY_MESSAGES
-        return [SyncTarget(channel, subtype or kind, touches_directory=not content_only)] if channel else []
+        # A new top-level message: the channel's window reads it; nothing vanished, so no reconciliation.
+        thread = event.get("thread_ts")
+        posted = kind == "message" and not subtype and (thread is None or thread == event.get("ts"))
+        target = SyncTarget(channel, subtype or kind, touches_directory=not content_only, adds_only=posted)
+        return [target] if channel else []
     if kind in DIRECTORY_EVENTS:
         return [SyncTarget(None, kind)]
     return []

@@ -79,7 +79,11 @@ def test_jira_payloads_name_their_project() -> None:
 def test_slack_event_types_map_to_the_smallest_sync() -> None:
     # A message changes content alone (its sync leaves the directory); a join message, like any other event, may
     # change who reads.
+    # A new top-level message only adds (its sync skips the reconciliation); a reply, an edit, a deletion do not.
     assert targets_of({"type": "message", "channel": "C1", "text": "hi"}) == [
+        SyncTarget("C1", "message", touches_directory=False, adds_only=True)
+    ]
+    assert targets_of({"type": "message", "channel": "C1", "ts": "2.0", "thread_ts": "1.0"}) == [
         SyncTarget("C1", "message", touches_directory=False)
     ]
     assert targets_of({"type": "message", "subtype": "message_deleted", "channel": "C1"}) == [
@@ -105,7 +109,9 @@ def test_slack_signatures_use_the_signing_secret_and_the_window() -> None:
     stamp = str(int(now[0]))
     signature = SignatureVerifier("signing-secret").generate_signature(timestamp=stamp, body=body) or ""
     headers = {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature}
-    assert events.read(body.encode(), headers).targets == [SyncTarget("C1", "message", touches_directory=False)]
+    assert events.read(body.encode(), headers).targets == [
+        SyncTarget("C1", "message", touches_directory=False, adds_only=True)
+    ]
     with pytest.raises(PushRefused, match="replay"):
         events.read(body.encode(), headers)
     assert events.read(body.encode(), {**headers, "X-Slack-Retry-Num": "1"}).delivery == "Ev1"  # deduped upstream

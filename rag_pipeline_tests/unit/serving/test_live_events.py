@@ -124,6 +124,18 @@ def test_content_only_events_leave_the_directory_to_the_schedule(
     assert {"C0POSTS01", "C0JOINS01"} <= set(with_join) and "--no-directory" not in with_join
 
 
+def test_new_messages_alone_skip_the_reconciliation(root: Path, launcher: IngestLauncher, syncs: TargetedSyncs) -> None:
+    posted = SyncTarget("C0POSTS01", "message", touches_directory=False, adds_only=True)
+    syncs.add("slack", posted, "Ev1")
+    _settled(launcher, syncs, jobs=1)
+    syncs.add("slack", posted, "Ev2")
+    syncs.add("slack", SyncTarget("C0POSTS01", "message_deleted", touches_directory=False), "Ev3")
+    _settled(launcher, syncs, jobs=2)
+    posts, with_delete = _calls(root)
+    assert "--no-reconcile" in posts and "--no-directory" in posts
+    assert "--no-reconcile" not in with_delete and "--no-directory" in with_delete
+
+
 def test_a_directory_change_alone_refreshes_the_directory(
     root: Path, launcher: IngestLauncher, syncs: TargetedSyncs
 ) -> None:
