@@ -108,3 +108,24 @@ def test_hnsw_settings_come_from_the_environment(tmp_path: Path) -> None:
     exact = qdrant_resource(Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_DENSE_EXACT": "1"}))
     with exact.open() as store:
         assert store.dense_search.describe() == "exact"
+
+
+def test_payload_links_and_int8_quantization_are_fixed_at_creation_when_asked(tmp_path: Path) -> None:
+    """``DenseSearch.payload_m`` and ``quantization`` reach the child collection's config (bench.search_million's
+    knobs); the defaults leave both to the engine (payload links on, floats only)."""
+    import json
+
+    knobs, plain = tmp_path / "knobs", tmp_path / "plain"
+    with EdgeVectorStore(knobs, dense_search=DenseSearch(payload_m=0, quantization="int8")) as store:
+        store.create_collections(DIM)
+        store.upsert(store.names.children, [StorePoint(id=str(uuid.UUID(int=1)), payload={}, dense=[1.0] * DIM)])
+        assert [h.id for h in store.search_dense([1.0] * DIM, 1)] == [str(uuid.UUID(int=1))]
+    with EdgeVectorStore(plain) as store:
+        store.create_collections(DIM)
+    config = json.loads((knobs / "rag_children" / "edge_config.json").read_text())
+    assert config["hnsw_config"]["payload_m"] == 0
+    assert config["quantization_config"]["scalar"]["type"] == "int8"
+    default = json.loads((plain / "rag_children" / "edge_config.json").read_text())
+    assert "payload_m" not in default["hnsw_config"] or default["hnsw_config"]["payload_m"] is None
+    assert not default.get("quantization_config")
+    assert DenseSearch(payload_m=0, quantization="int8").describe().endswith("payload_m=0, int8 quantization)")
