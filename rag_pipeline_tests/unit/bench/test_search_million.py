@@ -52,10 +52,31 @@ def test_the_readers_see_what_they_are_meant_to(workspace: Workspace) -> None:
 
 # Two fills of the embedded engine (~30 s on a loaded 2-core machine).
 @pytest.mark.slow
-def test_a_fill_resumes_at_its_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("direct", [True, False], ids=["direct-upsert", "through-writer"])
+def test_a_fill_resumes_at_its_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool) -> None:
     monkeypatch.setattr(search_million, "BATCH_DOCUMENTS", 10)
-    stopped = fill(tmp_path, 160, stop_at=20)  # 40 documents wanted, stopped after two batches
+    monkeypatch.setattr(search_million, "DIRECT_BATCH_DOCUMENTS", 10)
+    stopped = fill(tmp_path, 160, stop_at=20, direct=direct)  # 40 documents wanted, stopped after two batches
     assert stopped["written"] == 20 and stopped["children_points"] == 80 and stopped["optimized_at"] == 20
-    done = fill(tmp_path, 160)
+    done = fill(tmp_path, 160, direct=direct)
     assert done["written"] == 40 and done["children_points"] == 160 and done["parent_points"] == 40
     assert json.loads((tmp_path / "fill.json").read_text())["optimized_at"] == 40
+
+
+@pytest.mark.slow
+def test_the_direct_fill_writes_the_points_the_writer_writes(tmp_path: Path) -> None:
+    """The fast fill skips only the writer's version reads: same ids, payloads (ACL mirror included) and counts."""
+    fill(tmp_path / "direct", 80, direct=True)
+    fill(tmp_path / "writer", 80, direct=False)
+    payloads = {}
+    for kind in ("direct", "writer"):
+        store = search_million.open_store(tmp_path / kind)
+        try:
+            ids = sorted(r.id for r in store._scroll(store.names.children, None, None))
+            payloads[kind] = {h.id: h.payload for h in store.retrieve(store.names.children, [str(i) for i in ids])}
+            assert store.count(store.names.parents) == 20
+        finally:
+            store.close()
+    assert len(payloads["direct"]) == 80
+    assert payloads["direct"] == payloads["writer"]
+    assert all(p["acl_public"] == "false" for p in payloads["direct"].values())
