@@ -39,7 +39,6 @@ import httpx
 from bench import common
 from rag_pipeline_tests.kit import serving_fixtures as S
 from rag_pipeline_tests.kit import slack_fixtures as F
-from rag_pipeline_tests.kit.data import ts
 from rag_pipeline_tests.kit.emulators.push_senders import SlackEventSender
 from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 from rag_pipeline_tests.kit.emulators.slack_workspace import SlackWorkspace
@@ -52,6 +51,11 @@ CHANNELS = ("C0FRESHA1", "C0FRESHB1", "C0FRESHC1")
 PRIVATE = "C0FRESHP1"
 
 
+def slack_ts(seconds: float) -> str:
+    """A Slack message timestamp (seconds with six decimals, as the Web API writes them)."""
+    return f"{seconds:.6f}"
+
+
 def workspace() -> SlackWorkspace:
     ws = SlackWorkspace(team_id=F.CRAFTED_TEAM, domain=F.CRAFTED_DOMAIN)
     ws.users = [F._user(F.ALICE, "alice", "Alice Anders"), F._user(F.BOB, "bob", "Bob Brown"),
@@ -59,9 +63,9 @@ def workspace() -> SlackWorkspace:
     yesterday = int(time.time()) - 86400
     for i, channel in enumerate(CHANNELS):
         ws.add_channel(channel, f"fresh-{i}", members=[F.ALICE, F.BOB, F.BOT_USER], created=yesterday - 86400)
-        ws.post(channel, F._msg(ts(yesterday + i), F.ALICE, f"seedword{i} the channel opened yesterday"))
+        ws.post(channel, F._msg(slack_ts(yesterday + i), F.ALICE, f"seedword{i} the channel opened yesterday"))
     ws.add_channel(PRIVATE, "fresh-private", is_private=True, members=[F.ALICE, F.BOT_USER], created=yesterday - 86400)
-    ws.post(PRIVATE, F._msg(ts(yesterday + 9), F.ALICE, "privateword the okapi budget is frozen"))
+    ws.post(PRIVATE, F._msg(slack_ts(yesterday + 9), F.ALICE, "privateword the okapi budget is frozen"))
     return ws
 
 

@@ -100,9 +100,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=common.RESULTS / "freshness_steps.json", help="results file")
     args = parser.parse_args()
 
-    from bench.freshness import CHANNELS, workspace
+    from bench.freshness import CHANNELS, slack_ts, workspace
     from rag_pipeline_tests.kit import slack_fixtures as F
-    from rag_pipeline_tests.kit.data import ts
     from rag_pipeline_tests.kit.emulators.slack_api import SlackEmulator
 
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
@@ -130,7 +129,7 @@ def main() -> int:
         first = run([])
         for i in range(args.repeats):
             shape = list(SHAPES)[i % len(SHAPES)]
-            ws.post(CHANNELS[0], F._msg(ts(int(time.time())), F.ALICE, f"stepword{i} posted for a targeted sync"))
+            ws.post(CHANNELS[0], F._msg(slack_ts(int(time.time())), F.ALICE, f"stepword{i} posted for a targeted sync"))
             job = run(["--channel", CHANNELS[0], "--readable-only", *SHAPES[shape]])
             jobs.append({"shape": shape, **job})
             print(json.dumps(jobs[-1]), flush=True)

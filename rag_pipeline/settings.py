@@ -532,6 +532,13 @@ class Settings(_Frozen):
         return tuple(n for n in self.live_sources if self.automation.sync(n).enabled)
 
 
+def operator_partition_start() -> str:
+    """The partition start an operator set (``RAG_PARTITION_START``), else the earliest the project admits: where
+    a whole-export read draws the line between documents some partition holds and those none does (the data
+    folder's per-source starts only move later than this, never earlier)."""
+    return os.environ.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START
+
+
 def _user_cache(env: EnvValues) -> Path:
     """The user's cache folder (XDG_CACHE_HOME, else ~/.cache)."""
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()

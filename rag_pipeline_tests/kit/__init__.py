@@ -25,6 +25,7 @@ rules. The published modules:
 - ``emulators.slack_api``, ``emulators.slack_workspace``: the Slack Web API emulator and the workspace it serves;
 - ``emulators.openai_api``: the OpenAI-compatible fake (embeddings, chat);
 - ``emulators.oidc_issuer``: an OIDC issuer with its JWKS;
+- ``emulators.push_senders``: signed Slack events and Jira/Confluence webhooks sent to a service (``bench.freshness``);
 - ``postgres_server``: a throwaway PostgreSQL server from the Debian packages (``bench.pool_claims``);
 - ``pool_claim_race``: claimers racing for one pool slot, and the plain-Dagster control configs.
 
@@ -46,6 +47,7 @@ PUBLISHED: frozenset[str] = frozenset(
         "emulators.slack_workspace",
         "emulators.openai_api",
         "emulators.oidc_issuer",
+        "emulators.push_senders",
         "postgres_server",
         "pool_claim_race",
     }

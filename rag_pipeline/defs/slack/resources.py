@@ -4,7 +4,6 @@ Both implement :class:`SlackSourceResource`, so ``slack_threads`` and everything
 graph whichever source feeds it.
 """
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
@@ -24,7 +23,7 @@ from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, sync_s
 from rag_pipeline.defs.chain.offline import file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
-from rag_pipeline.settings import DEFAULT_PARTITION_START
+from rag_pipeline.settings import operator_partition_start
 from rag_pipeline.sources.api_stats import ApiStats
 from rag_pipeline.sources.document import Document
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
@@ -167,4 +166,4 @@ def _spill_slack(path: str, team_id: str, domain: str | None, _mtime: float) -> 
             yield read.documents, read.problems
 
     # Documents no partition holds go where every run's checks see (and report) them, as with the whole read.
-    return WeekSpill.write(channels(), os.environ.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START)
+    return WeekSpill.write(channels(), operator_partition_start())
