@@ -14,11 +14,13 @@ import itertools
 import os
 import time
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from rag_pipeline.pipeline.partition_start import record_planned_start
 from rag_pipeline_tests.kit.celery_cluster import (
     Cluster,
     bundled_slack_env,
@@ -63,6 +65,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         env["PYTHONPATH"] = os.pathsep.join([str(PAUSE_HOOK), str(REPO_ROOT)])
         env["RAG_TEST_PAUSE_MARKER"] = str(folder / "paused")
         ensure_instance(env)
+        # The runs below are launched together, as a backfill's are: the earliest planned week is recorded once
+        # before any of them, as the sync sensor records it before requesting its runs (otherwise the first run to
+        # write a later week makes the workers load a partition start after another run's range).
+        first_day = min([*BACKFILL_DAYS, KILL_DAY])
+        record_planned_start(folder / "data", "slack", date.fromisoformat(first_day))
         cluster = Cluster(env, folder)
         try:
             for name in ("w1", "w2"):

@@ -13,12 +13,14 @@ import json
 import sys
 import time
 import warnings
+from datetime import date
 
 import dagster as dg
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
 from rag_pipeline.defs.parts import source_specs
 from rag_pipeline.pipeline.keys import week_key
+from rag_pipeline.pipeline.partition_start import record_planned_start
 from rag_pipeline.runs.instance import QUIET_RUN_CONFIG, ensure_dagster_home, open_instance, range_tags
 from rag_pipeline.settings import Settings
 
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     # Runs launched together on a new SQLite instance must not create its databases together.
     ensure_dagster_home(settings)
     start, end = week_key(args.first), week_key(args.last)
+    # As the sync sensor does before requesting a run: the run's steps load the code location afresh (a Celery
+    # worker), and the data folder's partition start must not be later than the run's own first week.
+    record_planned_start(settings.data_dir, args.source, date.fromisoformat(args.first))
     # The container's own days of the weeks, as a sync plan names them (no watermark: a past range).
     plan = {args.container: {"first_day": args.first, "last_day": args.last}}
     job = ReconstructableRepository.for_module("rag_pipeline.definitions", "defs").get_reconstructable_job(
