@@ -12,7 +12,12 @@ written through :class:`~rag_pipeline.index.edge_store.EdgeVectorStore` a batch 
 as the pipeline's points step does, then ``optimize``; each arm in its own process, so its peak RSS is its own.
 Per batch: seconds (upsert, optimize), RSS now, peak RSS (VmHWM), RssAnon, RssFile, segments on disk. Arms:
 ``default`` (the engine's optimizer defaults), ``capped`` (segments of at most ``MAX_SEGMENT_KB``, the store's
-default now), ``capped_cold`` (also the dense vectors ``Memory.Cold``: mapped, not read in whole at open).
+default now), ``capped_cold`` (also the dense vectors ``Memory.Cold``: mapped, not read in whole at open),
+``capped_all_cold`` (also the BM25 index, the HNSW graphs, the payload indexes and the id tracker ``Memory.Cold``:
+``edge_store.INDEX_MEMORY``).
+After each batch the store is closed and RssAnon read twice: as left, and after glibc's ``malloc_trim(0)`` (the
+engine allocates with the system malloc, so what it freed may stay in the process's arenas: the difference is
+memory held but not in use).
 
     .venv/bin/python -m bench.engine_segments                          # every arm, 60 batches of 2,000 points
     .venv/bin/python -m bench.engine_segments --batches 20 --arm capped
@@ -22,6 +27,7 @@ Results: bench/results/engine_segments.json.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
@@ -34,7 +40,7 @@ from typing import Any
 
 from bench.common import RESULTS, parser, run_record, write_json
 
-ARMS = ("default", "capped", "capped_cold")
+ARMS = ("default", "capped", "capped_cold", "capped_all_cold")
 
 
 def _status() -> dict[str, int]:
@@ -90,7 +96,9 @@ def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, fold
     from rag_pipeline.index.edge_store import EdgeVectorStore
 
     edge_store.SEGMENT_OPTIMIZERS = None if arm == "default" else edge_store.segment_optimizers(max_segment_kb)
-    edge_store.VECTOR_MEMORY = qe.Memory.Cold if arm == "capped_cold" else None
+    edge_store.VECTOR_MEMORY = qe.Memory.Cold if arm in ("capped_cold", "capped_all_cold") else None
+    edge_store.INDEX_MEMORY = qe.Memory.Cold if arm == "capped_all_cold" else None
+    libc = ctypes.CDLL("libc.so.6")
     rng = random.Random(7)
     rows = []
     started = time.perf_counter()
@@ -109,6 +117,9 @@ def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, fold
         t3 = time.perf_counter()
         del points
         segments = len(list((folder / store.names.children / "segments").iterdir()))
+        status = _status()
+        libc.malloc_trim(0)
+        trimmed = _status()["RssAnon"]
         rows.append(
             {
                 "batch": batch + 1,
@@ -117,7 +128,8 @@ def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, fold
                 "close_s": round(t3 - t2, 2),
                 "batch_s": round(t3 - t0, 2),
                 "segments": segments,
-                **{k.lower() + "_mb": v for k, v in _status().items()},
+                **{k.lower() + "_mb": v for k, v in status.items()},
+                "rssanon_after_trim_mb": trimmed,
             }
         )
         print(json.dumps({"arm": arm, **rows[-1]}), file=sys.stderr, flush=True)
@@ -126,7 +138,7 @@ def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, fold
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--arm", action="append", choices=ARMS, help="an arm to run (default: both)")
+    p.add_argument("--arm", action="append", choices=ARMS, help="an arm to run (default: all)")
     p.add_argument("--batches", type=int, default=60)
     p.add_argument("--batch-points", type=int, default=2_000)
     p.add_argument("--max-segment-kb", type=int, default=None, help="the capped arm's max segment size (KB)")
@@ -154,6 +166,8 @@ def main() -> None:
             slowest_batch_s=max(r["batch_s"] for r in rows),
             peak_rss_anon_mb=max(r["rssanon_mb"] for r in rows),
             peak_rss_file_mb=max(r["rssfile_mb"] for r in rows),
+            last_rss_anon_mb=rows[-1]["rssanon_mb"],
+            last_rss_anon_after_trim_mb=rows[-1]["rssanon_after_trim_mb"],
             load_average_before=[round(x, 2) for x in load_before],
             load_average_after=[round(x, 2) for x in os.getloadavg()],
         )

@@ -79,6 +79,10 @@ SEGMENT_OPTIMIZERS: qe.EdgeOptimizersConfig | None = segment_optimizers()
 # shard opens, so they count in the process's RSS; Cold: mapped, read on demand). bench/engine_segments.py measures
 # both; the default is unchanged until the search side is measured with Cold (issue 68 item 3).
 VECTOR_MEMORY: qe.Memory | None = None
+# Where new shards keep the rest of what a shard holds in RAM (the BM25 inverted index, the HNSW graphs, the
+# payload indexes and the id tracker); None: the engine's defaults (Pinned or Cached). Measured by
+# bench/engine_segments.py's all_cold arm; not the default until the search side is measured with it.
+INDEX_MEMORY: qe.Memory | None = None
 
 
 class EdgeVectorStore(QdrantStoreBase):
@@ -149,19 +153,25 @@ class EdgeVectorStore(QdrantStoreBase):
                     m=self.dense_search.m,
                     ef_construct=self.dense_search.ef_construct,
                     full_scan_threshold=self.dense_search.title_full_scan_threshold_kb,
+                    memory=INDEX_MEMORY,
                 ),
             )
             config = qe.EdgeConfig(
                 vectors={DENSE_VECTOR: dense, TITLE_VECTOR: title},
-                sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                sparse_vectors={
+                    SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=INDEX_MEMORY)
+                },
                 hnsw_config=qe.HnswIndexConfig(
                     m=self.dense_search.m,
                     ef_construct=self.dense_search.ef_construct,
                     full_scan_threshold=self.dense_search.full_scan_threshold_kb,
                     payload_m=self.dense_search.payload_m,
+                    memory=INDEX_MEMORY,
                 ),
                 optimizers=SEGMENT_OPTIMIZERS,
                 quantization_config=_quantization(self.dense_search),
+                payload_memory=INDEX_MEMORY,
+                id_tracker_memory=INDEX_MEMORY,
             )
             self._shards[self.names.children] = self._create(self.names.children, config)
         if self.names.parents not in self._shards:
