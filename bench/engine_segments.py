@@ -17,7 +17,8 @@ default now), ``capped_cold`` (also the dense vectors ``Memory.Cold``: mapped, n
 ``edge_store.INDEX_MEMORY``).
 After each batch the store is closed and RssAnon read twice: as left, and after glibc's ``malloc_trim(0)`` (the
 engine allocates with the system malloc, so what it freed may stay in the process's arenas: the difference is
-memory held but not in use).
+memory held but not in use). The store itself trims when it closes and after a merge (``index/native_memory.py``);
+``--no-trim`` turns both off, the A/B of that change.
 
     .venv/bin/python -m bench.engine_segments                          # every arm, 60 batches of 2,000 points
     .venv/bin/python -m bench.engine_segments --batches 20 --arm capped
@@ -88,17 +89,21 @@ def _points(rng: random.Random, start: int, count: int, dimension: int) -> list[
     return points
 
 
-def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, folder: Path) -> dict[str, Any]:
+def run_arm(
+    arm: str, batches: int, batch_points: int, max_segment_kb: int, folder: Path, trim: bool = True
+) -> dict[str, Any]:
     """One arm in this process: ``batches`` batches written and optimized, figures per batch."""
     import qdrant_edge as qe
 
-    from rag_pipeline.index import edge_store
+    from rag_pipeline.index import edge_store, native_memory
     from rag_pipeline.index.edge_store import EdgeVectorStore
 
     edge_store.SEGMENT_OPTIMIZERS = None if arm == "default" else edge_store.segment_optimizers(max_segment_kb)
     edge_store.VECTOR_MEMORY = qe.Memory.Cold if arm in ("capped_cold", "capped_all_cold") else None
     edge_store.INDEX_MEMORY = qe.Memory.Cold if arm == "capped_all_cold" else None
     libc = ctypes.CDLL("libc.so.6")
+    if not trim:  # the store trims when it closes and after a merge (index/native_memory.py): the A/B turns it off
+        native_memory.release_freed_memory = lambda: False
     rng = random.Random(7)
     rows = []
     started = time.perf_counter()
@@ -118,7 +123,8 @@ def run_arm(arm: str, batches: int, batch_points: int, max_segment_kb: int, fold
         del points
         segments = len(list((folder / store.names.children / "segments").iterdir()))
         status = _status()
-        libc.malloc_trim(0)
+        if trim:
+            libc.malloc_trim(0)
         trimmed = _status()["RssAnon"]
         rows.append(
             {
@@ -142,6 +148,7 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=60)
     p.add_argument("--batch-points", type=int, default=2_000)
     p.add_argument("--max-segment-kb", type=int, default=None, help="the capped arm's max segment size (KB)")
+    p.add_argument("--no-trim", action="store_true", help="leave freed memory in malloc's arenas (the A/B)")
     p.add_argument("--child", choices=ARMS, help="internal: run one arm in this process")
     p.add_argument("--output", type=Path, default=RESULTS / "engine_segments.json")
     args = p.parse_args()
@@ -150,7 +157,9 @@ def main() -> None:
     max_segment_kb = args.max_segment_kb or MAX_SEGMENT_KB
     if args.child:
         with tempfile.TemporaryDirectory(prefix="engine-segments-") as tmp:
-            result = run_arm(args.child, args.batches, args.batch_points, max_segment_kb, Path(tmp))
+            result = run_arm(
+                args.child, args.batches, args.batch_points, max_segment_kb, Path(tmp), trim=not args.no_trim
+            )
         print("RESULT " + json.dumps(result), flush=True)
         return
     arms = {}
@@ -158,6 +167,7 @@ def main() -> None:
         load_before = os.getloadavg()
         command = [sys.executable, "-m", "bench.engine_segments", "--child", arm, "--batches", str(args.batches)]
         command += ["--batch-points", str(args.batch_points), "--max-segment-kb", str(max_segment_kb)]
+        command += ["--no-trim"] if args.no_trim else []
         out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
         result = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
         rows = result["batches"]
@@ -171,6 +181,7 @@ def main() -> None:
             load_average_before=[round(x, 2) for x in load_before],
             load_average_after=[round(x, 2) for x in os.getloadavg()],
         )
+        result["malloc_trim"] = not args.no_trim
         if arm != "default":
             result["max_segment_kb"] = max_segment_kb
         arms[arm] = result

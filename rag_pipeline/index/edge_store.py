@@ -20,6 +20,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
+from rag_pipeline.index import native_memory
 from rag_pipeline.index.qdrant_base import (
     SCROLL_PAGE,
     UPSERT_BATCH,
@@ -248,6 +249,8 @@ class EdgeVectorStore(QdrantStoreBase):
         changed = False
         for shard in self._shards.values():
             changed = bool(shard.optimize()) or changed
+        if changed:
+            native_memory.release_freed_memory()  # what the merge and graph build freed (index/native_memory.py)
         return changed
 
     def delete_ids(self, collection: str, ids: Sequence[str]) -> None:
@@ -424,6 +427,7 @@ class EdgeVectorStore(QdrantStoreBase):
             self._close_shards()
         finally:
             self._lock.release()
+        native_memory.release_freed_memory()  # the closed shards' pages, else held free by malloc
 
 
 @dataclass(frozen=True)
