@@ -21,7 +21,12 @@ from rag_pipeline.composition import dense_encoder_of, one_shot_index, reranker_
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.query_cache import QueryEmbeddingCache
 from rag_pipeline.retrieval.results import SEARCH_MODES
-from rag_pipeline.retrieval.retriever import RetrieverConfig
+from rag_pipeline.retrieval.retriever import (
+    DEFAULT_PREFETCH,
+    LARGE_INDEX_CHILDREN,
+    LARGE_INDEX_PREFETCH,
+    RetrieverConfig,
+)
 from rag_pipeline.serving.schemas import SearchRequest
 from rag_pipeline.serving.search import search_body
 from rag_pipeline.settings import Settings
@@ -54,6 +59,7 @@ def retriever_config(args: argparse.Namespace, settings: Settings) -> RetrieverC
         rrf_k=args.rrf_k or 60,
         rrf_weights=weights,
         rerank_depth=getattr(args, "rerank_depth", 50),
+        prefetch_limit=args.prefetch_limit,
     )
 
 
@@ -79,6 +85,14 @@ def add_query_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="how BM25 reads the query: fielded weighs its title line up and drops code, stack frames and URLs; "
         "plain gives every term weight 1 (default: RAG_SPARSE_QUERY, else fielded)",
+    )
+    parser.add_argument(
+        "--prefetch-limit",
+        type=positive_int,
+        default=None,
+        help=f"candidates each list of a hybrid search fetches before fusion (default: {DEFAULT_PREFETCH}, and "
+        f"{LARGE_INDEX_PREFETCH} on an index of more than {LARGE_INDEX_CHILDREN:,} child chunks: fewer answer faster "
+        "on a large index, docs/notes/search_at_scale.md)",
     )
 
 

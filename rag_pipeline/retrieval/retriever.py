@@ -88,6 +88,15 @@ def _cut(hits: list[Hit], limit: int) -> list[Hit]:
     return head + ties[: limit - len(head)]
 
 
+# Candidates each list of a hybrid search fetches. At a million children a broad reader's hybrid search spends most
+# of its time in five lists of 100 (docs/notes/search_at_scale.md: 80 -> 48 ms p50 in-process with 50), and 50
+# costs nothing measurable at the served top 10 on the bundled sets (bench/experiments/prefetch_depth.py: nDCG@10
+# +0.003 Jira, 0 Slack, -0.015 ACL set, none significant); below the threshold the evaluated default stays.
+DEFAULT_PREFETCH = 100
+LARGE_INDEX_PREFETCH = 50
+LARGE_INDEX_CHILDREN = 500_000
+
+
 class RetrieverConfig(BaseModel):
     """Search depths and fusion. Defaults are the settings the evaluation reports."""
 
@@ -96,7 +105,15 @@ class RetrieverConfig(BaseModel):
     # why the depth scales with top_k instead of being fixed high.
     child_depth: int = Field(50, ge=1, description="minimum child chunks fetched per search before grouping")
     children_per_result: int = Field(4, ge=1, description="child depth is at least (top_k + excluded) × this")
-    prefetch_limit: int = Field(100, ge=1, description="minimum candidates per prefetch in hybrid search")
+    prefetch_limit: int | None = Field(
+        None,
+        ge=1,
+        description="minimum candidates per list of a hybrid search (None: 100, or 50 on an index of more than "
+        "large_index_children child chunks)",
+    )
+    large_index_children: int = Field(
+        LARGE_INDEX_CHILDREN, ge=1, description="child chunks above which an index is large (fewer candidates)"
+    )
     fusion_method: str = Field("rrf", pattern="^(rrf|dbsf)$")
     rrf_k: int = Field(60, ge=1)
     rrf_weights: tuple[float, ...] | None = Field(None, description="(dense, sparse) weights for weighted RRF")
@@ -133,6 +150,13 @@ class RetrieverConfig(BaseModel):
             fusion_by_source=learned_fusions(language) if learned_fusion else {},
             **fields,
         )
+
+    def prefetch_for(self, children: int) -> int:
+        """Candidates per hybrid list over an index of ``children`` child chunks: the configured number, else
+        fewer on a large index (where each list's size is most of a broad reader's search)."""
+        if self.prefetch_limit is not None:
+            return self.prefetch_limit
+        return LARGE_INDEX_PREFETCH if children > self.large_index_children else DEFAULT_PREFETCH
 
     @property
     def fusion(self) -> Fusion:
@@ -198,6 +222,7 @@ class Retriever:
         # Within ``shared_work()`` (an evaluation's arms): first-stage documents, rerank signals and parent texts
         # by what they were computed from; None outside it.
         self._shared: SharedWork | None = None
+        self._child_count: int | None = None
 
     @contextmanager
     def shared_work(self, remember: Sequence[str] = ()) -> Iterator[None]:
@@ -237,6 +262,13 @@ class Retriever:
         titles = [t for t in (split_query(q).title for q in queries) if t]
         texts = list(dict.fromkeys([*queries, *titles]))
         return dict(zip(texts, self.query_cache.get_many(texts), strict=True))
+
+    def _children(self) -> int:
+        """Child chunks in the index, counted once per retriever (a retriever lives for one opening of the index;
+        the size only picks a default, so a count a few writes old is good enough)."""
+        if self._child_count is None:
+            self._child_count = self.store.count(self.store.names.children)
+        return self._child_count
 
     def _query_vector(self, query: str) -> list[float]:
         cache = self.query_cache
@@ -499,7 +531,7 @@ class Retriever:
             response.seconds["embed"] = response.seconds.get("embed", 0.0) + time.perf_counter() - t0
             if mode == "vector":
                 return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt, fields=GROUPING_FIELDS), depth)
-            prefetch = max(self.config.prefetch_limit, depth)
+            prefetch = max(self.config.prefetch_for(self._children()), depth)
             title = split_query(query).title
             plan = self.config.plan_for(
                 flt.sources, title_line=bool(title), title_vectors=TITLE_VECTOR in self.store.dense_vector_names()

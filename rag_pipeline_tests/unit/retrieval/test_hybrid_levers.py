@@ -283,6 +283,10 @@ def test_command_line_fusion_overrides_the_learned_one_and_settings_pick_the_que
     assert config("--fusion", "dbsf").fusion_for(["slack"]).method == "dbsf"
     assert config("--no-learned-fusion").fusion_for(["slack"]) == Fusion()
     assert config("--sparse-query", "plain").sparse_query == SparseQueryConfig()
+    # Candidates per hybrid list: by the index's size unless asked (the large-index knob), never zero.
+    assert default.prefetch_limit is None and config("--prefetch-limit", "50").prefetch_limit == 50
+    with pytest.raises(SystemExit):
+        config("--prefetch-limit", "0")
     # The environment sets the defaults the flags override.
     env = Settings.from_env({"RAG_DATA_DIR": str(tmp_path), "RAG_SPARSE_QUERY": "plain", "RAG_LEARNED_FUSION": "0"})
     assert config(env_settings=env).sparse_query == SparseQueryConfig()

@@ -957,3 +957,35 @@ def test_a_search_reusing_shared_work_counts_what_that_work_first_cost(retriever
             with counting_reused() as inner:  # a block inside counts on its own
                 note_reused(0.25)
         assert again() == seconds and inner() == 0.25
+
+
+def test_a_large_index_fetches_fewer_candidates_per_hybrid_list_unless_told(store, monkeypatch) -> None:
+    """Above ``large_index_children`` child chunks each hybrid list fetches LARGE_INDEX_PREFETCH candidates
+    (docs/notes/search_at_scale.md); a configured limit is kept whatever the size."""
+    from rag_pipeline.retrieval.retriever import DEFAULT_PREFETCH, LARGE_INDEX_PREFETCH
+
+    write_documents(store, [document(d, parents) for d, parents in CORPUS.items()])
+    children = store.count(store.names.children)
+    asked: list[int] = []
+    search_hybrid = store.search_hybrid
+
+    def spy(*args, **kwargs):
+        asked.append(args[3] if len(args) > 3 else kwargs["prefetch_limit"])  # (vector, sparse, limit, prefetch, ...)
+        return search_hybrid(*args, **kwargs)
+
+    monkeypatch.setattr(store, "search_hybrid", spy)
+
+    def prefetch(**config) -> int:
+        asked.clear()
+        shallow = RetrieverConfig(child_depth=1, children_per_result=1, **config)  # lists not deepened by top_k
+        response = Retriever(store, BM25, dense=TopicEncoder(), config=shallow).search(
+            "kernel wifi", "hybrid", EVERYONE, top_k=2
+        )
+        assert response.mode == "hybrid" and response.results
+        return asked[-1]
+
+    assert prefetch() == DEFAULT_PREFETCH  # a small index: the evaluated default
+    assert prefetch(large_index_children=children - 1) == LARGE_INDEX_PREFETCH
+    assert prefetch(large_index_children=children) == DEFAULT_PREFETCH  # "more than"
+    assert prefetch(large_index_children=children - 1, prefetch_limit=100) == 100
+    assert prefetch(prefetch_limit=7) == 7
