@@ -532,11 +532,12 @@ class Settings(_Frozen):
         return tuple(n for n in self.live_sources if self.automation.sync(n).enabled)
 
 
-def operator_partition_start() -> str:
-    """The partition start an operator set (``RAG_PARTITION_START``), else the earliest the project admits: where
-    a whole-export read draws the line between documents some partition holds and those none does (the data
-    folder's per-source starts only move later than this, never earlier)."""
-    return os.environ.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START
+def operator_partition_start(env: Mapping[str, str] | None = None) -> str:
+    """The partition start an operator set (``RAG_PARTITION_START`` in ``env``, default the process's environment),
+    else the earliest the project admits: :attr:`Settings.partition_start`, and where a whole-export read draws the
+    line between documents some partition holds and those none does (the data folder's per-source starts only move
+    later than this, never earlier)."""
+    return EnvValues(os.environ if env is None else env).get("RAG_PARTITION_START") or DEFAULT_PARTITION_START
 
 
 def _user_cache(env: EnvValues) -> Path:
@@ -640,7 +641,7 @@ def _from_env(raw: Mapping[str, str]) -> Settings:
         # In a checkout the eval sets sit next to the package.
         eval_dir=env.path("RAG_EVAL_DIR", PACKAGE_DIR.parent / "eval_sets"),
         dagster_home=Path(home).resolve() if home else None,
-        partition_start=env.get("RAG_PARTITION_START") or DEFAULT_PARTITION_START,
+        partition_start=operator_partition_start(raw),
         partition_start_explicit=bool(env.get("RAG_PARTITION_START")),
         dense_model=env.get("RAG_DENSE_MODEL") or DEFAULT_DENSE_MODEL,
         language=env.choice("RAG_LANGUAGE", LANGUAGE_SETTINGS, "auto"),

@@ -181,3 +181,14 @@ def test_offline_identity_is_the_bundled_one_only_for_the_bundled_data(tmp_path:
     with pytest.raises(SettingsError, match="RAG_JIRA_CSV_DELIMITER must be one character"):
         Settings.from_env({"RAG_JIRA_CSV_DELIMITER": ";;"})
     assert Settings.from_env({"RAG_JIRA_CSV_DELIMITER": "\\t"}).section("jira", JiraSettings).csv_delimiter == "\t"
+
+
+def test_the_operator_partition_start_is_the_settings_one(tmp_path: Path) -> None:
+    """The week spill's line (read without a Settings) and Settings.partition_start read RAG_PARTITION_START alike."""
+    from rag_pipeline.settings import DEFAULT_PARTITION_START, operator_partition_start
+
+    for value in (None, "", " 2023-01-02 ", "2019-07-01"):
+        env = {"RAG_DATA_DIR": str(tmp_path)} | ({} if value is None else {"RAG_PARTITION_START": value})
+        assert operator_partition_start(env) == Settings.from_env(env).partition_start
+    assert operator_partition_start({"RAG_PARTITION_START": " 2023-01-02 "}) == "2023-01-02"
+    assert operator_partition_start({}) == DEFAULT_PARTITION_START
