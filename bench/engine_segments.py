@@ -15,10 +15,10 @@ Per batch: seconds (upsert, optimize), RSS now, peak RSS (VmHWM), RssAnon, RssFi
 default now), ``capped_cold`` (also the dense vectors ``Memory.Cold``: mapped, not read in whole at open),
 ``capped_all_cold`` (also the BM25 index, the HNSW graphs, the payload indexes and the id tracker ``Memory.Cold``:
 ``edge_store.INDEX_MEMORY``).
-After each batch the store is closed and RssAnon read twice: as left, and after glibc's ``malloc_trim(0)`` (the
-engine allocates with the system malloc, so what it freed may stay in the process's arenas: the difference is
-memory held but not in use). The store itself trims when it closes and after a merge (``index/native_memory.py``);
-``--no-trim`` turns both off, the A/B of that change.
+The store returns what malloc holds free when it closes and after a merge (``index/native_memory.py``: the engine
+allocates with the system malloc, so what it freed would stay in the process's arenas); ``--no-trim`` turns that off,
+the A/B of the change, and then reads RssAnon once more after a ``malloc_trim(0)`` past the last batch: the
+difference is memory held but not in use (with the trim on, RssAnon after a batch is already that).
 
     .venv/bin/python -m bench.engine_segments                          # every arm, 60 batches of 2,000 points
     .venv/bin/python -m bench.engine_segments --batches 20 --arm capped
@@ -28,7 +28,6 @@ Results: bench/results/engine_segments.json.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import random
@@ -101,7 +100,7 @@ def run_arm(
     edge_store.SEGMENT_OPTIMIZERS = None if arm == "default" else edge_store.segment_optimizers(max_segment_kb)
     edge_store.VECTOR_MEMORY = qe.Memory.Cold if arm in ("capped_cold", "capped_all_cold") else None
     edge_store.INDEX_MEMORY = qe.Memory.Cold if arm == "capped_all_cold" else None
-    libc = ctypes.CDLL("libc.so.6")
+    release = native_memory.release_freed_memory
     if not trim:  # the store trims when it closes and after a merge (index/native_memory.py): the A/B turns it off
         native_memory.release_freed_memory = lambda: False
     rng = random.Random(7)
@@ -123,9 +122,6 @@ def run_arm(
         del points
         segments = len(list((folder / store.names.children / "segments").iterdir()))
         status = _status()
-        if trim:
-            libc.malloc_trim(0)
-        trimmed = _status()["RssAnon"]
         rows.append(
             {
                 "batch": batch + 1,
@@ -135,11 +131,12 @@ def run_arm(
                 "batch_s": round(t3 - t0, 2),
                 "segments": segments,
                 **{k.lower() + "_mb": v for k, v in status.items()},
-                "rssanon_after_trim_mb": trimmed,
             }
         )
         print(json.dumps({"arm": arm, **rows[-1]}), file=sys.stderr, flush=True)
-    return {"arm": arm, "seconds": round(time.perf_counter() - started, 1), "batches": rows}
+    seconds = round(time.perf_counter() - started, 1)
+    release()  # past the last batch, so the no-trim arm's batches ran untrimmed: what of its RssAnon is live
+    return {"arm": arm, "seconds": seconds, "batches": rows, "last_rss_anon_live_mb": _status()["RssAnon"]}
 
 
 def main() -> None:
@@ -177,7 +174,6 @@ def main() -> None:
             peak_rss_anon_mb=max(r["rssanon_mb"] for r in rows),
             peak_rss_file_mb=max(r["rssfile_mb"] for r in rows),
             last_rss_anon_mb=rows[-1]["rssanon_mb"],
-            last_rss_anon_after_trim_mb=rows[-1]["rssanon_after_trim_mb"],
             load_average_before=[round(x, 2) for x in load_before],
             load_average_after=[round(x, 2) for x in os.getloadavg()],
         )
