@@ -152,12 +152,12 @@ class RetrieverConfig(BaseModel):
             **fields,
         )
 
-    def prefetch_for(self, children: int) -> int:
-        """Candidates per hybrid list over an index of ``children`` child chunks: the configured number, else
-        fewer on a large index (where each list's size is most of a broad reader's search)."""
+    def prefetch_for(self, children: Callable[[], int]) -> int:
+        """Candidates per hybrid list over an index of ``children()`` child chunks: the configured number (the
+        index is not counted then), else fewer on a large index."""
         if self.prefetch_limit is not None:
             return self.prefetch_limit
-        return LARGE_INDEX_PREFETCH if children > self.large_index_children else DEFAULT_PREFETCH
+        return LARGE_INDEX_PREFETCH if children() > self.large_index_children else DEFAULT_PREFETCH
 
     @property
     def fusion(self) -> Fusion:
@@ -532,7 +532,7 @@ class Retriever:
             response.seconds["embed"] = response.seconds.get("embed", 0.0) + time.perf_counter() - t0
             if mode == "vector":
                 return _cut(self.store.search_dense(vector, depth + TIE_MARGIN, flt, fields=GROUPING_FIELDS), depth)
-            prefetch = max(self.config.prefetch_for(self._children()), depth)
+            prefetch = max(self.config.prefetch_for(self._children), depth)
             title = split_query(query).title
             plan = self.config.plan_for(
                 flt.sources, title_line=bool(title), title_vectors=TITLE_VECTOR in self.store.dense_vector_names()

@@ -974,6 +974,14 @@ def test_a_large_index_fetches_fewer_candidates_per_hybrid_list_unless_told(stor
         return search_hybrid(*args, **kwargs)
 
     monkeypatch.setattr(store, "search_hybrid", spy)
+    count = store.count
+    counted: list[str] = []
+
+    def counting(collection, *args, **kwargs):
+        counted.append(collection)
+        return count(collection, *args, **kwargs)
+
+    monkeypatch.setattr(store, "count", counting)
 
     def prefetch(**config) -> int:
         asked.clear()
@@ -988,4 +996,10 @@ def test_a_large_index_fetches_fewer_candidates_per_hybrid_list_unless_told(stor
     assert prefetch(large_index_children=children - 1) == LARGE_INDEX_PREFETCH
     assert prefetch(large_index_children=children) == DEFAULT_PREFETCH  # "more than"
     assert prefetch(large_index_children=children - 1, prefetch_limit=100) == 100
+    counted.clear()
     assert prefetch(prefetch_limit=7) == 7
+    assert counted == []  # a configured limit needs no count of the index
+    retriever = Retriever(store, BM25, dense=TopicEncoder())
+    for _ in range(3):
+        retriever.search("kernel wifi", "hybrid", EVERYONE, top_k=2)
+    assert counted == [store.names.children]  # once per retriever, not per search
