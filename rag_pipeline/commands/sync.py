@@ -179,6 +179,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     else:
         result["directory"] = _refresh_directory(settings, args.source, skipped)
     result["skipped"] = skipped.summary(skipped.write(report_path(settings, "sync")))
+    # Steps the caller turned off (a targeted sync of events does): said on stderr and in --json, never silent.
+    result["steps_skipped"] = {flag: what for flag, what, off in _optional_steps(args) if off}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -189,7 +191,17 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for name, message in result["failed"].items():
             console.print(f"failed: {name}: {message}", style="red", markup=False, highlight=False)
     print_skipped(result["skipped"], sys.stderr)  # with --json too: stdout stays one JSON document
+    for flag, what in result["steps_skipped"].items():
+        print(f"not done ({flag}): {what}; the scheduled sync does it", file=sys.stderr)
     return 1 if result["failed"] else 0
+
+
+def _optional_steps(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
+    """The steps a sync may be told to leave out: (flag, what is then not done, whether it was)."""
+    return [
+        ("--no-directory", "the principal directory was not refreshed", args.no_directory),
+        ("--no-reconcile", "documents deleted at the source were not looked for", args.no_reconcile),
+    ]
 
 
 def sync_table(result: dict[str, Any], source: str) -> Table:

@@ -355,6 +355,19 @@ def test_sync_command_json_and_one_failing_channel(crafted: SlackEmulator, tmp_p
     assert out["documents_removed"] == 0 and out["api_calls"] > 0 and out["retries"] == 0
     with _store(tmp_path) as store:
         assert set(store.indexed_documents(SearchFilter(containers=(F.GENERAL_CHANNEL,)))) == general
+    assert out["steps_skipped"] == {}
+
+    # A targeted sync's leaner shape: what it leaves out is said in --json and on stderr.
+    lean = main(
+        ["sync", "--source", "slack", "--start", "2024-03-01", "--end", "2024-03-12", "--data-dir", str(tmp_path),
+         "--channel", "general", "--no-directory", "--no-reconcile", "--json"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert lean == 0 and out["directory"] == {"skipped": "--no-directory"}
+    assert set(out["steps_skipped"]) == {"--no-directory", "--no-reconcile"}
+    assert "not done (--no-directory): the principal directory was not refreshed" in captured.err
+    assert "not done (--no-reconcile)" in captured.err
 
     missing = main(
         ["sync", "--source", "slack", "--start", "2024-03-01", "--data-dir", str(tmp_path), "--channel", "nope"]
