@@ -22,6 +22,7 @@ from cachetools import TTLCache
 from rag_pipeline.retrieval.principal import Principal
 
 V = TypeVar("V")
+T = TypeVar("T")
 
 
 def access_key(reader: Principal) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -29,27 +30,41 @@ def access_key(reader: Principal) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(set(reader.all_user_ids()))), tuple(sorted(set(reader.groups)))
 
 
-class ResultCache(Generic[V]):
+class LookupCounts:
+    """A cache's hits and misses (what the service's metrics read), counted the same way for the per-process and
+    the shared cache: a lookup that finds nothing usable is a miss."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+        self._counts_lock = threading.Lock()
+
+    def counted(self, value: T | None) -> T | None:
+        """``value``, counted as a hit or (None) a miss."""
+        with self._counts_lock:
+            if value is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return value
+
+
+class ResultCache(LookupCounts, Generic[V]):
     """A thread-safe LRU with expiry (``cachetools.TTLCache``), counting its hits and misses; ``entries=0`` keeps
     nothing."""
 
     def __init__(self, entries: int, seconds: float) -> None:
+        super().__init__()
         self.enabled = entries > 0 and seconds > 0
         self._cache: TTLCache[Hashable, V] = TTLCache(maxsize=max(1, entries), ttl=max(seconds, 0.001))
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
 
     def get(self, key: Hashable) -> V | None:
         if not self.enabled:
             return None
         with self._lock:
             value = self._cache.get(key)
-            if value is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-            return value
+        return self.counted(value)
 
     def put(self, key: Hashable, value: V) -> None:
         if self.enabled:

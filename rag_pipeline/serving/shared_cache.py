@@ -33,6 +33,8 @@ from pydantic_core import PydanticSerializationError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from rag_pipeline.serving.result_cache import LookupCounts
+
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
@@ -129,13 +131,14 @@ class SharedGeneration:
         self.shared.call(lambda client: client.incr(self.key))
 
 
-class SharedResultCache(Generic[V]):
+class SharedResultCache(LookupCounts, Generic[V]):
     """A bounded, expiring cache in Redis with :class:`~rag_pipeline.serving.result_cache.ResultCache`'s surface
     (``get``, ``put``, ``enabled``, ``hits``, ``misses``): ``name`` keeps the search and document caches apart,
     ``codec`` turns a value into JSON and back. ``hits``/``misses`` count this replica's lookups; a lookup
     while Redis is down counts as a miss."""
 
     def __init__(self, shared: SharedRedis, name: str, entries: int, seconds: float, codec: TypeAdapter[V]) -> None:
+        super().__init__()
         self.shared = shared
         self.enabled = entries > 0 and seconds > 0
         self.entries = max(1, entries)
@@ -144,9 +147,6 @@ class SharedResultCache(Generic[V]):
         self.prefix = f"{shared.namespace}:{name}"
         self.index = f"{shared.namespace}:index:{name}"  # beside the entries' prefix, never under it
         self.name = name
-        self.hits = 0
-        self.misses = 0
-        self._lock = threading.Lock()
         self._unstorable_logged = False
 
     def redis_key(self, key: Hashable) -> str:
@@ -164,12 +164,7 @@ class SharedResultCache(Generic[V]):
                 value = self.codec.validate_json(cast(bytes, raw))
             except ValidationError:  # written by another version of the service: a miss, overwritten on put
                 value = None
-        with self._lock:
-            if value is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-        return value
+        return self.counted(value)
 
     def put(self, key: Hashable, value: V) -> None:
         if not self.enabled:
