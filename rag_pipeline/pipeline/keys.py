@@ -10,6 +10,19 @@ from typing import Any
 from rag_pipeline.scheduling.coverage import week_start
 
 
+class _StageAsset:
+    """A chain asset's name, the source's and the stage's joined (``slack`` + ``parent_chunks``): every chain names
+    its assets alike, which the Dagster asset keys, the run records and the UI's lineage all rely on."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+    def __get__(self, keys: ChainKeys | None, owner: type | None = None) -> str:
+        if keys is None:
+            raise AttributeError(f"{self.stage} is the name of one source's asset: ask a ChainKeys")
+        return f"{keys.source}_{self.stage}"
+
+
 @dataclass(frozen=True)
 class ChainKeys:
     """The asset names of one source's chain, from its raw documents asset to its Qdrant points."""
@@ -17,25 +30,11 @@ class ChainKeys:
     source: str
     raw: str
 
-    @property
-    def parents(self) -> str:
-        return f"{self.source}_parent_chunks"
-
-    @property
-    def children(self) -> str:
-        return f"{self.source}_child_chunks"
-
-    @property
-    def dense(self) -> str:
-        return f"{self.source}_dense_vectors"
-
-    @property
-    def sparse(self) -> str:
-        return f"{self.source}_sparse_vectors"
-
-    @property
-    def points(self) -> str:
-        return f"{self.source}_qdrant_points"
+    parents = _StageAsset("parent_chunks")
+    children = _StageAsset("child_chunks")
+    dense = _StageAsset("dense_vectors")
+    sparse = _StageAsset("sparse_vectors")
+    points = _StageAsset("qdrant_points")
 
     @property
     def all(self) -> list[str]:
