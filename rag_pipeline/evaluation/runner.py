@@ -21,7 +21,7 @@ from rag_pipeline.retrieval.planned_search import Scope, search_planned
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.retrieval.rerank.base import Reranker
 from rag_pipeline.retrieval.rerank.learned import RerankExample, cross_fit, train_reranker
-from rag_pipeline.retrieval.results import Mode
+from rag_pipeline.retrieval.results import Mode, SearchResult
 from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.retrieval.reuse_ledger import counting_reused
 from rag_pipeline.retrieval.rewrite import QueryRewriter
@@ -55,6 +55,18 @@ class ArmOutcome:
     # query id → the best child chunk of each returned document, in rank order (chunk-level scoring)
     chunk_rankings: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     rerankers: set[str] = field(default_factory=set)
+
+    def record(
+        self, query_id: str, principal: Principal, results: Sequence[SearchResult], seconds: float, warnings: list[str]
+    ) -> None:
+        """One query's answer as the metrics read it: the documents and best children in rank order, the latency,
+        how many results its reader may not see (leaks), and any warning."""
+        self.run.rankings[query_id] = [(r.document_id, r.score) for r in results]
+        self.chunk_rankings[query_id] = [(r.child_id, r.score) for r in results]
+        self.run.latency_ms[query_id] = seconds * 1000.0
+        self.run.leaks[query_id] = sum(not principal.admits(r.acl) for r in results)
+        if warnings:
+            self.warnings[query_id] = warnings
 
 
 def run_arm(
@@ -94,12 +106,7 @@ def run_arm(
         # Work reused from another arm or from the training candidates counts as what it cost: a served search
         # does all of it.
         elapsed = time.perf_counter() - started - response.seconds.get("embed", 0.0) + reused()
-        outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in response.results]
-        outcome.chunk_rankings[query.id] = [(r.child_id, r.score) for r in response.results]
-        outcome.run.latency_ms[query.id] = elapsed * 1000.0
-        outcome.run.leaks[query.id] = sum(not principal.admits(r.acl) for r in response.results)
-        if response.warnings:
-            outcome.warnings[query.id] = response.warnings
+        outcome.record(query.id, principal, response.results, elapsed, response.warnings)
         if reranker is not None and response.mode == "reranked":
             outcome.rerankers.add(reranker.name)
         if progress:
@@ -243,16 +250,10 @@ def run_rewritten_arm(
         plan = rewriter.plan(query.query)
         planned = search_planned(retriever, query.query, "hybrid", principal, depth, plan, scope, tuple(query.exclude))
         elapsed = time.perf_counter() - started - planned.response.seconds.get("embed", 0.0)
-        results = planned.response.results
-        outcome.run.rankings[query.id] = [(r.document_id, r.score) for r in results]
-        outcome.chunk_rankings[query.id] = [(r.child_id, r.score) for r in results]
-        outcome.run.latency_ms[query.id] = elapsed * 1000.0
-        outcome.run.leaks[query.id] = sum(not principal.admits(r.acl) for r in results)
         warnings = list(planned.response.warnings)
         if planned.fallback_reason:
             warnings.append(planned.fallback_reason)
-        if warnings:
-            outcome.warnings[query.id] = warnings
+        outcome.record(query.id, principal, planned.response.results, elapsed, warnings)
         if progress:
             progress(REWRITTEN_ARM, i, len(queries))
     return outcome
