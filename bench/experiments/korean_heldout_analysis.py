@@ -1,4 +1,7 @@
-"""The analysis step of :mod:`bench.experiments.korean_heldout`: every figure from the pickled candidates.
+"""The analysis step of :mod:`bench.experiments.korean_heldout`: every figure from the pickled candidates that its
+``build`` and ``collect`` steps wrote.
+
+    .venv/bin/python -m bench.experiments.korean_heldout_analysis
 
 Each ko_helpdesk query has one relevant thread (grade 1), so nDCG@10 is ``1 / log2(rank + 1)`` for a rank ≤ 10
 and 0 otherwise; it is computed directly (ranx gives the same numbers, checked on the arms).
@@ -157,3 +160,13 @@ def analyse() -> None:
             print(lines[-1], flush=True)
             common.write_json(common.RESULTS / "korean_heldout.json", results)
     print("\n".join(lines))
+
+
+def main() -> int:
+    common.parser(__doc__).parse_args()
+    analyse()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
