@@ -156,13 +156,8 @@ def _beir(args: argparse.Namespace, settings: Settings, progress: Progressor, co
             f"tokenizer={tokenizer}",
             highlight=False,
         )
-        retriever = Retriever(
-            store,
-            bm25,
-            dense=encoder,
-            config=retriever_config(args, settings),
-            persistent_cache=cache,
-        )
+        models = SearchModels(encoder.model_id, bm25, dense=encoder, cache=cache)
+        retriever = build_retriever(store, models, retriever_config(args, settings))
         queries = beir_eval_queries(dataset, name)
         reranker: Reranker | None = None
         if "reranked" in args.arms and (directory / "qrels" / f"{args.train_split}.tsv").exists():
