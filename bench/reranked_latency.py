@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import dense_encoder_of, open_index
+from rag_pipeline.composition import dense_encoder_of, open_index, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set
 from rag_pipeline.evaluation.runner import principal_of, rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
 from rag_pipeline.retrieval.rerank import learned
-from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
@@ -40,7 +39,7 @@ def main() -> int:
     with open_index(settings) as store:
         encoder = Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
         models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=dense_encoder_of(settings))
-        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+        config = served_config(settings)
         retriever = build_retriever(store, models, config)
         retriever.embed_queries([q.query for q in queries])
         started = time.perf_counter()

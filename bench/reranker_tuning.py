@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import dense_encoder_of, open_index
+from rag_pipeline.composition import dense_encoder_of, open_index, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.runner import rerank_examples
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
@@ -45,7 +45,6 @@ from rag_pipeline.retrieval.rerank.learned import (
     query_key,
     train_reranker,
 )
-from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.sparse import Bm25Encoder, Bm25Params
 
@@ -122,7 +121,7 @@ def main() -> int:
     encoder = Bm25Encoder(Bm25Params(tokenizer=settings.bm25_tokenizer))
     with open_index(settings) as store:
         models = SearchModels(dense_model=settings.dense_model, bm25=encoder, dense=dense_encoder_of(settings))
-        config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+        config = served_config(settings)
         retriever = build_retriever(store, models, config)
         for name in SETS:
             queries = [q for q in load_eval_set(args.eval_dir / f"{name}.jsonl") if q.judged]

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline.composition import dense_encoder_of, open_index
+from rag_pipeline import composition
+from rag_pipeline.composition import dense_encoder_of, open_index, search_models, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.retrieval.principal import Principal
-from rag_pipeline.retrieval.retriever import Retriever
 from rag_pipeline.runs.evaluation import run_evaluation
 from rag_pipeline.settings import Settings
 from rag_pipeline.vectors.cache import EmbeddingCache
@@ -36,11 +36,13 @@ METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "map@100")
 
 def hybrid_latency(settings: Settings, eval_dir: Path) -> dict[str, float]:
     with open_index(settings) as store:
-        retriever = Retriever(
-            store,
+        # The reader's path: the configured BM25 terms and the service's search settings (learned fusions).
+        models = search_models(
+            settings,
             dense=lambda: load_dense_encoder(settings.dense_model),
-            persistent_cache=EmbeddingCache(settings.paths.embedding_cache),
+            cache=EmbeddingCache(settings.paths.embedding_cache),
         )
+        retriever = composition.retriever(store, models, served_config(settings))
         timings: dict[str, list[float]] = {}
         for name in common.DEV_SETS:
             queries = load_eval_set(eval_dir / f"{name}.jsonl")

@@ -134,6 +134,12 @@ def search_models(
     )
 
 
+def served_config(settings: Settings) -> RetrieverConfig:
+    """The searches' settings a reader of the configured index gets (the service, ``search``, ``ask``): the sparse
+    query, the learned fusions of the index's language, the large-index prefetch."""
+    return RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+
+
 def retriever(store: VectorStore, models: SearchModels, config: RetrieverConfig | None = None) -> Retriever:
     """The retriever over an opened index: :func:`~rag_pipeline.retrieval.entry.build_retriever`."""
     return build_retriever(store, models, config)
@@ -152,7 +158,7 @@ def search_service(
     models = search_models(
         settings, dense=encoder, reranker=reranker_of(settings), query_cache=QueryEmbeddingCache(encoder)
     )
-    config = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+    config = served_config(settings)
     wait = float(settings.store_wait_seconds if wait_seconds is None else wait_seconds)
     serve, paths = settings.serve, settings.paths
     kwargs.setdefault("tracing", Tracing(serve.otlp_endpoint, serve.otel_service_name))
@@ -185,7 +191,7 @@ def one_shot_index(
     """The search use cases on the configured index opened for each call (the CLI's), with the models given (load
     them before: the embedded index admits one process at a time) and the service's search defaults unless
     ``config`` says otherwise."""
-    chosen = config or RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+    chosen = config or served_config(settings)
     models = search_models(settings, dense, reranker, cache)
     return OneShotIndex(lambda: open_index(settings), models, chosen, default_min_score=settings.min_score)
 

@@ -23,14 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index
+from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import qrels_of
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import run_arm
 from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p
 from rag_pipeline.retrieval.entry import SearchModels, build_retriever
-from rag_pipeline.retrieval.retriever import RetrieverConfig
 from rag_pipeline.settings import Settings
 
 HERE = Path(__file__).parent
@@ -58,7 +57,7 @@ def main() -> None:
     limits = [int(x) for x in args.limits.split(",")]
     settings = Settings.from_env({**os.environ, "RAG_DATA_DIR": str(args.data_dir)})
     encoder = dense_encoder_of(settings)
-    base = RetrieverConfig.chosen(settings.sparse_query, settings.learned_fusion, settings.index_language)
+    base = served_config(settings)
     out: dict[str, Any] = {"what": __doc__.splitlines()[0], "top_k": SERVED_TOP_K, "limits": limits, "sets": {}}
     with open_index(settings) as store:
         models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=encoder)
