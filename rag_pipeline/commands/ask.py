@@ -45,7 +45,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from rag_pipeline.answers.generate import AnswerModel
     from rag_pipeline.commands.search import principal_from_args
     from rag_pipeline.composition import one_shot_index
-    from rag_pipeline.serving.answers import RoundsRefused, agent_answer, agent_rounds, question_search, reader_tools
+    from rag_pipeline.serving.answers import (
+        RoundsRefused,
+        agent_answer,
+        agent_rounds,
+        answer_text,
+        question_search,
+        reader_tools,
+    )
     from rag_pipeline.vectors.cache import EmbeddingCache
     from rag_pipeline.vectors.dense.load import load_or_defer
 
@@ -96,10 +103,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     answer = asked.answer
     payload: dict[str, Any] = {
         "question": asked.question,
-        "answer": None if answer.failure else answer.text,
-        "answer_error": answer.failure,
-        "notices": answer.notices,
-        "reasoning": answer.reasoning,
+        **answer_text(answer),
         **({"tool_calls": tool_calls, "max_iterations": rounds} if tool_calls is not None else {}),
         "sources": answer.sources_json(),
         "invalid_citations": list(answer.invalid_citations),

@@ -155,13 +155,21 @@ def agent_answer(
                      fallback_documents=limits.documents)  # fmt: skip
 
 
-def answer_fields(answer: Answer) -> dict[str, Any]:
-    """What an answer adds to a search's body (``/v1/search`` with ``"answer": true``)."""
+def answer_text(answer: Answer) -> dict[str, Any]:
+    """An answer's words as every face reports them: the text (None when the model failed, with the failure beside
+    it), the notices and the model's reasoning."""
     return {
         "answer": None if answer.failure else answer.text,
         "answer_error": answer.failure,
         "notices": answer.notices,
         "reasoning": answer.reasoning,
+    }
+
+
+def answer_fields(answer: Answer) -> dict[str, Any]:
+    """What an answer adds to a search's body (``/v1/search`` with ``"answer": true``)."""
+    return {
+        **answer_text(answer),
         "sources": answer.sources_json(),
         "answer_metadata": {
             "model": answer.model,
