@@ -61,14 +61,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             evaluation = run_evaluation(
                 settings, force=changed, on_progress=bars, sources=tuple(args.source), on_start=announce, mine=True
             )
-        result["evaluation"] = {
-            "ran": evaluation.ran,
-            "seconds": round(evaluation.seconds, 1),
-            "report_dir": evaluation.report_dir,
-            "checks": evaluation.checks,
-            "failures": evaluation.failures,
-            "eval_sets": evaluation.figures,
-        }
+        result["evaluation"] = {"ran": evaluation.ran, **evaluation.as_dict()}
     if args.json:
         print(json.dumps(result, indent=2))
         print_skipped(result["skipped"], sys.stderr)  # stdout stays one JSON document

@@ -91,13 +91,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         scoped = settings.model_copy(update={"eval_dir": sets.sets_dir})
         with task_bars(console, disable=args.json) as bars:
             evaluation = run_evaluation(scoped, force=True, on_progress=bars)
-        result["evaluation"] = {
-            "seconds": round(evaluation.seconds, 1),
-            "report_dir": evaluation.report_dir,
-            "checks": evaluation.checks,
-            "failures": evaluation.failures,
-            "eval_sets": evaluation.figures,
-        }
+        result["evaluation"] = evaluation.as_dict()
         if not args.json:
             print_evaluation(evaluation)
         if evaluation.failures:

@@ -45,6 +45,16 @@ class EvaluationSummary:
     failures: list[str] = field(default_factory=list)
     summaries: dict[str, EvalSummary] = field(default_factory=dict)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The ``evaluation`` object of ``demo --json`` and ``evaluate --json``."""
+        return {
+            "seconds": round(self.seconds, 1),
+            "report_dir": self.report_dir,
+            "checks": self.checks,
+            "failures": self.failures,
+            "eval_sets": self.figures,
+        }
+
 
 def step_failure_reason(result: dg.ExecuteInProcessResult) -> str:
     """The first line of each failed step's error (the evaluation step names the arms that failed), so the command's
