@@ -1,6 +1,6 @@
 """Reading an offline source file once per version of it (shared by the export and dump resources)."""
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -29,3 +29,16 @@ def containers_of(read: WholeRead, containers: Container[str]) -> SourceRead:
     every problem of the read."""
     documents = [d for d in read.documents if d.container in containers]
     return SourceRead(documents=documents, problems=list(read.problems))
+
+
+class WholeFileRead:
+    """Mixed into an offline resource, before its Dagster base: ``read_partitions`` is the containers' documents of
+    its whole file (:meth:`read`, cached per version of the file), whatever days were asked for."""
+
+    def read(self) -> WholeRead:
+        raise NotImplementedError
+
+    def read_partitions(
+        self, days_by_container: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
+    ) -> SourceRead:
+        return containers_of(self.read(), days_by_container)

@@ -1,7 +1,7 @@
 """Where Confluence pages come from: the live REST API (``ConfluenceResource``) or a dump of REST content objects
 (offline, ``ConfluenceDumpResource``); both feed ``confluence_pages`` and everything downstream."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from functools import lru_cache
 
 import dagster as dg
@@ -22,11 +22,10 @@ from rag_pipeline.connectors.confluence.identity import (
     resolve_confluence_identity,
 )
 from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, atlassian_client_options, sync_settings_of
-from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.defs.chain.offline import WholeFileRead, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
-from rag_pipeline.sources.source_read import SourceRead
 
 CONFLUENCE_API_POOL = "confluence_api"
 
@@ -73,7 +72,7 @@ class ConfluenceResource(LiveApiResource, dg.ConfigurableResource):
         return LiveRead(ConfluenceAccessError, ("pages_fetched", "comment_pages"), ConfluenceTimeoutError, shown)
 
 
-class ConfluenceDumpResource(dg.ConfigurableResource):
+class ConfluenceDumpResource(WholeFileRead, dg.ConfigurableResource):
     """An offline dump of Confluence REST content objects (JSON lines, .gz or not); none configured: no pages. Its
     site comes from the objects' ``_links.base``, else from ``site`` (CONFLUENCE_SITE)."""
 
@@ -105,11 +104,6 @@ class ConfluenceDumpResource(dg.ConfigurableResource):
         if not self.path:
             return DirectorySnapshot("confluence", site or "none", 0.0)
         return confluence_directory.read_dump_directory(self.path, site, self.directory_file)
-
-    def read_partitions(
-        self, days_by_space: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return containers_of(self.read(), days_by_space)
 
 
 @lru_cache(maxsize=4)

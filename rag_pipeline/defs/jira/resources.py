@@ -25,7 +25,7 @@ from rag_pipeline.connectors.jira.settings import (
     DEFAULT_JIRA_CSV_DATE_FORMAT,
 )
 from rag_pipeline.defs.api_resource_kit import LiveApiResource, LiveRead, atlassian_client_options, sync_settings_of
-from rag_pipeline.defs.chain.offline import containers_of, file_version
+from rag_pipeline.defs.chain.offline import WholeFileRead, file_version
 from rag_pipeline.directory.accounts import DirectorySnapshot
 from rag_pipeline.directory.store import DirectoryStore
 from rag_pipeline.sources.paging import DEFAULT_PAGE_CAP
@@ -104,7 +104,7 @@ class JiraResource(LiveApiResource, JiraSourceResource):
         return LiveRead(JiraAccessError, ("issues_fetched", "comment_pages"), JiraTimeoutError, shown)
 
 
-class JiraDumpResource(JiraSourceResource):
+class JiraDumpResource(WholeFileRead, JiraSourceResource):
     """An offline Jira dump (JSON lines of REST issue objects, optionally gzipped). Its site comes from the
     issues' ``self`` URLs, else from ``site`` (JIRA_SITE); a read fails naming the flag when neither says."""
 
@@ -129,13 +129,8 @@ class JiraDumpResource(JiraSourceResource):
     def read(self) -> JiraRead:
         return _read_jira(self.path, self.identity().site, file_version(self.path))
 
-    def read_partitions(
-        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return containers_of(self.read(), days_by_project)
 
-
-class JiraCsvResource(JiraSourceResource):
+class JiraCsvResource(WholeFileRead, JiraSourceResource):
     """Jira's own CSV export ("Export → CSV (all fields)"), one or more files read as one. The CSV carries no
     site URL, so ``site`` (JIRA_SITE, --jira-site) is required; dates are in the instance's display format."""
 
@@ -173,11 +168,6 @@ class JiraCsvResource(JiraSourceResource):
     def read(self) -> JiraRead:
         versions = tuple(file_version(p) for p in self.paths)
         return _read_jira_csv(tuple(self.paths), self.identity().site, self.date_format, self.delimiter, versions)
-
-    def read_partitions(
-        self, days_by_project: Mapping[str, Sequence[str]], log: Callable[[str], None] | None = None
-    ) -> SourceRead:
-        return containers_of(self.read(), days_by_project)
 
 
 @lru_cache(maxsize=2)
