@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from bench import common
-from rag_pipeline import composition
 from rag_pipeline.composition import dense_encoder_of, open_index, search_models, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
+from rag_pipeline.retrieval.entry import build_retriever
 from rag_pipeline.retrieval.principal import Principal
 from rag_pipeline.runs.evaluation import run_evaluation
 from rag_pipeline.settings import Settings
@@ -42,7 +42,7 @@ def hybrid_latency(settings: Settings, eval_dir: Path) -> dict[str, float]:
             dense=lambda: load_dense_encoder(settings.dense_model),
             cache=EmbeddingCache(settings.paths.embedding_cache),
         )
-        retriever = composition.retriever(store, models, served_config(settings))
+        retriever = build_retriever(store, models, served_config(settings))
         timings: dict[str, list[float]] = {}
         for name in common.DEV_SETS:
             queries = load_eval_set(eval_dir / f"{name}.jsonl")

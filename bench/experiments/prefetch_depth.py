@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from rag_pipeline.composition import bm25_encoder, dense_encoder_of, open_index, served_config
+from rag_pipeline.composition import dense_encoder_of, open_index, search_models, served_config
 from rag_pipeline.evaluation.eval_set import load_eval_set, load_eval_set_meta
 from rag_pipeline.evaluation.evaluate import qrels_of
 from rag_pipeline.evaluation.metrics import per_query_metrics
 from rag_pipeline.evaluation.runner import run_arm
 from rag_pipeline.evaluation.statistics import bootstrap_ci, paired_permutation_p
-from rag_pipeline.retrieval.entry import SearchModels, build_retriever
+from rag_pipeline.retrieval.entry import build_retriever
 from rag_pipeline.settings import Settings
 
 HERE = Path(__file__).parent
@@ -60,7 +60,7 @@ def main() -> None:
     base = served_config(settings)
     out: dict[str, Any] = {"what": __doc__.splitlines()[0], "top_k": SERVED_TOP_K, "limits": limits, "sets": {}}
     with open_index(settings) as store:
-        models = SearchModels(settings.dense_model, bm25_encoder(settings), dense=encoder)
+        models = search_models(settings, dense=encoder)
         for name in SETS:
             path = EVAL_SETS / f"{name}.jsonl"
             meta, queries = load_eval_set_meta(path), load_eval_set(path)
